@@ -1,0 +1,26 @@
+//! slotd: a slot-based scheduler for provider-limited asynchronous jobs, with hot-loadable
+//! WebAssembly handlers (see `SPEC.md` in the design docs and the README).
+//!
+//! A unit travels in a straight line: API → store → scheduler (grant, handler call, apply) →
+//! store → finalizer → object store.
+//!
+//! # Layout
+//! - [`config`]: one typed `Config`, named defaults, validation.
+//! - [`model`]: statuses, legal transitions, change validation, derived task status. Pure.
+//! - [`store`]: the durable `TaskStore` (SQLite; PostgreSQL), queries named `noun_verb`.
+//! - [`slots`]: the `SlotStore` (in-process; Redis).
+//! - [`runtime`]: the wasm engine, handler calls, host imports, the handler registry.
+//! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
+//! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
+
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod model;
+pub mod runtime;
+pub mod scheduler;
+pub mod services;
+pub mod slots;
+pub mod store;
+pub mod wake;

@@ -1,0 +1,15 @@
+//! The domain: unit statuses and their legal transitions, task status derivation, the outcome
+//! vocabulary handlers speak, and the records the store keeps. Pure: no I/O, no clock.
+
+mod change;
+mod status;
+mod task;
+mod unit;
+
+pub use change::{
+    Change, IllegalChange, MAX_RESULT_BYTES, MAX_STATE_BYTES, Outcome, ProviderError, UnitView,
+    validate,
+};
+pub use status::{UnitStatus, UnknownStatus};
+pub use task::{TaskStatus, UnitCounts};
+pub use unit::{Unit, idempotency_key};

@@ -1,0 +1,169 @@
+//! Tasks and units as records, and the task status derived from its units.
+
+use serde::{Deserialize, Serialize};
+
+use super::UnitStatus;
+
+/// A task's status, derived from its units' statuses (SPEC section 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// No unit has started yet.
+    Pending,
+    /// Some unit has started and not all are terminal.
+    Running,
+    /// Every unit completed.
+    Completed,
+    /// Every unit is terminal and at least one failed (partial results are kept).
+    Failed,
+    /// Every unit is terminal, none failed, at least one cancelled.
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Unit counts by status for one task, from which status and progress are derived.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnitCounts {
+    pub pending: u32,
+    pub submitted: u32,
+    pub succeeded: u32,
+    pub finalizing: u32,
+    pub completed: u32,
+    pub failed: u32,
+    pub cancelled: u32,
+}
+
+impl UnitCounts {
+    /// Count one more unit in `status`.
+    pub fn add(&mut self, status: UnitStatus, n: u32) {
+        let slot = match status {
+            UnitStatus::Pending => &mut self.pending,
+            UnitStatus::Submitted => &mut self.submitted,
+            UnitStatus::Succeeded => &mut self.succeeded,
+            UnitStatus::Finalizing => &mut self.finalizing,
+            UnitStatus::Completed => &mut self.completed,
+            UnitStatus::Failed => &mut self.failed,
+            UnitStatus::Cancelled => &mut self.cancelled,
+        };
+        *slot += n;
+    }
+
+    pub fn total(&self) -> u32 {
+        self.pending
+            + self.submitted
+            + self.succeeded
+            + self.finalizing
+            + self.completed
+            + self.failed
+            + self.cancelled
+    }
+
+    /// Units whose life has ended.
+    pub fn terminal(&self) -> u32 {
+        self.completed + self.failed + self.cancelled
+    }
+
+    /// The derived task status.
+    pub fn task_status(&self) -> TaskStatus {
+        let total = self.total();
+        if total == 0 {
+            return TaskStatus::Pending;
+        }
+        if self.terminal() == total {
+            return if self.completed == total {
+                TaskStatus::Completed
+            } else if self.failed > 0 {
+                TaskStatus::Failed
+            } else {
+                TaskStatus::Cancelled
+            };
+        }
+        if self.pending == total {
+            TaskStatus::Pending
+        } else {
+            TaskStatus::Running
+        }
+    }
+
+    /// Human progress line for the seed frontend's `message` field.
+    pub fn message(&self) -> String {
+        let mut parts = vec![format!("{}/{} completed", self.completed, self.total())];
+        for (n, what) in [
+            (self.submitted, "running"),
+            (self.succeeded + self.finalizing, "storing"),
+            (self.pending, "waiting"),
+            (self.failed, "failed"),
+            (self.cancelled, "cancelled"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(list: &[(UnitStatus, u32)]) -> UnitCounts {
+        let mut c = UnitCounts::default();
+        for &(s, n) in list {
+            c.add(s, n);
+        }
+        c
+    }
+
+    #[test]
+    fn derived_status() {
+        use UnitStatus::*;
+        assert_eq!(counts(&[(Pending, 3)]).task_status(), TaskStatus::Pending);
+        assert_eq!(
+            counts(&[(Pending, 2), (Submitted, 1)]).task_status(),
+            TaskStatus::Running
+        );
+        assert_eq!(
+            counts(&[(Pending, 2), (Completed, 1)]).task_status(),
+            TaskStatus::Running
+        );
+        assert_eq!(
+            counts(&[(Completed, 3)]).task_status(),
+            TaskStatus::Completed
+        );
+        assert_eq!(
+            counts(&[(Completed, 2), (Failed, 1)]).task_status(),
+            TaskStatus::Failed
+        );
+        assert_eq!(
+            counts(&[(Completed, 2), (Failed, 1), (Cancelled, 1)]).task_status(),
+            TaskStatus::Failed
+        );
+        assert_eq!(
+            counts(&[(Completed, 2), (Cancelled, 1)]).task_status(),
+            TaskStatus::Cancelled
+        );
+        assert_eq!(
+            counts(&[(Failed, 1), (Finalizing, 1)]).task_status(),
+            TaskStatus::Running
+        );
+    }
+
+    #[test]
+    fn message_mentions_what_is_happening() {
+        use UnitStatus::*;
+        let m = counts(&[(Completed, 3), (Submitted, 2), (Pending, 7), (Failed, 1)]).message();
+        assert_eq!(m, "3/13 completed, 2 running, 7 waiting, 1 failed");
+    }
+}

@@ -1,0 +1,58 @@
+//! The durable per-unit record (SPEC sections 1 and 5).
+
+use serde::Serialize;
+
+use super::UnitStatus;
+
+/// One unit as stored. Times are Unix milliseconds (the scheduler's injected clock).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unit {
+    pub id: String,
+    pub task_id: String,
+    /// Position within the task, from 0.
+    pub index: u32,
+    pub tenant: String,
+    pub task_type: String,
+    /// The pool the current stage occupies.
+    pub pool: String,
+    pub stage: String,
+    pub status: UnitStatus,
+    /// Task priority, copied so that fill order is one indexed query.
+    pub priority: i32,
+    /// Handler-defined description of the work (JSON from `plan`).
+    pub spec: String,
+    /// Handler-private state (JSON).
+    pub state: String,
+    pub provider_job_id: Option<String>,
+    /// Submit attempt of the current stage; part of the idempotency key. Incremented only by a
+    /// deliberate resubmission (explicit retry of a failed unit), since the provider keeps
+    /// failed jobs' client ids.
+    pub submit_attempt: u32,
+    /// Transient errors and handler faults spent from the retry budget in this stage.
+    pub attempts: u32,
+    /// Polls in the current stage (drives the backoff).
+    pub polls: u32,
+    /// When the unit may next be polled (submitted) or submitted (pending).
+    pub next_at: i64,
+    pub submitted_at: Option<i64>,
+    /// Error JSON (`{"code":…, "message":…}`) of the last failure or transient error.
+    pub error: Option<String>,
+    /// Result JSON, once succeeded (and, after finalization, with the stored artifacts).
+    pub result: Option<String>,
+    pub cost: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Unit {
+    /// The key sent to the provider as its client-side job id (Kling `external_task_id`).
+    pub fn idempotency_key(&self) -> String {
+        idempotency_key(&self.id, &self.stage, self.submit_attempt)
+    }
+}
+
+/// Derived from the unit id, its stage and its submit attempt: a repeat of the same submission
+/// carries the same key, a deliberate resubmission a new one.
+pub fn idempotency_key(unit_id: &str, stage: &str, submit_attempt: u32) -> String {
+    format!("{unit_id}-{stage}-{submit_attempt}")
+}

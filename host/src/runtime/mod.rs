@@ -1,0 +1,174 @@
+//! The wasm runtime: one engine, handler components loaded from the plugins directory, and the
+//! host side of the WIT imports (`http`, `log`, `config`, `signing`).
+//!
+//! Each call runs in a fresh `Store` with a memory cap and a deadline (SPEC section 8); a trap,
+//! a deadline or an `err` comes back as a [`HandlerFault`] and never takes the host down.
+//!
+//! # Layout
+//! - `bindings.rs`: the only `bindgen!`, fenced in its own module.
+//! - `engine.rs`: the `Engine`, its epoch ticker and the per-call store setup.
+//! - `host_impl/`: the imports a guest sees.
+//! - `handler.rs`: [`Handler`], a loaded component with typed async calls.
+//! - `registry.rs`: [`Registry`], the current set of handlers behind an `ArcSwap`.
+
+// NOTE: the types below are the runtime's public face; the scheduler and the API use only these.
+
+use crate::model::{Outcome, Unit};
+
+/// A stage of a task type and the pool its jobs occupy.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StageInfo {
+    pub name: String,
+    pub pool: String,
+}
+
+/// A task type a handler serves.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TaskTypeInfo {
+    pub name: String,
+    pub stages: Vec<StageInfo>,
+}
+
+/// A pool a handler proposes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PoolInfo {
+    pub name: String,
+    pub default_max_slots: u32,
+}
+
+/// What a handler's `describe` declared.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HandlerInfo {
+    pub name: String,
+    pub version: String,
+    pub task_types: Vec<TaskTypeInfo>,
+    pub pools: Vec<PoolInfo>,
+}
+
+impl HandlerInfo {
+    /// The stages of one of this handler's task types.
+    pub fn stages(&self, task_type: &str) -> Option<&[StageInfo]> {
+        self.task_types
+            .iter()
+            .find(|t| t.name == task_type)
+            .map(|t| t.stages.as_slice())
+    }
+}
+
+/// A unit produced by `plan`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedUnit {
+    pub spec: String,
+    pub state: String,
+}
+
+/// A payload refused by `plan` (shown as 422).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PlanError {
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// Per-call context handed to `tick`, `finalize`.
+#[derive(Clone, Debug)]
+pub struct TickContext {
+    pub pool: String,
+    pub now_ms: u64,
+    pub callback_url: Option<String>,
+}
+
+/// A unit in a tick batch.
+#[derive(Clone, Debug)]
+pub struct BatchUnit {
+    pub unit: Unit,
+    /// Marked submitted in an earlier tick but no job id was recorded.
+    pub in_doubt: bool,
+}
+
+/// A webhook change addressed by provider ids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallbackChange {
+    pub provider_job_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub outcome: Outcome,
+    pub state: Option<String>,
+    pub cost: Option<String>,
+}
+
+/// An artifact `finalize` asks the host to store.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Artifact {
+    pub name: String,
+    pub url: String,
+    pub content_type: Option<String>,
+}
+
+/// What `finalize` returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finalized {
+    pub artifacts: Vec<Artifact>,
+    pub result: Option<String>,
+}
+
+/// Why a handler call produced nothing usable. The units involved stay unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HandlerFault {
+    /// The guest trapped (panic, unreachable, out of bounds, memory cap hit, …).
+    #[error("trap: {0}")]
+    Trap(String),
+    /// The call ran past its wall-clock deadline (CPU loop or slow awaited I/O).
+    #[error("deadline of {0:?} exceeded")]
+    Deadline(std::time::Duration),
+    /// The call returned an `err`.
+    #[error("handler error: {0}")]
+    Error(String),
+    /// The component could not be instantiated.
+    #[error("instantiation failed: {0}")]
+    Instantiate(String),
+}
+
+impl HandlerFault {
+    /// Label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HandlerFault::Trap(_) => "trap",
+            HandlerFault::Deadline(_) => "deadline",
+            HandlerFault::Error(_) => "error",
+            HandlerFault::Instantiate(_) => "instantiate",
+        }
+    }
+}
+
+pub mod handler;
+pub mod registry;
+
+pub use handler::Handler;
+pub use registry::{LoadSummary, Registry, Snapshot};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::config::{HandlerConfig, RuntimeLimits};
+
+/// The engine and everything a handler call needs from the host.
+///
+/// STUB: the engine-backed implementation replaces this.
+pub struct Runtime {
+    pub limits: RuntimeLimits,
+    pub handlers: BTreeMap<String, HandlerConfig>,
+}
+
+impl Runtime {
+    /// Build the engine (async, epoch interruption) and start its epoch ticker.
+    pub fn new(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        Ok(Arc::new(Runtime { limits, handlers }))
+    }
+
+    /// Compile (off the async runtime), pre-instantiate and `describe` one component file.
+    pub async fn load_file(&self, path: &std::path::Path) -> anyhow::Result<Arc<Handler>> {
+        anyhow::bail!("loading handler {}: runtime not built yet", path.display())
+    }
+}

@@ -1,0 +1,25 @@
+//! [`Services`]: the shared handles every part of slotd uses, built once in [`crate::run`] (or by
+//! a test) and passed down. Nothing here is global.
+
+use std::sync::Arc;
+
+use crate::clock::DynClock;
+use crate::config::Config;
+use crate::runtime::{Registry, Runtime};
+use crate::slots::DynSlots;
+use crate::store::DynStore;
+use crate::wake::Wake;
+
+/// Shared handles. Cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    pub config: Arc<Config>,
+    pub store: DynStore,
+    pub slots: DynSlots,
+    pub runtime: Arc<Runtime>,
+    pub registry: Arc<Registry>,
+    pub wake: Arc<Wake>,
+    pub clock: DynClock,
+    /// Renders `/metrics`; `None` when no recorder is installed (some tests).
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}

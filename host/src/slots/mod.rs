@@ -1,0 +1,52 @@
+//! Provider slots (SPEC section 4): a slot is held by a unit exactly while it is `submitted`.
+//!
+//! [`SlotStore`] keeps, per pool, the set of unit ids holding a slot. Granting is atomic against
+//! the pool's maximum across every user of the store, and the set is reconciled with the
+//! database's `submitted` units so that a crashed instance's slots come back without waiting
+//! for a blanket expiry.
+//!
+//! Implementations: [`local::LocalSlots`] (in-process, the embedded default); Redis implements
+//! the same trait for several instances.
+
+pub mod local;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+/// Slot store failures (only a remote store can fail).
+#[derive(Debug, thiserror::Error)]
+pub enum SlotError {
+    #[error("slot store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// What a reconciliation changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Holders that were not `submitted` in the database: leaked slots, now freed.
+    pub freed: Vec<String>,
+    /// `submitted` units that held no slot (e.g. after a flush): now holding one.
+    pub restored: Vec<String>,
+}
+
+/// Per-pool slot accounting shared by every scheduler and API instance.
+#[async_trait]
+pub trait SlotStore: Send + Sync + 'static {
+    /// Grant slots to as many of `unit_ids` (in order) as fit under `max`; returns the ids
+    /// granted. Ids already holding a slot are granted again without counting twice.
+    async fn acquire(
+        &self,
+        pool: &str,
+        unit_ids: &[String],
+        max: u32,
+    ) -> Result<Vec<String>, SlotError>;
+    /// Release the slots these units hold (unknown ids are ignored).
+    async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError>;
+    /// Slots in use.
+    async fn used(&self, pool: &str) -> Result<u32, SlotError>;
+    /// Make the holder set equal to `submitted` (the database's submitted units of the pool).
+    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError>;
+}
+
+pub type DynSlots = Arc<dyn SlotStore>;

@@ -1,0 +1,1 @@
+//! The SQLite store (embedded default). STUB: replaced by the real implementation.
