@@ -30,7 +30,8 @@ fn config(dir: &Path, slots: u32) -> Config {
     c.plugins_dir = plugins;
     c.scheduler.max_batch = 20_000;
     c.max_units_per_task = 1000;
-    c.pools.insert("fixture".into(), PoolConfig { max_slots: slots });
+    c.pools
+        .insert("fixture".into(), PoolConfig { max_slots: slots });
     c
 }
 
@@ -42,7 +43,10 @@ async fn submit(services: &slotd::services::Services, count: u32) {
         .header("content-type", "application/json")
         .body(axum::body::Body::from(body))
         .expect("request");
-    let resp = slotd::api::router(services.clone()).oneshot(req).await.expect("router");
+    let resp = slotd::api::router(services.clone())
+        .oneshot(req)
+        .await
+        .expect("router");
     assert_eq!(resp.status().as_u16(), 202, "submit failed");
 }
 
@@ -50,7 +54,9 @@ async fn run_once_in_flight(units: u32) {
     let dir = tempfile::TempDir::new().expect("tmp");
     let clock = ManualClock::new(1_000_000);
     let dyn_clock: DynClock = clock.clone();
-    let services = slotd::app::build_with_clock(config(dir.path(), units), dyn_clock).await.expect("build");
+    let services = slotd::app::build_with_clock(config(dir.path(), units), dyn_clock)
+        .await
+        .expect("build");
     let mut left = units;
     while left > 0 {
         let n = left.min(1000);
@@ -59,30 +65,55 @@ async fn run_once_in_flight(units: u32) {
     }
     let sched = Scheduler::new(services.clone());
     let t = Instant::now();
-    let fill = sched.run_once("fixture", clock.now_ms()).await.expect("fill tick");
+    let fill = sched
+        .run_once("fixture", clock.now_ms())
+        .await
+        .expect("fill tick");
     let fill_time = t.elapsed();
     assert_eq!(fill.claimed as u32, units, "every unit should be in flight");
 
     // Steady state: every unit due for a poll, the handler says "running".
-    let handler = services.registry.for_type("fixture").expect("fixture loaded");
+    let handler = services
+        .registry
+        .for_type("fixture")
+        .expect("fixture loaded");
     let mut totals = Vec::new();
     let mut idle_totals = Vec::new();
     for _ in 0..5 {
         clock.advance(60_000);
         let t = Instant::now();
-        let r = sched.run_once("fixture", clock.now_ms()).await.expect("poll tick");
+        let r = sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("poll tick");
         totals.push(t.elapsed());
         assert_eq!(r.polled as u32, units);
         // A tick with nothing due: the fixed cost of looking.
         let t = Instant::now();
-        sched.run_once("fixture", clock.now_ms()).await.expect("idle tick");
+        sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("idle tick");
         idle_totals.push(t.elapsed());
     }
     // The handler's share: the same batch through the same call, measured alone.
-    let units_now = services.store.unit_list_due("fixture", &["fixture".into()], i64::MAX, 20_000).await.expect("due");
-    let batch: Vec<slotd::runtime::BatchUnit> =
-        units_now.into_iter().map(|unit| slotd::runtime::BatchUnit { unit, in_doubt: false }).collect();
-    let ctx = TickContext { pool: "fixture".into(), now_ms: 0, callback_url: None };
+    let units_now = services
+        .store
+        .unit_list_due("fixture", &["fixture".into()], i64::MAX, 20_000)
+        .await
+        .expect("due");
+    let batch: Vec<slotd::runtime::BatchUnit> = units_now
+        .into_iter()
+        .map(|unit| slotd::runtime::BatchUnit {
+            unit,
+            in_doubt: false,
+        })
+        .collect();
+    let ctx = TickContext {
+        pool: "fixture".into(),
+        now_ms: 0,
+        callback_url: None,
+    };
     let mut calls = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -103,9 +134,18 @@ async fn run_once_in_flight(units: u32) {
 
 async fn handler_call_overhead() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let services = slotd::app::build(config(dir.path(), 5)).await.expect("build");
-    let handler = services.registry.for_type("fixture").expect("fixture loaded");
-    let ctx = TickContext { pool: "fixture".into(), now_ms: 0, callback_url: None };
+    let services = slotd::app::build(config(dir.path(), 5))
+        .await
+        .expect("build");
+    let handler = services
+        .registry
+        .for_type("fixture")
+        .expect("fixture loaded");
+    let ctx = TickContext {
+        pool: "fixture".into(),
+        now_ms: 0,
+        callback_url: None,
+    };
     for _ in 0..100 {
         handler.tick(&ctx, &[]).await.expect("warm-up");
     }
@@ -115,16 +155,30 @@ async fn handler_call_overhead() {
         handler.tick(&ctx, &[]).await.expect("call");
     }
     let per = t.elapsed() / n;
-    println!("handler call (fresh store + instantiate + empty tick, no I/O): {:>8.1} µs", per.as_secs_f64() * 1e6);
+    println!(
+        "handler call (fresh store + instantiate + empty tick, no I/O): {:>8.1} µs",
+        per.as_secs_f64() * 1e6
+    );
     let t = Instant::now();
     for _ in 0..200 {
-        handler.plan("fixture", r#"{"count": 1}"#).await.expect("plan").expect("accepted");
+        handler
+            .plan("fixture", r#"{"count": 1}"#)
+            .await
+            .expect("plan")
+            .expect("accepted");
     }
-    println!("handler call (plan of a one-unit payload):                     {:>8.1} µs", (t.elapsed() / 200).as_secs_f64() * 1e6);
+    println!(
+        "handler call (plan of a one-unit payload):                     {:>8.1} µs",
+        (t.elapsed() / 200).as_secs_f64() * 1e6
+    );
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
         handler_call_overhead().await;
         run_once_in_flight(1_000).await;

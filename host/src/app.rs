@@ -70,6 +70,7 @@ pub async fn build_with_clock(config: Config, clock: DynClock) -> anyhow::Result
     } else {
         tracing::warn!(dir = %config.plugins_dir.display(), "plugins directory does not exist; no handlers loaded");
     }
+    let objects = crate::objects::Objects::open(&config.object_store)?;
     Ok(Services {
         config: Arc::new(config),
         store,
@@ -78,6 +79,7 @@ pub async fn build_with_clock(config: Config, clock: DynClock) -> anyhow::Result
         registry,
         wake: Wake::new(),
         clock,
+        objects,
         metrics: metrics_handle(),
     })
 }

@@ -32,6 +32,7 @@ pub const HTTP_MAX_RESPONSE_DEFAULT: u64 = 8 * 1024 * 1024;
 pub const HTTP_BATCH_CONCURRENCY_DEFAULT: usize = 16;
 pub const FINALIZE_CONCURRENCY_DEFAULT: usize = 8;
 pub const FINALIZE_LEASE_DEFAULT: Duration = Duration::from_secs(300);
+pub const ARTIFACT_MAX_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
 
 /// Which parts of slotd a process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -98,6 +99,10 @@ pub struct SchedulerConfig {
     pub finalize_lease: Duration,
     /// Finalization attempts before the unit fails.
     pub finalize_attempts: u32,
+    /// Largest artifact a finalization downloads.
+    pub artifact_max_bytes: u64,
+    /// Timeout of one artifact download (the whole stream).
+    pub artifact_timeout: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -116,6 +121,8 @@ impl Default for SchedulerConfig {
             finalize_concurrency: FINALIZE_CONCURRENCY_DEFAULT,
             finalize_lease: FINALIZE_LEASE_DEFAULT,
             finalize_attempts: 8,
+            artifact_max_bytes: ARTIFACT_MAX_BYTES_DEFAULT,
+            artifact_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - [`slots`]: the `SlotStore` (in-process; Redis).
 //! - [`runtime`]: the wasm engine, handler calls, host imports, the handler registry.
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
+//! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
 //! - [`app`]: building the services from the config, running until shutdown.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
@@ -20,6 +21,7 @@ pub mod app;
 pub mod clock;
 pub mod config;
 pub mod model;
+pub mod objects;
 pub mod runtime;
 pub mod scheduler;
 pub mod services;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::clock::DynClock;
 use crate::config::Config;
+use crate::objects::Objects;
 use crate::runtime::{Registry, Runtime};
 use crate::slots::DynSlots;
 use crate::store::DynStore;
@@ -20,6 +21,8 @@ pub struct Services {
     pub registry: Arc<Registry>,
     pub wake: Arc<Wake>,
     pub clock: DynClock,
+    /// Where finalized artifacts are stored.
+    pub objects: Objects,
     /// Renders `/metrics`; `None` when no recorder is installed (some tests).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

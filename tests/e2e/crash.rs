@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
@@ -47,7 +50,11 @@ allowed_hosts = ["{host}"]
 }
 
 fn spawn(config: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
     Command::new(env!("CARGO_BIN_EXE_slotd"))
         .args(["serve", "--config"])
         .arg(config)
@@ -71,9 +78,12 @@ async fn wait_healthy(client: &reqwest::Client, base: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_run_resumes_without_double_submission() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100, ..Default::default() })
-        .await
-        .expect("stub");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions {
+        limit: 100,
+        ..Default::default()
+    })
+    .await
+    .expect("stub");
     let port = free_port();
     let config = write_config(dir.path(), &stub, port);
     let log = dir.path().join("slotd.log");
@@ -108,23 +118,56 @@ async fn killed_mid_run_resumes_without_double_submission() {
         wait_healthy(&client, &base).await;
     }
 
-    eventually(Duration::from_secs(90), "every task completed after the crashes", async || {
-        for id in &ids {
-            let v: Value = client.get(format!("{base}/v1/tasks/{id}")).send().await.ok()?.json().await.ok()?;
-            if v["status"] != "completed" {
-                return None;
+    eventually(
+        Duration::from_secs(90),
+        "every task completed after the crashes",
+        async || {
+            for id in &ids {
+                let v: Value = client
+                    .get(format!("{base}/v1/tasks/{id}"))
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                if v["status"] != "completed" {
+                    return None;
+                }
             }
-        }
-        Some(())
-    })
+            Some(())
+        },
+    )
     .await;
 
     let stats = stub.stats();
-    assert_eq!(stats.creates, 30, "every unit created once: {:?}", stats.creates_by_key);
-    assert!(stats.creates_by_key.values().all(|&n| n == 1), "a unit was submitted twice");
-    assert!(stats.max_in_flight <= 5, "provider saw {} in flight", stats.max_in_flight);
-    let pools: Value = client.get(format!("{base}/v1/pools")).send().await.expect("pools").json().await.expect("json");
-    let fixture = pools.as_array().and_then(|a| a.iter().find(|p| p["name"] == "fixture")).cloned().unwrap_or_default();
+    assert_eq!(
+        stats.creates, 30,
+        "every unit created once: {:?}",
+        stats.creates_by_key
+    );
+    assert!(
+        stats.creates_by_key.values().all(|&n| n == 1),
+        "a unit was submitted twice"
+    );
+    assert!(
+        stats.max_in_flight <= 5,
+        "provider saw {} in flight",
+        stats.max_in_flight
+    );
+    let pools: Value = client
+        .get(format!("{base}/v1/pools"))
+        .send()
+        .await
+        .expect("pools")
+        .json()
+        .await
+        .expect("json");
+    let fixture = pools
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "fixture"))
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(fixture["used"], 0, "slot leaked: {pools}");
     child.kill().ok();
     child.wait().ok();

@@ -172,3 +172,16 @@ impl Runtime {
         anyhow::bail!("loading handler {}: runtime not built yet", path.display())
     }
 }
+
+/// Whether `url`'s host (or `host:port`) is in an allowlist (default deny). Shared by the
+/// guest's HTTP import and the host's artifact downloads.
+pub fn host_allowed(url: &url::Url, allowed: &[String]) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    let with_port = url.port_or_known_default().map(|p| format!("{host}:{p}"));
+    allowed
+        .iter()
+        .any(|a| *a == host || Some(a) == with_port.as_ref())
+}

@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::model::Unit;
-use crate::runtime::{Finalized, TickContext};
+use crate::objects::{StoredObject, artifact_key};
+use crate::runtime::{Artifact, Finalized, TickContext};
 
 use super::Scheduler;
 use super::policy::retry_delay_ms;
@@ -26,8 +27,9 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The unit's result with the handler's extra fields and the artifact list merged in.
-fn merged_result(unit: &Unit, fin: &Finalized) -> String {
+/// The unit's result with the handler's extra fields and the stored artifacts merged in. The
+/// first artifact's `object_key`, `bytes` and `sha256` are also top-level fields (SPEC §15).
+fn merged_result(unit: &Unit, fin: &Finalized, stored: &[(Artifact, StoredObject)]) -> String {
     let mut obj = unit
         .result
         .as_deref()
@@ -49,19 +51,26 @@ fn merged_result(unit: &Unit, fin: &Finalized) -> String {
             }
         }
     }
-    let artifacts: Vec<Value> = fin
-        .artifacts
+    let artifacts: Vec<Value> = stored
         .iter()
-        .map(|a| {
+        .map(|(a, o)| {
             let mut m = Map::new();
             m.insert("name".into(), Value::String(a.name.clone()));
-            m.insert("url".into(), Value::String(a.url.clone()));
+            m.insert("source_url".into(), Value::String(a.url.clone()));
             if let Some(ct) = &a.content_type {
                 m.insert("content_type".into(), Value::String(ct.clone()));
             }
+            m.insert("object_key".into(), Value::String(o.object_key.clone()));
+            m.insert("bytes".into(), Value::from(o.bytes));
+            m.insert("sha256".into(), Value::String(o.sha256.clone()));
             Value::Object(m)
         })
         .collect();
+    if let Some((_, first)) = stored.first() {
+        obj.insert("object_key".into(), Value::String(first.object_key.clone()));
+        obj.insert("bytes".into(), Value::from(first.bytes));
+        obj.insert("sha256".into(), Value::String(first.sha256.clone()));
+    }
     obj.insert("artifacts".into(), Value::Array(artifacts));
     Value::Object(obj).to_string()
 }
@@ -125,13 +134,19 @@ impl Scheduler {
                     now_ms: u64::try_from(now).unwrap_or(0),
                     callback_url: None,
                 };
-                h.finalize(&ctx, &unit).await.map_err(|f| f.to_string())
+                match h.finalize(&ctx, &unit).await {
+                    Err(f) => Err(f.to_string()),
+                    Ok(fin) => self
+                        .store_artifacts(&h.info.name, &unit, &fin)
+                        .await
+                        .map(|stored| (fin, stored)),
+                }
             }
         };
         let store = &s.store;
         let result = match outcome {
-            Ok(fin) => {
-                let result = merged_result(&unit, &fin);
+            Ok((fin, stored)) => {
+                let result = merged_result(&unit, &fin, &stored);
                 store
                     .unit_complete(&unit.id, &self.owner, &result, s.clock.now_ms())
                     .await
@@ -164,5 +179,59 @@ impl Scheduler {
                 tracing::warn!(error = %e, "recording finalization failed; the lease will expire and it is retried")
             }
         }
+    }
+}
+
+impl Scheduler {
+    /// Download every artifact into the object store, streaming, under the handler's
+    /// allowlist (a handler cannot make the host fetch from anywhere else).
+    async fn store_artifacts(
+        &self,
+        handler: &str,
+        unit: &Unit,
+        fin: &Finalized,
+    ) -> Result<Vec<(Artifact, StoredObject)>, String> {
+        let s = &self.services;
+        let cfg = &s.config.scheduler;
+        let allowed = s
+            .config
+            .handlers
+            .get(handler)
+            .map(|h| h.allowed_hosts.as_slice())
+            .unwrap_or(&[]);
+        let mut out = Vec::with_capacity(fin.artifacts.len());
+        for a in &fin.artifacts {
+            let url = url::Url::parse(&a.url)
+                .map_err(|e| format!("artifact {:?}: bad url {:?}: {e}", a.name, a.url))?;
+            if !crate::runtime::host_allowed(&url, allowed) {
+                return Err(format!(
+                    "artifact {:?}: host of {} is not in handlers.{handler}.allowed_hosts",
+                    a.name, a.url
+                ));
+            }
+            let resp = self
+                .downloads
+                .get(url)
+                .timeout(cfg.artifact_timeout)
+                .send()
+                .await
+                .map_err(|e| format!("artifact {:?}: download failed: {e}", a.name))?;
+            if !resp.status().is_success() {
+                return Err(format!(
+                    "artifact {:?}: download answered {}",
+                    a.name,
+                    resp.status()
+                ));
+            }
+            let key = artifact_key(&unit.tenant, &unit.task_id, unit.index, &a.name);
+            let stored = s
+                .objects
+                .put_stream(&key, resp.bytes_stream(), cfg.artifact_max_bytes)
+                .await
+                .map_err(|e| format!("artifact {:?}: {e}", a.name))?;
+            metrics::counter!("slotd_artifact_bytes_total").increment(stored.bytes);
+            out.push((a.clone(), stored));
+        }
+        Ok(out)
     }
 }

@@ -39,6 +39,8 @@ pub struct Scheduler {
     pub(crate) finalize_tasks: TaskTracker,
     /// Wakes the finalization loop when a tick produced succeeded units.
     pub(crate) finalize_wake: Notify,
+    /// HTTP client for artifact downloads (the host's, not a handler's).
+    pub(crate) downloads: reqwest::Client,
 }
 
 impl Scheduler {
@@ -51,6 +53,7 @@ impl Scheduler {
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
             finalize_wake: Notify::new(),
+            downloads: reqwest::Client::new(),
         })
     }
 
