@@ -26,6 +26,8 @@ pub struct Refused {
 pub struct Planned {
     pub updates: Vec<UnitUpdate>,
     pub refused: Vec<Refused>,
+    /// How many legal changes were capacity rejections (drives adaptive capacity).
+    pub capacity_rejected: usize,
 }
 
 fn error_json(e: &ProviderError) -> String {

@@ -5,6 +5,7 @@
 //! injected clock and read the returned reports instead of sleeping.
 
 mod apply;
+mod callback;
 mod finalize;
 mod policy;
 mod pools;
@@ -12,6 +13,7 @@ mod service;
 mod tick;
 
 pub use apply::{Planned, Refused, fault_updates, plan_updates};
+pub use callback::{CallbackReport, FINALIZE_WAKE, apply_callback};
 pub use finalize::FinalizeReport;
 pub use policy::{poll_delay_ms, retry_delay_ms};
 pub use pools::{PoolLimit, pool_limits};
@@ -39,6 +41,8 @@ pub struct Scheduler {
     pub(crate) finalize_tasks: TaskTracker,
     /// Wakes the finalization loop when a tick produced succeeded units.
     pub(crate) finalize_wake: Notify,
+    /// Adaptive capacity: (cap, until) per pool after a provider's capacity refusal.
+    capacity_caps: Mutex<HashMap<String, (u32, i64)>>,
     /// HTTP client for artifact downloads (the host's, not a handler's).
     pub(crate) downloads: reqwest::Client,
 }
@@ -54,6 +58,7 @@ impl Scheduler {
             finalize_tasks: TaskTracker::new(),
             finalize_wake: Notify::new(),
             downloads: reqwest::Client::new(),
+            capacity_caps: Mutex::new(HashMap::new()),
         })
     }
 
@@ -62,9 +67,43 @@ impl Scheduler {
         &self.services
     }
 
-    /// The pool's limit this tick. (Adaptive lowering after capacity refusals hooks in here.)
-    fn effective_max(&self, _pool: &str, configured: u32, _now: i64) -> u32 {
-        configured
+    /// The pool's limit this tick: the configured maximum, unless the provider recently
+    /// refused for capacity, in which case what it accepted then, until the cooldown ends.
+    fn effective_max(&self, pool: &str, configured: u32, now: i64) -> u32 {
+        let mut caps = self.capacity_caps.lock();
+        match caps.get(pool) {
+            Some(&(cap, until)) if now < until => configured.min(cap),
+            Some(_) => {
+                caps.remove(pool);
+                tracing::info!(
+                    pool,
+                    configured,
+                    "capacity cooldown over; back to the configured limit"
+                );
+                configured
+            }
+            None => configured,
+        }
+    }
+
+    /// The provider refused a submit for capacity with `accepted` of our units running: it
+    /// has less room than configured (another client shares the account, or the pool is
+    /// misconfigured). Hold the pool at what the provider accepted for a cooldown, so the
+    /// next ticks do not hammer it with refused creates [beyond seed: adaptive capacity].
+    fn lower_capacity(&self, pool: &str, accepted: u32, now: i64) {
+        let cooldown =
+            i64::try_from(self.services.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX);
+        let cap = accepted.max(1);
+        let mut caps = self.capacity_caps.lock();
+        let prev = caps.insert(pool.to_string(), (cap, now.saturating_add(cooldown)));
+        if prev.map(|(c, _)| c) != Some(cap) {
+            tracing::info!(
+                pool,
+                cap,
+                "provider over capacity; lowering the pool's effective limit for a while"
+            );
+        }
+        metrics::gauge!("slotd_pool_effective_max", "pool" => pool.to_string()).set(f64::from(cap));
     }
 
     /// Where the provider can call back for `handler`, when slotd has a public URL.

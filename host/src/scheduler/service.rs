@@ -93,6 +93,7 @@ impl Scheduler {
 
     async fn finalize_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
+        let external = self.services.wake.listener(super::FINALIZE_WAKE);
         loop {
             let now = self.services.clock.now_ms();
             if let Err(e) = self.finalize_once(now).await {
@@ -102,6 +103,7 @@ impl Scheduler {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(cfg.tick_interval) => {}
                 _ = self.finalize_wake.notified() => {}
+                _ = external.notified() => {}
             }
         }
     }

@@ -45,6 +45,8 @@ pub struct TickReport {
     pub used_after: u32,
     /// Units moved to `succeeded` (ready for finalization).
     pub succeeded: usize,
+    /// Submits the provider refused for lack of capacity (back to pending, no failure).
+    pub capacity_rejected: usize,
     pub duration: Duration,
 }
 
@@ -62,6 +64,7 @@ struct CallResult {
     updates: Vec<UnitUpdate>,
     refused: usize,
     faults: usize,
+    capacity_rejected: usize,
 }
 
 impl Scheduler {
@@ -172,6 +175,7 @@ impl Scheduler {
         for r in results {
             report.refused += r.refused;
             report.faults += r.faults;
+            report.capacity_rejected += r.capacity_rejected;
             updates.extend(r.updates);
         }
         let leaving: Vec<String> = updates
@@ -205,6 +209,11 @@ impl Scheduler {
             self.finalize_wake.notify_one();
         }
         report.used_after = s.slots.used(pool).await?;
+        if report.capacity_rejected > 0 {
+            self.lower_capacity(pool, report.used_after, now);
+            metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.to_string())
+                .increment(report.capacity_rejected as u64);
+        }
         report.duration = started.elapsed();
         self.publish_tick(&report);
         Ok(report)
@@ -254,6 +263,7 @@ impl Scheduler {
                         updates: a.updates.into_iter().chain(b.updates).collect(),
                         refused: a.refused + b.refused,
                         faults: a.faults + b.faults,
+                        capacity_rejected: a.capacity_rejected + b.capacity_rejected,
                     }
                 }
                 Err(fault) => {

@@ -1,0 +1,106 @@
+//! Provider webhooks: a handler's `on-callback` turns the body into changes addressed by
+//! provider job id or idempotency key; they are validated and applied exactly like a tick's,
+//! then the pool is woken so a freed slot is refilled at once. Polling stays the safety net,
+//! so a lost or repeated callback costs nothing but a little latency.
+
+use std::collections::BTreeSet;
+
+use crate::model::{Change, UnitStatus};
+use crate::runtime::{CallbackChange, Handler};
+use crate::services::Services;
+
+use super::apply::plan_updates;
+use super::tick::TickError;
+
+/// The wake-up key of the finalization loop.
+pub const FINALIZE_WAKE: &str = "slotd:finalize";
+
+/// What a callback did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallbackReport {
+    pub applied: usize,
+    /// Changes for units not found or no longer submitted (late or repeated webhooks).
+    pub ignored: usize,
+    pub refused: usize,
+}
+
+/// Apply the changes a handler derived from a webhook.
+pub async fn apply_callback(
+    services: &Services,
+    handler: &Handler,
+    changes: Vec<CallbackChange>,
+    now: i64,
+) -> Result<CallbackReport, TickError> {
+    let types: Vec<String> = handler
+        .info
+        .task_types
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let mut report = CallbackReport::default();
+    let mut units = Vec::new();
+    let mut mapped = Vec::new();
+    let mut seen = BTreeSet::new();
+    for c in changes {
+        let found = services
+            .store
+            .unit_find_by_provider(
+                &types,
+                c.provider_job_id.as_deref(),
+                c.idempotency_key.as_deref(),
+            )
+            .await?;
+        match found {
+            Some(u) if u.status == UnitStatus::Submitted && seen.insert(u.id.clone()) => {
+                mapped.push(Change {
+                    unit_id: u.id.clone(),
+                    outcome: c.outcome,
+                    state: c.state,
+                    cost: c.cost,
+                });
+                units.push(u);
+            }
+            _ => report.ignored += 1,
+        }
+    }
+    if mapped.is_empty() {
+        return Ok(report);
+    }
+    let refs: Vec<&crate::model::Unit> = units.iter().collect();
+    let planned = plan_updates(
+        &services.config.scheduler,
+        &handler.info,
+        &refs,
+        mapped,
+        now,
+    );
+    report.refused = planned.refused.len();
+    for r in &planned.refused {
+        tracing::warn!(handler = %handler.info.name, unit = %r.unit_id, reason = %r.reason, "illegal callback change refused");
+        metrics::counter!("slotd_handler_illegal_changes_total", "handler" => handler.info.name.clone()).increment(1);
+    }
+    let applied = services.store.unit_apply(&planned.updates, now).await?;
+    report.applied = applied.applied.len();
+    let applied_ids: BTreeSet<&String> = applied.applied.iter().collect();
+    let mut finalize = false;
+    for u in &planned.updates {
+        let Some(unit) = units.iter().find(|x| x.id == u.unit_id) else {
+            continue;
+        };
+        if !applied_ids.contains(&u.unit_id) {
+            continue;
+        }
+        if u.to.is_some_and(|t| t != UnitStatus::Submitted) {
+            services
+                .slots
+                .release(&unit.pool, std::slice::from_ref(&unit.id))
+                .await?;
+            services.wake.pool(&unit.pool);
+        }
+        finalize |= u.to == Some(UnitStatus::Succeeded);
+    }
+    if finalize {
+        services.wake.pool(FINALIZE_WAKE);
+    }
+    Ok(report)
+}
