@@ -244,6 +244,7 @@ impl Scheduler {
                     }
                     CallResult {
                         refused: planned.refused.len(),
+                        capacity_rejected: planned.capacity_rejected,
                         updates: planned.updates,
                         faults: 0,
                     }
@@ -273,6 +274,7 @@ impl Scheduler {
                         updates: fault_updates(cfg, &refs, &fault, now),
                         refused: 0,
                         faults: 1,
+                        capacity_rejected: 0,
                     }
                 }
             }
