@@ -103,7 +103,10 @@ mod tests {
                 tenant: "b".into(),
             },
         ];
-        assert_eq!(tenant_for_key(&keys, "key-of-tenant-b").as_deref(), Some("b"));
+        assert_eq!(
+            tenant_for_key(&keys, "key-of-tenant-b").as_deref(),
+            Some("b")
+        );
         assert_eq!(tenant_for_key(&keys, "key-of-tenant-"), None);
         assert_eq!(tenant_for_key(&keys, ""), None);
         assert!(!constant_time_eq(b"ab", b"abc"));

@@ -28,7 +28,10 @@ pub struct HandlerView {
 }
 
 /// `GET /v1/handlers`, by name.
-async fn list(State(services): State<Services>, Tenant(_tenant): Tenant) -> Json<serde_json::Value> {
+async fn list(
+    State(services): State<Services>,
+    Tenant(_tenant): Tenant,
+) -> Json<serde_json::Value> {
     let handlers: Vec<HandlerView> = services
         .registry
         .all()

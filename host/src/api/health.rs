@@ -34,7 +34,9 @@ async fn readyz(State(services): State<Services>) -> Result<Json<serde_json::Val
         Ok(()) => Ok(Json(json!({ "status": "ready" }))),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check: database ping failed");
-            Err(ApiError::Unavailable("the database is not reachable".into()))
+            Err(ApiError::Unavailable(
+                "the database is not reachable".into(),
+            ))
         }
     }
 }

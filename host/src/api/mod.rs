@@ -60,16 +60,14 @@ pub fn router(services: Services) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(deadline, enforce_deadline))
         .layer(middleware::from_fn(record_request))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                tracing::info_span!(
-                    "slotd.http",
-                    method = %req.method(),
-                    path = %req.uri().path(),
-                    tenant = tracing::field::Empty,
-                )
-            }),
-        )
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            tracing::info_span!(
+                "slotd.http",
+                method = %req.method(),
+                path = %req.uri().path(),
+                tenant = tracing::field::Empty,
+            )
+        }))
         .with_state(services)
 }
 

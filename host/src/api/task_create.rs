@@ -59,7 +59,12 @@ pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
     }
     let payload = match fields.remove("payload") {
         Some(p @ Value::Object(_)) => p.to_string(),
-        Some(_) => return Err(ApiError::bad_field("payload", "payload must be a JSON object")),
+        Some(_) => {
+            return Err(ApiError::bad_field(
+                "payload",
+                "payload must be a JSON object",
+            ));
+        }
         None => return Err(ApiError::bad_field("payload", "payload is required")),
     };
     Ok(CreateRequest {
@@ -74,9 +79,10 @@ fn idempotency_key(fields: &mut Map<String, Value>) -> Result<Option<String>, Ap
     const F: &str = "idempotency_key";
     match fields.remove(F) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(k)) if k.is_empty() => {
-            Err(ApiError::invalid_field(F, "idempotency_key must not be empty"))
-        }
+        Some(Value::String(k)) if k.is_empty() => Err(ApiError::invalid_field(
+            F,
+            "idempotency_key must not be empty",
+        )),
         Some(Value::String(k)) if k.len() > IDEMPOTENCY_KEY_MAX => Err(ApiError::invalid_field(
             F,
             format!("idempotency_key is longer than {IDEMPOTENCY_KEY_MAX} bytes"),

@@ -112,7 +112,9 @@ fn result_entry(unit: &Unit) -> Value {
     entry.insert("stage".into(), unit.stage.clone().into());
     entry.insert(
         "provider_task_id".into(),
-        unit.provider_job_id.clone().map_or(Value::Null, Value::from),
+        unit.provider_job_id
+            .clone()
+            .map_or(Value::Null, Value::from),
     );
     match &unit.error {
         Some(e) if unit.status == UnitStatus::Failed || !unit.status.is_terminal() => {

@@ -7,17 +7,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use axum::Json;
+use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
-use axum::Router;
 use serde_json::{Value, json};
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
 use super::task_create;
 use super::task_view::{TaskSummary, TaskView};
-use crate::model::{UnitStatus, Unit};
+use crate::model::{Unit, UnitStatus};
 use crate::services::Services;
 use crate::store::{TaskFilter, TaskRecord};
 
