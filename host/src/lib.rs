@@ -12,9 +12,11 @@
 //! - [`runtime`]: the wasm engine, handler calls, host imports, the handler registry.
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`app`]: building the services from the config, running until shutdown.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
 pub mod api;
+pub mod app;
 pub mod clock;
 pub mod config;
 pub mod model;
@@ -24,3 +26,5 @@ pub mod services;
 pub mod slots;
 pub mod store;
 pub mod wake;
+
+pub use app::{build, run, run_with};

@@ -1,1 +1,265 @@
-fn main() {}
+//! The `slotd` binary: parse the command line, set up tracing, call into the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use slotd::config::{Config, Role};
+
+#[derive(Parser)]
+#[command(
+    name = "slotd",
+    version,
+    about = "Slot-based scheduler for provider-limited asynchronous jobs"
+)]
+struct Cli {
+    /// Configuration file (default: $SLOTD_CONFIG, else built-in defaults).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the API and/or the scheduler.
+    Serve {
+        /// Which parts to run.
+        #[arg(long, value_enum)]
+        role: Option<Role>,
+        /// Listen address (overrides SLOTD_LISTEN and the file).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Allow listening beyond loopback with no API keys configured.
+        #[arg(long)]
+        allow_unauthenticated: bool,
+    },
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Handler tools.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+    /// Talk to a running slotd's API.
+    Task {
+        /// Base URL of the slotd API.
+        #[arg(long, env = "SLOTD_URL", default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// API key (Bearer).
+        #[arg(long, env = "SLOTD_API_KEY")]
+        key: Option<String>,
+        #[command(subcommand)]
+        command: TaskCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Load a handler component offline and print what it declares.
+    Check { file: PathBuf },
+}
+
+#[derive(Subcommand)]
+enum TaskCommand {
+    /// Submit a task: `slotd task submit video '{"shots":[…]}'` (or `@file.json`).
+    Submit {
+        task_type: String,
+        payload: String,
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        priority: i32,
+    },
+    /// Show a task.
+    Get { id: String },
+    /// List tasks.
+    List {
+        #[arg(long)]
+        r#type: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+}
+
+fn init_tracing(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("SLOTD_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested");
+}
+
+async fn task_command(url: &str, key: Option<&str>, cmd: TaskCommand) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let base = url.trim_end_matches('/');
+    let auth = |rb: reqwest::RequestBuilder| match key {
+        Some(k) => rb.bearer_auth(k),
+        None => rb,
+    };
+    let resp = match cmd {
+        TaskCommand::Submit {
+            task_type,
+            payload,
+            idempotency_key,
+            priority,
+        } => {
+            let text = match payload.strip_prefix('@') {
+                Some(path) => std::fs::read_to_string(path)
+                    .with_context(|| format!("reading payload file {path}"))?,
+                None => payload,
+            };
+            let payload: serde_json::Value =
+                serde_json::from_str(&text).context("the payload is not valid JSON")?;
+            let body = serde_json::json!({
+                "payload": payload,
+                "idempotency_key": idempotency_key,
+                "priority": priority,
+            });
+            auth(
+                client
+                    .post(format!("{base}/v1/tasks/{task_type}"))
+                    .json(&body),
+            )
+            .send()
+            .await
+        }
+        TaskCommand::Get { id } => {
+            auth(client.get(format!("{base}/v1/tasks/{id}")))
+                .send()
+                .await
+        }
+        TaskCommand::List { r#type, limit } => {
+            let mut q = vec![("limit", limit.to_string())];
+            if let Some(t) = r#type {
+                q.push(("type", t));
+            }
+            auth(client.get(format!("{base}/v1/tasks")).query(&q))
+                .send()
+                .await
+        }
+    }
+    .with_context(|| format!("calling slotd at {base}"))?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    let pretty = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or(text);
+    println!("{pretty}");
+    if !status.is_success() {
+        anyhow::bail!("slotd answered {status}");
+    }
+    Ok(())
+}
+
+async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
+    let config = Config::default();
+    let runtime = slotd::runtime::Runtime::new(config.limits, Default::default())?;
+    let handler = runtime.load_file(&file).await?;
+    let info = &handler.info;
+    println!(
+        "{}: handler {} {} (sha256 {})",
+        file.display(),
+        info.name,
+        info.version,
+        handler.sha256
+    );
+    for t in &info.task_types {
+        let stages: Vec<String> = t
+            .stages
+            .iter()
+            .map(|s| format!("{} on pool {}", s.name, s.pool))
+            .collect();
+        println!("  task type {}: {}", t.name, stages.join(", then "));
+    }
+    for p in &info.pools {
+        println!(
+            "  proposes pool {} with {} slots",
+            p.name, p.default_max_slots
+        );
+    }
+    Ok(())
+}
+
+async fn main_inner(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve {
+            role,
+            listen,
+            allow_unauthenticated,
+        } => {
+            let mut config = Config::load(cli.config.as_deref())?;
+            init_tracing(config.log_json);
+            if let Some(r) = role {
+                config.role = r;
+            }
+            if let Some(l) = listen {
+                config.listen = l
+                    .parse()
+                    .with_context(|| format!("--listen: {l:?} is not an address"))?;
+            }
+            config.allow_unauthenticated |= allow_unauthenticated;
+            slotd::run(config, shutdown_signal()).await
+        }
+        Command::Migrate => {
+            let config = Config::load(cli.config.as_deref())?;
+            init_tracing(config.log_json);
+            slotd::store::open(&config.database_url).await?;
+            println!("migrations applied to {}", config.database_url);
+            Ok(())
+        }
+        Command::Plugin {
+            command: PluginCommand::Check { file },
+        } => {
+            init_tracing(false);
+            plugin_check(file).await
+        }
+        Command::Task { url, key, command } => task_command(&url, key.as_deref(), command).await,
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match main_inner(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("slotd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,6 +1,115 @@
-//! The scheduler: per-pool loops around `run_once` (load → grant → call → apply → release),
-//! finalization workers, slot reconciliation. (Being built.)
+//! The scheduler: per-pool loops around [`Scheduler::run_once`] (load → grant → call → apply →
+//! release), the finalization workers, slot reconciliation with the database.
+//!
+//! The loops only wait and call `run_once` / `finalize_once`; tests call those directly with an
+//! injected clock and read the returned reports instead of sleeping.
 
+mod apply;
+mod finalize;
+mod policy;
 mod pools;
+mod service;
+mod tick;
 
+pub use apply::{Planned, Refused, fault_updates, plan_updates};
+pub use finalize::FinalizeReport;
+pub use policy::{poll_delay_ms, retry_delay_ms};
 pub use pools::{PoolLimit, pool_limits};
+pub use tick::{TickError, TickReport};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use crate::services::Services;
+
+/// Drives every pool of one slotd instance.
+pub struct Scheduler {
+    pub(crate) services: Services,
+    /// Identifies this instance as a finalization lease owner.
+    pub(crate) owner: String,
+    /// Last reconciliation per pool (Unix ms).
+    last_reconcile: Mutex<HashMap<String, i64>>,
+    /// Bounds finalizations in flight; never shared with provider slots.
+    pub(crate) finalize_permits: Arc<Semaphore>,
+    /// Finalizations running in the background (drained at shutdown).
+    pub(crate) finalize_tasks: TaskTracker,
+    /// Wakes the finalization loop when a tick produced succeeded units.
+    pub(crate) finalize_wake: Notify,
+}
+
+impl Scheduler {
+    pub fn new(services: Services) -> Arc<Self> {
+        let permits = services.config.scheduler.finalize_concurrency;
+        Arc::new(Scheduler {
+            owner: format!("slotd-{}", uuid::Uuid::new_v4()),
+            services,
+            last_reconcile: Mutex::new(HashMap::new()),
+            finalize_permits: Arc::new(Semaphore::new(permits)),
+            finalize_tasks: TaskTracker::new(),
+            finalize_wake: Notify::new(),
+        })
+    }
+
+    /// The services this scheduler uses.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// The pool's limit this tick. (Adaptive lowering after capacity refusals hooks in here.)
+    fn effective_max(&self, _pool: &str, configured: u32, _now: i64) -> u32 {
+        configured
+    }
+
+    /// Where the provider can call back for `handler`, when slotd has a public URL.
+    fn callback_url(&self, handler: &str) -> Option<String> {
+        self.services
+            .config
+            .public_url
+            .as_ref()
+            .map(|base| format!("{}/v1/callbacks/{handler}", base.trim_end_matches('/')))
+    }
+
+    /// Make the pool's slot holders equal to the database's submitted units, at start-up and
+    /// then every `reconcile_interval`, so a crashed instance's slots come back and a lost
+    /// slot store is rebuilt.
+    async fn maybe_reconcile(&self, pool: &str, now: i64) -> Result<(), TickError> {
+        let every = i64::try_from(
+            self.services
+                .config
+                .scheduler
+                .reconcile_interval
+                .as_millis(),
+        )
+        .unwrap_or(i64::MAX);
+        let due = match self.last_reconcile.lock().get(pool) {
+            Some(&last) => now.saturating_sub(last) >= every,
+            None => true,
+        };
+        if !due {
+            return Ok(());
+        }
+        self.reconcile(pool).await?;
+        self.last_reconcile.lock().insert(pool.to_string(), now);
+        Ok(())
+    }
+
+    /// Reconcile one pool's slots with the database now.
+    pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, TickError> {
+        let s = &self.services;
+        let submitted = s.store.unit_list_submitted_ids(pool).await?;
+        let r = s.slots.reconcile(pool, &submitted).await?;
+        if !r.freed.is_empty() || !r.restored.is_empty() {
+            tracing::info!(
+                pool,
+                freed = r.freed.len(),
+                restored = r.restored.len(),
+                "slots reconciled with the database"
+            );
+        }
+        Ok(r)
+    }
+}

@@ -64,15 +64,15 @@ fn push_unique(
     handler: Option<&str>,
 ) {
     if let Some(p) = out.get_mut(pool) {
-        if let Some(t) = task_type {
-            if !p.task_types.iter().any(|x| x == t) {
-                p.task_types.push(t.to_string());
-            }
+        if let Some(t) = task_type
+            && !p.task_types.iter().any(|x| x == t)
+        {
+            p.task_types.push(t.to_string());
         }
-        if let Some(h) = handler {
-            if !p.handlers.iter().any(|x| x == h) {
-                p.handlers.push(h.to_string());
-            }
+        if let Some(h) = handler
+            && !p.handlers.iter().any(|x| x == h)
+        {
+            p.handlers.push(h.to_string());
         }
     }
 }

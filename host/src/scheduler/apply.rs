@@ -1,0 +1,377 @@
+//! Turning a handler's changes into guarded store updates.
+//!
+//! Shared by the tick (`run_once`) and provider callbacks: validate each change against the unit
+//! it names ([`crate::model::validate`]), refuse and count illegal ones, and map the legal ones
+//! to [`UnitUpdate`]s that the store applies in one transaction. Handler faults are mapped here
+//! too: the units keep their status, spend one retry, and fail when the budget is spent.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::config::SchedulerConfig;
+use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus, UnitView, validate};
+use crate::runtime::{HandlerFault, HandlerInfo};
+use crate::store::UnitUpdate;
+
+use super::policy::{capacity_delay_ms, poll_delay_ms, retry_delay_ms};
+
+/// A change the host refused.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub unit_id: String,
+    pub reason: String,
+}
+
+/// The updates to write and what was refused.
+#[derive(Debug, Default)]
+pub struct Planned {
+    pub updates: Vec<UnitUpdate>,
+    pub refused: Vec<Refused>,
+}
+
+fn error_json(e: &ProviderError) -> String {
+    serde_json::to_string(e).unwrap_or_else(|_| "{}".into())
+}
+
+/// Map validated changes to updates. `units` are the units the handler was given.
+pub fn plan_updates(
+    cfg: &SchedulerConfig,
+    handler: &HandlerInfo,
+    units: &[&Unit],
+    changes: Vec<Change>,
+    now: i64,
+) -> Planned {
+    let by_id: HashMap<&str, &Unit> = units.iter().map(|u| (u.id.as_str(), *u)).collect();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out = Planned::default();
+    for change in changes {
+        let Some(unit) = by_id.get(change.unit_id.as_str()).copied() else {
+            out.refused.push(Refused {
+                reason: format!("unit {} is not in the batch", change.unit_id),
+                unit_id: change.unit_id,
+            });
+            continue;
+        };
+        if !seen.insert(change.unit_id.clone()) {
+            out.refused.push(Refused {
+                reason: format!(
+                    "unit {} has more than one change in this batch",
+                    change.unit_id
+                ),
+                unit_id: change.unit_id,
+            });
+            continue;
+        }
+        let stages: Vec<String> = handler
+            .stages(&unit.task_type)
+            .map(|s| s.iter().map(|st| st.name.clone()).collect())
+            .unwrap_or_default();
+        let view = UnitView {
+            status: unit.status,
+            stage: &unit.stage,
+            provider_job_id: unit.provider_job_id.as_deref(),
+            stages: &stages,
+        };
+        if let Err(e) = validate(&change, view) {
+            out.refused.push(Refused {
+                unit_id: change.unit_id,
+                reason: e.to_string(),
+            });
+            continue;
+        }
+        out.updates
+            .push(update_for(cfg, handler, unit, change, now));
+    }
+    out
+}
+
+fn base(unit: &Unit, change: &Change) -> UnitUpdate {
+    UnitUpdate {
+        unit_id: unit.id.clone(),
+        from: Some(unit.status),
+        from_stage: Some(unit.stage.clone()),
+        state: change.state.clone(),
+        cost: change.cost.clone(),
+        ..UnitUpdate::default()
+    }
+}
+
+/// The update for one validated change of a `submitted` unit.
+fn update_for(
+    cfg: &SchedulerConfig,
+    handler: &HandlerInfo,
+    unit: &Unit,
+    change: Change,
+    now: i64,
+) -> UnitUpdate {
+    let mut u = base(unit, &change);
+    match change.outcome {
+        Outcome::Accepted { job_id } => {
+            u.to = Some(UnitStatus::Submitted);
+            u.detail = Some(format!("accepted as provider job {job_id}"));
+            u.provider_job_id = Some(Some(job_id));
+            u.polls = Some(0);
+            u.error = Some(None);
+            u.next_at = Some(now + poll_delay_ms(cfg, 0, None));
+        }
+        Outcome::Running { after_ms } => {
+            let polls = unit.polls.saturating_add(1);
+            u.to = Some(UnitStatus::Submitted);
+            u.polls = Some(polls);
+            u.next_at = Some(now + poll_delay_ms(cfg, polls, after_ms));
+        }
+        Outcome::Succeeded { result } => {
+            u.to = Some(UnitStatus::Succeeded);
+            u.result = Some(result);
+            u.error = Some(None);
+            u.attempts = Some(0);
+            u.submitted_at = Some(None);
+            u.next_at = Some(now);
+            u.detail = Some("provider job succeeded".into());
+        }
+        Outcome::NextStage { stage } => {
+            let pool = handler
+                .stages(&unit.task_type)
+                .and_then(|s| s.iter().find(|st| st.name == stage))
+                .map(|st| st.pool.clone())
+                .unwrap_or_else(|| unit.pool.clone());
+            u.to = Some(UnitStatus::Pending);
+            u.detail = Some(format!(
+                "stage {} succeeded; next stage {stage}",
+                unit.stage
+            ));
+            u.stage = Some(stage);
+            u.pool = Some(pool);
+            u.provider_job_id = Some(None);
+            u.polls = Some(0);
+            u.attempts = Some(0);
+            u.error = Some(None);
+            u.submitted_at = Some(None);
+            u.next_at = Some(now);
+        }
+        Outcome::CapacityRejected { after_ms } => {
+            u.to = Some(UnitStatus::Pending);
+            u.submitted_at = Some(None);
+            u.next_at = Some(now + capacity_delay_ms(cfg, after_ms));
+            u.detail = Some("provider over capacity; back to pending".into());
+        }
+        Outcome::RetryAfter { after_ms, error } => {
+            let attempts = unit.attempts.saturating_add(1);
+            u.attempts = Some(attempts);
+            if attempts > cfg.retry_budget {
+                u.to = Some(UnitStatus::Failed);
+                u.detail = Some(format!("retry budget of {} spent", cfg.retry_budget));
+                u.error = Some(Some(error_json(&error)));
+            } else {
+                // The unit keeps its slot: a transient error on submit may still have created
+                // the job, so the next call sees it `in-doubt` and looks it up by key first.
+                u.to = Some(UnitStatus::Submitted);
+                u.next_at = Some(now + retry_delay_ms(cfg, attempts, after_ms));
+                u.detail = Some(format!(
+                    "transient error, retry {attempts}/{}",
+                    cfg.retry_budget
+                ));
+                u.error = Some(Some(error_json(&error)));
+            }
+        }
+        Outcome::Fail { error } => {
+            u.to = Some(UnitStatus::Failed);
+            u.detail = Some("provider job failed".into());
+            u.error = Some(Some(error_json(&error)));
+        }
+    }
+    u
+}
+
+/// Updates for the units of a batch whose handler call faulted: status unchanged, one retry
+/// spent, the next attempt backed off; failed once the retry budget is spent.
+pub fn fault_updates(
+    cfg: &SchedulerConfig,
+    units: &[&Unit],
+    fault: &HandlerFault,
+    now: i64,
+) -> Vec<UnitUpdate> {
+    let message = format!("handler fault: {fault}");
+    units
+        .iter()
+        .map(|unit| {
+            let attempts = unit.attempts.saturating_add(1);
+            let error = ProviderError {
+                code: Some(format!("handler_{}", fault.kind())),
+                message: message.clone(),
+            };
+            let mut u = UnitUpdate {
+                unit_id: unit.id.clone(),
+                from: Some(unit.status),
+                from_stage: Some(unit.stage.clone()),
+                attempts: Some(attempts),
+                error: Some(Some(error_json(&error))),
+                ..UnitUpdate::default()
+            };
+            if attempts > cfg.retry_budget {
+                u.to = Some(UnitStatus::Failed);
+                u.detail = Some(format!(
+                    "{message}; retry budget of {} spent",
+                    cfg.retry_budget
+                ));
+            } else {
+                u.to = Some(unit.status);
+                u.next_at = Some(now + retry_delay_ms(cfg, attempts, None));
+                u.detail = Some(message.clone());
+            }
+            u
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{StageInfo, TaskTypeInfo};
+
+    fn info() -> HandlerInfo {
+        HandlerInfo {
+            name: "h".into(),
+            version: "1".into(),
+            task_types: vec![TaskTypeInfo {
+                name: "t".into(),
+                stages: vec![
+                    StageInfo {
+                        name: "a".into(),
+                        pool: "p1".into(),
+                    },
+                    StageInfo {
+                        name: "b".into(),
+                        pool: "p2".into(),
+                    },
+                ],
+            }],
+            pools: vec![],
+        }
+    }
+
+    fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
+        Unit {
+            id: id.into(),
+            task_id: "t1".into(),
+            index: 0,
+            tenant: "x".into(),
+            task_type: "t".into(),
+            pool: "p1".into(),
+            stage: stage.into(),
+            status: UnitStatus::Submitted,
+            priority: 0,
+            spec: "{}".into(),
+            state: "{}".into(),
+            provider_job_id: job.map(String::from),
+            submit_attempt: 0,
+            attempts: 0,
+            polls: 0,
+            next_at: 0,
+            submitted_at: Some(0),
+            error: None,
+            result: None,
+            cost: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    fn ch(id: &str, outcome: Outcome) -> Change {
+        Change {
+            unit_id: id.into(),
+            outcome,
+            state: None,
+            cost: None,
+        }
+    }
+
+    #[test]
+    fn next_stage_moves_pool_and_clears_job() {
+        let cfg = SchedulerConfig::default();
+        let u = unit("u1", Some("j"), "a");
+        let p = plan_updates(
+            &cfg,
+            &info(),
+            &[&u],
+            vec![ch("u1", Outcome::NextStage { stage: "b".into() })],
+            100,
+        );
+        assert!(p.refused.is_empty());
+        let up = &p.updates[0];
+        assert_eq!(up.to, Some(UnitStatus::Pending));
+        assert_eq!(up.pool.as_deref(), Some("p2"));
+        assert_eq!(up.provider_job_id, Some(None));
+    }
+
+    #[test]
+    fn illegal_duplicate_and_foreign_changes_are_refused() {
+        let cfg = SchedulerConfig::default();
+        let u = unit("u1", Some("j"), "a");
+        let p = plan_updates(
+            &cfg,
+            &info(),
+            &[&u],
+            vec![
+                ch(
+                    "u1",
+                    Outcome::NextStage {
+                        stage: "zzz".into(),
+                    },
+                ),
+                ch("u1", Outcome::Running { after_ms: None }),
+                ch("u9", Outcome::Running { after_ms: None }),
+            ],
+            0,
+        );
+        // The first is illegal, the second a duplicate (one change per unit), u9 is foreign.
+        assert_eq!(p.refused.len(), 3, "{:?}", p.refused);
+        assert!(p.updates.is_empty());
+        assert!(p.refused[1].reason.contains("more than one change"));
+    }
+
+    #[test]
+    fn retries_spend_the_budget_then_fail() {
+        let cfg = SchedulerConfig {
+            retry_budget: 1,
+            ..SchedulerConfig::default()
+        };
+        let mut u = unit("u1", None, "b");
+        let err = ProviderError {
+            code: Some("5000".into()),
+            message: "boom".into(),
+        };
+        let retry = || {
+            ch(
+                "u1",
+                Outcome::RetryAfter {
+                    after_ms: None,
+                    error: err.clone(),
+                },
+            )
+        };
+        let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
+        assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+        u.attempts = 1;
+        let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
+        assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
+    }
+
+    #[test]
+    fn faults_keep_status_until_budget() {
+        let cfg = SchedulerConfig {
+            retry_budget: 2,
+            ..SchedulerConfig::default()
+        };
+        let mut u = unit("u1", Some("j"), "a");
+        let f = HandlerFault::Trap("x".into());
+        assert_eq!(
+            fault_updates(&cfg, &[&u], &f, 0)[0].to,
+            Some(UnitStatus::Submitted)
+        );
+        u.attempts = 2;
+        assert_eq!(
+            fault_updates(&cfg, &[&u], &f, 0)[0].to,
+            Some(UnitStatus::Failed)
+        );
+    }
+}

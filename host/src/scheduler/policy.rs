@@ -1,0 +1,93 @@
+//! Timing policies: when to poll a submitted unit again, when to retry after a transient error.
+//! Pure functions of the configuration, so the tick loop stays free of arithmetic.
+
+use std::time::Duration;
+
+use crate::config::SchedulerConfig;
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Delay before the next poll of a unit that has been polled `polls` times in its stage.
+///
+/// Without a hint the delay grows geometrically from `poll_initial` to `poll_max` (5 s → 30 s
+/// with the seed's numbers). A handler's hint (expected remaining time) wins, clamped to
+/// `[min(poll_initial, tick_interval), poll_max]` so that a handler can neither spin the
+/// provider nor park a unit for hours.
+pub fn poll_delay_ms(cfg: &SchedulerConfig, polls: u32, hint_ms: Option<u64>) -> i64 {
+    let floor = ms(cfg.poll_initial.min(cfg.tick_interval)).max(1);
+    let ceil = ms(cfg.poll_max).max(floor);
+    if let Some(h) = hint_ms {
+        return i64::try_from(h).unwrap_or(i64::MAX).clamp(floor, ceil);
+    }
+    let grown = cfg.poll_initial.as_secs_f64() * cfg.poll_factor.powi(polls.min(64) as i32);
+    let grown = Duration::try_from_secs_f64(grown).unwrap_or(cfg.poll_max);
+    ms(grown).clamp(floor, ceil)
+}
+
+/// Delay before retry number `attempt` (1-based) after a transient error or a handler fault:
+/// `retry_base` doubled per attempt, capped at `retry_max`. A hint from the provider (e.g. a
+/// `Retry-After`) wins when it is longer.
+pub fn retry_delay_ms(cfg: &SchedulerConfig, attempt: u32, hint_ms: Option<u64>) -> i64 {
+    let exp = cfg
+        .retry_base
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    let backoff = ms(exp.min(cfg.retry_max)).max(1);
+    match hint_ms {
+        Some(h) => i64::try_from(h)
+            .unwrap_or(i64::MAX)
+            .clamp(backoff, ms(cfg.retry_max).max(backoff)),
+        None => backoff,
+    }
+}
+
+/// Delay before a capacity-rejected unit is offered again. Short: capacity frees as soon as
+/// any job ends, and the pool's own accounting already limits how many are offered.
+pub fn capacity_delay_ms(cfg: &SchedulerConfig, hint_ms: Option<u64>) -> i64 {
+    let base = ms(cfg.poll_initial.min(cfg.tick_interval)).max(1);
+    match hint_ms {
+        Some(h) => i64::try_from(h)
+            .unwrap_or(i64::MAX)
+            .clamp(base, ms(cfg.retry_max).max(base)),
+        None => base,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_back_off_from_initial_to_max() {
+        let cfg = SchedulerConfig::default();
+        assert_eq!(poll_delay_ms(&cfg, 0, None), 5_000);
+        assert_eq!(poll_delay_ms(&cfg, 1, None), 7_500);
+        assert_eq!(poll_delay_ms(&cfg, 50, None), 30_000);
+        assert_eq!(poll_delay_ms(&cfg, u32::MAX, None), 30_000);
+    }
+
+    #[test]
+    fn hints_are_clamped() {
+        let cfg = SchedulerConfig::default();
+        assert_eq!(poll_delay_ms(&cfg, 0, Some(0)), 5_000);
+        assert_eq!(poll_delay_ms(&cfg, 0, Some(12_000)), 12_000);
+        assert_eq!(poll_delay_ms(&cfg, 0, Some(u64::MAX)), 30_000);
+    }
+
+    #[test]
+    fn retries_double_and_cap() {
+        let cfg = SchedulerConfig::default();
+        assert_eq!(retry_delay_ms(&cfg, 1, None), 2_000);
+        assert_eq!(retry_delay_ms(&cfg, 2, None), 4_000);
+        assert_eq!(retry_delay_ms(&cfg, 30, None), 120_000);
+        assert_eq!(retry_delay_ms(&cfg, 1, Some(10_000)), 10_000);
+    }
+
+    #[test]
+    fn scaled_config_scales_delays() {
+        let cfg = SchedulerConfig::scaled_to(Duration::from_millis(50));
+        assert_eq!(poll_delay_ms(&cfg, 0, None), 25);
+        assert_eq!(retry_delay_ms(&cfg, 1, None), 10);
+    }
+}

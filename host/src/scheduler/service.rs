@@ -1,0 +1,130 @@
+//! The loops: one per pool around `run_once`, one for finalization, one supervisor that starts
+//! loops for pools that appear (a handler loaded) and publishes unit counts.
+//!
+//! A loop waits `tick_interval` at most, `min_rest` at least, and wakes early on events
+//! ([`crate::wake::Wake`]). A failing store pauses the loop with backoff; it resumes by itself.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::Scheduler;
+use crate::model::UnitStatus;
+
+/// Longest pause after repeated store errors.
+const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+impl Scheduler {
+    /// Run every loop until `shutdown` is cancelled, then drain in-flight finalizations.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let tracker = TaskTracker::new();
+        let mut running: HashSet<String> = HashSet::new();
+        tracker.spawn(self.clone().finalize_loop(shutdown.clone()));
+        let every = self
+            .services
+            .config
+            .scheduler
+            .tick_interval
+            .min(Duration::from_secs(1));
+        loop {
+            let pools = super::pool_limits(&self.services.config, &self.services.registry);
+            for name in pools.keys() {
+                if running.insert(name.clone()) {
+                    tracing::info!(pool = %name, "starting pool loop");
+                    tracker.spawn(self.clone().pool_loop(name.clone(), shutdown.clone()));
+                }
+            }
+            self.publish_counts().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+        tracker.close();
+        tracker.wait().await;
+        self.finalize_tasks.close();
+        self.finalize_tasks.wait().await;
+    }
+
+    async fn pool_loop(self: Arc<Self>, pool: String, shutdown: CancellationToken) {
+        let cfg = self.services.config.scheduler.clone();
+        let wake = self.services.wake.listener(&pool);
+        let mut errors: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let now = self.services.clock.now_ms();
+            match self.run_once(&pool, now).await {
+                Ok(_) => {
+                    if errors > 0 {
+                        tracing::info!(pool = %pool, "scheduler resumed");
+                    }
+                    errors = 0;
+                }
+                Err(e) => {
+                    errors = errors.saturating_add(1);
+                    let pause = cfg
+                        .min_rest
+                        .max(Duration::from_millis(100))
+                        .saturating_mul(errors.min(64))
+                        .min(ERROR_BACKOFF_MAX);
+                    tracing::warn!(pool = %pool, error = %e, ?pause, "tick failed; pausing");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => continue,
+                    }
+                }
+            }
+            // Rest at least `min_rest`, then wait for the interval or an early wake-up.
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(cfg.min_rest) => {}
+            }
+            let rest = cfg.tick_interval.saturating_sub(started.elapsed());
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(rest) => {}
+                _ = wake.notified() => {}
+            }
+        }
+    }
+
+    async fn finalize_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let cfg = self.services.config.scheduler.clone();
+        loop {
+            let now = self.services.clock.now_ms();
+            if let Err(e) = self.finalize_once(now).await {
+                tracing::warn!(error = %e, "finalization claim failed; retrying");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(cfg.tick_interval) => {}
+                _ = self.finalize_wake.notified() => {}
+            }
+        }
+    }
+
+    /// Publish units by pool and status as gauges.
+    async fn publish_counts(&self) {
+        match self.services.store.unit_count_by_pool().await {
+            Ok(rows) => {
+                // Every status of every pool is set, so a count that dropped to zero shows 0.
+                let mut counts: std::collections::BTreeMap<(String, UnitStatus), u64> =
+                    Default::default();
+                let pools: HashSet<String> = rows.iter().map(|r| r.pool.clone()).collect();
+                for r in rows {
+                    counts.insert((r.pool, r.status), r.count);
+                }
+                for pool in pools {
+                    for st in UnitStatus::ALL {
+                        let n = counts.get(&(pool.clone(), st)).copied().unwrap_or(0);
+                        metrics::gauge!("slotd_units", "pool" => pool.clone(), "status" => st.as_str()).set(n as f64);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "unit counts unavailable"),
+        }
+    }
+}

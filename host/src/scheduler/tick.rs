@@ -1,0 +1,284 @@
+//! `run_once`: one tick of one pool (SPEC section 3).
+//!
+//! 1. load pending units in fill order (as many as there are free slots) and submitted units
+//!    whose poll is due;
+//! 2. grant slots atomically and write the submit marker (`pending -> submitted`, no job id)
+//!    before anything is sent;
+//! 3. call each handler's `tick` with its batch, under the runtime's deadline;
+//! 4. validate the changes and apply them in one transaction;
+//! 5. release the slots of units that left `submitted` and the grants that were not used.
+//!
+//! Finalization and publishing run elsewhere; this function does no waiting of its own.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+
+use crate::model::{Change, Unit, UnitStatus};
+use crate::runtime::{BatchUnit, Handler, HandlerFault, TickContext};
+use crate::store::UnitUpdate;
+
+use super::Scheduler;
+use super::apply::{fault_updates, plan_updates};
+
+/// What one tick did: the test signal for the scheduler (no sleeping to find out).
+#[derive(Clone, Debug, Default)]
+pub struct TickReport {
+    pub pool: String,
+    /// The pool's effective maximum this tick.
+    pub max_slots: u32,
+    /// Pending units granted a slot and marked submitted.
+    pub claimed: usize,
+    /// Submitted units handed to a handler for a poll (or in-doubt resolution).
+    pub polled: usize,
+    /// Updates written.
+    pub applied: usize,
+    /// Changes refused as illegal.
+    pub refused: usize,
+    /// Handler calls that faulted (after isolation retries).
+    pub faults: usize,
+    /// Slots released (units that left `submitted`, unused grants).
+    pub released: usize,
+    /// Slots in use after the tick.
+    pub used_after: u32,
+    /// Units moved to `succeeded` (ready for finalization).
+    pub succeeded: usize,
+    pub duration: Duration,
+}
+
+/// Errors that stop a tick before it did anything durable.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Slots(#[from] crate::slots::SlotError),
+}
+
+/// The result of calling one handler for part of a batch.
+struct CallResult {
+    updates: Vec<UnitUpdate>,
+    refused: usize,
+    faults: usize,
+}
+
+impl Scheduler {
+    /// One tick of `pool` at time `now` (Unix ms, the injected clock).
+    #[tracing::instrument(name = "slotd.tick", skip(self), fields(pool = %pool))]
+    pub async fn run_once(&self, pool: &str, now: i64) -> Result<TickReport, TickError> {
+        let started = Instant::now();
+        let s = &self.services;
+        let limits = crate::scheduler::pool_limits(&s.config, &s.registry);
+        let mut report = TickReport {
+            pool: pool.to_string(),
+            ..TickReport::default()
+        };
+        let Some(limit) = limits.get(pool) else {
+            return Ok(report);
+        };
+        let max = self.effective_max(pool, limit.max_slots, now);
+        report.max_slots = max;
+        let types = limit.task_types.clone();
+
+        self.maybe_reconcile(pool, now).await?;
+
+        // 1-2: fill free slots in fill order, with the write-ahead submit marker.
+        let mut fresh: Vec<Unit> = Vec::new();
+        let used = s.slots.used(pool).await?;
+        let free = max.saturating_sub(used);
+        if free > 0 && !types.is_empty() {
+            let pending = s.store.unit_list_pending(pool, &types, now, free).await?;
+            if !pending.is_empty() {
+                let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
+                let granted = s.slots.acquire(pool, &ids, max).await?;
+                if !granted.is_empty() {
+                    fresh = s.store.unit_mark_submitted(&granted, now).await?;
+                    let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
+                    let unused: Vec<String> = granted
+                        .iter()
+                        .filter(|id| !marked.contains(id.as_str()))
+                        .cloned()
+                        .collect();
+                    if !unused.is_empty() {
+                        report.released += unused.len();
+                        s.slots.release(pool, &unused).await?;
+                    }
+                }
+            }
+        }
+        report.claimed = fresh.len();
+
+        // The due polls (and in-doubt units from earlier ticks).
+        let fresh_ids: HashSet<String> = fresh.iter().map(|u| u.id.clone()).collect();
+        let due = if types.is_empty() {
+            Vec::new()
+        } else {
+            s.store
+                .unit_list_due(pool, &types, now, s.config.scheduler.max_batch)
+                .await?
+        };
+        let mut batch: Vec<BatchUnit> = fresh
+            .into_iter()
+            .map(|unit| BatchUnit {
+                unit,
+                in_doubt: false,
+            })
+            .collect();
+        for unit in due {
+            if !fresh_ids.contains(&unit.id) {
+                let in_doubt = unit.provider_job_id.is_none();
+                batch.push(BatchUnit { unit, in_doubt });
+            }
+        }
+        report.polled = batch.len() - report.claimed;
+        if batch.is_empty() {
+            report.used_after = s.slots.used(pool).await?;
+            report.duration = started.elapsed();
+            self.publish_tick(&report);
+            return Ok(report);
+        }
+
+        // 3: one call per handler (task types of one pool may belong to different handlers).
+        let mut by_handler: BTreeMap<String, (Arc<Handler>, Vec<BatchUnit>)> = BTreeMap::new();
+        for b in batch {
+            // A handler unloaded between the query and now leaves its units for a later tick.
+            if let Some(h) = s.registry.for_type(&b.unit.task_type) {
+                by_handler
+                    .entry(h.info.name.clone())
+                    .or_insert_with(|| (h, Vec::new()))
+                    .1
+                    .push(b);
+            }
+        }
+        let ctx = TickContext {
+            pool: pool.to_string(),
+            now_ms: u64::try_from(now).unwrap_or(0),
+            callback_url: None,
+        };
+        let calls = by_handler.into_values().map(|(h, units)| {
+            let ctx = ctx.clone();
+            async move {
+                let mut c = TickContext { ..ctx };
+                c.callback_url = self.callback_url(&h.info.name);
+                self.call_isolating(h, c, units, now).await
+            }
+        });
+        let results = futures::future::join_all(calls).await;
+
+        // 4: apply everything in one transaction.
+        let mut updates = Vec::new();
+        for r in results {
+            report.refused += r.refused;
+            report.faults += r.faults;
+            updates.extend(r.updates);
+        }
+        let leaving: Vec<String> = updates
+            .iter()
+            .filter(|u| u.to.is_some_and(|t| t != UnitStatus::Submitted))
+            .map(|u| u.unit_id.clone())
+            .collect();
+        let succeeded = updates
+            .iter()
+            .filter(|u| u.to == Some(UnitStatus::Succeeded))
+            .count();
+        let applied = s.store.unit_apply(&updates, now).await?;
+        report.applied = applied.applied.len();
+        report.succeeded = succeeded;
+        for u in &updates {
+            if let Some(to) = u.to {
+                metrics::counter!("slotd_unit_transitions_total", "pool" => pool.to_string(), "to" => to.as_str())
+                    .increment(1);
+            }
+        }
+
+        // 5: release the slots of units that left `submitted` (applied or not: a skipped
+        // update means someone else moved the unit, e.g. a cancel, which released it too).
+        if !leaving.is_empty() {
+            report.released += leaving.len();
+            s.slots.release(pool, &leaving).await?;
+            // Freed slots: the next tick can fill them at once.
+            s.wake.pool(pool);
+        }
+        if succeeded > 0 {
+            self.finalize_wake.notify_one();
+        }
+        report.used_after = s.slots.used(pool).await?;
+        report.duration = started.elapsed();
+        self.publish_tick(&report);
+        Ok(report)
+    }
+
+    /// Call `tick` and plan the updates. When a call over several units faults with a trap or
+    /// an error, the batch is split in halves and each half retried (units without a job id go
+    /// `in-doubt`, so nothing is submitted twice): one poisonous unit must not fail the pool.
+    /// A deadline is not retried (it already cost a full deadline).
+    fn call_isolating<'a>(
+        &'a self,
+        h: Arc<Handler>,
+        ctx: TickContext,
+        units: Vec<BatchUnit>,
+        now: i64,
+    ) -> BoxFuture<'a, CallResult> {
+        Box::pin(async move {
+            let cfg = &self.services.config.scheduler;
+            let result: Result<Vec<Change>, HandlerFault> = h.tick(&ctx, &units).await;
+            match result {
+                Ok(changes) => {
+                    let refs: Vec<&Unit> = units.iter().map(|b| &b.unit).collect();
+                    let planned = plan_updates(cfg, &h.info, &refs, changes, now);
+                    for r in &planned.refused {
+                        tracing::warn!(handler = %h.info.name, unit = %r.unit_id, reason = %r.reason, "illegal change refused");
+                        metrics::counter!("slotd_handler_illegal_changes_total", "handler" => h.info.name.clone())
+                            .increment(1);
+                    }
+                    CallResult {
+                        refused: planned.refused.len(),
+                        updates: planned.updates,
+                        faults: 0,
+                    }
+                }
+                Err(fault) if units.len() > 1 && !matches!(fault, HandlerFault::Deadline(_)) => {
+                    tracing::warn!(handler = %h.info.name, units = units.len(), %fault, "handler call faulted; isolating");
+                    let mut units = units;
+                    for b in &mut units {
+                        b.in_doubt = b.unit.provider_job_id.is_none();
+                    }
+                    let right = units.split_off(units.len() / 2);
+                    let a = self
+                        .call_isolating(h.clone(), ctx.clone(), units, now)
+                        .await;
+                    let b = self.call_isolating(h, ctx, right, now).await;
+                    CallResult {
+                        updates: a.updates.into_iter().chain(b.updates).collect(),
+                        refused: a.refused + b.refused,
+                        faults: a.faults + b.faults,
+                    }
+                }
+                Err(fault) => {
+                    tracing::warn!(handler = %h.info.name, units = units.len(), %fault, "handler call faulted; units unchanged");
+                    let refs: Vec<&Unit> = units.iter().map(|b| &b.unit).collect();
+                    CallResult {
+                        updates: fault_updates(cfg, &refs, &fault, now),
+                        refused: 0,
+                        faults: 1,
+                    }
+                }
+            }
+        })
+    }
+
+    fn publish_tick(&self, r: &TickReport) {
+        let pool = r.pool.clone();
+        metrics::histogram!("slotd_tick_seconds", "pool" => pool.clone())
+            .record(r.duration.as_secs_f64());
+        metrics::gauge!("slotd_pool_slots_used", "pool" => pool.clone())
+            .set(f64::from(r.used_after));
+        metrics::gauge!("slotd_pool_slots_max", "pool" => pool.clone()).set(f64::from(r.max_slots));
+        if r.max_slots > 0 {
+            metrics::gauge!("slotd_pool_utilization", "pool" => pool)
+                .set(f64::from(r.used_after) / f64::from(r.max_slots));
+        }
+    }
+}
