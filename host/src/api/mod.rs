@@ -60,14 +60,20 @@ pub fn router(services: Services) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(deadline, enforce_deadline))
         .layer(middleware::from_fn(record_request))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            tracing::info_span!(
-                "slotd.http",
-                method = %req.method(),
-                path = %req.uri().path(),
-                tenant = tracing::field::Empty,
-            )
-        }))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request| {
+                    tracing::info_span!(
+                        "slotd.http",
+                        method = %req.method(),
+                        path = %req.uri().path(),
+                        tenant = tracing::field::Empty,
+                    )
+                })
+                // Handlers log the cause of a 5xx once, with context; a second generic line per
+                // failure would only be noise.
+                .on_failure(()),
+        )
         .with_state(services)
 }
 

@@ -39,6 +39,7 @@ const FIXTURE_POOL: &str = "fixture";
 /// Everything a test needs: the app and direct handles on what it changes.
 struct Harness {
     app: Router,
+    services: Services,
     store: Arc<MemStore>,
     slots: Arc<LocalSlots>,
     wake: Arc<Wake>,
@@ -120,7 +121,8 @@ fn harness_with(config: Config) -> Harness {
         metrics: None,
     };
     Harness {
-        app: router(services),
+        app: router(services.clone()),
+        services,
         store,
         slots,
         wake,
@@ -727,4 +729,32 @@ async fn plan_rejection_is_422_and_stores_nothing() {
         .await;
     too_many.problem(422);
     assert_eq!(h.task_count("a").await, 0);
+}
+
+#[tokio::test]
+async fn metrics_render_in_prometheus_text() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let h = harness();
+    let services = Services {
+        metrics: Some(handle),
+        ..h.services.clone()
+    };
+    let app = router(services);
+    let req = Request::builder().uri("/metrics").body(Body::empty());
+    let response = match req {
+        Ok(req) => match app.oneshot(req).await {
+            Ok(r) => r,
+            Err(e) => match e {},
+        },
+        Err(e) => panic!("building request: {e}"),
+    };
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.as_bytes()),
+        Some(&b"text/plain; version=0.0.4"[..])
+    );
 }
