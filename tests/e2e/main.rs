@@ -1,1 +1,9 @@
+//! End-to-end tests: real SQLite, the real compiled fixture handler, the stub provider over
+//! HTTP, the real API router, and (in `crash`) the real `slotd` binary killed mid-run.
 
+mod support;
+
+mod api_http;
+mod core_flow;
+mod crash;
+mod handler_faults;

@@ -1,0 +1,113 @@
+//! Bad input over real HTTP: every client mistake gets the right status and problem+json, and
+//! nothing is stored by a refused request.
+
+use serde_json::{Value, json};
+use slotd::config::{ApiKey, Secret};
+
+use crate::support::*;
+
+struct Server {
+    base: String,
+    client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _stub: slotd::stub::StubHandle,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            s.send(()).ok();
+        }
+    }
+}
+
+async fn server() -> Server {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 10, ..Default::default() })
+        .await
+        .expect("stub");
+    let mut config = test_config(dir.path(), &stub, 5);
+    config.api_keys = vec![
+        ApiKey { key: Secret::new("key-tenant-a"), tenant: "a".into() },
+        ApiKey { key: Secret::new("key-tenant-b"), tenant: "b".into() },
+    ];
+    config.max_body_bytes = 64 * 1024;
+    let services = slotd::app::build_with_clock(config, system_clock()).await.expect("build");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(slotd::run_with(services, Some(listener), async move {
+        rx.await.ok();
+    }));
+    Server { base: format!("http://{addr}"), client: reqwest::Client::new(), stop: Some(tx), _stub: stub, _dir: dir }
+}
+
+impl Server {
+    async fn send(&self, method: reqwest::Method, path: &str, key: Option<&str>, body: Option<String>) -> (u16, String, Value) {
+        let mut rb = self.client.request(method, format!("{}{path}", self.base)).header("content-type", "application/json");
+        if let Some(k) = key {
+            rb = rb.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            rb = rb.body(b);
+        }
+        let resp = rb.send().await.expect("send");
+        let status = resp.status().as_u16();
+        let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        let text = resp.text().await.unwrap_or_default();
+        (status, ct, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn task_count(&self, key: &str) -> usize {
+        let (_, _, v) = self.send(reqwest::Method::GET, "/v1/tasks?limit=500", Some(key), None).await;
+        v["tasks"].as_array().map_or(0, Vec::len)
+    }
+}
+
+const A: Option<&str> = Some("key-tenant-a");
+const B: Option<&str> = Some("key-tenant-b");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_mistakes_get_clear_answers_and_store_nothing() {
+    let s = server().await;
+    use reqwest::Method;
+    let post = |body: &str| Some(body.to_string());
+
+    // 401: no key, wrong key.
+    let (st, ct, _) = s.send(Method::GET, "/v1/tasks", None, None).await;
+    assert_eq!(st, 401);
+    assert!(ct.starts_with("application/problem+json"), "{ct}");
+    let (st, _, _) = s.send(Method::GET, "/v1/tasks", Some("not-a-key-at-all"), None).await;
+    assert_eq!(st, 401);
+
+    // 400: malformed JSON.
+    let (st, ct, body) = s.send(Method::POST, "/v1/tasks/fixture", A, post("{\"payload\": ")).await;
+    assert_eq!(st, 400, "{body}");
+    assert!(ct.starts_with("application/problem+json"));
+    // 404: unknown task type.
+    let (st, _, body) = s.send(Method::POST, "/v1/tasks/no-such-type", A, post(r#"{"payload":{}}"#)).await;
+    assert_eq!(st, 404, "{body}");
+    // 422: the handler's plan refuses, with its message.
+    let (st, _, body) =
+        s.send(Method::POST, "/v1/tasks/fixture", A, post(r#"{"payload":{"reject":"no thanks"}}"#)).await;
+    assert_eq!(st, 422, "{body}");
+    assert!(body.to_string().contains("no thanks"), "{body}");
+    // 413: oversized body.
+    let big = json!({"payload": {"pad": "x".repeat(200 * 1024)}}).to_string();
+    let (st, _, body) = s.send(Method::POST, "/v1/tasks/fixture", A, Some(big)).await;
+    assert_eq!(st, 413, "{body}");
+    assert_eq!(s.task_count("key-tenant-a").await, 0, "a refused request stored something");
+
+    // A good one, then another tenant cannot see it.
+    let (st, _, body) = s.send(Method::POST, "/v1/tasks/fixture", A, post(r#"{"payload":{"count":2}}"#)).await;
+    assert_eq!(st, 202, "{body}");
+    let id = body["task_id"].as_str().expect("id").to_string();
+    let (st, _, _) = s.send(Method::GET, &format!("/v1/tasks/{id}"), A, None).await;
+    assert_eq!(st, 200);
+    let (st, _, body) = s.send(Method::GET, &format!("/v1/tasks/{id}"), B, None).await;
+    assert_eq!(st, 404, "{body}");
+    let (st, _, _) = s.send(Method::POST, &format!("/v1/tasks/{id}/cancel"), B, None).await;
+    assert_eq!(st, 404);
+    assert_eq!(s.task_count("key-tenant-b").await, 0);
+}

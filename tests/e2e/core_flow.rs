@@ -1,0 +1,122 @@
+//! The core path: units flow through a small pool without ever exceeding it.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::*;
+
+async fn all_completed(m: &Manual, ids: &[String]) -> bool {
+    for id in ids {
+        if m.task(id).await["status"] != "completed" {
+            return false;
+        }
+    }
+    true
+}
+
+/// 100 units through a pool of 5 slots, scheduler driven by hand with a manual clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_units_through_five_slots() {
+    let m = Manual::start(5, 100).await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(m.submit("fixture", json!({"count": 25, "polls": 2})).await);
+    }
+    let rounds = m.run_until(&["fixture"], 500, async |m| all_completed(m, &ids).await).await;
+    let stats = m.stub.stats();
+    assert!(stats.max_in_flight <= 5, "provider saw {} in flight", stats.max_in_flight);
+    assert_eq!(stats.max_in_flight, 5, "the pool should have been used fully");
+    assert_eq!(stats.creates, 100);
+    assert!(stats.creates_by_key.values().all(|&n| n == 1), "a key was created twice");
+    assert_eq!(stats.capacity_refusals, 0);
+    for id in &ids {
+        let t = m.task(id).await;
+        assert_eq!(t["completed"], 25);
+        assert_eq!(t["total"], 25);
+        let results = t["results"].as_array().expect("results");
+        assert_eq!(results.len(), 25);
+        for r in results {
+            assert_eq!(r["status"], "completed");
+            assert!(r["provider_task_id"].is_string(), "{r}");
+            assert!(r["artifacts"].as_array().is_some_and(|a| !a.is_empty()), "{r}");
+        }
+    }
+    assert_eq!(m.services.slots.used("fixture").await.ok(), Some(0), "no slot leaked");
+    // 100 units, 5 at a time, each needing submit + 2 polls: at least 60 rounds are needed.
+    assert!(rounds >= 60, "finished in {rounds} rounds: too fast to be real");
+}
+
+/// The same through the real server and the real tick loop (real clock, early wake-ups).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_units_real_server() {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100, ..Default::default() })
+        .await
+        .expect("stub");
+    let config = test_config(dir.path(), &stub, 5);
+    let services = slotd::app::build_with_clock(config, system_clock()).await.expect("build");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(slotd::run_with(services, Some(listener), async move {
+        stop_rx.await.ok();
+    }));
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let r = client
+            .post(format!("{base}/v1/tasks/fixture"))
+            .json(&json!({"payload": {"count": 25, "polls": 1}, "idempotency_key": format!("k{i}")}))
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), 202);
+        let v: serde_json::Value = r.json().await.expect("json");
+        ids.push(v["task_id"].as_str().expect("id").to_string());
+    }
+    eventually(Duration::from_secs(60), "all tasks completed", async || {
+        for id in &ids {
+            let v: serde_json::Value = client.get(format!("{base}/v1/tasks/{id}")).send().await.ok()?.json().await.ok()?;
+            if v["status"] != "completed" {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let stats = stub.stats();
+    assert!(stats.max_in_flight <= 5, "provider saw {} in flight", stats.max_in_flight);
+    assert_eq!(stats.creates, 100);
+    assert!(stats.creates_by_key.values().all(|&n| n == 1));
+    let pools: serde_json::Value = client.get(format!("{base}/v1/pools")).send().await.expect("pools").json().await.expect("json");
+    let fixture = pools.as_array().and_then(|a| a.iter().find(|p| p["name"] == "fixture")).cloned().unwrap_or_default();
+    assert_eq!(fixture["used"], 0, "{pools}");
+    stop_tx.send(()).ok();
+    server.await.expect("join").expect("server stopped cleanly");
+}
+
+/// Higher priority fills first; tenants round-robin within a priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_goes_first() {
+    let m = Manual::start(2, 100).await;
+    let low = m.submit("fixture", json!({"count": 4, "polls": 5})).await;
+    let (status, body) = api_call(
+        &m.services,
+        "POST",
+        "/v1/tasks/fixture",
+        Some(json!({"payload": {"count": 2, "polls": 5}, "priority": 10})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let high = body["task_id"].as_str().expect("id").to_string();
+    m.round(&["fixture"], 10).await;
+    let h = m.task(&high).await;
+    let l = m.task(&low).await;
+    let running = |t: &serde_json::Value| {
+        t["results"].as_array().map_or(0, |r| r.iter().filter(|u| u["status"] == "submitted").count())
+    };
+    assert_eq!(running(&h), 2, "{h}");
+    assert_eq!(running(&l), 0, "{l}");
+}

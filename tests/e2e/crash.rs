@@ -1,0 +1,131 @@
+//! slotd killed (SIGKILL, a real process) in the middle of a run: after restart every unit
+//! resumes, no unit is submitted twice, no slot is leaked.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
+    let plugins = plugins_dir_with_fixture(dir);
+    let text = format!(
+        r#"
+listen = "127.0.0.1:{port}"
+database_url = "sqlite://{db}"
+plugins_dir = "{plugins}"
+object_store = "file://{objects}"
+
+[scheduler]
+tick_interval = "20ms"
+min_rest = "1ms"
+finalize_lease = "300ms"
+reconcile_interval = "200ms"
+
+[pools.fixture]
+max_slots = 5
+
+[handlers.fixture]
+base_url = "{base}"
+allowed_hosts = ["{host}"]
+"#,
+        db = dir.join("slotd.db").display(),
+        plugins = plugins.display(),
+        objects = dir.join("objects").display(),
+        base = stub.base_url(),
+        host = stub.addr(),
+    );
+    let path = dir.join("slotd.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn spawn(config: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("SLOTD_LOG", "warn")
+        .env_remove("SLOTD_DATABASE_URL")
+        .env_remove("SLOTD_LISTEN")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn slotd")
+}
+
+async fn wait_healthy(client: &reqwest::Client, base: &str) {
+    eventually(Duration::from_secs(60), "slotd /healthz", async || {
+        let r = client.get(format!("{base}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_run_resumes_without_double_submission() {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100, ..Default::default() })
+        .await
+        .expect("stub");
+    let port = free_port();
+    let config = write_config(dir.path(), &stub, port);
+    let log = dir.path().join("slotd.log");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+
+    let mut child = spawn(&config, &log);
+    wait_healthy(&client, &base).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let r = client
+            .post(format!("{base}/v1/tasks/fixture"))
+            .json(&json!({"payload": {"count": 10, "polls": 3}, "idempotency_key": format!("crash-{i}")}))
+            .send()
+            .await
+            .expect("submit");
+        assert_eq!(r.status(), 202);
+        let v: Value = r.json().await.expect("json");
+        ids.push(v["task_id"].as_str().expect("id").to_string());
+    }
+
+    // Kill it three times while work is in flight, each time after more progress.
+    for round in 1..=3u64 {
+        let target = round * 7;
+        eventually(Duration::from_secs(60), "provider progress", async || {
+            (stub.stats().creates >= target).then_some(())
+        })
+        .await;
+        child.kill().expect("SIGKILL slotd");
+        child.wait().expect("reap");
+        child = spawn(&config, &log);
+        wait_healthy(&client, &base).await;
+    }
+
+    eventually(Duration::from_secs(90), "every task completed after the crashes", async || {
+        for id in &ids {
+            let v: Value = client.get(format!("{base}/v1/tasks/{id}")).send().await.ok()?.json().await.ok()?;
+            if v["status"] != "completed" {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+
+    let stats = stub.stats();
+    assert_eq!(stats.creates, 30, "every unit created once: {:?}", stats.creates_by_key);
+    assert!(stats.creates_by_key.values().all(|&n| n == 1), "a unit was submitted twice");
+    assert!(stats.max_in_flight <= 5, "provider saw {} in flight", stats.max_in_flight);
+    let pools: Value = client.get(format!("{base}/v1/pools")).send().await.expect("pools").json().await.expect("json");
+    let fixture = pools.as_array().and_then(|a| a.iter().find(|p| p["name"] == "fixture")).cloned().unwrap_or_default();
+    assert_eq!(fixture["used"], 0, "slot leaked: {pools}");
+    child.kill().ok();
+    child.wait().ok();
+}

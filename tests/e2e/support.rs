@@ -1,0 +1,155 @@
+//! Test harness: a real slotd (in-process or as a child process) with a temp SQLite database,
+//! the real compiled fixture handler, and the stub provider over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use slotd::clock::{DynClock, ManualClock, SystemClock};
+use slotd::config::{Config, HandlerConfig, PoolConfig, Secret};
+use slotd::scheduler::Scheduler;
+use slotd::services::Services;
+use slotd::stub::{StubHandle, StubOptions, StubProvider};
+use tempfile::TempDir;
+
+/// Where `host/build.rs` put the compiled handlers.
+pub fn built_plugin(name: &str) -> PathBuf {
+    Path::new(env!("SLOTD_BUILT_PLUGINS")).join(format!("{name}.wasm"))
+}
+
+/// A temp dir with `plugins/fixture.wasm` in it.
+pub fn plugins_dir_with_fixture(dir: &Path) -> PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("create plugins dir");
+    std::fs::copy(built_plugin("fixture"), plugins.join("fixture.wasm")).expect("copy fixture.wasm");
+    plugins
+}
+
+/// The fixture handler's configuration, pointing at the stub.
+pub fn fixture_handler_config(stub: &StubHandle) -> HandlerConfig {
+    let mut h = HandlerConfig::default();
+    h.settings.insert("base_url".into(), stub.base_url());
+    h.secrets.insert("secret_key".into(), Secret::new("fixture-secret"));
+    h.allowed_hosts.push(stub.addr().to_string());
+    h
+}
+
+/// A config for in-process tests: temp SQLite, fixture loaded, fast timings.
+pub fn test_config(dir: &Path, stub: &StubHandle, slots: u32) -> Config {
+    let mut c = Config::default();
+    c.database_url = format!("sqlite://{}", dir.join("slotd.db").display());
+    c.plugins_dir = plugins_dir_with_fixture(dir);
+    c.object_store = format!("file://{}", dir.join("objects").display());
+    c.scheduler = slotd::config::SchedulerConfig::scaled_to(Duration::from_millis(20));
+    c.scheduler.min_rest = Duration::from_millis(1);
+    c.scheduler.retry_budget = 3;
+    c.limits.call_deadline = Duration::from_secs(2);
+    c.limits.memory_bytes = 32 * 1024 * 1024;
+    c.pools.insert("fixture".into(), PoolConfig { max_slots: slots });
+    c.pools.insert("fixture-b".into(), PoolConfig { max_slots: slots });
+    c.handlers.insert("fixture".into(), fixture_handler_config(stub));
+    c
+}
+
+/// An in-process slotd whose scheduler the test drives by hand with a manual clock.
+pub struct Manual {
+    pub _dir: TempDir,
+    pub stub: StubHandle,
+    pub services: Services,
+    pub scheduler: Arc<Scheduler>,
+    pub clock: Arc<ManualClock>,
+}
+
+impl Manual {
+    pub async fn start(slots: u32, stub_limit: u32) -> Manual {
+        Self::start_with(slots, stub_limit, |_| {}).await
+    }
+
+    pub async fn start_with(slots: u32, stub_limit: u32, tweak: impl FnOnce(&mut Config)) -> Manual {
+        let dir = TempDir::new().expect("temp dir");
+        let stub = StubProvider::start(StubOptions { limit: stub_limit, ..StubOptions::default() })
+            .await
+            .expect("stub provider");
+        let mut config = test_config(dir.path(), &stub, slots);
+        tweak(&mut config);
+        let clock = ManualClock::new(1_000_000);
+        let dyn_clock: DynClock = clock.clone();
+        let services = slotd::app::build_with_clock(config, dyn_clock).await.expect("build slotd");
+        assert!(services.registry.for_type("fixture").is_some(), "fixture handler must load");
+        let scheduler = Scheduler::new(services.clone());
+        Manual { _dir: dir, stub, services, scheduler, clock }
+    }
+
+    /// Submit a fixture task through the API router (the real HTTP handler code).
+    pub async fn submit(&self, task_type: &str, payload: Value) -> String {
+        let (status, body) = api_call(&self.services, "POST", &format!("/v1/tasks/{task_type}"), Some(serde_json::json!({ "payload": payload }))).await;
+        assert_eq!(status, 202, "submit answered {status}: {body}");
+        body["task_id"].as_str().expect("task_id").to_string()
+    }
+
+    pub async fn task(&self, id: &str) -> Value {
+        let (status, body) = api_call(&self.services, "GET", &format!("/v1/tasks/{id}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// One scheduler round for the given pools: tick, finalize, wait for finalizers.
+    pub async fn round(&self, pools: &[&str], advance_ms: i64) -> Vec<slotd::scheduler::TickReport> {
+        self.clock.advance(advance_ms);
+        let now = self.clock.as_ref().now_ms();
+        let mut reports = Vec::new();
+        for p in pools {
+            reports.push(self.scheduler.run_once(p, now).await.expect("run_once"));
+        }
+        self.scheduler.finalize_once(now).await.expect("finalize_once");
+        self.scheduler.finalize_idle().await;
+        reports
+    }
+
+    /// Run rounds until `done` says so, at most `max_rounds`.
+    pub async fn run_until(&self, pools: &[&str], max_rounds: usize, mut done: impl AsyncFnMut(&Self) -> bool) -> usize {
+        for round in 0..max_rounds {
+            if done(self).await {
+                return round;
+            }
+            self.round(pools, 50).await;
+        }
+        panic!("not done after {max_rounds} scheduler rounds");
+    }
+}
+
+use slotd::clock::Clock;
+
+/// Call the API router in-process.
+pub async fn api_call(services: &Services, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
+        .expect("request");
+    let resp = slotd::api::router(services.clone()).oneshot(req).await.expect("router");
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), 16 * 1024 * 1024).await.expect("body");
+    let v = serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, v)
+}
+
+/// Poll `f` until it returns `Some`, or panic after `deadline`.
+pub async fn eventually<T>(deadline: Duration, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The real clock, for tests that run the real loops.
+pub fn system_clock() -> DynClock {
+    Arc::new(SystemClock)
+}
