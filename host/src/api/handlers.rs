@@ -27,12 +27,9 @@ pub struct HandlerView {
     pub pools: Vec<PoolInfo>,
 }
 
-/// `GET /v1/handlers`, by name.
-async fn list(
-    State(services): State<Services>,
-    Tenant(_tenant): Tenant,
-) -> Json<serde_json::Value> {
-    let handlers: Vec<HandlerView> = services
+/// `GET /v1/handlers`: a JSON array, by name.
+async fn list(State(services): State<Services>, Tenant(_tenant): Tenant) -> Json<Vec<HandlerView>> {
+    let handlers = services
         .registry
         .all()
         .iter()
@@ -45,5 +42,5 @@ async fn list(
             pools: h.info.pools.clone(),
         })
         .collect();
-    Json(serde_json::json!({ "handlers": handlers }))
+    Json(handlers)
 }

@@ -34,11 +34,12 @@ pub struct PoolView {
     pub handlers: Vec<String>,
 }
 
-/// `GET /v1/pools`. Any authenticated tenant may look: pools are shared, not per tenant.
+/// `GET /v1/pools`: a JSON array, by name. Any authenticated tenant may look: pools are shared,
+/// not per tenant.
 async fn list(
     State(services): State<Services>,
     Tenant(_tenant): Tenant,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<Vec<PoolView>>, ApiError> {
     let counts = services
         .store
         .unit_count_by_pool()
@@ -83,6 +84,5 @@ async fn list(
             Err(e) => tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed"),
         }
     }
-    let pools: Vec<PoolView> = pools.into_values().collect();
-    Ok(Json(serde_json::json!({ "pools": pools })))
+    Ok(Json(pools.into_values().collect()))
 }

@@ -609,7 +609,7 @@ async fn pools_and_handlers() {
 
     let r = h.send("GET", "/v1/pools", None, None).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    let pools = r.json["pools"].as_array().cloned().unwrap_or_default();
+    let pools = r.json.as_array().cloned().unwrap_or_default();
     let pool = pools
         .iter()
         .find(|p| p["name"] == FIXTURE_POOL)
@@ -624,7 +624,7 @@ async fn pools_and_handlers() {
 
     let r = h.send("GET", "/v1/handlers", None, None).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    let handler = &r.json["handlers"][0];
+    let handler = &r.json[0];
     assert_eq!(handler["name"], "fixture");
     assert!(handler["version"].is_string());
     assert_eq!(handler["sha256"].as_str().map(str::len), Some(64));
