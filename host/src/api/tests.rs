@@ -75,8 +75,9 @@ fn test_store() -> Arc<MemStore> {
 }
 
 /// A handler serving task type `fixture` in one stage on pool `fixture`. INTERIM: built by hand
-/// (its `plan` is the runtime stub) until the runtime is merged.
-fn fixture_handler() -> Arc<Handler> {
+/// (its `plan` is the runtime stub) until the runtime is merged; then the body becomes
+/// `runtime.load_file(Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm")).await`.
+async fn fixture_handler(_runtime: &Runtime) -> Arc<Handler> {
     Arc::new(Handler {
         info: HandlerInfo {
             name: "fixture".into(),
@@ -98,17 +99,17 @@ fn fixture_handler() -> Arc<Handler> {
     })
 }
 
-fn harness_with(config: Config) -> Harness {
+async fn harness_with(config: Config) -> Harness {
     let store = test_store();
     let slots = Arc::new(LocalSlots::new());
-    let registry = Arc::new(Registry::new());
-    if let Err(e) = registry.insert(fixture_handler()) {
-        panic!("registering the fixture handler: {e}");
-    }
     let runtime = match Runtime::new(config.limits.clone(), BTreeMap::new()) {
         Ok(r) => r,
         Err(e) => panic!("building the runtime: {e:#}"),
     };
+    let registry = Arc::new(Registry::new());
+    if let Err(e) = registry.insert(fixture_handler(&runtime).await) {
+        panic!("registering the fixture handler: {e}");
+    }
     let wake = Wake::new();
     let services = Services {
         config: Arc::new(config),
@@ -130,7 +131,7 @@ fn harness_with(config: Config) -> Harness {
 }
 
 /// Two tenants, `a` and `b`, with API keys.
-fn harness() -> Harness {
+async fn harness() -> Harness {
     let config = Config {
         api_keys: vec![
             ApiKey {
@@ -144,7 +145,7 @@ fn harness() -> Harness {
         ],
         ..Config::default()
     };
-    harness_with(config)
+    harness_with(config).await
 }
 
 impl Harness {
@@ -228,7 +229,7 @@ impl Harness {
 
 #[tokio::test]
 async fn probes() {
-    let h = harness();
+    let h = harness().await;
     let r = h.send("GET", "/healthz", None, None).await;
     assert_eq!(r.status, StatusCode::OK);
     let r = h.send("GET", "/readyz", None, None).await;
@@ -255,7 +256,7 @@ async fn probes() {
 
 #[tokio::test]
 async fn database_down_is_503_with_retry_after() {
-    let h = harness();
+    let h = harness().await;
     let id = h.seed("a", 1).await;
     h.store.set_down(true);
     let r = h
@@ -274,7 +275,7 @@ async fn database_down_is_503_with_retry_after() {
 
 #[tokio::test]
 async fn missing_or_wrong_key_is_401() {
-    let h = harness();
+    let h = harness().await;
     for key in [None, Some("not-a-configured-key"), Some("key-of-tenant-")] {
         let r = h.send("GET", "/v1/tasks", key, None).await;
         r.problem(401);
@@ -297,7 +298,7 @@ async fn missing_or_wrong_key_is_401() {
 
 #[tokio::test]
 async fn without_keys_everyone_is_the_local_tenant() {
-    let h = harness_with(Config::default());
+    let h = harness_with(Config::default()).await;
     let id = h.seed(super::LOCAL_TENANT, 1).await;
     let r = h.send("GET", &format!("/v1/tasks/{id}"), None, None).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
@@ -306,7 +307,7 @@ async fn without_keys_everyone_is_the_local_tenant() {
 
 #[tokio::test]
 async fn bad_create_requests_are_4xx_and_store_nothing() {
-    let h = harness();
+    let h = harness().await;
     let post = |path: &'static str, body: &'static str| {
         let h = &h;
         async move { h.send("POST", path, Some(KEY_A), Some(body)).await }
@@ -340,7 +341,8 @@ async fn oversized_body_is_413_problem() {
     let h = harness_with(Config {
         max_body_bytes: 256,
         ..Config::default()
-    });
+    })
+    .await;
     let big = json!({ "payload": { "text": "x".repeat(1024) } }).to_string();
     let r = h.send("POST", "/v1/tasks/fixture", None, Some(&big)).await;
     let body = r.problem(413);
@@ -355,7 +357,7 @@ async fn oversized_body_is_413_problem() {
 /// After the runtime merge this uses a fixture behaviour that traps in `plan` if there is one.
 #[tokio::test]
 async fn handler_fault_in_plan_is_503_and_stores_nothing() {
-    let h = harness();
+    let h = harness().await;
     let r = h
         .send(
             "POST",
@@ -374,7 +376,7 @@ async fn handler_fault_in_plan_is_503_and_stores_nothing() {
 
 #[tokio::test]
 async fn reading_a_task_and_tenant_isolation() {
-    let h = harness();
+    let h = harness().await;
     let id = h.seed("a", 3).await;
     let units = h.unit_ids(&id).await;
     let update = UnitUpdate {
@@ -442,7 +444,7 @@ async fn reading_a_task_and_tenant_isolation() {
 
 #[tokio::test]
 async fn list_pages_with_a_cursor() {
-    let h = harness();
+    let h = harness().await;
     let mut created = Vec::new();
     for _ in 0..5 {
         created.push(h.seed("a", 1).await);
@@ -498,7 +500,7 @@ async fn list_pages_with_a_cursor() {
 
 #[tokio::test]
 async fn cancel_frees_slots_and_wakes_the_pool() {
-    let h = harness();
+    let h = harness().await;
     let id = h.seed("a", 3).await;
     let units = h.unit_ids(&id).await;
     let submitted = vec![units[0].clone()];
@@ -546,7 +548,7 @@ async fn cancel_frees_slots_and_wakes_the_pool() {
 
 #[tokio::test]
 async fn retry_moves_failed_units_back() {
-    let h = harness();
+    let h = harness().await;
     let id = h.seed("a", 2).await;
     let units = h.unit_ids(&id).await;
     let fail = UnitUpdate {
@@ -597,7 +599,7 @@ async fn pools_and_handlers() {
         FIXTURE_POOL.into(),
         crate::config::PoolConfig { max_slots: 7 },
     );
-    let h = harness_with(config);
+    let h = harness_with(config).await;
     let id = h.seed(super::LOCAL_TENANT, 2).await;
     let units = h.unit_ids(&id).await;
     if let Err(e) = h.store.unit_mark_submitted(&units[..1], 1_000_001).await {
@@ -634,7 +636,7 @@ async fn pools_and_handlers() {
 
 #[tokio::test]
 async fn unknown_routes_and_methods_are_problems() {
-    let h = harness();
+    let h = harness().await;
     h.send("GET", "/v2/nothing", Some(KEY_A), None)
         .await
         .problem(404);
@@ -650,7 +652,7 @@ async fn unknown_routes_and_methods_are_problems() {
 #[tokio::test]
 #[ignore = "needs the runtime branch: a real plan from fixture.wasm"]
 async fn create_is_202_and_idempotent() {
-    let h = harness();
+    let h = harness().await;
     let woken = h.wake.listener(FIXTURE_POOL);
     let body = r#"{"payload": {"count": 3, "behavior": "succeed"}, "idempotency_key": "k1",
                    "priority": 5}"#;
@@ -697,7 +699,7 @@ async fn create_is_202_and_idempotent() {
 #[tokio::test]
 #[ignore = "needs the runtime branch: a real plan from fixture.wasm"]
 async fn plan_rejection_is_422_and_stores_nothing() {
-    let h = harness();
+    let h = harness().await;
     let r = h
         .send(
             "POST",
@@ -710,6 +712,7 @@ async fn plan_rejection_is_422_and_stores_nothing() {
     assert_eq!(body["detail"], "count must be even");
     assert_eq!(h.task_count("a").await, 0);
 
+    // Zero units: the fixture refuses `count: 0` itself; either way nothing is stored.
     let zero = h
         .send(
             "POST",
@@ -719,15 +722,28 @@ async fn plan_rejection_is_422_and_stores_nothing() {
         )
         .await;
     zero.problem(422);
-    let too_many = h
+    assert_eq!(h.task_count("a").await, 0);
+
+    // More units than `max_units_per_task`: refused by the API after `plan`.
+    let capped = harness_with(Config {
+        max_units_per_task: 2,
+        ..Config::default()
+    })
+    .await;
+    let too_many = capped
         .send(
             "POST",
             "/v1/tasks/fixture",
-            Some(KEY_A),
-            Some(r#"{"payload": {"count": 1001}}"#),
+            None,
+            Some(r#"{"payload": {"count": 3}}"#),
         )
         .await;
-    too_many.problem(422);
+    let body = too_many.problem(422);
+    assert!(
+        body["detail"].as_str().unwrap_or("").contains("at most 2"),
+        "{body}"
+    );
+    assert_eq!(capped.task_count(super::LOCAL_TENANT).await, 0);
     assert_eq!(h.task_count("a").await, 0);
 }
 
@@ -735,7 +751,7 @@ async fn plan_rejection_is_422_and_stores_nothing() {
 async fn metrics_render_in_prometheus_text() {
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
-    let h = harness();
+    let h = harness().await;
     let services = Services {
         metrics: Some(handle),
         ..h.services.clone()
