@@ -1,6 +1,119 @@
-//! The REST API. STUB.
+//! The REST API (SPEC section 10): [`router`] builds the axum `Router` over [`Services`];
+//! serving it (listener, graceful shutdown) is the caller's business, so tests drive it with
+//! `oneshot` and no socket.
+//!
+//! # Layout
+//! - `auth.rs`: the [`auth::Tenant`] extractor (bearer API keys → tenant).
+//! - `error.rs`: [`error::ApiError`] → `application/problem+json`, never leaking internals.
+//! - `tasks.rs`: read, list, cancel, retry, events; `task_create.rs`: `POST /v1/tasks/{type}`;
+//!   `task_view.rs`: the task's JSON shape.
+//! - `pools.rs`, `handlers.rs`: what runs where; `health.rs`: `/healthz`, `/readyz`,
+//!   `/metrics`.
+//!
+//! Cross-cutting layers: a `slotd.http` request span (tenant recorded once known), a request
+//! deadline answered as problem+json, the body size cap, and `slotd_api_requests_total`.
 
-/// STUB router (the real one is being built).
-pub fn router(_services: crate::services::Services) -> axum::Router {
-    axum::Router::new()
+pub mod auth;
+pub mod error;
+mod handlers;
+mod health;
+mod pools;
+mod task_create;
+mod task_view;
+mod tasks;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::trace::TraceLayer;
+
+use self::error::ApiError;
+use crate::config::Config;
+use crate::services::Services;
+
+pub use self::auth::{LOCAL_TENANT, Tenant};
+pub use self::task_view::{TaskSummary, TaskView};
+
+/// The shortest deadline a request gets. Creating a task waits for the handler's `plan`, so
+/// the effective deadline is at least the handler call deadline plus [`REQUEST_TIMEOUT_SLACK`].
+pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+/// Room beyond the handler call deadline for the database work around a `plan`.
+pub const REQUEST_TIMEOUT_SLACK: Duration = Duration::from_secs(5);
+
+/// The whole API over `services`.
+pub fn router(services: Services) -> Router {
+    let body_limit = services.config.max_body_bytes;
+    let deadline = request_timeout(&services.config);
+    Router::new()
+        .merge(tasks::router())
+        .merge(pools::router())
+        .merge(handlers::router())
+        .merge(health::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(deadline, enforce_deadline))
+        .layer(middleware::from_fn(record_request))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request| {
+                    tracing::info_span!(
+                        "slotd.http",
+                        method = %req.method(),
+                        path = %req.uri().path(),
+                        tenant = tracing::field::Empty,
+                    )
+                })
+                // Handlers log the cause of a 5xx once, with context; a second generic line per
+                // failure would only be noise.
+                .on_failure(()),
+        )
+        .with_state(services)
+}
+
+/// The deadline of one request (see [`REQUEST_TIMEOUT_DEFAULT`]).
+pub fn request_timeout(config: &Config) -> Duration {
+    REQUEST_TIMEOUT_DEFAULT.max(config.limits.call_deadline + REQUEST_TIMEOUT_SLACK)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".into())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Answer 503 problem+json when a request runs past its deadline (the work is dropped).
+async fn enforce_deadline(State(deadline): State<Duration>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(deadline, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(deadline = ?deadline, "request deadline exceeded");
+            ApiError::Timeout.into_response()
+        }
+    }
+}
+
+/// Count every request by route template (not raw path: ids would explode the label set) and
+/// status.
+async fn record_request(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(req).await;
+    metrics::counter!(
+        "slotd_api_requests_total",
+        "route" => route,
+        "status" => response.status().as_u16().to_string(),
+    )
+    .increment(1);
+    response
 }

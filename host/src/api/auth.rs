@@ -1,0 +1,115 @@
+//! [`Tenant`]: who a request acts for, from `Authorization: Bearer <key>` and the configured
+//! `[[api_keys]]`.
+//!
+//! With no keys configured every request is the single tenant [`LOCAL_TENANT`]; that mode is
+//! only allowed on loopback, which `Config::check_exposure` enforces at start-up, not here.
+//! Keys are compared in constant time so that response timing says nothing about a key's
+//! prefix.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+use crate::config::ApiKey;
+use crate::services::Services;
+
+/// The tenant of an unauthenticated (no keys configured) slotd.
+pub const LOCAL_TENANT: &str = "local";
+
+/// The tenant a request acts for. Every `/v1` handler takes one, so no route can forget auth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tenant(pub String);
+
+impl FromRequestParts<Services> for Tenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        services: &Services,
+    ) -> Result<Self, Self::Rejection> {
+        let keys = &services.config.api_keys;
+        let tenant = if keys.is_empty() {
+            LOCAL_TENANT.to_string()
+        } else {
+            let presented = parts
+                .headers
+                .get(AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer_token)
+                .ok_or(ApiError::Unauthorized)?;
+            tenant_for_key(keys, presented).ok_or(ApiError::Unauthorized)?
+        };
+        tracing::Span::current().record("tenant", tenant.as_str());
+        Ok(Tenant(tenant))
+    }
+}
+
+/// The token of a `Bearer` authorization value (scheme is case-insensitive, RFC 7235).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The tenant of the key that matches `presented`. Every key is compared, and each comparison
+/// is over fixed-length digests, so the time taken does not depend on which key (or how much of
+/// one) matched.
+fn tenant_for_key(keys: &[ApiKey], presented: &str) -> Option<String> {
+    let presented = Sha256::digest(presented.as_bytes());
+    let mut found = None;
+    for k in keys {
+        let expected = Sha256::digest(k.key.expose());
+        if constant_time_eq(&presented, &expected) && found.is_none() {
+            found = Some(k.tenant.clone());
+        }
+    }
+    found
+}
+
+/// Byte-slice equality whose running time depends only on the lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    #[test]
+    fn bearer_parsing() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer  abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer"), None);
+    }
+
+    #[test]
+    fn keys_map_to_tenants() {
+        let keys = vec![
+            ApiKey {
+                key: Secret::new("key-of-tenant-a"),
+                tenant: "a".into(),
+            },
+            ApiKey {
+                key: Secret::new("key-of-tenant-b"),
+                tenant: "b".into(),
+            },
+        ];
+        assert_eq!(
+            tenant_for_key(&keys, "key-of-tenant-b").as_deref(),
+            Some("b")
+        );
+        assert_eq!(tenant_for_key(&keys, "key-of-tenant-"), None);
+        assert_eq!(tenant_for_key(&keys, ""), None);
+        assert!(!constant_time_eq(b"ab", b"abc"));
+        assert!(constant_time_eq(b"abc", b"abc"));
+    }
+}

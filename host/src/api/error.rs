@@ -1,0 +1,172 @@
+//! [`ApiError`]: every way a request can fail, rendered as `application/problem+json`
+//! (RFC 9457) with `type`, `title`, `status`, `detail` and, for validation problems, `field`.
+//!
+//! The rendering never leaks internals: a database or handler failure shows a generic detail,
+//! and the real cause is logged once, by the request handler that saw it (see
+//! [`log_store_error`]), inside the request span. Nothing here logs.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::store::StoreError;
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Seconds a client should wait before retrying after a 503.
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+/// Why a request failed. Client mistakes are 4xx; only slotd's own trouble is 5xx.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request itself is malformed (bad JSON, unknown field, wrong type, bad query).
+    #[error("{detail}")]
+    BadRequest {
+        detail: String,
+        field: Option<String>,
+    },
+    /// No usable API key.
+    #[error("missing or invalid API key")]
+    Unauthorized,
+    /// No such resource for this tenant (another tenant's task looks the same as none).
+    #[error("{0}")]
+    NotFound(String),
+    /// The route exists but not with this method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The body is over the configured limit.
+    #[error("request body is over the {limit}-byte limit")]
+    PayloadTooLarge { limit: usize },
+    /// Well-formed but refused: the handler's `plan` said no, or the unit count is out of range.
+    #[error("{detail}")]
+    Unprocessable {
+        detail: String,
+        field: Option<String>,
+    },
+    /// A dependency is down (database, handler); retry later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request ran past the server's deadline.
+    #[error("request timed out")]
+    Timeout,
+    /// Something slotd did not expect; details are in the log, not in the answer.
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    /// A 400 naming the offending field.
+    pub fn bad_field(field: &str, detail: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            detail: detail.into(),
+            field: Some(field.to_string()),
+        }
+    }
+
+    /// A 422 naming the offending field.
+    pub fn invalid_field(field: &str, detail: impl Into<String>) -> Self {
+        ApiError::Unprocessable {
+            detail: detail.into(),
+            field: Some(field.to_string()),
+        }
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unavailable(_) | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Stable problem type slug and human title.
+    fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            ApiError::BadRequest { .. } => ("bad-request", "Bad request"),
+            ApiError::Unauthorized => ("unauthorized", "Unauthorized"),
+            ApiError::NotFound(_) => ("not-found", "Not found"),
+            ApiError::MethodNotAllowed => ("method-not-allowed", "Method not allowed"),
+            ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Payload too large"),
+            ApiError::Unprocessable { .. } => ("validation", "Validation failed"),
+            ApiError::Unavailable(_) => ("unavailable", "Service unavailable"),
+            ApiError::Timeout => ("timeout", "Request timed out"),
+            ApiError::Internal => ("internal", "Internal error"),
+        }
+    }
+}
+
+/// The problem+json body.
+#[derive(Serialize)]
+struct Problem {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'static str,
+    status: u16,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let (slug, title) = self.kind();
+        let field = match &self {
+            ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
+                field.clone()
+            }
+            _ => None,
+        };
+        let problem = Problem {
+            kind: format!("urn:slotd:problem:{slug}"),
+            title,
+            status: status.as_u16(),
+            detail: self.to_string(),
+            field,
+        };
+        // Serializing a struct of strings cannot fail; fall back to a fixed body regardless.
+        let body = serde_json::to_vec(&problem).unwrap_or_else(|_| {
+            br#"{"type":"urn:slotd:problem:internal","title":"Internal error","status":500}"#
+                .to_vec()
+        });
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        match self {
+            ApiError::Unauthorized => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"slotd\""),
+                );
+            }
+            ApiError::Unavailable(_) | ApiError::Timeout => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// Turn a store failure into an answer, logging the cause once. Call it where the failure
+/// happened (`.map_err(log_store_error("reading task"))`) so the log line carries the request
+/// span and says what the request was doing.
+pub fn log_store_error(doing: &'static str) -> impl FnOnce(StoreError) -> ApiError {
+    move |e| match e {
+        StoreError::Unavailable(reason) => {
+            tracing::warn!(error = %reason, "{doing}: database unavailable");
+            ApiError::Unavailable("the database is unavailable; retry shortly".into())
+        }
+        other => {
+            tracing::error!(error = %other, "{doing} failed");
+            ApiError::Internal
+        }
+    }
+}

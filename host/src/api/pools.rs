@@ -1,0 +1,88 @@
+//! `GET /v1/pools`: every pool known from configuration and loaded handlers, with its limit,
+//! the slots in use and its units by status, so an operator sees at a glance where work waits.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+use super::auth::Tenant;
+use super::error::{ApiError, log_store_error};
+use crate::scheduler::pool_limits;
+use crate::services::Services;
+
+/// Routes under `/v1/pools`.
+pub fn router() -> Router<Services> {
+    Router::new().route("/v1/pools", get(list))
+}
+
+/// One pool as shown.
+#[derive(Debug, Serialize)]
+pub struct PoolView {
+    pub name: String,
+    /// The effective maximum; `None` for a pool that only stored units still name (its handler
+    /// is not loaded and no operator setting mentions it).
+    pub max_slots: Option<u32>,
+    /// Slots held now; `None` when the slot store could not be asked (it is reported, not
+    /// fatal: the database still answers everything else).
+    pub used: Option<u32>,
+    /// Unit counts by status (every status present, zeros included).
+    pub units: BTreeMap<&'static str, u64>,
+    pub task_types: Vec<String>,
+    pub handlers: Vec<String>,
+}
+
+/// `GET /v1/pools`: a JSON array, by name. Any authenticated tenant may look: pools are shared,
+/// not per tenant.
+async fn list(
+    State(services): State<Services>,
+    Tenant(_tenant): Tenant,
+) -> Result<Json<Vec<PoolView>>, ApiError> {
+    let counts = services
+        .store
+        .unit_count_by_pool()
+        .await
+        .map_err(log_store_error("counting units by pool"))?;
+    let limits = pool_limits(&services.config, &services.registry);
+
+    let empty = || {
+        crate::model::UnitStatus::ALL
+            .iter()
+            .map(|s| (s.as_str(), 0u64))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut pools: BTreeMap<String, PoolView> = limits
+        .into_values()
+        .map(|l| {
+            let view = PoolView {
+                name: l.name.clone(),
+                max_slots: Some(l.max_slots),
+                used: None,
+                units: empty(),
+                task_types: l.task_types,
+                handlers: l.handlers,
+            };
+            (l.name, view)
+        })
+        .collect();
+    for c in counts {
+        let view = pools.entry(c.pool.clone()).or_insert_with(|| PoolView {
+            name: c.pool.clone(),
+            max_slots: None,
+            used: None,
+            units: empty(),
+            task_types: Vec::new(),
+            handlers: Vec::new(),
+        });
+        *view.units.entry(c.status.as_str()).or_default() += c.count;
+    }
+    for view in pools.values_mut() {
+        match services.slots.used(&view.name).await {
+            Ok(n) => view.used = Some(n),
+            Err(e) => tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed"),
+        }
+    }
+    Ok(Json(pools.into_values().collect()))
+}

@@ -1,0 +1,339 @@
+//! `POST /v1/tasks/{type}`: check the request, let the type's handler `plan` it into units, store
+//! the task and its units in one transaction, wake the pool.
+//!
+//! Nothing is stored unless every check passed: the envelope (400/422), the task type (404),
+//! the handler's own validation (422), the unit count (422). A repeated idempotency key of the
+//! same tenant answers the task it already names (the store decides, atomically).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::auth::Tenant;
+use super::error::{ApiError, log_store_error};
+use crate::services::Services;
+use crate::store::{Created, NewTask, NewUnit};
+
+/// Accepted `priority` range; higher runs first.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
+/// Longest accepted `idempotency_key`.
+pub const IDEMPOTENCY_KEY_MAX: usize = 255;
+/// Longest accepted `callback_url`.
+pub const CALLBACK_URL_MAX: usize = 2048;
+
+/// The request envelope, checked.
+#[derive(Debug, PartialEq)]
+pub struct CreateRequest {
+    /// The payload as JSON text, as handed to `plan`.
+    pub payload: String,
+    pub idempotency_key: Option<String>,
+    pub priority: i32,
+    pub callback_url: Option<String>,
+}
+
+/// Parse and check the envelope, naming the offending field. Malformed JSON, unknown fields
+/// and wrong types are 400; values of the right type but out of range are 422.
+pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
+        detail: format!("request body is not valid JSON: {e}"),
+        field: None,
+    })?;
+    let Value::Object(mut fields) = value else {
+        return Err(ApiError::BadRequest {
+            detail: "request body must be a JSON object like {\"payload\": {...}}".into(),
+            field: None,
+        });
+    };
+    const KNOWN: [&str; 4] = ["payload", "idempotency_key", "priority", "callback_url"];
+    if let Some(unknown) = fields.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(ApiError::bad_field(
+            unknown,
+            format!(
+                "unknown field {unknown:?}; expected payload, idempotency_key, priority, \
+                 callback_url"
+            ),
+        ));
+    }
+    let payload = match fields.remove("payload") {
+        Some(p @ Value::Object(_)) => p.to_string(),
+        Some(_) => {
+            return Err(ApiError::bad_field(
+                "payload",
+                "payload must be a JSON object",
+            ));
+        }
+        None => return Err(ApiError::bad_field("payload", "payload is required")),
+    };
+    Ok(CreateRequest {
+        payload,
+        idempotency_key: idempotency_key(&mut fields)?,
+        priority: priority(&mut fields)?,
+        callback_url: callback_url(&mut fields)?,
+    })
+}
+
+fn idempotency_key(fields: &mut Map<String, Value>) -> Result<Option<String>, ApiError> {
+    const F: &str = "idempotency_key";
+    match fields.remove(F) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(k)) if k.is_empty() => Err(ApiError::invalid_field(
+            F,
+            "idempotency_key must not be empty",
+        )),
+        Some(Value::String(k)) if k.len() > IDEMPOTENCY_KEY_MAX => Err(ApiError::invalid_field(
+            F,
+            format!("idempotency_key is longer than {IDEMPOTENCY_KEY_MAX} bytes"),
+        )),
+        Some(Value::String(k)) => Ok(Some(k)),
+        Some(_) => Err(ApiError::bad_field(F, "idempotency_key must be a string")),
+    }
+}
+
+fn priority(fields: &mut Map<String, Value>) -> Result<i32, ApiError> {
+    const F: &str = "priority";
+    match fields.remove(F) {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::Number(n)) => {
+            let p = n
+                .as_i64()
+                .ok_or_else(|| ApiError::bad_field(F, "priority must be an integer"))?;
+            if !PRIORITY_RANGE.contains(&p) {
+                return Err(ApiError::invalid_field(
+                    F,
+                    format!(
+                        "priority {p} is out of range {}..={}",
+                        PRIORITY_RANGE.start(),
+                        PRIORITY_RANGE.end()
+                    ),
+                ));
+            }
+            // In range, so it fits.
+            i32::try_from(p).map_err(|_| ApiError::invalid_field(F, "priority is out of range"))
+        }
+        Some(_) => Err(ApiError::bad_field(F, "priority must be an integer")),
+    }
+}
+
+fn callback_url(fields: &mut Map<String, Value>) -> Result<Option<String>, ApiError> {
+    const F: &str = "callback_url";
+    let text = match fields.remove(F) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(u)) => u,
+        Some(_) => return Err(ApiError::bad_field(F, "callback_url must be a string")),
+    };
+    if text.len() > CALLBACK_URL_MAX {
+        return Err(ApiError::invalid_field(
+            F,
+            format!("callback_url is longer than {CALLBACK_URL_MAX} bytes"),
+        ));
+    }
+    let url = url::Url::parse(&text)
+        .map_err(|e| ApiError::invalid_field(F, format!("callback_url is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ApiError::invalid_field(
+            F,
+            "callback_url must be an http:// or https:// URL with a host",
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// `POST /v1/tasks/{type}`.
+pub async fn create(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    Path(task_type): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge {
+                limit: services.config.max_body_bytes,
+            }
+        } else {
+            ApiError::BadRequest {
+                detail: format!("could not read the request body: {}", r.body_text()),
+                field: None,
+            }
+        }
+    })?;
+
+    let handler = services.registry.for_type(&task_type).ok_or_else(|| {
+        ApiError::NotFound(format!("no loaded handler serves task type {task_type:?}"))
+    })?;
+    let request = parse_request(&body)?;
+
+    let first_stage = handler
+        .info
+        .stages(&task_type)
+        .and_then(|s| s.first())
+        .cloned()
+        .ok_or_else(|| {
+            tracing::error!(
+                handler = %handler.info.name,
+                task_type = %task_type,
+                "handler declares the task type without stages"
+            );
+            ApiError::Unavailable(format!("the handler for {task_type:?} is misconfigured"))
+        })?;
+
+    let planned = match handler.plan(&task_type, &request.payload).await {
+        Ok(Ok(units)) => units,
+        Ok(Err(refused)) => {
+            return Err(ApiError::Unprocessable {
+                detail: refused.message,
+                field: refused.field,
+            });
+        }
+        Err(fault) => {
+            tracing::warn!(
+                handler = %handler.info.name,
+                fault = %fault,
+                kind = fault.kind(),
+                "plan failed"
+            );
+            return Err(ApiError::Unavailable(format!(
+                "the handler for {task_type:?} is unavailable; retry shortly"
+            )));
+        }
+    };
+    let max = services.config.max_units_per_task;
+    if planned.is_empty() {
+        return Err(ApiError::invalid_field(
+            "payload",
+            "the payload describes no work (the handler planned zero units)",
+        ));
+    }
+    if planned.len() > max {
+        return Err(ApiError::invalid_field(
+            "payload",
+            format!(
+                "the payload describes {} units; at most {max} are allowed per task",
+                planned.len()
+            ),
+        ));
+    }
+
+    let units = planned
+        .into_iter()
+        .map(|p| NewUnit {
+            id: uuid::Uuid::now_v7().to_string(),
+            pool: first_stage.pool.clone(),
+            stage: first_stage.name.clone(),
+            spec: p.spec,
+            state: p.state,
+        })
+        .collect();
+    let new = NewTask {
+        id: uuid::Uuid::now_v7().to_string(),
+        tenant: tenant.clone(),
+        task_type: task_type.clone(),
+        payload: request.payload,
+        idempotency_key: request.idempotency_key,
+        priority: request.priority,
+        callback_url: request.callback_url,
+        units,
+        now: services.clock.now_ms(),
+    };
+    let created = services
+        .store
+        .task_create(new)
+        .await
+        .map_err(log_store_error("creating task"))?;
+
+    let (task_id, status) = match created {
+        Created::New(id) => {
+            metrics::counter!("slotd_tasks_created_total", "type" => task_type.clone())
+                .increment(1);
+            services.wake.pool(&first_stage.pool);
+            tracing::info!(task_id = %id, task_type = %task_type, "task created");
+            (id, "pending".to_string())
+        }
+        Created::Existing(id) => {
+            // The key already names a task: report where that task is now.
+            let status = services
+                .store
+                .task_get(&tenant, &id)
+                .await
+                .map_err(log_store_error("reading existing task"))?
+                .map_or_else(
+                    || "pending".to_string(),
+                    |t| t.counts.task_status().as_str().to_string(),
+                );
+            (id, status)
+        }
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "task_id": task_id, "status": status })),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(e: ApiError) -> (u16, Option<String>) {
+        let status = e.status().as_u16();
+        match e {
+            ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
+                (status, field)
+            }
+            _ => (status, None),
+        }
+    }
+
+    #[test]
+    fn envelope_checks_name_the_field() {
+        let bad = |body: &str| field_of(parse_request(body.as_bytes()).expect_err("refused"));
+        assert_eq!(bad("{"), (400, None));
+        assert_eq!(bad("[]"), (400, None));
+        assert_eq!(bad(r#"{"payload":{},"x":1}"#), (400, Some("x".into())));
+        assert_eq!(bad(r#"{}"#), (400, Some("payload".into())));
+        assert_eq!(bad(r#"{"payload":3}"#), (400, Some("payload".into())));
+        assert_eq!(
+            bad(r#"{"payload":{},"priority":"high"}"#),
+            (400, Some("priority".into()))
+        );
+        assert_eq!(
+            bad(r#"{"payload":{},"priority":1001}"#),
+            (422, Some("priority".into()))
+        );
+        assert_eq!(
+            bad(r#"{"payload":{},"priority":1.5}"#),
+            (400, Some("priority".into()))
+        );
+        assert_eq!(
+            bad(r#"{"payload":{},"callback_url":"ftp://x/y"}"#),
+            (422, Some("callback_url".into()))
+        );
+        assert_eq!(
+            bad(r#"{"payload":{},"idempotency_key":""}"#),
+            (422, Some("idempotency_key".into()))
+        );
+    }
+
+    #[test]
+    fn envelope_defaults_and_values() {
+        let ok = parse_request(
+            br#"{"payload":{"a":1},"priority":-1000,"idempotency_key":"k",
+                 "callback_url":"https://example.com/hook"}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            ok,
+            CreateRequest {
+                payload: r#"{"a":1}"#.into(),
+                idempotency_key: Some("k".into()),
+                priority: -1000,
+                callback_url: Some("https://example.com/hook".into()),
+            }
+        );
+        let min = parse_request(br#"{"payload":{}}"#).expect("valid");
+        assert_eq!(min.priority, 0);
+        assert_eq!(min.idempotency_key, None);
+    }
+}

@@ -1,0 +1,226 @@
+//! How a task looks to a client: the seed frontend's polling contract
+//! (`{task_id, type, status, completed, total, message, results, error}`, SPEC sections 10
+//! and 15), built from the stored task header and its units. Pure: no I/O.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::model::{TaskStatus, Unit, UnitStatus};
+use crate::store::TaskRecord;
+
+/// `GET /v1/tasks/{id}` and the answer to a cancel.
+#[derive(Debug, Serialize)]
+pub struct TaskView {
+    #[serde(flatten)]
+    pub summary: TaskSummary,
+    /// One entry per unit, by index.
+    pub results: Vec<Value>,
+    /// For a failed task: the first failed unit's error (`{code?, message}`).
+    pub error: Option<Value>,
+    /// Sum of the provider-reported costs, when any unit reported one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// The full unit records, when asked for with `?units=true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<Vec<Unit>>,
+}
+
+/// A task without its per-unit detail: what `GET /v1/tasks` lists.
+#[derive(Debug, Serialize)]
+pub struct TaskSummary {
+    pub task_id: String,
+    #[serde(rename = "type")]
+    pub task_type: String,
+    pub status: TaskStatus,
+    /// Units completed.
+    pub completed: u32,
+    /// Units in the task.
+    pub total: u32,
+    /// Human progress line ("3/12 completed, 2 running, 7 waiting").
+    pub message: String,
+    pub priority: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Unix milliseconds.
+    pub updated_at: i64,
+}
+
+impl TaskSummary {
+    pub fn new(task: &TaskRecord) -> Self {
+        TaskSummary {
+            task_id: task.id.clone(),
+            task_type: task.task_type.clone(),
+            status: task.counts.task_status(),
+            completed: task.counts.completed,
+            total: task.counts.total(),
+            message: task.counts.message(),
+            priority: task.priority,
+            idempotency_key: task.idempotency_key.clone(),
+            created_at: task.created_at,
+            updated_at: task.updated_at,
+        }
+    }
+}
+
+impl TaskView {
+    /// Build the view; `with_units` adds the full unit records.
+    pub fn new(task: &TaskRecord, units: Vec<Unit>, with_units: bool) -> Self {
+        let summary = TaskSummary::new(task);
+        let results = units.iter().map(result_entry).collect();
+        let error = if summary.status == TaskStatus::Failed {
+            units
+                .iter()
+                .filter(|u| u.status == UnitStatus::Failed)
+                .min_by_key(|u| u.index)
+                .map(|u| error_value(u.error.as_deref()))
+        } else {
+            None
+        };
+        let costs: Vec<f64> = units
+            .iter()
+            .filter_map(|u| u.cost.as_deref())
+            .filter_map(|c| c.trim().parse::<f64>().ok())
+            .collect();
+        let cost = (!costs.is_empty()).then(|| costs.iter().sum());
+        TaskView {
+            summary,
+            results,
+            error,
+            cost,
+            units: with_units.then_some(units),
+        }
+    }
+}
+
+/// One entry of `results`: `{index, status, stage, provider_task_id, error?}` plus, when the
+/// unit's result is a JSON object, its keys (`object_key`, `bytes`, `sha256`, `voice_id`, …).
+/// The fixed keys win over result keys of the same name, so a handler cannot disguise a unit's
+/// status.
+fn result_entry(unit: &Unit) -> Value {
+    let mut entry = Map::new();
+    if let Some(Value::Object(fields)) = unit
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<Value>(r).ok())
+    {
+        entry.extend(fields);
+    }
+    entry.insert("index".into(), unit.index.into());
+    entry.insert("status".into(), unit.status.as_str().into());
+    entry.insert("stage".into(), unit.stage.clone().into());
+    entry.insert(
+        "provider_task_id".into(),
+        unit.provider_job_id
+            .clone()
+            .map_or(Value::Null, Value::from),
+    );
+    match &unit.error {
+        Some(e) if unit.status == UnitStatus::Failed || !unit.status.is_terminal() => {
+            entry.insert("error".into(), error_value(Some(e)));
+        }
+        _ => {
+            entry.remove("error");
+        }
+    }
+    Value::Object(entry)
+}
+
+/// A stored error as JSON: the stored `{code?, message}` object, or the raw text wrapped as
+/// `{message}` if it is not JSON.
+fn error_value(stored: Option<&str>) -> Value {
+    match stored {
+        None => serde_json::json!({ "message": "failed without an error message" }),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => serde_json::json!({ "message": text }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::UnitCounts;
+
+    fn unit(index: u32, status: UnitStatus) -> Unit {
+        Unit {
+            id: format!("u{index}"),
+            task_id: "t".into(),
+            index,
+            tenant: "a".into(),
+            task_type: "video".into(),
+            pool: "p".into(),
+            stage: "main".into(),
+            status,
+            priority: 0,
+            spec: "{}".into(),
+            state: "{}".into(),
+            provider_job_id: None,
+            submit_attempt: 0,
+            attempts: 0,
+            polls: 0,
+            next_at: 0,
+            submitted_at: None,
+            error: None,
+            result: None,
+            cost: None,
+            created_at: 1,
+            updated_at: 2,
+        }
+    }
+
+    fn record(units: &[Unit]) -> TaskRecord {
+        let mut counts = UnitCounts::default();
+        for u in units {
+            counts.add(u.status, 1);
+        }
+        TaskRecord {
+            id: "t".into(),
+            tenant: "a".into(),
+            task_type: "video".into(),
+            payload: "{}".into(),
+            idempotency_key: None,
+            priority: 0,
+            callback_url: None,
+            created_at: 1,
+            updated_at: 2,
+            counts,
+        }
+    }
+
+    #[test]
+    fn results_merge_unit_results_and_errors() {
+        let mut done = unit(0, UnitStatus::Completed);
+        done.provider_job_id = Some("job-0".into());
+        done.result = Some(r#"{"object_key":"k","bytes":3,"status":"forged"}"#.into());
+        done.cost = Some("1.5".into());
+        let mut failed = unit(1, UnitStatus::Failed);
+        failed.error = Some(r#"{"code":"1201","message":"bad prompt"}"#.into());
+        failed.cost = Some("0.5".into());
+        let units = vec![done, failed];
+        let view = TaskView::new(&record(&units), units, false);
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert_eq!(json["status"], "failed");
+        assert_eq!(json["completed"], 1);
+        assert_eq!(json["total"], 2);
+        assert_eq!(json["results"][0]["object_key"], "k");
+        assert_eq!(json["results"][0]["status"], "completed");
+        assert_eq!(json["results"][0]["provider_task_id"], "job-0");
+        assert_eq!(json["results"][1]["error"]["code"], "1201");
+        assert_eq!(json["error"]["message"], "bad prompt");
+        assert_eq!(json["cost"], 2.0);
+        assert!(json.get("units").is_none());
+    }
+
+    #[test]
+    fn running_task_has_no_task_error() {
+        let units = vec![unit(0, UnitStatus::Pending), unit(1, UnitStatus::Submitted)];
+        let view = TaskView::new(&record(&units), units, true);
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert_eq!(json["status"], "running");
+        assert_eq!(json["error"], Value::Null);
+        assert_eq!(json["units"].as_array().map(Vec::len), Some(2));
+    }
+}

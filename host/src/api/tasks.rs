@@ -1,0 +1,277 @@
+//! The task resource: read one, list, cancel, retry failed units, read the event log.
+//! Creation lives in `task_create.rs`, the response shapes in `task_view.rs`.
+//!
+//! Every lookup is by (tenant, id): another tenant's task is answered exactly like a missing
+//! one (404), so ids reveal nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::auth::Tenant;
+use super::error::{ApiError, log_store_error};
+use super::task_create;
+use super::task_view::{TaskSummary, TaskView};
+use crate::model::{Unit, UnitStatus};
+use crate::services::Services;
+use crate::store::{TaskFilter, TaskRecord};
+
+/// Page size of `GET /v1/tasks` when `limit` is not given.
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+/// Largest accepted `limit`.
+pub const LIST_LIMIT_MAX: u32 = 500;
+
+/// Routes under `/v1/tasks`.
+pub fn router() -> Router<Services> {
+    Router::new()
+        .route("/v1/tasks", get(list))
+        .route("/v1/tasks/{id}", get(read).post(task_create::create))
+        .route("/v1/tasks/{id}/cancel", post(cancel))
+        .route("/v1/tasks/{id}/retry", post(retry))
+        .route("/v1/tasks/{id}/events", get(events))
+}
+
+/// A query string that does not even decode.
+fn bad_query(rejection: QueryRejection) -> ApiError {
+    ApiError::BadRequest {
+        detail: format!("the query string is malformed: {}", rejection.body_text()),
+        field: None,
+    }
+}
+
+/// The tenant's task or 404.
+async fn find(services: &Services, tenant: &str, id: &str) -> Result<TaskRecord, ApiError> {
+    services
+        .store
+        .task_get(tenant, id)
+        .await
+        .map_err(log_store_error("reading task"))?
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))
+}
+
+async fn units_of(services: &Services, task_id: &str) -> Result<Vec<Unit>, ApiError> {
+    services
+        .store
+        .task_units(task_id)
+        .await
+        .map_err(log_store_error("reading units"))
+}
+
+/// `GET /v1/tasks/{id}`.
+async fn read(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<TaskView>, ApiError> {
+    let Query(query) = query.map_err(bad_query)?;
+    // `?units=true` adds the full unit records.
+    let with_units = match query.get("units").map(String::as_str) {
+        None | Some("false") | Some("0") => false,
+        Some("true") | Some("1") | Some("") => true,
+        Some(other) => {
+            return Err(ApiError::bad_field(
+                "units",
+                format!("units must be true or false, got {other:?}"),
+            ));
+        }
+    };
+    let task = find(&services, &tenant, &id).await?;
+    let units = units_of(&services, &task.id).await?;
+    Ok(Json(TaskView::new(&task, units, with_units)))
+}
+
+/// `GET /v1/tasks?type=&status=&limit=&cursor=`: newest first, cursor paging.
+async fn list(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(bad_query)?;
+    let filter = list_filter(&query)?;
+    let page = services
+        .store
+        .task_list(&tenant, &filter)
+        .await
+        .map_err(log_store_error("listing tasks"))?;
+    let tasks: Vec<TaskSummary> = page.tasks.iter().map(TaskSummary::new).collect();
+    Ok(Json(json!({
+        "tasks": tasks,
+        "next_cursor": page.next.map(|c| c.to_string()),
+    })))
+}
+
+/// Check the list parameters, naming the bad one. Unknown parameters are refused too, so that
+/// a typo (`?staus=failed`) does not silently list everything.
+fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> {
+    const KNOWN: [&str; 4] = ["type", "status", "limit", "cursor"];
+    if let Some(unknown) = query.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(ApiError::bad_field(
+            unknown,
+            format!("unknown query parameter {unknown:?}; expected type, status, limit, cursor"),
+        ));
+    }
+    let non_empty = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let unit_status = non_empty("status")
+        .map(|s| {
+            s.parse::<UnitStatus>().map_err(|_| {
+                let names: Vec<&str> = UnitStatus::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::bad_field(
+                    "status",
+                    format!("status {s:?} is not one of {}", names.join(", ")),
+                )
+            })
+        })
+        .transpose()?;
+    let limit = match non_empty("limit") {
+        None => LIST_LIMIT_DEFAULT,
+        Some(l) => match l.parse::<u32>() {
+            Ok(n) if (1..=LIST_LIMIT_MAX).contains(&n) => n,
+            _ => {
+                return Err(ApiError::bad_field(
+                    "limit",
+                    format!("limit {l:?} is not a number from 1 to {LIST_LIMIT_MAX}"),
+                ));
+            }
+        },
+    };
+    let before = non_empty("cursor")
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                ApiError::bad_field(
+                    "cursor",
+                    format!("cursor {c:?} is not one this API returned as next_cursor"),
+                )
+            })
+        })
+        .transpose()?;
+    Ok(TaskFilter {
+        task_type: non_empty("type").map(str::to_string),
+        unit_status,
+        before,
+        limit,
+    })
+}
+
+/// `POST /v1/tasks/{id}/cancel`: cancel every unit not yet finished, free the slots of the
+/// submitted ones at once and wake their pools so waiting work takes them.
+async fn cancel(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    let now = services.clock.now_ms();
+    let cancelled = services
+        .store
+        .task_cancel(&tenant, &id, now)
+        .await
+        .map_err(log_store_error("cancelling task"))?
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
+
+    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (pool, unit_id) in cancelled.released {
+        by_pool.entry(pool).or_default().push(unit_id);
+    }
+    for (pool, ids) in &by_pool {
+        // The database already says these units are cancelled; a slot store hiccup only delays
+        // the slots' return until the next reconciliation, so it does not fail the request.
+        if let Err(e) = services.slots.release(pool, ids).await {
+            tracing::warn!(pool = %pool, error = %e, "releasing cancelled units' slots failed");
+        }
+        services.wake.pool(pool);
+    }
+    tracing::info!(task_id = %id, units = cancelled.units, "task cancelled");
+
+    let task = find(&services, &tenant, &id).await?;
+    let units = units_of(&services, &task.id).await?;
+    Ok(Json(TaskView::new(&task, units, false)))
+}
+
+/// `POST /v1/tasks/{id}/retry`: failed units back to pending with a fresh submit attempt.
+async fn retry(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let now = services.clock.now_ms();
+    let retried = services
+        .store
+        .task_retry_failed(&tenant, &id, now)
+        .await
+        .map_err(log_store_error("retrying task"))?
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
+    if retried > 0 {
+        let units = units_of(&services, &id).await?;
+        let pools: BTreeSet<&str> = units
+            .iter()
+            .filter(|u| u.status == UnitStatus::Pending)
+            .map(|u| u.pool.as_str())
+            .collect();
+        for pool in pools {
+            services.wake.pool(pool);
+        }
+        tracing::info!(task_id = %id, retried, "failed units retried");
+    }
+    Ok(Json(json!({ "task_id": id, "retried": retried })))
+}
+
+/// `GET /v1/tasks/{id}/events`: the task's unit event log, oldest first, as JSON.
+async fn events(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let task = find(&services, &tenant, &id).await?;
+    let events = services
+        .store
+        .unit_events(&task.id)
+        .await
+        .map_err(log_store_error("reading events"))?;
+    Ok(Json(json!({ "task_id": task.id, "events": events })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn bad_field(query: &[(&str, &str)]) -> Option<String> {
+        match list_filter(&q(query)) {
+            Err(ApiError::BadRequest { field, .. }) => field,
+            other => panic!("expected a 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn list_parameters() {
+        let f = list_filter(&q(&[])).expect("defaults");
+        assert_eq!(f.limit, LIST_LIMIT_DEFAULT);
+        assert!(f.unit_status.is_none() && f.before.is_none() && f.task_type.is_none());
+        let f = list_filter(&q(&[
+            ("type", "video"),
+            ("status", "failed"),
+            ("limit", "500"),
+            ("cursor", "17"),
+        ]))
+        .expect("valid");
+        assert_eq!(f.task_type.as_deref(), Some("video"));
+        assert_eq!(f.unit_status, Some(UnitStatus::Failed));
+        assert_eq!((f.limit, f.before), (500, Some(17)));
+        assert_eq!(bad_field(&[("limit", "501")]).as_deref(), Some("limit"));
+        assert_eq!(bad_field(&[("limit", "0")]).as_deref(), Some("limit"));
+        assert_eq!(bad_field(&[("status", "done")]).as_deref(), Some("status"));
+        assert_eq!(bad_field(&[("cursor", "x")]).as_deref(), Some("cursor"));
+        assert_eq!(bad_field(&[("staus", "failed")]).as_deref(), Some("staus"));
+    }
+}
