@@ -14,6 +14,7 @@
 //! deadline answered as problem+json, the body size cap, and `slotd_api_requests_total`.
 
 pub mod auth;
+mod callbacks;
 pub mod error;
 mod handlers;
 mod health;
@@ -52,6 +53,7 @@ pub fn router(services: Services) -> Router {
     let deadline = request_timeout(&services.config);
     Router::new()
         .merge(tasks::router())
+        .merge(callbacks::router())
         .merge(pools::router())
         .merge(handlers::router())
         .merge(health::router())
