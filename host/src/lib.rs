@@ -12,6 +12,7 @@
 //! - [`runtime`]: the wasm engine, handler calls, host imports, the handler registry.
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`app`]: building the services from the config, running until shutdown.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
@@ -23,6 +24,7 @@ pub mod model;
 pub mod runtime;
 pub mod scheduler;
 pub mod services;
+pub mod sim;
 pub mod slots;
 pub mod store;
 pub mod wake;
