@@ -71,6 +71,11 @@ struct Inner {
     running: u32,
     /// Slot time of tasks that ended.
     busy_ended: Duration,
+    /// Origin for `running_start_sum`.
+    epoch: Instant,
+    /// Σ (start − epoch) over running tasks: their busy time is `running × (now − epoch) − Σ`,
+    /// so a stats snapshot costs O(1) however many tasks exist.
+    running_start_sum: Duration,
     first_create: Option<Instant>,
     last_end: Option<Instant>,
     stats: SimStats,
@@ -100,6 +105,8 @@ impl Sim {
             voices: HashMap::new(),
             running: 0,
             busy_ended: Duration::ZERO,
+            epoch: Instant::now(),
+            running_start_sum: Duration::ZERO,
             first_create: None,
             last_end: None,
             stats: SimStats {
@@ -229,6 +236,7 @@ impl Sim {
             }
             inner.running += 1;
             stats.max_running = stats.max_running.max(inner.running);
+            inner.running_start_sum += task.started.saturating_duration_since(inner.epoch);
             inner.first_create.get_or_insert(task.started);
             inner.order.entry(kind).or_default().push(id.clone());
             inner.tasks.insert(id, task.clone());
@@ -306,12 +314,8 @@ impl Sim {
     pub(crate) fn stats(&self) -> SimStats {
         let inner = self.inner.lock();
         let now = Instant::now();
-        let running_busy: Duration = inner
-            .tasks
-            .values()
-            .filter(|t| !t.status.is_terminal())
-            .map(|t| now.saturating_duration_since(t.started))
-            .sum();
+        let running_busy = (now.saturating_duration_since(inner.epoch) * inner.running)
+            .saturating_sub(inner.running_start_sum);
         let scale = self.opts.time_scale;
         let mut stats = inner.stats.clone();
         stats.running = inner.running;
@@ -343,6 +347,9 @@ impl Sim {
             let now = Instant::now();
             inner.running = inner.running.saturating_sub(1);
             inner.busy_ended += now.saturating_duration_since(task.started);
+            inner.running_start_sum = inner
+                .running_start_sum
+                .saturating_sub(task.started.saturating_duration_since(inner.epoch));
             inner.last_end = Some(now);
             if to == Status::Succeed {
                 inner.stats.succeeded += 1;

@@ -267,3 +267,62 @@ impl SimTask {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn plans(seed: u64, spec: &Spec, failure_rate: f64) -> Vec<Plan> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        (0..200)
+            .map(|_| draw_plan(&mut rng, spec, 1.0, 0.0, failure_rate))
+            .collect()
+    }
+
+    #[test]
+    fn draws_are_seeded_and_within_the_reported_ranges() {
+        let std5 = Spec::Video {
+            pro: false,
+            duration: 5,
+        };
+        let pro = Spec::Video {
+            pro: true,
+            duration: 5,
+        };
+        let voice = Spec::Voice {
+            voice_name: "v".into(),
+        };
+        for (spec, lo, hi) in [
+            (&std5, 30.0, 120.0),
+            (&pro, 60.0, 300.0),
+            (&voice, 5.0, 20.0),
+        ] {
+            for p in plans(7, spec, 0.0) {
+                let total = (p.queued + p.run).as_secs_f64();
+                assert!(
+                    (lo - 1e-6..=hi + 1e-6).contains(&total),
+                    "{spec:?}: {total}"
+                );
+                assert!(p.queued > Duration::ZERO && p.failure.is_none());
+            }
+        }
+        let a: Vec<_> = plans(7, &std5, 0.5)
+            .iter()
+            .map(|p| (p.run, p.failure))
+            .collect();
+        let b: Vec<_> = plans(7, &std5, 0.5)
+            .iter()
+            .map(|p| (p.run, p.failure))
+            .collect();
+        let c: Vec<_> = plans(8, &std5, 0.5)
+            .iter()
+            .map(|p| (p.run, p.failure))
+            .collect();
+        assert_eq!(a, b, "same seed, same draws");
+        assert_ne!(a, c, "another seed, other draws");
+        let failures = a.iter().filter(|(_, f)| f.is_some()).count();
+        assert!((50..150).contains(&failures), "about half fail: {failures}");
+    }
+}
