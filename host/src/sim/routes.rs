@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
@@ -21,6 +21,8 @@ use super::validate::create_request;
 
 /// `pageNum` range Kling accepts.
 const PAGE_NUM_MAX: u32 = 1000;
+/// Create bodies may carry a raw base64 image (Kling accepts images up to 10 MB).
+const BODY_MAX_BYTES: usize = 32 * 1024 * 1024;
 /// `pageSize` when the query leaves it out.
 const PAGE_SIZE_DEFAULT: u32 = 30;
 
@@ -34,6 +36,7 @@ pub(crate) fn router(sim: Sim) -> Router {
         );
     }
     let v1 = v1
+        .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
         .layer(from_fn_with_state(sim.clone(), inject))
         .layer(from_fn_with_state(sim.clone(), require_jwt));
     Router::new()
