@@ -13,6 +13,7 @@
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`app`]: building the services from the config, running until shutdown.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
@@ -25,6 +26,7 @@ pub mod objects;
 pub mod runtime;
 pub mod scheduler;
 pub mod services;
+pub mod sim;
 pub mod slots;
 pub mod store;
 pub mod wake;

@@ -1,0 +1,137 @@
+//! A Kling-compatible provider simulator (`slotd sim kling`): the contract is
+//! `KLING_API.md` — JWT auth, the legacy `/v1/videos/…` and avatar paths, Kling's envelope and
+//! status names, a per-account concurrency quota answered with 429/1303, list and single
+//! queries, `external_task_id`, callbacks, downloadable results, injectable faults, and a time
+//! scale so a 5-minute job takes 3 s (or 3 ms) in a test. It sits outside the scheduling path:
+//! tests, the demo and the benchmarks point the Kling handlers' `base_url` at it.
+//!
+//! # Layout
+//! - `options`: [`SimOptions`] (also the CLI flags).
+//! - `auth`: the JWT check (401/1000–1004) and [`issue_token`] for clients.
+//! - `routes`: the axum router; `faults`: the fault layer; `error`: Kling's error envelope.
+//! - `validate`: strict create-body validation (400/1201 naming the field).
+//! - `state`: the account (tasks, quota, timers, counters); `task`: one task and its timing.
+//! - `callback`: status-change callbacks; [`webhook`]: Standard Webhooks signing.
+//! - `files`: deterministic result content ([`file_content`], [`file_sha256`]).
+//! - `stats`: [`SimStats`], served at `GET /_sim/stats`.
+
+mod auth;
+mod callback;
+mod error;
+mod faults;
+mod files;
+mod options;
+mod routes;
+mod state;
+mod stats;
+mod task;
+mod validate;
+pub mod webhook;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use anyhow::Context;
+use tokio::task::JoinHandle;
+
+pub use auth::{Claims, issue_token, issue_token_with};
+pub use files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
+pub use options::{
+    ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, SECRET_KEY_DEFAULT, SimOptions,
+    TIME_SCALE_DEFAULT,
+};
+pub use stats::{FaultStats, SimStats};
+
+use state::Sim;
+
+/// A running simulator. Dropping it stops the background work too; [`SimHandle::shutdown`]
+/// also waits for it.
+pub struct SimHandle {
+    sim: Sim,
+    addr: SocketAddr,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl SimHandle {
+    /// `http://ip:port` — what a Kling handler's `base_url` should be.
+    pub fn base_url(&self) -> &str {
+        &self.sim.base_url
+    }
+
+    /// The bound address (useful after binding port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The counters, as `GET /_sim/stats` would answer now.
+    pub fn stats(&self) -> SimStats {
+        self.sim.stats()
+    }
+
+    /// Stops accepting, cancels task timers and callbacks, waits for the server to drain.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.sim.cancel.cancel();
+        self.sim.tracker.close();
+        if let Some(server) = self.server.take() {
+            server
+                .await
+                .context("the simulator's server task panicked")?
+                .context("the simulator's server failed")?;
+        }
+        self.sim.tracker.wait().await;
+        Ok(())
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.sim.cancel.cancel();
+    }
+}
+
+/// Binds `opts.listen` (port 0 allowed) and serves in the background.
+pub async fn start(opts: SimOptions) -> anyhow::Result<SimHandle> {
+    opts.validate()?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("simulator: binding {}", opts.listen))?;
+    let addr = listener
+        .local_addr()
+        .context("simulator: reading the bound address")?;
+    // Result URLs must be fetchable: an unspecified bind address is reached via loopback.
+    let url_ip = if addr.ip().is_unspecified() {
+        Ipv4Addr::LOCALHOST.into()
+    } else {
+        addr.ip()
+    };
+    let base_url = format!("http://{}", SocketAddr::new(url_ip, addr.port()));
+    let sim = Sim::new(opts, base_url)?;
+    let app = routes::router(sim.clone());
+    let stop = sim.cancel.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+    });
+    tracing::info!(
+        addr = %addr,
+        concurrency = sim.opts.concurrency,
+        time_scale = sim.opts.time_scale,
+        "sim: Kling simulator listening"
+    );
+    Ok(SimHandle {
+        sim,
+        addr,
+        server: Some(server),
+    })
+}
+
+/// For the CLI: serves until `shutdown` resolves, then drains.
+pub async fn serve(opts: SimOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let handle = start(opts).await?;
+    shutdown.await;
+    handle.shutdown().await
+}

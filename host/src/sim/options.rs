@@ -1,0 +1,149 @@
+//! The simulator's knobs: one typed struct the CLI flattens (`slotd sim kling …`) and tests
+//! build with `..SimOptions::default()`.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+
+/// Default listen address of `slotd sim kling`.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:18090";
+/// Default per-account concurrency: the seed system's account has 20.
+pub const CONCURRENCY_DEFAULT: u32 = 20;
+/// Default time scale: real Kling durations.
+pub const TIME_SCALE_DEFAULT: f64 = 1.0;
+/// Default access key (`iss` of the JWT).
+pub const ACCESS_KEY_DEFAULT: &str = "AK";
+/// Default secret key (HMAC key of the JWT).
+pub const SECRET_KEY_DEFAULT: &str = "SK";
+/// Default seed of the deterministic draws.
+pub const SEED_DEFAULT: u64 = 42;
+/// Default delay of a "slow" answer, in real milliseconds.
+pub const SLOW_MS_DEFAULT: u64 = 2_000;
+/// Default share of video tasks that land in the long tail (10–15 simulated minutes).
+pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.01;
+
+/// How the simulator behaves: account, speed, and which faults to inject.
+///
+/// Fault semantics (each drawn per `/v1/…` request from the seeded RNG):
+/// - `fail_5xx_rate`: the request is answered 500/5000, 503/5001 or 504/5002 **before** it
+///   takes effect (no task is created).
+/// - `malformed_rate`: the request takes effect, then its answer body is cut in half (invalid
+///   JSON, HTTP status unchanged). A create answered this way did create its task, which is
+///   the ambiguous case a client must resolve by querying its `external_task_id`.
+/// - `slow_rate`/`slow_ms`: the request takes effect, then the answer waits `slow_ms` real
+///   milliseconds (a client timeout shorter than that sees a timeout after the effect).
+/// - `failure_after_accept_rate`: an accepted task later ends `failed` with a
+///   `task_status_msg` (content moderation and the like).
+#[derive(Clone, Debug, clap::Args)]
+pub struct SimOptions {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = LISTEN_DEFAULT)]
+    pub listen: SocketAddr,
+    /// Tasks the account may have submitted or processing at once (all kinds share it).
+    #[arg(long, default_value_t = CONCURRENCY_DEFAULT)]
+    pub concurrency: u32,
+    /// Factor applied to every simulated duration: 1.0 = real durations, 0.01 = 100x faster.
+    #[arg(long, default_value_t = TIME_SCALE_DEFAULT)]
+    pub time_scale: f64,
+    /// The account's access key (the JWT `iss`).
+    #[arg(long, default_value = ACCESS_KEY_DEFAULT)]
+    pub access_key: String,
+    /// The account's secret key (the JWT HMAC key).
+    #[arg(long, default_value = SECRET_KEY_DEFAULT)]
+    pub secret_key: String,
+    /// Seed of every random draw (durations, outcomes, faults): same seed, same draws.
+    #[arg(long, default_value_t = SEED_DEFAULT)]
+    pub seed: u64,
+    /// Share of requests answered with a 5xx before taking effect (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_5xx_rate: f64,
+    /// Share of answers whose JSON body is cut in half after taking effect (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub malformed_rate: f64,
+    /// Share of answers delayed by `slow_ms` after taking effect (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub slow_rate: f64,
+    /// Delay of a slow answer, in real milliseconds (not scaled).
+    #[arg(long, default_value_t = SLOW_MS_DEFAULT)]
+    pub slow_ms: u64,
+    /// Share of accepted tasks that end `failed` with a `task_status_msg` (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub failure_after_accept_rate: f64,
+    /// Share of video tasks drawn from the long tail (10–15 simulated minutes) (0..1).
+    #[arg(long, default_value_t = LONG_TAIL_RATE_DEFAULT)]
+    pub long_tail_rate: f64,
+    /// `whsec_…` secret: when set, callbacks carry Standard Webhooks signature headers.
+    #[arg(long)]
+    pub webhook_secret: Option<String>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 18090)),
+            concurrency: CONCURRENCY_DEFAULT,
+            time_scale: TIME_SCALE_DEFAULT,
+            access_key: ACCESS_KEY_DEFAULT.to_owned(),
+            secret_key: SECRET_KEY_DEFAULT.to_owned(),
+            seed: SEED_DEFAULT,
+            fail_5xx_rate: 0.0,
+            malformed_rate: 0.0,
+            slow_rate: 0.0,
+            slow_ms: SLOW_MS_DEFAULT,
+            failure_after_accept_rate: 0.0,
+            long_tail_rate: LONG_TAIL_RATE_DEFAULT,
+            webhook_secret: None,
+        }
+    }
+}
+
+impl SimOptions {
+    /// Refuses nonsense at start-up, naming the flag, instead of misbehaving later.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.concurrency == 0 {
+            bail!("--concurrency must be at least 1");
+        }
+        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
+            bail!(
+                "--time-scale must be a positive number (got {})",
+                self.time_scale
+            );
+        }
+        if self.access_key.is_empty() || self.secret_key.is_empty() {
+            bail!("--access-key and --secret-key must not be empty");
+        }
+        for (flag, rate) in [
+            ("--fail-5xx-rate", self.fail_5xx_rate),
+            ("--malformed-rate", self.malformed_rate),
+            ("--slow-rate", self.slow_rate),
+            (
+                "--failure-after-accept-rate",
+                self.failure_after_accept_rate,
+            ),
+            ("--long-tail-rate", self.long_tail_rate),
+        ] {
+            if !(0.0..=1.0).contains(&rate) {
+                bail!("{flag} must be between 0 and 1 (got {rate})");
+            }
+        }
+        if let Some(secret) = &self.webhook_secret {
+            webhook_key(secret).context("--webhook-secret")?;
+        }
+        Ok(())
+    }
+}
+
+/// The HMAC key of a `whsec_…` secret: the base64 decode of what follows the prefix.
+pub(crate) fn webhook_key(secret: &str) -> anyhow::Result<Vec<u8>> {
+    let Some(encoded) = secret.strip_prefix("whsec_") else {
+        bail!("a webhook secret must start with `whsec_`");
+    };
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .context("the part after `whsec_` is not valid base64")?;
+    if key.is_empty() {
+        bail!("the webhook secret is empty after `whsec_`");
+    }
+    Ok(key)
+}

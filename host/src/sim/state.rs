@@ -1,0 +1,392 @@
+//! The simulated account: its tasks, its concurrency quota, its counters and the seeded RNG,
+//! behind one mutex (never held across an await). Each accepted task gets a small timer task
+//! that moves it `submitted → processing → succeed | failed` at its drawn instants; the slot is
+//! released in the same critical section that ends the task, so a client that sees `succeed`
+//! can create again at once without a spurious 1303.
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::error::SimError;
+use super::options::SimOptions;
+use super::stats::SimStats;
+use super::task::{Kind, Plan, SimTask, Spec, Status, draw_plan};
+use super::validate::CreateRequest;
+
+/// Wall-clock Unix milliseconds (timestamps in answers).
+pub(crate) fn unix_ms() -> i64 {
+    crate::clock::Clock::now_ms(&crate::clock::SystemClock)
+}
+
+/// Wall-clock Unix seconds (JWT checks, webhook timestamps).
+pub(crate) fn unix_secs() -> i64 {
+    unix_ms() / 1000
+}
+
+/// A cheap handle on the shared simulator (the axum state).
+#[derive(Clone)]
+pub(crate) struct Sim(Arc<Shared>);
+
+impl Deref for Sim {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub(crate) struct Shared {
+    pub opts: SimOptions,
+    /// Base of result URLs, e.g. `http://127.0.0.1:18090`.
+    pub base_url: String,
+    /// Client for callbacks (short timeout, no proxy: callbacks go where they are told).
+    pub http: reqwest::Client,
+    /// Cancelled at shutdown: timers and slow answers stop waiting.
+    pub cancel: CancellationToken,
+    /// Timers and callbacks in flight, drained at shutdown.
+    pub tracker: TaskTracker,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    rng: StdRng,
+    /// Next numeric id (task ids, voice ids, element ids).
+    next_id: u64,
+    tasks: HashMap<String, SimTask>,
+    /// Task ids per kind in creation order (lists answer newest first).
+    order: HashMap<Kind, Vec<String>>,
+    /// `external_task_id` → task id, account-wide.
+    by_external: HashMap<String, String>,
+    /// `voice_id`s of voices that succeeded (elements must name one).
+    voices: HashMap<String, String>,
+    running: u32,
+    /// Slot time of tasks that ended.
+    busy_ended: Duration,
+    /// Origin for `running_start_sum`.
+    epoch: Instant,
+    /// Σ (start − epoch) over running tasks: their busy time is `running × (now − epoch) − Σ`,
+    /// so a stats snapshot costs O(1) however many tasks exist.
+    running_start_sum: Duration,
+    first_create: Option<Instant>,
+    last_end: Option<Instant>,
+    stats: SimStats,
+}
+
+/// The faults drawn for one request.
+pub(crate) struct FaultDraw {
+    pub fail: Option<SimError>,
+    pub malformed: bool,
+    pub slow: bool,
+}
+
+impl Sim {
+    pub(crate) fn new(opts: SimOptions, base_url: String) -> anyhow::Result<Sim> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        // Ids look like Kling's (18 digits) and differ between seeds.
+        let next_id = 800_000_000_000_000_000 + (opts.seed % 100_000_000_000) * 1_000_000;
+        let inner = Inner {
+            rng: StdRng::seed_from_u64(opts.seed),
+            next_id,
+            tasks: HashMap::new(),
+            order: HashMap::new(),
+            by_external: HashMap::new(),
+            voices: HashMap::new(),
+            running: 0,
+            busy_ended: Duration::ZERO,
+            epoch: Instant::now(),
+            running_start_sum: Duration::ZERO,
+            first_create: None,
+            last_end: None,
+            stats: SimStats {
+                concurrency: opts.concurrency,
+                time_scale: opts.time_scale,
+                ..SimStats::default()
+            },
+        };
+        Ok(Sim(Arc::new(Shared {
+            opts,
+            base_url,
+            http,
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            inner: Mutex::new(inner),
+        })))
+    }
+
+    /// Updates counters.
+    pub(crate) fn count(&self, f: impl FnOnce(&mut SimStats)) {
+        f(&mut self.inner.lock().stats);
+    }
+
+    /// Draws this request's faults.
+    pub(crate) fn draw_faults(&self) -> FaultDraw {
+        let o = &self.opts;
+        let mut inner = self.inner.lock();
+        let rng = &mut inner.rng;
+        let fail = (o.fail_5xx_rate > 0.0 && rng.random::<f64>() < o.fail_5xx_rate).then(|| {
+            use axum::http::StatusCode;
+            match rng.random_range(0..3) {
+                0 => SimError::new(StatusCode::INTERNAL_SERVER_ERROR, 5000, "internal error"),
+                1 => SimError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    5001,
+                    "service under maintenance",
+                ),
+                _ => SimError::new(StatusCode::GATEWAY_TIMEOUT, 5002, "internal timeout"),
+            }
+        });
+        let malformed = o.malformed_rate > 0.0 && rng.random::<f64>() < o.malformed_rate;
+        let slow = o.slow_rate > 0.0 && rng.random::<f64>() < o.slow_rate;
+        if fail.is_some() {
+            inner.stats.faults.http_5xx += 1;
+        }
+        FaultDraw {
+            fail,
+            malformed,
+            slow,
+        }
+    }
+
+    /// Accepts a validated create: duplicate check, quota check, then the task exists and its
+    /// timer runs. Returns the create answer's `data`.
+    pub(crate) fn create(&self, kind: Kind, req: CreateRequest) -> Result<Value, SimError> {
+        let (task, plan) = {
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            if let Spec::Element { voice_id, .. } = &req.spec
+                && !inner.voices.contains_key(voice_id)
+            {
+                inner.stats.validation_refusals += 1;
+                return Err(SimError::param(
+                    "element_voice_id",
+                    format!("no cloned voice with id {voice_id:?}"),
+                ));
+            }
+            if let Some(ext) = &req.external_task_id
+                && inner.by_external.contains_key(ext)
+            {
+                {
+                    *inner
+                        .stats
+                        .creates_by_external_id
+                        .entry(ext.clone())
+                        .or_default() += 1;
+                    inner.stats.duplicate_refusals += 1;
+                    return Err(SimError::param(
+                        "external_task_id",
+                        format!("{ext:?} is already used by another task of this account"),
+                    ));
+                }
+            }
+            if inner.running >= self.opts.concurrency {
+                inner.stats.rate_limited_1303 += 1;
+                return Err(SimError::over_concurrency());
+            }
+            let plan = draw_plan(
+                &mut inner.rng,
+                &req.spec,
+                self.opts.time_scale,
+                self.opts.long_tail_rate,
+                self.opts.failure_after_accept_rate,
+            );
+            let id = inner.next_id.to_string();
+            let result_id = inner.next_id + 1;
+            inner.next_id += 2;
+            let now_ms = unix_ms();
+            let task = SimTask {
+                id: id.clone(),
+                kind,
+                spec: req.spec,
+                external_task_id: req.external_task_id,
+                callback_url: req.callback_url,
+                status: Status::Submitted,
+                status_msg: String::new(),
+                created_at_ms: now_ms,
+                updated_at_ms: now_ms,
+                started: Instant::now(),
+                result_id,
+            };
+            let stats = &mut inner.stats;
+            stats.creates += 1;
+            *stats
+                .creates_by_kind
+                .entry(kind.name().to_owned())
+                .or_default() += 1;
+            if let Some(ext) = &task.external_task_id {
+                *stats.creates_by_external_id.entry(ext.clone()).or_default() += 1;
+                inner.by_external.insert(ext.clone(), id.clone());
+            }
+            if let Spec::Element { voice_id, .. } = &task.spec {
+                stats.element_voice_ids.insert(id.clone(), voice_id.clone());
+            }
+            if plan.failure.is_some() {
+                stats.faults.failed_after_accept += 1;
+            }
+            inner.running += 1;
+            stats.max_running = stats.max_running.max(inner.running);
+            inner.running_start_sum += task.started.saturating_duration_since(inner.epoch);
+            inner.first_create.get_or_insert(task.started);
+            inner.order.entry(kind).or_default().push(id.clone());
+            inner.tasks.insert(id, task.clone());
+            (task, plan)
+        };
+        self.spawn_timer(task.id.clone(), task.started, plan);
+        Ok(task.create_json())
+    }
+
+    /// One task by task id or external id, within `kind`.
+    pub(crate) fn query(&self, kind: Kind, id: &str) -> Result<Value, SimError> {
+        let mut inner = self.inner.lock();
+        inner.stats.single_queries += 1;
+        let found = inner
+            .tasks
+            .get(id)
+            .filter(|t| t.kind == kind)
+            .or_else(|| {
+                inner
+                    .by_external
+                    .get(id)
+                    .and_then(|tid| inner.tasks.get(tid))
+                    .filter(|t| t.kind == kind)
+            })
+            .map(|t| t.to_json(&self.base_url));
+        match found {
+            Some(v) => Ok(v),
+            None => {
+                inner.stats.not_found += 1;
+                Err(SimError::not_found(format!(
+                    "no {} task {id:?}",
+                    kind.name()
+                )))
+            }
+        }
+    }
+
+    /// A page of `kind`'s tasks, newest first (`page_num` counts from 1).
+    pub(crate) fn list(&self, kind: Kind, page_num: u32, page_size: u32) -> Value {
+        let mut inner = self.inner.lock();
+        inner.stats.list_queries += 1;
+        let skip = (page_num as usize - 1).saturating_mul(page_size as usize);
+        let page: Vec<Value> = inner
+            .order
+            .get(&kind)
+            .map(|ids| {
+                ids.iter()
+                    .rev()
+                    .skip(skip)
+                    .take(page_size as usize)
+                    .filter_map(|id| inner.tasks.get(id))
+                    .map(|t| t.to_json(&self.base_url))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Value::Array(page)
+    }
+
+    /// Whether a download of this task's result is allowed (it succeeded); counts it.
+    pub(crate) fn download_allowed(&self, task_id: &str) -> bool {
+        let mut inner = self.inner.lock();
+        let ok = inner
+            .tasks
+            .get(task_id)
+            .is_some_and(|t| t.status == Status::Succeed);
+        if ok {
+            inner.stats.downloads += 1;
+        } else {
+            inner.stats.not_found += 1;
+        }
+        ok
+    }
+
+    /// A snapshot of the counters with the time-derived fields computed now.
+    pub(crate) fn stats(&self) -> SimStats {
+        let inner = self.inner.lock();
+        let now = Instant::now();
+        let running_busy = (now.saturating_duration_since(inner.epoch) * inner.running)
+            .saturating_sub(inner.running_start_sum);
+        let scale = self.opts.time_scale;
+        let mut stats = inner.stats.clone();
+        stats.running = inner.running;
+        stats.busy_slot_seconds = (inner.busy_ended + running_busy).as_secs_f64() / scale;
+        let window_end = if inner.running > 0 {
+            Some(now)
+        } else {
+            inner.last_end
+        };
+        if let (Some(start), Some(end)) = (inner.first_create, window_end) {
+            stats.busy_window_seconds = end.saturating_duration_since(start).as_secs_f64() / scale;
+        }
+        if stats.busy_window_seconds > 0.0 {
+            stats.utilization = stats.busy_slot_seconds
+                / (f64::from(self.opts.concurrency) * stats.busy_window_seconds);
+        }
+        stats
+    }
+
+    /// Moves a task to `to`; at the end releases its slot. Returns the callback to send.
+    fn advance(&self, task_id: &str, to: Status, msg: &str) -> Option<(String, Value)> {
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        let task = inner.tasks.get_mut(task_id)?;
+        task.status = to;
+        task.status_msg = msg.to_owned();
+        task.updated_at_ms = unix_ms();
+        if to.is_terminal() {
+            let now = Instant::now();
+            inner.running = inner.running.saturating_sub(1);
+            inner.busy_ended += now.saturating_duration_since(task.started);
+            inner.running_start_sum = inner
+                .running_start_sum
+                .saturating_sub(task.started.saturating_duration_since(inner.epoch));
+            inner.last_end = Some(now);
+            if to == Status::Succeed {
+                inner.stats.succeeded += 1;
+                if let Spec::Voice { voice_name } = &task.spec {
+                    inner
+                        .voices
+                        .insert(task.result_id.to_string(), voice_name.clone());
+                }
+            } else {
+                inner.stats.failed += 1;
+            }
+        }
+        let json = task.to_json(&self.base_url);
+        task.callback_url.clone().map(|url| (url, json))
+    }
+
+    fn spawn_timer(&self, task_id: String, started: Instant, plan: Plan) {
+        let sim = self.clone();
+        self.tracker.spawn(async move {
+            let lifecycle = async {
+                tokio::time::sleep_until(started + plan.queued).await;
+                if let Some((url, body)) = sim.advance(&task_id, Status::Processing, "") {
+                    sim.send_callback(url, body);
+                }
+                tokio::time::sleep_until(started + plan.queued + plan.run).await;
+                let (to, msg) = match plan.failure {
+                    Some(msg) => (Status::Failed, msg),
+                    None => (Status::Succeed, ""),
+                };
+                if let Some((url, body)) = sim.advance(&task_id, to, msg) {
+                    sim.send_callback(url, body);
+                }
+            };
+            tokio::select! {
+                _ = sim.cancel.cancelled() => {}
+                _ = lifecycle => {}
+            }
+        });
+    }
+}

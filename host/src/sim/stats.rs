@@ -1,0 +1,81 @@
+//! The simulator's counters, served as JSON at `GET /_sim/stats` and by `SimHandle::stats()`.
+//! Tests and benchmarks read them to count provider requests, 1303 refusals, double submissions
+//! and slot utilization.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Counters since start. Durations are in **simulated** seconds: real seconds divided by
+/// `time_scale`, so they read like the real provider's no matter how fast the test runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SimStats {
+    /// The account's concurrency limit (echoed for ratio computations).
+    pub concurrency: u32,
+    /// The time factor in use (echoed).
+    pub time_scale: f64,
+    /// Every `/v1/…` request received, refused or not.
+    pub requests: u64,
+    /// Creates accepted (a task was made), all kinds.
+    pub creates: u64,
+    /// Creates accepted per kind (`text2video`, `image2video`, `custom-voices`,
+    /// `advanced-custom-elements`).
+    pub creates_by_kind: BTreeMap<String, u64>,
+    /// Per `external_task_id`: accepted creates plus creates refused as duplicates of it (1303
+    /// and validation refusals are not counted). Above 1 means a client tried to submit the same
+    /// thing again after it had been accepted.
+    pub creates_by_external_id: BTreeMap<String, u64>,
+    /// Creates refused because their `external_task_id` was taken (400/1201).
+    pub duplicate_refusals: u64,
+    /// Creates refused with 429/1303 (account full).
+    pub rate_limited_1303: u64,
+    /// Requests refused with 400/1200 or 1201 for bad bodies or parameters (duplicates aside).
+    pub validation_refusals: u64,
+    /// Requests refused with 401.
+    pub auth_refusals: u64,
+    /// Queries or downloads of something that does not exist (404).
+    pub not_found: u64,
+    /// Tasks holding a slot now (`submitted` or `processing`).
+    pub running: u32,
+    /// The most tasks ever holding a slot at once.
+    pub max_running: u32,
+    /// Tasks that ended `succeed`.
+    pub succeeded: u64,
+    /// Tasks that ended `failed`.
+    pub failed: u64,
+    /// `GET …/{id}` queries.
+    pub single_queries: u64,
+    /// `GET …?pageNum=&pageSize=` queries.
+    pub list_queries: u64,
+    /// Result files served (complete or not).
+    pub downloads: u64,
+    /// Callbacks that got an HTTP answer (any status).
+    pub callbacks_sent: u64,
+    /// Callbacks that got no answer (connection refused, timeout).
+    pub callbacks_failed: u64,
+    /// Sum over tasks of the time they held a slot, simulated seconds (running tasks count up
+    /// to now).
+    pub busy_slot_seconds: f64,
+    /// From the first accepted create to the last task end (or now while any runs), simulated
+    /// seconds.
+    pub busy_window_seconds: f64,
+    /// `busy_slot_seconds / (concurrency × busy_window_seconds)`; 0 before any create.
+    pub utilization: f64,
+    /// Faults injected, per kind.
+    pub faults: FaultStats,
+    /// Element task id → the `element_voice_id` its create carried.
+    pub element_voice_ids: BTreeMap<String, String>,
+}
+
+/// Faults injected so far.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FaultStats {
+    /// Requests answered 5xx before taking effect.
+    pub http_5xx: u64,
+    /// Answers whose body was cut into invalid JSON.
+    pub malformed: u64,
+    /// Answers delayed by `slow_ms`.
+    pub slow: u64,
+    /// Accepted tasks drawn to end `failed`.
+    pub failed_after_accept: u64,
+}
