@@ -42,6 +42,11 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Provider simulators for tests, demos and benchmarks.
+    Sim {
+        #[command(subcommand)]
+        command: SimCommand,
+    },
     /// Talk to a running slotd's API.
     Task {
         /// Base URL of the slotd API.
@@ -53,6 +58,12 @@ enum Command {
         #[command(subcommand)]
         command: TaskCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum SimCommand {
+    /// A Kling-compatible simulator (JWT auth, real paths and envelopes, 1303 at the limit).
+    Kling(slotd::sim::SimOptions),
 }
 
 #[derive(Subcommand)]
@@ -247,6 +258,12 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         } => {
             init_tracing(false);
             plugin_check(file).await
+        }
+        Command::Sim {
+            command: SimCommand::Kling(opts),
+        } => {
+            init_tracing(false);
+            slotd::sim::serve(opts, shutdown_signal()).await
         }
         Command::Task { url, key, command } => task_command(&url, key.as_deref(), command).await,
     }
