@@ -55,7 +55,7 @@ CREATE TABLE units (
 );
 
 -- Fill order: (pool, status) equality, then rows in window partition/order.
-CREATE INDEX units_fill ON units (pool, status, priority, tenant, task_seq, idx);
+CREATE INDEX units_fill ON units (pool, status, priority, tenant, task_seq, idx, task_type, next_at);
 -- Due polls, submitted ids per pool, counts per pool.
 CREATE INDEX units_pool_status_next ON units (pool, status, next_at);
 -- Finalization claims across pools.

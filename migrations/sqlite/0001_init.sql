@@ -56,8 +56,9 @@ CREATE TABLE units (
 );
 
 -- Fill order: equality on (pool, status) then rows already sorted by the window partition
--- (priority, tenant) and its order (task_seq, idx), so the window needs no sort.
-CREATE INDEX units_fill ON units (pool, status, priority, tenant, task_seq, idx);
+-- (priority, tenant) and its order (task_seq, idx), so the window needs no sort; type and
+-- next_at make it covering, so the window never touches the table.
+CREATE INDEX units_fill ON units (pool, status, priority, tenant, task_seq, idx, task_type, next_at);
 -- Due polls (pool, submitted, next_at), submitted ids per pool, counts per pool.
 CREATE INDEX units_pool_status_next ON units (pool, status, next_at);
 -- Finalization claims across pools: succeeded by next_at, finalizing by lease.

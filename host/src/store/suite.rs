@@ -236,6 +236,9 @@ pub(crate) async fn fill_order(store: DynStore) {
     );
     let first2 = store.unit_list_pending(POOL, &video, T0, 2).await.unwrap();
     assert_eq!(ids(&first2), ["c1-u0", "a1-u0"]);
+    // A limit cuts across tenants, not down one tenant's backlog.
+    let first4 = store.unit_list_pending(POOL, &video, T0, 4).await.unwrap();
+    assert_eq!(ids(&first4), ["c1-u0", "a1-u0", "b1-u0", "a1-u1"]);
     assert!(
         store
             .unit_list_pending(POOL, &[], T0, 10)

@@ -16,14 +16,18 @@ pub const MAX_LOOKUP_KEY_BYTES: usize = 512;
 /// The fill-order query (see [`unit_list_pending`]); `?1` pool, `?2` now, `?3` JSON array of
 /// task types, `?4` limit.
 pub(super) fn pending_sql() -> String {
+    // The window runs over the covering `units_fill` index alone (rowid and sort keys); only
+    // the `limit` winners are then read from the table.
     format!(
         "SELECT {UNIT_COLS} FROM ( \
-             SELECT *, ROW_NUMBER() OVER \
-                 (PARTITION BY priority, tenant ORDER BY task_seq, idx) AS rn \
+             SELECT rowid AS rid, priority AS p, task_seq AS s, idx AS i, \
+                 ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) AS rn \
              FROM units \
              WHERE pool = ?1 AND status = 'pending' AND +next_at <= ?2 \
                AND task_type IN (SELECT value FROM json_each(?3)) \
-         ) ORDER BY priority DESC, rn, task_seq, idx LIMIT ?4"
+             ORDER BY p DESC, rn, s, i LIMIT ?4 \
+         ) AS fill JOIN units ON units.rowid = fill.rid \
+         ORDER BY fill.p DESC, fill.rn, fill.s, fill.i"
     )
 }
 
@@ -33,7 +37,7 @@ pub(super) fn due_sql() -> String {
         "SELECT {UNIT_COLS} FROM units \
          WHERE pool = ?1 AND status = 'submitted' AND next_at <= ?2 \
            AND task_type IN (SELECT value FROM json_each(?3)) \
-         ORDER BY next_at, id LIMIT ?4"
+         ORDER BY next_at LIMIT ?4"
     )
 }
 
