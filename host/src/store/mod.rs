@@ -9,6 +9,8 @@
 //! trait.
 
 pub mod sqlite;
+#[cfg(test)]
+pub(crate) mod suite;
 
 use std::sync::Arc;
 
@@ -282,8 +284,12 @@ pub type DynStore = Arc<dyn TaskStore>;
 /// Open the store a database URL names (`sqlite://…` or `postgres://…`) and migrate it.
 pub async fn open(url: &str) -> anyhow::Result<DynStore> {
     if url.starts_with("sqlite:") {
-        // STUB until the SQLite store lands: `SqliteStore::connect(url)`, migrate, wrap.
-        anyhow::bail!("database_url {url:?}: the SQLite store is not built yet")
+        let store = sqlite::SqliteStore::connect(url).await?;
+        store
+            .migrate()
+            .await
+            .map_err(|e| anyhow::anyhow!("database_url {url:?}: {e}"))?;
+        Ok(Arc::new(store))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
         anyhow::bail!(
             "database_url {url:?}: PostgreSQL support is not built yet; use a sqlite:// URL"

@@ -1,1 +1,246 @@
-//! The SQLite store (embedded default). STUB: replaced by the real implementation.
+//! The SQLite store: the embedded default, one database file.
+//!
+//! SQLite serializes writers, so the store holds exactly one writer connection (every write
+//! transaction queues on it instead of fighting over the file lock) and a small pool of reader
+//! connections that WAL lets run beside the writer. Write transactions start with
+//! `BEGIN IMMEDIATE` so that another process sharing the file (e.g. `slotd migrate`) makes
+//! this one wait on the busy timeout rather than fail on a read-to-write upgrade.
+//!
+//! Lists of ids and types are bound as one JSON array and read with `json_each(?)`, so each
+//! query is one statement prepared once per connection whatever the list length.
+//!
+//! The queries live by concern: [`tasks`] (create, read, list, cancel, retry), [`units`] (the
+//! scheduler's reads and guarded writes) and [`finalize`] (leases).
+
+mod finalize;
+mod rows;
+mod tasks;
+#[cfg(test)]
+mod tests;
+mod units;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use super::{
+    ApplyReport, Cancelled, Created, NewTask, PoolStatusCount, StoreError, StoreResult, TaskFilter,
+    TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+};
+use crate::model::Unit;
+
+/// The schema, embedded at build time from `migrations/sqlite`.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+/// How long a statement waits for another process's lock before failing.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reader connections beside the single writer (the machine has few cores; reads are short).
+pub const READERS: u32 = 4;
+
+/// [`TaskStore`] over one SQLite file.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    /// One connection: every write transaction goes through it, in turn.
+    writer: SqlitePool,
+    /// Reads that need no transaction. The same pool as `writer` for an in-memory database,
+    /// which a second connection could not see.
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Open (creating the file if missing) the database a `sqlite://…` URL names, in WAL mode
+    /// with `synchronous=NORMAL` (durable against a process crash; a power cut may lose the last
+    /// commits but never corrupts), foreign keys on, and a busy timeout. Does not migrate.
+    pub async fn connect(url: &str) -> anyhow::Result<SqliteStore> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| anyhow::anyhow!("database_url {url:?} is not a SQLite URL: {e}"))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            // An in-memory database lives only as long as its connection.
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("opening SQLite database {url:?}: {e}"))?;
+        let reader = if in_memory {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(READERS)
+                .connect_with(options)
+                .await
+                .map_err(|e| anyhow::anyhow!("opening SQLite database {url:?} for reads: {e}"))?
+        };
+        Ok(SqliteStore { writer, reader })
+    }
+
+    /// Close both pools, waiting for connections in use to be returned (shutdown).
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+
+    /// A write transaction on the writer connection.
+    async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR
+            .run(&self.writer)
+            .await
+            .map_err(|e| StoreError::Other(format!("migrating the SQLite schema: {e}")))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
+        tasks::task_create(self.begin().await?, task).await
+    }
+
+    async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
+        tasks::task_get(&self.reader, tenant, id).await
+    }
+
+    async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
+        tasks::task_units(&self.reader, task_id).await
+    }
+
+    async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
+        tasks::task_list(&self.reader, tenant, filter).await
+    }
+
+    async fn task_cancel(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<Cancelled>> {
+        tasks::task_cancel(self.begin().await?, tenant, id, now).await
+    }
+
+    async fn task_retry_failed(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<u32>> {
+        tasks::task_retry_failed(self.begin().await?, tenant, id, now).await
+    }
+
+    async fn unit_list_pending(
+        &self,
+        pool: &str,
+        task_types: &[String],
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>> {
+        units::unit_list_pending(&self.reader, pool, task_types, now, limit).await
+    }
+
+    async fn unit_mark_submitted(&self, ids: &[String], now: i64) -> StoreResult<Vec<Unit>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        units::unit_mark_submitted(self.begin().await?, ids, now).await
+    }
+
+    async fn unit_list_due(
+        &self,
+        pool: &str,
+        task_types: &[String],
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>> {
+        units::unit_list_due(&self.reader, pool, task_types, now, limit).await
+    }
+
+    async fn unit_apply(&self, updates: &[UnitUpdate], now: i64) -> StoreResult<ApplyReport> {
+        if updates.is_empty() {
+            return Ok(ApplyReport::default());
+        }
+        units::unit_apply(self.begin().await?, updates, now).await
+    }
+
+    async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
+        units::unit_list_submitted_ids(&self.reader, pool).await
+    }
+
+    async fn unit_find_by_provider(
+        &self,
+        task_types: &[String],
+        provider_job_id: Option<&str>,
+        idempotency_key: Option<&str>,
+    ) -> StoreResult<Option<Unit>> {
+        units::unit_find_by_provider(&self.reader, task_types, provider_job_id, idempotency_key)
+            .await
+    }
+
+    async fn unit_claim_finalize(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        finalize::unit_claim_finalize(self.begin().await?, owner, lease_until, now, limit).await
+    }
+
+    async fn unit_complete(
+        &self,
+        id: &str,
+        owner: &str,
+        result: &str,
+        now: i64,
+    ) -> StoreResult<bool> {
+        finalize::unit_complete(self.begin().await?, id, owner, result, now).await
+    }
+
+    async fn unit_finalize_release(
+        &self,
+        id: &str,
+        owner: &str,
+        error: &str,
+        next_at: i64,
+        fail: bool,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let release = finalize::Release {
+            id,
+            owner,
+            error,
+            next_at,
+            fail,
+        };
+        finalize::unit_finalize_release(self.begin().await?, release, now).await
+    }
+
+    async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
+        units::unit_count_by_pool(&self.reader).await
+    }
+
+    async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
+        units::unit_events(&self.reader, task_id).await
+    }
+}

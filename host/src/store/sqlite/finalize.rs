@@ -1,0 +1,167 @@
+//! Finalization leases: claim (`succeeded`, or `finalizing` under an expired lease, to
+//! `finalizing` with an owner), complete and release, both only by the lease's owner.
+
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::rows::{UNIT_COLS, json_list, units_from_rows};
+use crate::model::Unit;
+use crate::store::StoreResult;
+
+/// Pick due units, log the claim (rescues name the dead owner), then move them, in one
+/// transaction. A `finalizing` unit with no recorded lease expiry counts as expired, so a unit
+/// can never be stranded in `finalizing`.
+pub(super) async fn unit_claim_finalize(
+    mut tx: Transaction<'static, Sqlite>,
+    owner: &str,
+    lease_until: i64,
+    now: i64,
+    limit: u32,
+) -> StoreResult<Vec<Unit>> {
+    // Two indexed ranges of `units_status_next`/a short scan of `finalizing`, merged.
+    let rows = sqlx::query(
+        "SELECT id, next_at FROM units WHERE status = 'succeeded' AND next_at <= ?1 \
+         UNION ALL \
+         SELECT id, next_at FROM units WHERE status = 'finalizing' \
+             AND (lease_until IS NULL OR lease_until <= ?1) \
+         ORDER BY next_at, id LIMIT ?2",
+    )
+    .bind(now)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await?;
+    if rows.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let ids = rows
+        .iter()
+        .map(|r| r.try_get::<String, _>("id"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ids = json_list(&ids)?;
+    sqlx::query(
+        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, ?2, status, 'finalizing', stage, \
+             CASE status WHEN 'finalizing' \
+                 THEN 'lease of ' || COALESCE(lease_owner, '?') || ' expired; claimed by ' || ?3 \
+                 ELSE 'finalization claimed by ' || ?3 END \
+         FROM units WHERE id IN (SELECT value FROM json_each(?1))",
+    )
+    .bind(&ids)
+    .bind(now)
+    .bind(owner)
+    .execute(&mut *tx)
+    .await?;
+    let rows = sqlx::query(&format!(
+        "UPDATE units SET status = 'finalizing', lease_owner = ?2, lease_until = ?3, \
+             finalize_attempts = finalize_attempts + 1, updated_at = ?4 \
+         WHERE id IN (SELECT value FROM json_each(?1)) \
+         RETURNING {UNIT_COLS}"
+    ))
+    .bind(&ids)
+    .bind(owner)
+    .bind(lease_until)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let mut units = units_from_rows(&rows)?;
+    units.sort_by(|a, b| (a.next_at, &a.id).cmp(&(b.next_at, &b.id)));
+    Ok(units)
+}
+
+/// `finalizing -> completed` with the result, if `owner` still holds the lease.
+pub(super) async fn unit_complete(
+    mut tx: Transaction<'static, Sqlite>,
+    id: &str,
+    owner: &str,
+    result: &str,
+    now: i64,
+) -> StoreResult<bool> {
+    let held = sqlx::query(
+        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, ?3, 'finalizing', 'completed', stage, 'finalized by ' || ?2 \
+         FROM units WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if held == 0 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    sqlx::query(
+        "UPDATE units SET status = 'completed', result = ?2, error = NULL, lease_owner = NULL, \
+             lease_until = NULL, updated_at = ?3 \
+         WHERE id = ?1",
+    )
+    .bind(id)
+    .bind(result)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// What [`unit_finalize_release`] is asked to do (named, since the trait passes six values).
+pub(super) struct Release<'a> {
+    pub id: &'a str,
+    pub owner: &'a str,
+    /// Error JSON recorded on the unit and in the event.
+    pub error: &'a str,
+    /// When another finalizer may try again (ignored when `fail`).
+    pub next_at: i64,
+    /// Give up: `failed` instead of back to `succeeded`.
+    pub fail: bool,
+}
+
+/// `finalizing -> succeeded` (retry at `next_at`) or `-> failed`, if `owner` still holds the
+/// lease.
+pub(super) async fn unit_finalize_release(
+    mut tx: Transaction<'static, Sqlite>,
+    r: Release<'_>,
+    now: i64,
+) -> StoreResult<bool> {
+    let (to, detail) = if r.fail {
+        ("failed", "finalization failed")
+    } else {
+        ("succeeded", "finalization released for retry")
+    };
+    let held = sqlx::query(
+        "INSERT INTO unit_events \
+             (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+         SELECT id, task_id, ?3, 'finalizing', ?4, stage, ?5 || ' by ' || ?2, ?6 \
+         FROM units WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
+    )
+    .bind(r.id)
+    .bind(r.owner)
+    .bind(now)
+    .bind(to)
+    .bind(detail)
+    .bind(r.error)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if held == 0 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    sqlx::query(
+        "UPDATE units SET status = ?2, error = ?3, \
+             next_at = CASE WHEN ?2 = 'succeeded' THEN ?4 ELSE next_at END, \
+             lease_owner = NULL, lease_until = NULL, updated_at = ?5 \
+         WHERE id = ?1",
+    )
+    .bind(r.id)
+    .bind(to)
+    .bind(r.error)
+    .bind(r.next_at)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}

@@ -1,0 +1,333 @@
+//! Task queries: create (with its units and their "created" events), read, list, cancel and
+//! retry. Writes take a transaction already begun on the writer connection and commit it.
+
+use serde::Serialize;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::rows::{
+    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, json_list, parse_status, task_from_row,
+    units_from_rows,
+};
+use crate::model::{Unit, UnitStatus};
+use crate::store::{
+    Cancelled, Created, NewTask, NewUnit, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
+};
+
+/// Page size when the caller asks for 0, and the largest page served.
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+pub const LIST_LIMIT_MAX: u32 = 1000;
+
+/// A unit as bound into the `json_each` of the units insert.
+#[derive(Serialize)]
+struct UnitJson<'a> {
+    id: &'a str,
+    pool: &'a str,
+    stage: &'a str,
+    spec: &'a str,
+    state: &'a str,
+}
+
+impl<'a> From<&'a NewUnit> for UnitJson<'a> {
+    fn from(u: &'a NewUnit) -> Self {
+        UnitJson {
+            id: &u.id,
+            pool: &u.pool,
+            stage: &u.stage,
+            spec: &u.spec,
+            state: &u.state,
+        }
+    }
+}
+
+/// Insert the task unless its tenant's idempotency key is taken (then report the holder), its
+/// units (index = position in `task.units`) and one "created" event per unit: three
+/// statements, one transaction.
+pub(super) async fn task_create(
+    mut tx: Transaction<'static, Sqlite>,
+    task: NewTask,
+) -> StoreResult<Created> {
+    // ON CONFLICT DO NOTHING rather than catching the error: race-safe even with writers in
+    // other processes, and the transaction stays usable for the lookup.
+    let seq: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, priority, callback_url, \
+             created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) \
+         ON CONFLICT (tenant, idempotency_key) DO NOTHING \
+         RETURNING seq",
+    )
+    .bind(&task.id)
+    .bind(&task.tenant)
+    .bind(&task.task_type)
+    .bind(&task.payload)
+    .bind(&task.idempotency_key)
+    .bind(task.priority)
+    .bind(&task.callback_url)
+    .bind(task.now)
+    .fetch_optional(&mut *tx)
+    .await?;
+
+    let Some(seq) = seq else {
+        let existing: Option<String> =
+            sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = ?1 AND idempotency_key = ?2")
+                .bind(&task.tenant)
+                .bind(&task.idempotency_key)
+                .fetch_optional(&mut *tx)
+                .await?;
+        tx.rollback().await?;
+        return existing.map(Created::Existing).ok_or_else(|| {
+            StoreError::Other(format!(
+                "task {} was not stored and no task holds its idempotency key",
+                task.id
+            ))
+        });
+    };
+
+    if !task.units.is_empty() {
+        let units: Vec<UnitJson<'_>> = task.units.iter().map(UnitJson::from).collect();
+        sqlx::query(
+            "INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
+                 stage, status, spec, state, next_at, created_at, updated_at) \
+             SELECT value ->> '$.id', ?1, key, ?2, ?3, ?4, ?5, value ->> '$.pool', \
+                 value ->> '$.stage', 'pending', value ->> '$.spec', value ->> '$.state', \
+                 ?6, ?6, ?6 \
+             FROM json_each(?7)",
+        )
+        .bind(&task.id)
+        .bind(&task.tenant)
+        .bind(&task.task_type)
+        .bind(seq)
+        .bind(task.priority)
+        .bind(task.now)
+        .bind(json_list(&units)?)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+             SELECT id, task_id, ?2, NULL, 'pending', stage, 'created' \
+             FROM units WHERE task_id = ?1 ORDER BY idx",
+        )
+        .bind(&task.id)
+        .bind(task.now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(Created::New(task.id))
+}
+
+/// Unit counts by status for each task in `ids`, in one grouped query.
+async fn counts_for(pool: &SqlitePool, tasks: &mut [TaskRecord]) -> StoreResult<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    let rows = sqlx::query(
+        "SELECT task_id, status, COUNT(*) AS n FROM units \
+         WHERE task_id IN (SELECT value FROM json_each(?1)) \
+         GROUP BY task_id, status",
+    )
+    .bind(json_list(&ids)?)
+    .fetch_all(pool)
+    .await?;
+    for row in rows {
+        let task_id: String = row.try_get("task_id")?;
+        let status: String = row.try_get("status")?;
+        let n: i64 = row.try_get("n")?;
+        if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
+            add_count(&mut task.counts, &task_id, &status, n)?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn task_get(
+    pool: &SqlitePool,
+    tenant: &str,
+    id: &str,
+) -> StoreResult<Option<TaskRecord>> {
+    let row = sqlx::query(&format!(
+        "SELECT {TASK_COLS} FROM tasks WHERE id = ?1 AND tenant = ?2"
+    ))
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let (_, task) = task_from_row(&row)?;
+    let mut tasks = [task];
+    counts_for(pool, &mut tasks).await?;
+    let [task] = tasks;
+    Ok(Some(task))
+}
+
+pub(super) async fn task_units(pool: &SqlitePool, task_id: &str) -> StoreResult<Vec<Unit>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {UNIT_COLS} FROM units WHERE task_id = ?1 ORDER BY idx"
+    ))
+    .bind(task_id)
+    .fetch_all(pool)
+    .await?;
+    units_from_rows(&rows)
+}
+
+/// Newest first by `seq`. `filter.limit` 0 means [`LIST_LIMIT_DEFAULT`]; it is capped at
+/// [`LIST_LIMIT_MAX`]. One row more than the page is read to know whether a next page exists.
+pub(super) async fn task_list(
+    pool: &SqlitePool,
+    tenant: &str,
+    filter: &TaskFilter,
+) -> StoreResult<TaskPage> {
+    let limit = match filter.limit {
+        0 => LIST_LIMIT_DEFAULT,
+        n => n.min(LIST_LIMIT_MAX),
+    };
+    let rows: Vec<SqliteRow> = sqlx::query(&format!(
+        "SELECT {TASK_COLS} FROM tasks \
+         WHERE tenant = ?1 \
+           AND (?2 IS NULL OR type = ?2) \
+           AND (?3 IS NULL OR seq < ?3) \
+           AND (?4 IS NULL OR EXISTS \
+                (SELECT 1 FROM units WHERE units.task_id = tasks.id AND units.status = ?4)) \
+         ORDER BY seq DESC LIMIT ?5"
+    ))
+    .bind(tenant)
+    .bind(&filter.task_type)
+    .bind(filter.before)
+    .bind(filter.unit_status.map(UnitStatus::as_str))
+    .bind(i64::from(limit) + 1)
+    .fetch_all(pool)
+    .await?;
+    let mut page = Vec::with_capacity(rows.len());
+    let mut last_seq = None;
+    for row in rows.iter().take(limit as usize) {
+        let (seq, task) = task_from_row(row)?;
+        last_seq = Some(seq);
+        page.push(task);
+    }
+    let next = if rows.len() > limit as usize {
+        last_seq
+    } else {
+        None
+    };
+    counts_for(pool, &mut page).await?;
+    Ok(TaskPage { tasks: page, next })
+}
+
+/// Whether the tenant owns the task (inside a write transaction, so the answer holds for it).
+async fn task_owned(
+    tx: &mut Transaction<'static, Sqlite>,
+    tenant: &str,
+    id: &str,
+) -> StoreResult<bool> {
+    let found: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM tasks WHERE id = ?1 AND tenant = ?2")
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(found.is_some())
+}
+
+async fn task_touch(tx: &mut Transaction<'static, Sqlite>, id: &str, now: i64) -> StoreResult<()> {
+    sqlx::query("UPDATE tasks SET updated_at = ?2 WHERE id = ?1")
+        .bind(id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn task_cancel(
+    mut tx: Transaction<'static, Sqlite>,
+    tenant: &str,
+    id: &str,
+    now: i64,
+) -> StoreResult<Option<Cancelled>> {
+    if !task_owned(&mut tx, tenant, id).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    // The event rows read the old statuses, so they go in before the update, under the same
+    // guard; the single writer makes both statements see the same units.
+    sqlx::query(&format!(
+        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, ?2, status, 'cancelled', stage, 'cancelled by client' \
+         FROM units WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL} ORDER BY idx"
+    ))
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let rows = sqlx::query(&format!(
+        "SELECT id, pool, status FROM units \
+         WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL} ORDER BY idx"
+    ))
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut cancelled = Cancelled::default();
+    for row in &rows {
+        let unit_id: String = row.try_get("id")?;
+        let status: String = row.try_get("status")?;
+        if parse_status(&format!("unit {unit_id}"), &status)? == UnitStatus::Submitted {
+            cancelled.released.push((row.try_get("pool")?, unit_id));
+        }
+        cancelled.units += 1;
+    }
+    sqlx::query(&format!(
+        "UPDATE units SET status = 'cancelled', lease_owner = NULL, lease_until = NULL, \
+             updated_at = ?2 \
+         WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL}"
+    ))
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    task_touch(&mut tx, id, now).await?;
+    tx.commit().await?;
+    Ok(Some(cancelled))
+}
+
+pub(super) async fn task_retry_failed(
+    mut tx: Transaction<'static, Sqlite>,
+    tenant: &str,
+    id: &str,
+    now: i64,
+) -> StoreResult<Option<u32>> {
+    if !task_owned(&mut tx, tenant, id).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    // The unit's error is cleared below; the event row keeps it.
+    sqlx::query(
+        "INSERT INTO unit_events \
+             (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+         SELECT id, task_id, ?2, 'failed', 'pending', stage, \
+             'retry requested: submit attempt ' || (submit_attempt + 1), error \
+         FROM units WHERE task_id = ?1 AND status = 'failed' ORDER BY idx",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let moved = sqlx::query(
+        "UPDATE units SET status = 'pending', submit_attempt = submit_attempt + 1, \
+             attempts = 0, polls = 0, provider_job_id = NULL, error = NULL, result = NULL, \
+             submitted_at = NULL, lease_owner = NULL, lease_until = NULL, \
+             finalize_attempts = 0, next_at = ?2, updated_at = ?2 \
+         WHERE task_id = ?1 AND status = 'failed'",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if moved > 0 {
+        task_touch(&mut tx, id, now).await?;
+    }
+    tx.commit().await?;
+    let moved = u32::try_from(moved)
+        .map_err(|_| StoreError::Corrupt(format!("task {id}: {moved} units retried")))?;
+    Ok(Some(moved))
+}

@@ -1,0 +1,891 @@
+//! The one store test suite, written against [`DynStore`] so that every implementation runs
+//! the same checks: instantiate it with [`store_suite!`](crate::store_suite) and a factory
+//! returning a fresh, migrated, empty [`TestDb`].
+//!
+//! Each check is an `async fn(DynStore)`; a failure panics with what was expected.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::any::Any;
+
+use super::{Created, DynStore, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate};
+use crate::model::{Unit, UnitStatus};
+
+/// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
+pub(crate) struct TestDb {
+    pub store: DynStore,
+    pub guard: Box<dyn Any + Send>,
+}
+
+/// Generate one `#[tokio::test]` per check, each on a fresh database from `$factory`
+/// (an `async fn() -> TestDb`).
+#[macro_export]
+macro_rules! store_suite {
+    ($factory:path) => {
+        $crate::store_suite!(@each $factory;
+            create_and_idempotency,
+            tenant_isolation,
+            fill_order,
+            mark_submitted_guard,
+            due_polls,
+            apply_guard_and_events,
+            find_by_provider,
+            cancel_releases_submitted,
+            retry_bumps_submit_attempt,
+            finalize_lease,
+            finalize_release,
+            list_paging_and_filters,
+            counts_by_pool,
+            event_log_order,
+        );
+    };
+    (@each $factory:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                let db = $factory().await;
+                $crate::store::suite::$check(db.store.clone()).await;
+                drop(db.guard);
+            }
+        )*
+    };
+}
+
+const T0: i64 = 1_700_000_000_000;
+const VIDEO: &str = "video";
+const POOL: &str = "kling:video";
+
+fn types(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A task of `n` units in `pool`, one stage "main".
+fn task(id: &str, tenant: &str, task_type: &str, pool: &str, n: usize, priority: i32) -> NewTask {
+    NewTask {
+        id: id.into(),
+        tenant: tenant.into(),
+        task_type: task_type.into(),
+        payload: r#"{"shots":[]}"#.into(),
+        idempotency_key: None,
+        priority,
+        callback_url: None,
+        units: (0..n)
+            .map(|i| NewUnit {
+                id: format!("{id}-u{i}"),
+                pool: pool.into(),
+                stage: "main".into(),
+                spec: format!(r#"{{"shot":{i}}}"#),
+                state: "{}".into(),
+            })
+            .collect(),
+        now: T0,
+    }
+}
+
+async fn create(store: &DynStore, t: NewTask) {
+    let id = t.id.clone();
+    assert_eq!(store.task_create(t).await.unwrap(), Created::New(id));
+}
+
+async fn unit(store: &DynStore, task_id: &str, index: usize) -> Unit {
+    store.task_units(task_id).await.unwrap().swap_remove(index)
+}
+
+fn ids(units: &[Unit]) -> Vec<&str> {
+    units.iter().map(|u| u.id.as_str()).collect()
+}
+
+/// Move the given pending units to submitted, asserting they all moved.
+async fn submit(store: &DynStore, unit_ids: &[&str], now: i64) {
+    let list: Vec<String> = unit_ids.iter().map(|s| s.to_string()).collect();
+    let moved = store.unit_mark_submitted(&list, now).await.unwrap();
+    assert_eq!(ids(&moved), unit_ids);
+}
+
+/// Apply one update, asserting it applied.
+async fn apply(store: &DynStore, update: UnitUpdate, now: i64) {
+    let id = update.unit_id.clone();
+    let report = store.unit_apply(&[update], now).await.unwrap();
+    assert_eq!(report.applied, vec![id], "update should apply");
+}
+
+fn update(id: &str, from: UnitStatus, to: UnitStatus) -> UnitUpdate {
+    UnitUpdate {
+        unit_id: id.into(),
+        from: Some(from),
+        to: Some(to),
+        ..UnitUpdate::default()
+    }
+}
+
+/// Drive a unit to `succeeded` (due for finalization at `T0 + 10`).
+async fn succeed(store: &DynStore, id: &str) {
+    submit(store, &[id], T0 + 1).await;
+    let mut u = update(id, UnitStatus::Submitted, UnitStatus::Succeeded);
+    u.result = Some(r#"{"url":"https://x/y.mp4"}"#.into());
+    u.next_at = Some(T0 + 10);
+    apply(store, u, T0 + 2).await;
+}
+
+pub(crate) async fn create_and_idempotency(store: DynStore) {
+    let mut first = task("t1", "acme", VIDEO, POOL, 2, 0);
+    first.idempotency_key = Some("k1".into());
+    create(&store, first).await;
+
+    let mut again = task("t2", "acme", VIDEO, POOL, 3, 0);
+    again.idempotency_key = Some("k1".into());
+    assert_eq!(
+        store.task_create(again).await.unwrap(),
+        Created::Existing("t1".into())
+    );
+    assert!(store.task_get("acme", "t2").await.unwrap().is_none());
+    assert!(store.task_units("t2").await.unwrap().is_empty());
+    assert!(store.unit_events("t2").await.unwrap().is_empty());
+
+    // The same key belongs to each tenant separately; no key never collides.
+    let mut other = task("t3", "globex", VIDEO, POOL, 1, 0);
+    other.idempotency_key = Some("k1".into());
+    create(&store, other).await;
+    create(&store, task("t4", "acme", VIDEO, POOL, 1, 0)).await;
+    create(&store, task("t5", "acme", VIDEO, POOL, 1, 0)).await;
+
+    let t1 = store.task_get("acme", "t1").await.unwrap().unwrap();
+    assert_eq!(t1.idempotency_key.as_deref(), Some("k1"));
+    assert_eq!(
+        (t1.created_at, t1.counts.pending, t1.counts.total()),
+        (T0, 2, 2)
+    );
+    let units = store.task_units("t1").await.unwrap();
+    assert_eq!(ids(&units), ["t1-u0", "t1-u1"]);
+    let u = &units[1];
+    assert_eq!(
+        (u.index, u.status, u.submit_attempt, u.next_at),
+        (1, UnitStatus::Pending, 0, T0)
+    );
+    assert_eq!(
+        (u.tenant.as_str(), u.task_type.as_str(), u.pool.as_str()),
+        ("acme", VIDEO, POOL)
+    );
+    assert_eq!(u.spec, r#"{"shot":1}"#);
+    assert_eq!(store.unit_events("t1").await.unwrap().len(), 2);
+
+    // A duplicate task id is an error, not a silent overwrite.
+    assert!(
+        store
+            .task_create(task("t1", "acme", VIDEO, POOL, 1, 0))
+            .await
+            .is_err()
+    );
+}
+
+pub(crate) async fn tenant_isolation(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
+    assert!(store.task_get("acme", "t1").await.unwrap().is_some());
+    assert!(store.task_get("globex", "t1").await.unwrap().is_none());
+    let page = store
+        .task_list("globex", &TaskFilter::default())
+        .await
+        .unwrap();
+    assert!(page.tasks.is_empty());
+    assert!(
+        store
+            .task_cancel("globex", "t1", T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .task_retry_failed("globex", "t1", T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(unit(&store, "t1", 0).await.status, UnitStatus::Pending);
+    assert!(
+        store
+            .task_cancel("acme", "nope", T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub(crate) async fn fill_order(store: DynStore) {
+    create(&store, task("a1", "alpha", VIDEO, POOL, 3, 0)).await;
+    create(&store, task("a2", "alpha", VIDEO, POOL, 1, 0)).await;
+    create(&store, task("b1", "beta", VIDEO, POOL, 1, 0)).await;
+    create(&store, task("c1", "gamma", VIDEO, POOL, 1, 5)).await;
+    // Not eligible: another type, another pool, not yet due.
+    create(&store, task("x1", "beta", "avatar_clone", POOL, 1, 9)).await;
+    create(&store, task("y1", "beta", VIDEO, "kling:avatar", 1, 9)).await;
+    create(&store, task("z1", "beta", VIDEO, POOL, 1, 9)).await;
+    let mut later = update("z1-u0", UnitStatus::Pending, UnitStatus::Pending);
+    later.next_at = Some(T0 + 60_000);
+    apply(&store, later, T0).await;
+
+    let video = types(&[VIDEO]);
+    let got = store
+        .unit_list_pending(POOL, &video, T0, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&got),
+        ["c1-u0", "a1-u0", "b1-u0", "a1-u1", "a1-u2", "a2-u0"],
+        "priority first, then tenants in turn, FIFO within a tenant"
+    );
+    let first2 = store.unit_list_pending(POOL, &video, T0, 2).await.unwrap();
+    assert_eq!(ids(&first2), ["c1-u0", "a1-u0"]);
+    // A limit cuts across tenants, not down one tenant's backlog.
+    let first4 = store.unit_list_pending(POOL, &video, T0, 4).await.unwrap();
+    assert_eq!(ids(&first4), ["c1-u0", "a1-u0", "b1-u0", "a1-u1"]);
+    assert!(
+        store
+            .unit_list_pending(POOL, &[], T0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Once due, the delayed unit leads (priority 9).
+    let due = store
+        .unit_list_pending(POOL, &video, T0 + 60_000, 1)
+        .await
+        .unwrap();
+    assert_eq!(ids(&due), ["z1-u0"]);
+    let both = types(&[VIDEO, "avatar_clone"]);
+    let all = store.unit_list_pending(POOL, &both, T0, 100).await.unwrap();
+    assert_eq!(all.len(), 7);
+    assert_eq!(all[0].id, "x1-u0");
+}
+
+pub(crate) async fn mark_submitted_guard(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    apply(
+        &store,
+        update("t1-u1", UnitStatus::Pending, UnitStatus::Cancelled),
+        T0,
+    )
+    .await;
+    let asked = types(&["t1-u2", "t1-u1", "t1-u0", "missing"]);
+    let moved = store.unit_mark_submitted(&asked, T0 + 5).await.unwrap();
+    assert_eq!(
+        ids(&moved),
+        ["t1-u2", "t1-u0"],
+        "cancelled unit must not be marked"
+    );
+    for u in &moved {
+        assert_eq!(u.status, UnitStatus::Submitted);
+        assert_eq!(
+            (u.submitted_at, u.provider_job_id.as_deref()),
+            (Some(T0 + 5), None)
+        );
+    }
+    assert!(
+        store
+            .unit_mark_submitted(&asked, T0 + 6)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .unit_mark_submitted(&[], T0 + 6)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(unit(&store, "t1", 1).await.status, UnitStatus::Cancelled);
+}
+
+pub(crate) async fn due_polls(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 4, 0)).await;
+    create(&store, task("x1", "acme", "avatar_clone", POOL, 1, 0)).await;
+    submit(&store, &["t1-u0", "t1-u1", "t1-u2"], T0).await;
+    submit(&store, &["x1-u0"], T0).await;
+    for (id, at) in [("t1-u0", T0 + 100), ("t1-u1", T0 + 50), ("t1-u2", T0 + 300)] {
+        let mut u = update(id, UnitStatus::Submitted, UnitStatus::Submitted);
+        u.next_at = Some(at);
+        u.polls = Some(1);
+        apply(&store, u, T0).await;
+    }
+    let video = types(&[VIDEO]);
+    let due = store
+        .unit_list_due(POOL, &video, T0 + 200, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&due),
+        ["t1-u1", "t1-u0"],
+        "soonest first, pending and later excluded"
+    );
+    assert_eq!(due[0].polls, 1);
+    let one = store
+        .unit_list_due(POOL, &video, T0 + 1000, 1)
+        .await
+        .unwrap();
+    assert_eq!(ids(&one), ["t1-u1"]);
+    assert!(
+        store
+            .unit_list_due("other", &video, T0 + 1000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut submitted = store.unit_list_submitted_ids(POOL).await.unwrap();
+    submitted.sort();
+    assert_eq!(submitted, ["t1-u0", "t1-u1", "t1-u2", "x1-u0"]);
+}
+
+pub(crate) async fn apply_guard_and_events(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 2, 0)).await;
+    submit(&store, &["t1-u0", "t1-u1"], T0).await;
+
+    let mut accepted = update("t1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
+    accepted.provider_job_id = Some(Some("job-1".into()));
+    accepted.state = Some(r#"{"n":1}"#.into());
+    accepted.detail = Some("accepted job job-1".into());
+    let stale = update("t1-u1", UnitStatus::Pending, UnitStatus::Submitted);
+    let mut wrong_stage = update("t1-u1", UnitStatus::Submitted, UnitStatus::Failed);
+    wrong_stage.from_stage = Some("element".into());
+    let mut retry = update("t1-u1", UnitStatus::Submitted, UnitStatus::Pending);
+    retry.from_stage = Some("main".into());
+    retry.error = Some(Some(r#"{"message":"5xx"}"#.into()));
+    retry.attempts = Some(1);
+    retry.submitted_at = Some(None);
+    retry.next_at = Some(T0 + 500);
+    let report = store
+        .unit_apply(&[accepted, stale, wrong_stage, retry], T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(report.applied, ["t1-u0", "t1-u1"]);
+    assert_eq!(report.skipped, ["t1-u1", "t1-u1"]);
+
+    let u0 = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u0.status, u0.provider_job_id.as_deref()),
+        (UnitStatus::Submitted, Some("job-1"))
+    );
+    assert_eq!((u0.state.as_str(), u0.updated_at), (r#"{"n":1}"#, T0 + 1));
+    assert_eq!(u0.spec, r#"{"shot":0}"#, "fields not given are left alone");
+    let u1 = unit(&store, "t1", 1).await;
+    assert_eq!(
+        (u1.status, u1.attempts, u1.next_at),
+        (UnitStatus::Pending, 1, T0 + 500)
+    );
+    assert_eq!(
+        (u1.submitted_at, u1.error.as_deref()),
+        (None, Some(r#"{"message":"5xx"}"#))
+    );
+
+    // A stage change, then clearing the error with Some(None).
+    let mut next = update("t1-u1", UnitStatus::Pending, UnitStatus::Pending);
+    next.stage = Some("element".into());
+    next.pool = Some("kling:avatar".into());
+    next.error = Some(None);
+    next.provider_job_id = Some(None);
+    apply(&store, next, T0 + 2).await;
+    let u1 = unit(&store, "t1", 1).await;
+    assert_eq!(
+        (u1.stage.as_str(), u1.pool.as_str(), u1.error),
+        ("element", "kling:avatar", None)
+    );
+
+    let events = store.unit_events("t1").await.unwrap();
+    let u0_events: Vec<_> = events.iter().filter(|e| e.unit_id == "t1-u0").collect();
+    assert_eq!(u0_events.len(), 3, "created, submitted, accepted");
+    let last = u0_events[2];
+    assert_eq!(
+        (last.from_status.as_deref(), last.to_status.as_str()),
+        (Some("submitted"), "submitted")
+    );
+    assert_eq!(
+        (last.detail.as_deref(), last.at),
+        (Some("accepted job job-1"), T0 + 1)
+    );
+    let u1_events: Vec<_> = events.iter().filter(|e| e.unit_id == "t1-u1").collect();
+    assert_eq!(u1_events.len(), 4, "skipped updates write no event");
+    assert_eq!(u1_events[2].error.as_deref(), Some(r#"{"message":"5xx"}"#));
+    assert_eq!(u1_events[3].stage, "element");
+
+    // An update without a status guard applies whatever the status, logging the real one.
+    let mut free = UnitUpdate {
+        unit_id: "t1-u0".into(),
+        cost: Some("1.5".into()),
+        ..UnitUpdate::default()
+    };
+    free.detail = Some("cost".into());
+    apply(&store, free, T0 + 3).await;
+    let events = store.unit_events("t1").await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last.from_status.as_deref(), last.to_status.as_str()),
+        (Some("submitted"), "submitted")
+    );
+    assert_eq!(unit(&store, "t1", 0).await.cost.as_deref(), Some("1.5"));
+    let gone = store
+        .unit_apply(
+            &[update("nope", UnitStatus::Pending, UnitStatus::Submitted)],
+            T0,
+        )
+        .await;
+    assert_eq!(gone.unwrap().skipped, ["nope"]);
+}
+
+pub(crate) async fn find_by_provider(store: DynStore) {
+    create(&store, task("t-1", "acme", VIDEO, POOL, 2, 0)).await;
+    submit(&store, &["t-1-u0", "t-1-u1"], T0).await;
+    let mut accepted = update("t-1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
+    accepted.provider_job_id = Some(Some("job-9".into()));
+    apply(&store, accepted, T0).await;
+    let video = types(&[VIDEO]);
+
+    let by_job = store
+        .unit_find_by_provider(&video, Some("job-9"), None)
+        .await
+        .unwrap();
+    assert_eq!(by_job.map(|u| u.id).as_deref(), Some("t-1-u0"));
+    let key = unit(&store, "t-1", 1).await.idempotency_key();
+    assert_eq!(key, "t-1-u1-main-0");
+    let by_key = store
+        .unit_find_by_provider(&video, Some("unknown"), Some(&key))
+        .await
+        .unwrap();
+    assert_eq!(by_key.map(|u| u.id).as_deref(), Some("t-1-u1"));
+    let other_type = types(&["avatar_clone"]);
+    assert!(
+        store
+            .unit_find_by_provider(&other_type, Some("job-9"), Some(&key))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unit_find_by_provider(&video, None, Some("t-1-u1-main-1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unit_find_by_provider(&video, None, Some(&"-".repeat(100_000)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unit_find_by_provider(&video, None, None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub(crate) async fn cancel_releases_submitted(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 4, 0)).await;
+    submit(&store, &["t1-u0", "t1-u2"], T0).await;
+    apply(
+        &store,
+        update("t1-u2", UnitStatus::Submitted, UnitStatus::Failed),
+        T0,
+    )
+    .await;
+    succeed(&store, "t1-u3").await;
+    let claimed = store
+        .unit_claim_finalize("fin-a", T0 + 1000, T0 + 20, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), ["t1-u3"]);
+
+    let cancelled = store
+        .task_cancel("acme", "t1", T0 + 30)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        cancelled.units, 3,
+        "submitted, pending and finalizing; not the failed one"
+    );
+    assert_eq!(
+        cancelled.released,
+        [(POOL.to_string(), "t1-u0".to_string())]
+    );
+    let counts = store.task_get("acme", "t1").await.unwrap().unwrap().counts;
+    assert_eq!((counts.cancelled, counts.failed, counts.total()), (3, 1, 4));
+    assert!(
+        !store
+            .unit_complete("t1-u3", "fin-a", "{}", T0 + 40)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .unit_list_submitted_ids(POOL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let again = store
+        .task_cancel("acme", "t1", T0 + 50)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.units, again.released.len()), (0, 0));
+    let events = store.unit_events("t1").await.unwrap();
+    let cancels: Vec<_> = events
+        .iter()
+        .filter(|e| e.to_status == "cancelled")
+        .collect();
+    assert_eq!(cancels.len(), 3);
+    assert!(cancels.iter().all(|e| e.at == T0 + 30));
+}
+
+pub(crate) async fn retry_bumps_submit_attempt(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 2, 0)).await;
+    submit(&store, &["t1-u0"], T0).await;
+    let mut fail = update("t1-u0", UnitStatus::Submitted, UnitStatus::Failed);
+    fail.provider_job_id = Some(Some("job-1".into()));
+    fail.error = Some(Some(r#"{"code":"1301","message":"bad"}"#.into()));
+    fail.attempts = Some(3);
+    fail.polls = Some(7);
+    apply(&store, fail, T0 + 1).await;
+    let before = unit(&store, "t1", 0).await.idempotency_key();
+
+    assert_eq!(
+        store.task_retry_failed("acme", "t1", T0 + 9).await.unwrap(),
+        Some(1)
+    );
+    let u = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u.status, u.submit_attempt, u.attempts, u.polls),
+        (UnitStatus::Pending, 1, 0, 0)
+    );
+    assert_eq!(
+        (u.provider_job_id.clone(), u.error.clone(), u.next_at),
+        (None, None, T0 + 9)
+    );
+    assert_ne!(
+        u.idempotency_key(),
+        before,
+        "a resubmission needs a new key"
+    );
+    let events = store.unit_events("t1").await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last.from_status.as_deref(), last.to_status.as_str()),
+        (Some("failed"), "pending")
+    );
+    assert_eq!(
+        last.error.as_deref(),
+        Some(r#"{"code":"1301","message":"bad"}"#)
+    );
+    assert_eq!(
+        unit(&store, "t1", 1).await.submit_attempt,
+        0,
+        "pending units untouched"
+    );
+    assert_eq!(
+        store
+            .task_retry_failed("acme", "t1", T0 + 10)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    let due = store
+        .unit_list_pending(POOL, &types(&[VIDEO]), T0 + 9, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&due), ["t1-u0", "t1-u1"]);
+}
+
+pub(crate) async fn finalize_lease(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
+    succeed(&store, "t1-u0").await;
+    assert!(
+        store
+            .unit_claim_finalize("a", T0 + 1000, T0 + 5, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not due yet"
+    );
+    let claimed = store
+        .unit_claim_finalize("a", T0 + 1000, T0 + 10, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), ["t1-u0"]);
+    assert_eq!(claimed[0].status, UnitStatus::Finalizing);
+    assert!(
+        store
+            .unit_claim_finalize("b", T0 + 2000, T0 + 999, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "lease held"
+    );
+    assert!(
+        !store
+            .unit_complete("t1-u0", "b", "{}", T0 + 999)
+            .await
+            .unwrap()
+    );
+
+    // a dies; its lease expires and b rescues the unit.
+    let rescued = store
+        .unit_claim_finalize("b", T0 + 3000, T0 + 1000, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&rescued), ["t1-u0"]);
+    assert!(
+        !store
+            .unit_complete("t1-u0", "a", "{}", T0 + 1001)
+            .await
+            .unwrap(),
+        "a lost the lease"
+    );
+    assert!(
+        store
+            .unit_complete("t1-u0", "b", r#"{"object_key":"k"}"#, T0 + 1002)
+            .await
+            .unwrap()
+    );
+    let u = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u.status, u.result.as_deref()),
+        (UnitStatus::Completed, Some(r#"{"object_key":"k"}"#))
+    );
+    assert!(
+        !store
+            .unit_complete("t1-u0", "b", "{}", T0 + 1003)
+            .await
+            .unwrap(),
+        "only once"
+    );
+
+    let events = store.unit_events("t1").await.unwrap();
+    let tail: Vec<_> = events.iter().rev().take(3).rev().collect();
+    assert_eq!(
+        tail.iter()
+            .map(|e| (e.from_status.as_deref(), e.to_status.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (Some("succeeded"), "finalizing"),
+            (Some("finalizing"), "finalizing"),
+            (Some("finalizing"), "completed")
+        ]
+    );
+    assert!(tail[1].detail.as_deref().unwrap_or("").contains("expired"));
+}
+
+pub(crate) async fn finalize_release(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
+    succeed(&store, "t1-u0").await;
+    assert_eq!(
+        store
+            .unit_claim_finalize("a", T0 + 100, T0 + 10, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        !store
+            .unit_finalize_release("t1-u0", "b", "{}", T0 + 50, false, T0 + 11)
+            .await
+            .unwrap()
+    );
+    let err = r#"{"message":"download 503"}"#;
+    assert!(
+        store
+            .unit_finalize_release("t1-u0", "a", err, T0 + 50, false, T0 + 11)
+            .await
+            .unwrap()
+    );
+    let u = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u.status, u.next_at, u.error.as_deref()),
+        (UnitStatus::Succeeded, T0 + 50, Some(err))
+    );
+    assert!(
+        store
+            .unit_claim_finalize("a", T0 + 100, T0 + 49, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .unit_claim_finalize("a", T0 + 200, T0 + 50, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .unit_finalize_release("t1-u0", "a", err, 0, true, T0 + 60)
+            .await
+            .unwrap()
+    );
+    let u = unit(&store, "t1", 0).await;
+    assert_eq!(u.status, UnitStatus::Failed);
+    assert_eq!(
+        store
+            .unit_events("t1")
+            .await
+            .unwrap()
+            .last()
+            .unwrap()
+            .error
+            .as_deref(),
+        Some(err)
+    );
+    assert!(
+        store
+            .unit_claim_finalize("a", T0 + 900, T0 + 800, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub(crate) async fn list_paging_and_filters(store: DynStore) {
+    for i in 0..5 {
+        let ty = if i % 2 == 0 { VIDEO } else { "avatar_clone" };
+        create(&store, task(&format!("t{i}"), "acme", ty, POOL, 2, 0)).await;
+    }
+    create(&store, task("other", "globex", VIDEO, POOL, 1, 0)).await;
+    let page_ids = |p: &super::TaskPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+
+    let mut filter = TaskFilter {
+        limit: 2,
+        ..TaskFilter::default()
+    };
+    let p1 = store.task_list("acme", &filter).await.unwrap();
+    assert_eq!(page_ids(&p1), ["t4", "t3"]);
+    assert_eq!(p1.tasks[0].counts.pending, 2, "counts are filled");
+    filter.before = p1.next;
+    let p2 = store.task_list("acme", &filter).await.unwrap();
+    assert_eq!(page_ids(&p2), ["t2", "t1"]);
+    filter.before = p2.next;
+    let p3 = store.task_list("acme", &filter).await.unwrap();
+    assert_eq!((page_ids(&p3), p3.next), (vec!["t0".to_string()], None));
+
+    let videos = TaskFilter {
+        task_type: Some(VIDEO.into()),
+        ..TaskFilter::default()
+    };
+    assert_eq!(
+        page_ids(&store.task_list("acme", &videos).await.unwrap()),
+        ["t4", "t2", "t0"]
+    );
+
+    submit(&store, &["t1-u1"], T0).await;
+    apply(
+        &store,
+        update("t1-u1", UnitStatus::Submitted, UnitStatus::Failed),
+        T0,
+    )
+    .await;
+    let failed = TaskFilter {
+        unit_status: Some(UnitStatus::Failed),
+        ..TaskFilter::default()
+    };
+    let page = store.task_list("acme", &failed).await.unwrap();
+    assert_eq!(page_ids(&page), ["t1"]);
+    let c = page.tasks[0].counts;
+    assert_eq!((c.failed, c.pending), (1, 1));
+    let exact = TaskFilter {
+        limit: 5,
+        ..TaskFilter::default()
+    };
+    assert_eq!(
+        store.task_list("acme", &exact).await.unwrap().next,
+        None,
+        "no empty last page"
+    );
+}
+
+pub(crate) async fn counts_by_pool(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    create(
+        &store,
+        task("t2", "acme", "avatar_clone", "kling:avatar", 2, 0),
+    )
+    .await;
+    submit(&store, &["t1-u0", "t2-u0"], T0).await;
+    let mut got: Vec<(String, UnitStatus, u64)> = store
+        .unit_count_by_pool()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.pool, c.status, c.count))
+        .collect();
+    got.sort();
+    let want = [
+        ("kling:avatar", UnitStatus::Pending, 1),
+        ("kling:avatar", UnitStatus::Submitted, 1),
+        (POOL, UnitStatus::Pending, 2),
+        (POOL, UnitStatus::Submitted, 1),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(p, s, n)| (p.to_string(), *s, *n))
+        .collect();
+    assert_eq!(got, want);
+}
+
+pub(crate) async fn event_log_order(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    submit(&store, &["t1-u2"], T0 + 1).await;
+    apply(
+        &store,
+        update("t1-u2", UnitStatus::Submitted, UnitStatus::Failed),
+        T0 + 2,
+    )
+    .await;
+    store.task_retry_failed("acme", "t1", T0 + 3).await.unwrap();
+    let events = store.unit_events("t1").await.unwrap();
+    let seen: Vec<(&str, Option<&str>, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e.unit_id.as_str(),
+                e.from_status.as_deref(),
+                e.to_status.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("t1-u0", None, "pending"),
+            ("t1-u1", None, "pending"),
+            ("t1-u2", None, "pending"),
+            ("t1-u2", Some("pending"), "submitted"),
+            ("t1-u2", Some("submitted"), "failed"),
+            ("t1-u2", Some("failed"), "pending"),
+        ]
+    );
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0].id < w[1].id && w[0].at <= w[1].at)
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e.task_id == "t1" && e.stage == "main")
+    );
+    assert!(store.unit_events("nope").await.unwrap().is_empty());
+}
+
+/// Shared assertion for implementation-specific corruption tests.
+pub(crate) fn assert_corrupt_names(err: StoreError, what: &str) {
+    match err {
+        StoreError::Corrupt(msg) => assert!(msg.contains(what), "{msg:?} should name {what}"),
+        other => panic!("expected Corrupt naming {what}, got {other:?}"),
+    }
+}
