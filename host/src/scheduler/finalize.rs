@@ -152,7 +152,8 @@ impl Scheduler {
                     .await
             }
             Err(reason) => {
-                let attempt = unit.attempts.saturating_add(1);
+                // The claim set `attempts` to this finalization attempt (1-based).
+                let attempt = unit.attempts.max(1);
                 let fail = attempt >= cfg.finalize_attempts;
                 let error =
                     serde_json::json!({ "code": "finalize", "message": reason }).to_string();

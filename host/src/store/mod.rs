@@ -243,7 +243,8 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Option<Unit>>;
 
     /// Claim up to `limit` units for finalization: `succeeded` ones whose `next_at <= now`, and
-    /// `finalizing` ones whose lease expired (a dead finalizer's). Sets owner and lease expiry.
+    /// `finalizing` ones whose lease expired (a dead finalizer's). Sets owner and lease expiry;
+    /// the returned units' `attempts` is the finalization attempt this claim starts (1-based).
     async fn unit_claim_finalize(
         &self,
         owner: &str,

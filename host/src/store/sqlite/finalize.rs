@@ -7,6 +7,8 @@ use super::rows::{UNIT_COLS, json_list, units_from_rows};
 use crate::model::Unit;
 use crate::store::StoreResult;
 
+/// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
+///
 /// Pick due units, log the claim (rescues name the dead owner), then move them, in one
 /// transaction. A `finalizing` unit with no recorded lease expiry counts as expired, so a unit
 /// can never be stranded in `finalizing`.
@@ -53,7 +55,8 @@ pub(super) async fn unit_claim_finalize(
     .await?;
     let rows = sqlx::query(&format!(
         "UPDATE units SET status = 'finalizing', lease_owner = ?2, lease_until = ?3, \
-             finalize_attempts = finalize_attempts + 1, updated_at = ?4 \
+             finalize_attempts = finalize_attempts + 1, \
+             attempts = finalize_attempts + 1, updated_at = ?4 \
          WHERE id IN (SELECT value FROM json_each(?1)) \
          RETURNING {UNIT_COLS}"
     ))

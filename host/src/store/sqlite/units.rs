@@ -150,7 +150,7 @@ const APPLY_UNIT_SQL: &str = "UPDATE units SET \
          lease_owner = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_owner END, \
          lease_until = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_until END, \
          updated_at = ?17 \
-     WHERE id = ?18";
+     WHERE id = ?18 AND (?19 IS NULL OR status = ?19) AND (?20 IS NULL OR stage = ?20)";
 
 /// Apply each update under its guard, all in one transaction: an event row and the update for
 /// each unit whose guard holds, nothing for the others.
@@ -162,7 +162,13 @@ pub(super) async fn unit_apply(
     let mut report = ApplyReport::default();
     for u in updates {
         let to = u.to.map(UnitStatus::as_str);
-        let guarded = sqlx::query(APPLY_EVENT_SQL)
+        // A poll that changes nothing but timing ("still running") is not an event: the log
+        // records transitions and things worth reading, not every tick.
+        let eventful = u.detail.is_some() || u.from.is_none() || u.to.is_some_and(|t| Some(t) != u.from);
+        let guarded = if !eventful {
+            1
+        } else {
+            sqlx::query(APPLY_EVENT_SQL)
             .bind(now)
             .bind(to)
             .bind(&u.stage)
@@ -173,12 +179,13 @@ pub(super) async fn unit_apply(
             .bind(&u.from_stage)
             .execute(&mut *tx)
             .await?
-            .rows_affected();
+            .rows_affected()
+        };
         if guarded == 0 {
             report.skipped.push(u.unit_id.clone());
             continue;
         }
-        sqlx::query(APPLY_UNIT_SQL)
+        let updated = sqlx::query(APPLY_UNIT_SQL)
             .bind(to)
             .bind(&u.stage)
             .bind(&u.pool)
@@ -197,8 +204,15 @@ pub(super) async fn unit_apply(
             .bind(u.submitted_at.flatten())
             .bind(now)
             .bind(&u.unit_id)
+            .bind(u.from.map(UnitStatus::as_str))
+            .bind(&u.from_stage)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+        if updated == 0 {
+            report.skipped.push(u.unit_id.clone());
+            continue;
+        }
         report.applied.push(u.unit_id.clone());
     }
     tx.commit().await?;
