@@ -43,7 +43,7 @@ pub use options::{
     ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, SECRET_KEY_DEFAULT, SimOptions,
     TIME_SCALE_DEFAULT,
 };
-pub use stats::{FaultStats, SimStats};
+pub use stats::{FaultStats, SimJob, SimStats};
 
 use state::Sim;
 
@@ -69,6 +69,11 @@ impl SimHandle {
     /// The counters, as `GET /_sim/stats` would answer now.
     pub fn stats(&self) -> SimStats {
         self.sim.stats()
+    }
+
+    /// Every task so far, as `GET /_sim/jobs` would answer now.
+    pub fn jobs(&self) -> Vec<SimJob> {
+        self.sim.jobs()
     }
 
     /// Stops accepting, cancels task timers and callbacks, waits for the server to drain.

@@ -43,6 +43,7 @@ pub(crate) fn router(sim: Sim) -> Router {
         .merge(v1)
         .route("/files/{file}", get(download))
         .route("/_sim/stats", get(stats))
+        .route("/_sim/jobs", get(jobs))
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
         .with_state(sim)
@@ -132,6 +133,10 @@ async fn download(State(sim): State<Sim>, Path(file): Path<String>) -> Response 
 
 async fn stats(State(sim): State<Sim>) -> Response {
     Json(sim.stats()).into_response()
+}
+
+async fn jobs(State(sim): State<Sim>) -> Response {
+    Json(sim.jobs()).into_response()
 }
 
 async fn no_route() -> Response {

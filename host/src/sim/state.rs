@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use super::error::SimError;
 use super::options::SimOptions;
-use super::stats::SimStats;
+use super::stats::{SimJob, SimStats};
 use super::task::{Kind, Plan, SimTask, Spec, Status, draw_plan};
 use super::validate::CreateRequest;
 
@@ -216,6 +216,8 @@ impl Sim {
                 created_at_ms: now_ms,
                 updated_at_ms: now_ms,
                 started: Instant::now(),
+                ended: None,
+                planned_seconds: (plan.queued + plan.run).as_secs_f64() / self.opts.time_scale,
                 result_id,
             };
             let stats = &mut inner.stats;
@@ -310,6 +312,36 @@ impl Sim {
         ok
     }
 
+    /// Every task ever created, oldest first, with times in simulated seconds since the first
+    /// create: what a benchmark needs to compare a run with an ideal scheduler.
+    pub(crate) fn jobs(&self) -> Vec<SimJob> {
+        let inner = self.inner.lock();
+        let scale = self.opts.time_scale;
+        let Some(origin) = inner.first_create else {
+            return Vec::new();
+        };
+        let secs = |t: Instant| t.saturating_duration_since(origin).as_secs_f64() / scale;
+        let mut jobs: Vec<SimJob> = inner
+            .tasks
+            .values()
+            .map(|t| SimJob {
+                task_id: t.id.clone(),
+                kind: t.kind.name().to_owned(),
+                external_task_id: t.external_task_id.clone(),
+                status: t.status.as_str().to_owned(),
+                started: secs(t.started),
+                ended: t.ended.map(secs),
+                planned_seconds: t.planned_seconds,
+            })
+            .collect();
+        jobs.sort_by(|a, b| {
+            a.started
+                .total_cmp(&b.started)
+                .then_with(|| a.task_id.cmp(&b.task_id))
+        });
+        jobs
+    }
+
     /// A snapshot of the counters with the time-derived fields computed now.
     pub(crate) fn stats(&self) -> SimStats {
         let inner = self.inner.lock();
@@ -345,6 +377,7 @@ impl Sim {
         task.updated_at_ms = unix_ms();
         if to.is_terminal() {
             let now = Instant::now();
+            task.ended = Some(now);
             inner.running = inner.running.saturating_sub(1);
             inner.busy_ended += now.saturating_duration_since(task.started);
             inner.running_start_sum = inner

@@ -79,3 +79,20 @@ pub struct FaultStats {
     /// Accepted tasks drawn to end `failed`.
     pub failed_after_accept: u64,
 }
+
+/// One task the simulator ran, for `GET /_sim/jobs`. Times are simulated seconds since the
+/// first create.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SimJob {
+    pub task_id: String,
+    /// `text2video`, `image2video`, `custom-voices` or `advanced-custom-elements`.
+    pub kind: String,
+    pub external_task_id: Option<String>,
+    pub status: String,
+    /// When it took its slot.
+    pub started: f64,
+    /// When it released it, if it has.
+    pub ended: Option<f64>,
+    /// Its drawn duration (create to end).
+    pub planned_seconds: f64,
+}

@@ -168,6 +168,10 @@ pub(crate) struct SimTask {
     pub updated_at_ms: i64,
     /// When the task took its slot (for busy slot-seconds).
     pub started: Instant,
+    /// When it ended (released its slot), once it has.
+    pub ended: Option<Instant>,
+    /// Its drawn duration from create to end, in simulated seconds.
+    pub planned_seconds: f64,
     /// The numeric id of what the task produces (video id, `voice_id`, `element_id`).
     pub result_id: u64,
 }

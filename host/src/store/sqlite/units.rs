@@ -164,22 +164,23 @@ pub(super) async fn unit_apply(
         let to = u.to.map(UnitStatus::as_str);
         // A poll that changes nothing but timing ("still running") is not an event: the log
         // records transitions and things worth reading, not every tick.
-        let eventful = u.detail.is_some() || u.from.is_none() || u.to.is_some_and(|t| Some(t) != u.from);
+        let eventful =
+            u.detail.is_some() || u.from.is_none() || u.to.is_some_and(|t| Some(t) != u.from);
         let guarded = if !eventful {
             1
         } else {
             sqlx::query(APPLY_EVENT_SQL)
-            .bind(now)
-            .bind(to)
-            .bind(&u.stage)
-            .bind(&u.detail)
-            .bind(u.error.clone().flatten())
-            .bind(&u.unit_id)
-            .bind(u.from.map(UnitStatus::as_str))
-            .bind(&u.from_stage)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
+                .bind(now)
+                .bind(to)
+                .bind(&u.stage)
+                .bind(&u.detail)
+                .bind(u.error.clone().flatten())
+                .bind(&u.unit_id)
+                .bind(u.from.map(UnitStatus::as_str))
+                .bind(&u.from_stage)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
         };
         if guarded == 0 {
             report.skipped.push(u.unit_id.clone());
