@@ -15,12 +15,14 @@
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`app`]: building the services from the config, running until shutdown.
+//! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
 pub mod api;
 pub mod app;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod model;
 pub mod objects;
 pub mod runtime;

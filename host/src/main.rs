@@ -35,6 +35,9 @@ enum Command {
         #[arg(long)]
         allow_unauthenticated: bool,
     },
+    /// The main job end to end: the Kling simulator, embedded slotd, both Kling handlers, a
+    /// realistic mix of tasks from several tenants, live progress and a summary.
+    Demo(slotd::demo::DemoOptions),
     /// Apply database migrations and exit.
     Migrate,
     /// Handler tools.
@@ -245,6 +248,10 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             }
             config.allow_unauthenticated |= allow_unauthenticated;
             slotd::run(config, shutdown_signal()).await
+        }
+        Command::Demo(opts) => {
+            init_tracing(false);
+            slotd::demo::run(opts, shutdown_signal()).await
         }
         Command::Migrate => {
             let config = Config::load(cli.config.as_deref())?;

@@ -1,0 +1,476 @@
+//! `slotd demo`: slotd's main job, end to end, on one machine with nothing to install.
+//!
+//! Starts the Kling simulator (one account, 20 concurrent tasks, time compressed), an embedded
+//! slotd (SQLite, in-process slots, local object store) with the Kling handlers, submits a
+//! realistic mix from several tenants (a long video task, short ones, avatar clones), shows
+//! live progress per task and per pool, and ends with a summary measured against the ideal.
+
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::config::{ApiKey, Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use crate::sim::{SimHandle, SimOptions};
+
+/// Options of `slotd demo`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DemoOptions {
+    /// Simulated time factor: 0.1 runs a 2-minute Kling job in 12 s.
+    #[arg(long, default_value_t = 0.1)]
+    pub time_scale: f64,
+    /// Working directory (database, artifacts); replaced at start.
+    #[arg(long, default_value = "slotd-demo")]
+    pub dir: PathBuf,
+    /// Poll only: do not ask the simulator for callbacks.
+    #[arg(long)]
+    pub no_callbacks: bool,
+    /// Seed of the simulator's draws.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Share of accepted jobs that the provider fails later (content moderation and the like).
+    #[arg(long, default_value_t = 0.04)]
+    pub failure_rate: f64,
+}
+
+const TENANTS: [(&str, &str); 3] = [
+    ("studio-a", "demo-key-studio-a"),
+    ("studio-b", "demo-key-studio-b"),
+    ("studio-c", "demo-key-studio-c"),
+];
+
+/// Where the compiled Kling handlers are: next to the build (a source checkout), else
+/// `./plugins`.
+fn handler_dir() -> anyhow::Result<PathBuf> {
+    let built = option_env!("SLOTD_BUILT_PLUGINS").map(PathBuf::from);
+    for c in built.into_iter().chain([PathBuf::from("plugins")]) {
+        if c.join("kling-video.wasm").is_file() && c.join("kling-avatar.wasm").is_file() {
+            return Ok(c);
+        }
+    }
+    bail!(
+        "the Kling handlers (kling-video.wasm, kling-avatar.wasm) are not built; run `cargo build` in the repository"
+    )
+}
+
+fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).with_context(|| format!("creating {}", plugins.display()))?;
+    let src = handler_dir()?;
+    for name in ["kling-video.wasm", "kling-avatar.wasm"] {
+        std::fs::copy(src.join(name), plugins.join(name))
+            .with_context(|| format!("copying {name}"))?;
+    }
+    Ok(plugins)
+}
+
+fn demo_config(
+    opts: &DemoOptions,
+    sim: &SimHandle,
+    plugins: PathBuf,
+    public: Option<String>,
+) -> Config {
+    let mut c = Config::default();
+    let dir = &opts.dir;
+    c.database_url = format!("sqlite://{}", dir.join("slotd.db").display());
+    c.plugins_dir = plugins;
+    c.object_store = format!("file://{}", dir.join("objects").display());
+    c.public_url = public;
+    // The seed's timings, compressed like the provider's.
+    c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * opts.time_scale));
+    c.pools
+        .insert("kling:video".into(), PoolConfig { max_slots: 18 });
+    c.pools
+        .insert("kling:avatar".into(), PoolConfig { max_slots: 2 });
+    for name in ["kling-video", "kling-avatar"] {
+        let mut h = HandlerConfig::default();
+        h.settings
+            .insert("base_url".into(), sim.base_url().to_string());
+        h.settings
+            .insert("access_key".into(), "demo-access-key".into());
+        h.secrets
+            .insert("secret_key".into(), Secret::new("demo-secret-key"));
+        h.allowed_hosts.push(sim.addr().to_string());
+        c.handlers.insert(name.into(), h);
+    }
+    c.api_keys = TENANTS
+        .iter()
+        .map(|(t, k)| ApiKey {
+            key: Secret::new(*k),
+            tenant: (*t).into(),
+        })
+        .collect();
+    c
+}
+
+/// A submitted task and how to show it.
+struct Submitted {
+    id: String,
+    label: String,
+    key: &'static str,
+    units: u32,
+}
+
+fn shots(n: u32, pro_every: u32, image_every: u32) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let mut s = json!({"prompt": format!("Shot {}: a slow dolly shot across a neon-lit street in the rain", i + 1)});
+            if pro_every > 0 && i % pro_every == pro_every - 1 {
+                s["mode"] = json!("pro");
+                s["duration"] = json!("10");
+            }
+            if image_every > 0 && i % image_every == image_every - 1 {
+                s["image"] = json!("https://example.com/storyboard/frame.png");
+            }
+            s
+        })
+        .collect()
+}
+
+fn workload() -> Vec<(&'static str, &'static str, String, Value, u32)> {
+    let video = |shots: Vec<Value>| {
+        json!({"model_name": "kling-v1-6", "mode": "std", "duration": "5", "aspect_ratio": "16:9",
+               "negative_prompt": "blurry, low quality", "shots": shots})
+    };
+    let avatar = |name: &str| {
+        json!({"voice_name": name, "voice_url": "https://example.com/voices/sample.mp3",
+               "element_name": name, "element_description": "A friendly presenter for product videos",
+               "frontal_image": "https://example.com/faces/front.png",
+               "refer_images": ["https://example.com/faces/left.png"]})
+    };
+    vec![
+        (
+            "studio-a",
+            "video",
+            "feature film, 36 shots".into(),
+            video(shots(36, 6, 0)),
+            36,
+        ),
+        (
+            "studio-b",
+            "video",
+            "ad spot 1, 4 shots".into(),
+            video(shots(4, 0, 0)),
+            4,
+        ),
+        (
+            "studio-b",
+            "video",
+            "ad spot 2, 4 shots".into(),
+            video(shots(4, 0, 2)),
+            4,
+        ),
+        (
+            "studio-c",
+            "avatar_clone",
+            "avatar: Mia".into(),
+            avatar("Mia"),
+            1,
+        ),
+        (
+            "studio-c",
+            "video",
+            "teaser, 3 shots".into(),
+            video(shots(3, 0, 0)),
+            3,
+        ),
+        (
+            "studio-c",
+            "avatar_clone",
+            "avatar: Leo".into(),
+            avatar("Leo"),
+            1,
+        ),
+    ]
+}
+
+fn key_of(tenant: &str) -> &'static str {
+    TENANTS
+        .iter()
+        .find(|(t, _)| *t == tenant)
+        .map_or("", |(_, k)| k)
+}
+
+fn bar(done: u64, total: u64, width: usize) -> String {
+    let filled = if total == 0 {
+        width
+    } else {
+        ((done as f64 / total as f64) * width as f64).round() as usize
+    };
+    format!(
+        "[{}{}]",
+        "#".repeat(filled.min(width)),
+        ".".repeat(width - filled.min(width))
+    )
+}
+
+async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> anyhow::Result<Value> {
+    Ok(client
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?)
+}
+
+/// Run the demo until every task is done (or `stop` resolves), then print the summary.
+pub async fn run(
+    opts: DemoOptions,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    if !(0.001..=1.0).contains(&opts.time_scale) {
+        bail!(
+            "--time-scale must be between 0.001 and 1.0, got {}",
+            opts.time_scale
+        );
+    }
+    let plugins = prepare_dir(&opts.dir)?;
+    let sim = crate::sim::start(SimOptions {
+        listen: "127.0.0.1:0".parse()?,
+        concurrency: 20,
+        time_scale: opts.time_scale,
+        seed: opts.seed,
+        failure_after_accept_rate: opts.failure_rate,
+        ..SimOptions::default()
+    })
+    .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let base = format!("http://{addr}");
+    let public = (!opts.no_callbacks).then(|| base.clone());
+    let config = demo_config(&opts, &sim, plugins, public);
+    let services = crate::app::build(config).await?;
+    let objects_root = services.objects.local_root.clone();
+    let token = tokio_util::sync::CancellationToken::new();
+    let server_stop = token.clone();
+    let server = tokio::spawn(crate::run_with(services, Some(listener), async move {
+        server_stop.cancelled().await
+    }));
+    let interrupted = tokio_util::sync::CancellationToken::new();
+    let on_stop = interrupted.clone();
+    tokio::spawn(async move {
+        stop.await;
+        on_stop.cancel();
+    });
+
+    println!(
+        "slotd demo: Kling simulator at {} (20 concurrent, time x{}), slotd at {base}",
+        sim.base_url(),
+        opts.time_scale
+    );
+    println!(
+        "pools: kling:video 18 slots, kling:avatar 2 slots; {}\n",
+        if opts.no_callbacks {
+            "polling only"
+        } else {
+            "callbacks on, polling as the safety net"
+        }
+    );
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (tenant, ty, label, payload, units) in workload() {
+        let key = key_of(tenant);
+        let resp = client
+            .post(format!("{base}/v1/tasks/{ty}"))
+            .bearer_auth(key)
+            .json(&json!({"payload": payload}))
+            .send()
+            .await?;
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or_default();
+        if !status.is_success() {
+            bail!("submitting {label:?} was refused ({status}): {body}");
+        }
+        let id = body["task_id"].as_str().unwrap_or_default().to_string();
+        tasks.push(Submitted {
+            id,
+            label: format!("{tenant:<9} {label}"),
+            key,
+            units,
+        });
+    }
+
+    let tty = std::io::stdout().is_terminal();
+    let mut drawn = 0usize;
+    let mut last_print = Instant::now() - Duration::from_secs(60);
+    let views = loop {
+        let mut views = Vec::new();
+        for t in &tasks {
+            views.push(get_json(&client, &format!("{base}/v1/tasks/{}", t.id), t.key).await?);
+        }
+        let pools = get_json(&client, &format!("{base}/v1/pools"), TENANTS[0].1).await?;
+        let done = views.iter().all(|v| {
+            matches!(
+                v["status"].as_str(),
+                Some("completed" | "failed" | "cancelled")
+            )
+        });
+        if tty || last_print.elapsed() >= Duration::from_secs(5) || done {
+            let mut lines = Vec::new();
+            lines.push(format!("elapsed {:>5.1}s", started.elapsed().as_secs_f64()));
+            for p in pools.as_array().into_iter().flatten() {
+                let (used, max) = (
+                    p["used"].as_u64().unwrap_or(0),
+                    p["max_slots"].as_u64().unwrap_or(0),
+                );
+                lines.push(format!(
+                    "  pool {:<14} {} {used:>2}/{max:<2} slots busy",
+                    p["name"].as_str().unwrap_or("?"),
+                    bar(used, max, 20)
+                ));
+            }
+            for (t, v) in tasks.iter().zip(&views) {
+                let (c, n) = (
+                    v["completed"].as_u64().unwrap_or(0),
+                    v["total"].as_u64().unwrap_or(u64::from(t.units)),
+                );
+                lines.push(format!(
+                    "  {:<40} {} {c:>2}/{n:<2} {:<9} {}",
+                    t.label,
+                    bar(c, n, 24),
+                    v["status"].as_str().unwrap_or("?"),
+                    v["message"].as_str().unwrap_or("")
+                ));
+            }
+            let mut out = std::io::stdout().lock();
+            if tty && drawn > 0 {
+                write!(out, "\x1b[{drawn}A")?;
+            }
+            for l in &lines {
+                if tty {
+                    writeln!(out, "\x1b[2K{l}")?;
+                } else {
+                    writeln!(out, "{l}")?;
+                }
+            }
+            out.flush()?;
+            drawn = lines.len();
+            last_print = Instant::now();
+        }
+        if done {
+            break views;
+        }
+        if interrupted.is_cancelled() {
+            println!(
+                "\ninterrupted; the work is safe in {} and resumes on the next `slotd serve` there",
+                opts.dir.display()
+            );
+            break views;
+        }
+        tokio::time::sleep(Duration::from_millis(if tty { 250 } else { 1000 })).await;
+    };
+    let makespan = started.elapsed();
+    summary(
+        &opts,
+        &sim,
+        &tasks,
+        &views,
+        makespan,
+        objects_root.as_deref(),
+    );
+    token.cancel();
+    server.await.context("slotd task")??;
+    sim.shutdown().await?;
+    Ok(())
+}
+
+fn summary(
+    opts: &DemoOptions,
+    sim: &SimHandle,
+    tasks: &[Submitted],
+    views: &[Value],
+    makespan: Duration,
+    objects: Option<&Path>,
+) {
+    let stats = sim.stats();
+    let jobs = sim.jobs();
+    let slots = BTreeMap::from([
+        ("kling:video".to_string(), 18u32),
+        ("kling:avatar".to_string(), 2u32),
+    ]);
+    let figures = report::pool_figures(&jobs, &slots);
+    println!("\n== summary");
+    println!(
+        "makespan {:.1}s real = {:.0}s of provider time (time x{})",
+        makespan.as_secs_f64(),
+        makespan.as_secs_f64() / opts.time_scale,
+        opts.time_scale
+    );
+    for (pool, f) in &figures {
+        let durations: Vec<f64> = jobs
+            .iter()
+            .filter(|j| report::pool_of_kind(&j.kind) == pool)
+            .map(|j| j.planned_seconds)
+            .collect();
+        let ideal = report::ideal_fifo_makespan(&durations, slots.get(pool).copied().unwrap_or(1));
+        println!(
+            "  {pool:<13} {:>3} provider jobs | makespan {:>6.0}s vs ideal FIFO {:>6.0}s = {:.3}x | slot utilization {:>5.1}% (while a backlog waited: {:>5.1}%)",
+            f.jobs,
+            f.makespan,
+            ideal,
+            if ideal > 0.0 { f.makespan / ideal } else { 1.0 },
+            f.utilization * 100.0,
+            f.backlog_utilization * 100.0
+        );
+    }
+    let units: u64 = tasks.iter().map(|t| u64::from(t.units)).sum();
+    let completed: u64 = views
+        .iter()
+        .map(|v| v["completed"].as_u64().unwrap_or(0))
+        .sum();
+    println!(
+        "provider requests: {} for {units} units ({:.2} per completed unit): {} creates, {} single queries, {} list queries, {} downloads; callbacks received: {}",
+        stats.requests,
+        if completed > 0 {
+            stats.requests as f64 / completed as f64
+        } else {
+            0.0
+        },
+        stats.creates,
+        stats.single_queries,
+        stats.list_queries,
+        stats.downloads,
+        stats.callbacks_sent
+    );
+    println!(
+        "1303 refusals: {} | most provider jobs at once: {} of 20 | validation refusals: {} | auth refusals: {}",
+        stats.rate_limited_1303, stats.max_running, stats.validation_refusals, stats.auth_refusals
+    );
+    let mut failures = Vec::new();
+    for (t, v) in tasks.iter().zip(views) {
+        for r in v["results"].as_array().into_iter().flatten() {
+            if r["status"] == "failed" {
+                failures.push(format!(
+                    "  {} unit {}: {}",
+                    t.label.trim(),
+                    r["index"],
+                    r["error"]["message"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+    }
+    println!("failures: {}", failures.len());
+    for f in failures {
+        println!("{f}");
+    }
+    match objects {
+        Some(root) => println!("artifacts: {} (per tenant / task / unit)", root.display()),
+        None => println!("artifacts: in the configured object store"),
+    }
+    println!(
+        "database: {} (try `SLOTD_DATABASE_URL=sqlite://{} slotd serve` to inspect it through the API)",
+        opts.dir.join("slotd.db").display(),
+        opts.dir.join("slotd.db").display()
+    );
+}
