@@ -172,3 +172,92 @@ async fn killed_mid_run_resumes_without_double_submission() {
     child.kill().ok();
     child.wait().ok();
 }
+
+/// The Kling path killed repeatedly while units are submitted and others finalizing: every
+/// unit completes, each `external_task_id` was created exactly once, nothing stays
+/// `finalizing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kling_killed_mid_run_creates_each_job_once() {
+    use crate::kling::{TIME_SCALE, kling_plugins, sim_options, video_payload};
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let sim = slotd::sim::start(sim_options(11)).await.expect("simulator");
+    let port = free_port();
+    let plugins = kling_plugins(dir.path());
+    let tick_ms = (10_000.0 * TIME_SCALE) as u64;
+    let text = format!(
+        r#"
+listen = "127.0.0.1:{port}"
+database_url = "sqlite://{db}"
+plugins_dir = "{plugins}"
+object_store = "file://{objects}"
+
+[scheduler]
+tick_interval = "{tick_ms}ms"
+min_rest = "2ms"
+finalize_lease = "300ms"
+reconcile_interval = "200ms"
+
+[pools."kling:video"]
+max_slots = 18
+
+[handlers.kling-video]
+base_url = "{base}"
+access_key = "AK"
+secret_key = "SK"
+allowed_hosts = ["{host}"]
+"#,
+        db = dir.path().join("slotd.db").display(),
+        plugins = plugins.display(),
+        objects = dir.path().join("objects").display(),
+        base = sim.base_url(),
+        host = sim.addr(),
+    );
+    let config = dir.path().join("slotd.toml");
+    std::fs::write(&config, text).expect("config");
+    let log = dir.path().join("slotd.log");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut child = spawn(&config, &log);
+    wait_healthy(&client, &base).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let r = client.post(format!("{base}/v1/tasks/video")).json(&json!({"payload": video_payload(20)})).send().await.expect("submit");
+        assert_eq!(r.status(), 202);
+        let v: Value = r.json().await.expect("json");
+        ids.push(v["task_id"].as_str().expect("id").to_string());
+    }
+    for round in 1..=3u64 {
+        let target = round * 12;
+        eventually(Duration::from_secs(60), "provider progress", async || (sim.stats().creates >= target).then_some(())).await;
+        child.kill().expect("SIGKILL slotd");
+        child.wait().expect("reap");
+        child = spawn(&config, &log);
+        wait_healthy(&client, &base).await;
+    }
+    let views = eventually(Duration::from_secs(120), "every task completed after the crashes", async || {
+        let mut out = Vec::new();
+        for id in &ids {
+            let v: Value = client.get(format!("{base}/v1/tasks/{id}")).send().await.ok()?.json().await.ok()?;
+            if v["status"] != "completed" {
+                return None;
+            }
+            out.push(v);
+        }
+        Some(out)
+    })
+    .await;
+    for v in &views {
+        for r in v["results"].as_array().expect("results") {
+            assert_eq!(r["status"], "completed");
+            assert!(r["object_key"].is_string(), "{r}");
+        }
+    }
+    let stats = sim.stats();
+    assert_eq!(stats.creates, 60, "every shot created once");
+    assert!(stats.creates_by_external_id.values().all(|&n| n == 1), "an external_task_id was created twice: {:?}", stats.creates_by_external_id);
+    assert!(stats.max_running <= 18);
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!log_text.contains("panicked"), "slotd panicked:\n{log_text}");
+    child.kill().ok();
+    child.wait().ok();
+}

@@ -7,3 +7,4 @@ mod api_http;
 mod core_flow;
 mod crash;
 mod handler_faults;
+mod kling;
