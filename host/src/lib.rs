@@ -23,4 +23,5 @@ pub mod scheduler;
 pub mod services;
 pub mod slots;
 pub mod store;
+pub mod stub;
 pub mod wake;
