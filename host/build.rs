@@ -17,7 +17,10 @@ use std::process::{Command, ExitCode};
 /// Built components copied into `<repo>/plugins/` as `(built file stem, installed file name)`.
 /// Adding a production handler is one line, e.g. `("kling_video", "kling-video.wasm")`.
 /// The fixture is test-only and deliberately not installed.
-const INSTALL: &[(&str, &str)] = &[];
+const INSTALL: &[(&str, &str)] = &[
+    ("kling_video", "kling-video.wasm"),
+    ("kling_avatar", "kling-avatar.wasm"),
+];
 
 /// Variables the outer cargo sets (or the user set for the outer build) that would change what
 /// the nested build compiles or how. `CARGO_*` is scrubbed wholesale except these prefixes,
