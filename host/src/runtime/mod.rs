@@ -144,6 +144,8 @@ mod convert;
 mod engine;
 pub mod handler;
 mod host_impl;
+#[cfg(test)]
+mod kling_tests;
 mod load;
 mod output;
 pub mod registry;

@@ -100,7 +100,7 @@ pub fn run(
         for (collection, list) in &lists {
             if let Some(call) = list.call(collection) {
                 calls.push(call);
-                owners.push(Owner::List(*collection));
+                owners.push(Owner::List(collection));
             }
         }
         if calls.is_empty() {

@@ -28,6 +28,8 @@ pub mod video;
 pub mod webhook;
 
 #[cfg(test)]
+mod flow_tests;
+#[cfg(test)]
 mod testing;
 
 pub use types::{

@@ -8,7 +8,7 @@
 
 wit_bindgen::generate!({ path: "../../wit", world: "slotd-handler" });
 
-#[path = "../../kling-common/guest/wit_host.rs"]
+#[path = "../../kling-common/src/guest_bridge.rs"]
 mod wit_host;
 
 use exports::slotd::handler::handler::Guest;

@@ -3,8 +3,9 @@
 //! and changes.
 //!
 //! This file is compiled into each Kling component (`#[path]` module), not into
-//! `kling_common`: the bindings are generated per component, and `crate::slotd` names the
-//! including component's own. Keeping one copy keeps the two handlers' bridges identical.
+//! `kling_common` (its `lib.rs` does not declare it): the bindings are generated per component,
+//! and `crate::slotd` names the including component's own. Keeping one copy keeps the two
+//! handlers' bridges identical; it sits under `src/` so `host/build.rs` sees it change.
 
 use kling_common as common;
 
