@@ -1,1 +1,146 @@
-fn main() {}
+//! Builds the handler components in `plugins/` (their own cargo workspace, target
+//! `wasm32-wasip2`) so the host's tests, benches and `slotd demo` can load real compiled wasm.
+//!
+//! Exports `SLOTD_BUILT_PLUGINS`, the directory holding the built `*.wasm`, to the host crate
+//! (`env!("SLOTD_BUILT_PLUGINS")`). Handlers listed in [`INSTALL`] are also copied into
+//! `<repo>/plugins/` where a default `slotd serve` loads them from.
+//!
+//! The nested build runs the same cargo with a scrubbed environment: the outer build's target,
+//! rustflags, wrappers (clippy, sccache, coverage) and per-package variables must not leak into
+//! a wasm build.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// Built components copied into `<repo>/plugins/` as `(built file stem, installed file name)`.
+/// Adding a production handler is one line, e.g. `("kling_video", "kling-video.wasm")`.
+/// The fixture is test-only and deliberately not installed.
+const INSTALL: &[(&str, &str)] = &[
+    ("kling_video", "kling-video.wasm"),
+    ("kling_avatar", "kling-avatar.wasm"),
+];
+
+/// Variables the outer cargo sets (or the user set for the outer build) that would change what
+/// the nested build compiles or how. `CARGO_*` is scrubbed wholesale except these prefixes,
+/// which only say where and how to download.
+const SCRUBBED: &[&str] = &[
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTC_LINKER",
+    "RUSTDOC",
+    "TARGET",
+    "HOST",
+    "OUT_DIR",
+    "OPT_LEVEL",
+    "PROFILE",
+    "DEBUG",
+    "NUM_JOBS",
+];
+const CARGO_KEPT_PREFIXES: &[&str] = &[
+    "CARGO_HOME",
+    "CARGO_NET_",
+    "CARGO_HTTP_",
+    "CARGO_REGISTRIES_",
+    "CARGO_REGISTRY_",
+    "CARGO_MAKEFLAGS",
+];
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: building the handler components failed: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
+    let repo = manifest_dir
+        .parent()
+        .ok_or("host/ has no parent directory")?
+        .to_path_buf();
+    let plugins = repo.join("plugins");
+    let wit = repo.join("wit");
+
+    println!("cargo:rerun-if-changed={}", wit.display());
+    println!("cargo:rerun-if-changed={}", plugins.join("Cargo.toml").display());
+    println!("cargo:rerun-if-changed={}", plugins.join("Cargo.lock").display());
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    for member in members(&plugins)? {
+        // Directories are scanned recursively; `plugins/` itself is not watched because built
+        // components are copied into it.
+        println!("cargo:rerun-if-changed={}", member.join("Cargo.toml").display());
+        println!("cargo:rerun-if-changed={}", member.join("src").display());
+    }
+
+    let target_dir = match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if Path::new(&dir).is_absolute() => PathBuf::from(dir),
+        Some(dir) => repo.join(dir),
+        None => repo.join("target"),
+    }
+    .join("wasm-plugins");
+
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.arg("build")
+        .arg("--release")
+        .args(["--target", "wasm32-wasip2"])
+        .arg("--manifest-path")
+        .arg(plugins.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .current_dir(&plugins);
+    for (key, _) in env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let cargo_var =
+            key.starts_with("CARGO_") && !CARGO_KEPT_PREFIXES.iter().any(|p| key.starts_with(p));
+        if cargo_var || SCRUBBED.contains(&key) {
+            cmd.env_remove(key);
+        }
+    }
+    // Output is inherited: cargo shows it when this script fails.
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start cargo for {}: {e}", plugins.display()))?;
+    if !status.success() {
+        return Err(format!(
+            "`cargo build --release --target wasm32-wasip2 --manifest-path {}` exited with {status} \
+             (its output is above)",
+            plugins.join("Cargo.toml").display()
+        ));
+    }
+
+    let built = target_dir.join("wasm32-wasip2").join("release");
+    for (stem, installed) in INSTALL {
+        let from = built.join(format!("{stem}.wasm"));
+        let to = plugins.join(installed);
+        fs::copy(&from, &to).map_err(|e| {
+            format!("copying {} to {}: {e}", from.display(), to.display())
+        })?;
+    }
+    println!("cargo:rustc-env=SLOTD_BUILT_PLUGINS={}", built.display());
+    Ok(())
+}
+
+/// Member crates of the plugins workspace: each subdirectory with a `Cargo.toml`.
+fn members(plugins: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries =
+        fs::read_dir(plugins).map_err(|e| format!("reading {}: {e}", plugins.display()))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("reading {}: {e}", plugins.display()))?
+            .path();
+        if path.join("Cargo.toml").is_file() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -31,6 +31,7 @@ pub mod services;
 pub mod sim;
 pub mod slots;
 pub mod store;
+pub mod stub;
 pub mod wake;
 
 pub use app::{build, run, run_with};

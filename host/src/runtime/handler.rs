@@ -1,15 +1,28 @@
 //! [`Handler`]: a loaded handler component with typed async calls.
 //!
-//! STUB: the engine-backed implementation replaces the bodies; the signatures are the contract
-//! the scheduler and the API use.
+//! Every call gets a fresh store (no guest state survives between calls), instantiates the
+//! pre-instantiated component, runs under the wall deadline, and turns traps, deadlines and
+//! guest `err`s into a [`HandlerFault`]. Calls record `slotd_handler_call_seconds` and
+//! `slotd_handler_faults_total`; captured guest stdout/stderr is logged under the handler name.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
+use wasmtime::Store;
+
+use super::bindings::SlotdHandlerPre;
+use super::convert;
+use super::engine::{CallState, DeadlineHit, Shared};
 use super::{
     BatchUnit, CallbackChange, Finalized, HandlerFault, HandlerInfo, PlanError, PlannedUnit,
     TickContext,
 };
+use crate::config::HandlerConfig;
 use crate::model::{Change, Unit};
+
+/// Characters of guest stderr appended to a trap message (where a panic message lands).
+const TRAP_STDERR_TAIL: usize = 600;
 
 /// One loaded version of a handler.
 pub struct Handler {
@@ -19,42 +32,196 @@ pub struct Handler {
     pub sha256: String,
     /// Where it was loaded from.
     pub path: PathBuf,
+    /// Name used in logs and metrics, and the key of its config section.
+    name: Arc<str>,
+    /// This handler's `[handlers.<name>]` section (empty when none is configured).
+    config: Arc<HandlerConfig>,
+    pre: SlotdHandlerPre<CallState>,
+    shared: Arc<Shared>,
+}
+
+/// Where a call failed before the guest's own answer.
+enum Failure {
+    Instantiate(wasmtime::Error),
+    Call(wasmtime::Error),
+}
+
+/// Run one guest call: fresh store, instantiate, call, all under the wall deadline. The body
+/// gets the instance bindings and the store.
+macro_rules! guest_call {
+    ($self:ident, $function:literal, |$bindings:ident, $store:ident| $call:expr) => {{
+        let started = Instant::now();
+        let deadline = $self.shared.limits.call_deadline;
+        let mut store = $self
+            .shared
+            .new_store(&$self.name, &$self.config, started + deadline);
+        let answer = tokio::time::timeout(deadline, async {
+            let $bindings = $self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Failure::Instantiate)?;
+            let $store = &mut store;
+            $call.await.map_err(Failure::Call)
+        })
+        .await;
+        $self.settle($function, started, &store, answer)
+    }};
 }
 
 impl Handler {
+    pub(crate) fn new(
+        name: Arc<str>,
+        info: HandlerInfo,
+        sha256: String,
+        path: PathBuf,
+        pre: SlotdHandlerPre<CallState>,
+        shared: Arc<Shared>,
+    ) -> Handler {
+        let config = Arc::new(shared.handlers.get(&*name).cloned().unwrap_or_default());
+        Handler {
+            info,
+            sha256,
+            path,
+            name,
+            config,
+            pre,
+            shared,
+        }
+    }
+
+    /// Switch to the identity `describe` declared: its name tags calls and selects its config.
+    pub(crate) fn with_info(mut self, info: HandlerInfo) -> Handler {
+        self.name = Arc::from(info.name.as_str());
+        self.config = Arc::new(
+            self.shared
+                .handlers
+                .get(&info.name)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        self.info = info;
+        self
+    }
+
+    /// Ask the component what it serves (done once, at load).
+    pub(crate) async fn describe(&self) -> Result<HandlerInfo, HandlerFault> {
+        let info = guest_call!(self, "describe", |b, store| b
+            .slotd_handler_handler()
+            .call_describe(store))?;
+        Ok(convert::info(info))
+    }
+
     /// Validate a payload and split it into units.
     pub async fn plan(
         &self,
-        _task_type: &str,
-        _payload: &str,
+        task_type: &str,
+        payload: &str,
     ) -> Result<Result<Vec<PlannedUnit>, PlanError>, HandlerFault> {
-        Err(HandlerFault::Instantiate("runtime not built yet".into()))
+        let answer = guest_call!(self, "plan", |b, store| b
+            .slotd_handler_handler()
+            .call_plan(store, task_type, payload))?;
+        Ok(answer
+            .map(|units| units.into_iter().map(convert::planned).collect())
+            .map_err(convert::plan_error))
     }
 
     /// Advance a batch of units of one pool.
     pub async fn tick(
         &self,
-        _ctx: &TickContext,
-        _batch: &[BatchUnit],
+        ctx: &TickContext,
+        batch: &[BatchUnit],
     ) -> Result<Vec<Change>, HandlerFault> {
-        Err(HandlerFault::Instantiate("runtime not built yet".into()))
+        let ctx = convert::context(ctx);
+        let batch = convert::batch(batch);
+        let answer = guest_call!(self, "tick", |b, store| b
+            .slotd_handler_handler()
+            .call_tick(store, &ctx, &batch))?;
+        let changes = self.guest_err("tick", answer)?;
+        Ok(changes.into_iter().map(convert::change).collect())
     }
 
     /// Say what to store for a succeeded unit.
-    pub async fn finalize(
-        &self,
-        _ctx: &TickContext,
-        _unit: &Unit,
-    ) -> Result<Finalized, HandlerFault> {
-        Err(HandlerFault::Instantiate("runtime not built yet".into()))
+    pub async fn finalize(&self, ctx: &TickContext, unit: &Unit) -> Result<Finalized, HandlerFault> {
+        let ctx = convert::context(ctx);
+        let unit = convert::unit(unit, false);
+        let answer = guest_call!(self, "finalize", |b, store| b
+            .slotd_handler_handler()
+            .call_finalize(store, &ctx, &unit))?;
+        Ok(convert::finalized(self.guest_err("finalize", answer)?))
     }
 
     /// Turn a provider webhook into changes.
     pub async fn on_callback(
         &self,
-        _headers: &[(String, String)],
-        _body: &[u8],
+        headers: &[(String, String)],
+        body: &[u8],
     ) -> Result<Vec<CallbackChange>, HandlerFault> {
-        Err(HandlerFault::Instantiate("runtime not built yet".into()))
+        let answer = guest_call!(self, "on_callback", |b, store| b
+            .slotd_handler_handler()
+            .call_on_callback(store, headers, body))?;
+        let changes = self.guest_err("on_callback", answer)?;
+        Ok(changes.into_iter().map(convert::callback_change).collect())
+    }
+
+    /// A guest `err` is a fault too: count it and hand it back.
+    fn guest_err<T>(&self, function: &'static str, answer: Result<T, String>) -> Result<T, HandlerFault> {
+        answer.map_err(|message| self.fault(function, HandlerFault::Error(message)))
+    }
+
+    fn fault(&self, function: &'static str, fault: HandlerFault) -> HandlerFault {
+        tracing::warn!(handler = %self.name, function, %fault, "handler call faulted");
+        metrics::counter!(
+            "slotd_handler_faults_total",
+            "handler" => self.name.to_string(),
+            "kind" => fault.kind(),
+        )
+        .increment(1);
+        fault
+    }
+
+    /// Log the guest's output, record the call, and classify how it ended.
+    fn settle<T>(
+        &self,
+        function: &'static str,
+        started: Instant,
+        store: &Store<CallState>,
+        answer: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
+    ) -> Result<T, HandlerFault> {
+        metrics::histogram!(
+            "slotd_handler_call_seconds",
+            "handler" => self.name.to_string(),
+            "function" => function,
+        )
+        .record(started.elapsed().as_secs_f64());
+        let state = store.data();
+        for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+            let (lines, dropped) = output.lines();
+            for line in lines {
+                tracing::info!(target: "slotd::guest", handler = %self.name, stream, "{line}");
+            }
+            if dropped > 0 {
+                tracing::warn!(handler = %self.name, stream, dropped, "guest output over the cap was dropped");
+            }
+        }
+        let deadline = self.shared.limits.call_deadline;
+        let fault = match answer {
+            Ok(Ok(value)) => return Ok(value),
+            Err(_elapsed) => HandlerFault::Deadline(deadline),
+            Ok(Err(Failure::Call(e) | Failure::Instantiate(e))) if e.is::<DeadlineHit>() => {
+                HandlerFault::Deadline(deadline)
+            }
+            Ok(Err(Failure::Instantiate(e))) => HandlerFault::Instantiate(format!("{e:#}")),
+            Ok(Err(Failure::Call(e))) => {
+                let mut message = format!("{e:#}");
+                let tail = state.stderr.tail(TRAP_STDERR_TAIL);
+                if !tail.is_empty() {
+                    message.push_str("; guest stderr: ");
+                    message.push_str(&tail);
+                }
+                HandlerFault::Trap(message)
+            }
+        };
+        Err(self.fault(function, fault))
     }
 }

@@ -139,23 +139,44 @@ impl HandlerFault {
     }
 }
 
+mod bindings;
+mod convert;
+mod engine;
 pub mod handler;
+mod host_impl;
+#[cfg(test)]
+mod kling_tests;
+mod load;
+mod output;
 pub mod registry;
+#[cfg(test)]
+mod tests;
 
+pub use engine::EPOCH_TICK;
 pub use handler::Handler;
 pub use registry::{LoadSummary, Registry, Snapshot};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::config::{HandlerConfig, RuntimeLimits};
+use parking_lot::Mutex;
 
-/// The engine and everything a handler call needs from the host.
-///
-/// STUB: the engine-backed implementation replaces this.
+use crate::config::{HandlerConfig, RuntimeLimits};
+use engine::{EpochTicker, Shared};
+
+/// The engine and everything a handler call needs from the host: one per process, shared by
+/// every loaded handler (each keeps an `Arc` of the pieces it needs, so a handler outlives a
+/// reload of its file).
 pub struct Runtime {
+    /// The sandbox limits every call runs under.
     pub limits: RuntimeLimits,
+    /// Each handler's `[handlers.<name>]` section.
     pub handlers: BTreeMap<String, HandlerConfig>,
+    shared: Arc<Shared>,
+    /// Compiled components by sha256 of the file: reloading an unchanged file skips compiling.
+    compiled: Mutex<HashMap<String, wasmtime::component::Component>>,
+    /// Stops when the runtime is dropped.
+    _ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -164,12 +185,15 @@ impl Runtime {
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
     ) -> anyhow::Result<Arc<Runtime>> {
-        Ok(Arc::new(Runtime { limits, handlers }))
-    }
-
-    /// Compile (off the async runtime), pre-instantiate and `describe` one component file.
-    pub async fn load_file(&self, path: &std::path::Path) -> anyhow::Result<Arc<Handler>> {
-        anyhow::bail!("loading handler {}: runtime not built yet", path.display())
+        let shared = Arc::new(Shared::new(limits.clone(), handlers.clone())?);
+        let ticker = EpochTicker::start(shared.engine.clone())?;
+        Ok(Arc::new(Runtime {
+            limits,
+            handlers,
+            shared,
+            compiled: Mutex::new(HashMap::new()),
+            _ticker: ticker,
+        }))
     }
 }
 

@@ -108,8 +108,55 @@ impl Registry {
         Some(gone)
     }
 
-    /// Load every `*.wasm` directly in `dir`; refusals are logged and reported, never fatal.
-    pub async fn load_dir(&self, _runtime: &Runtime, _dir: &Path) -> LoadSummary {
-        LoadSummary::default()
+    /// Load every `*.wasm` directly in `dir` (sorted by file name); refusals are logged with
+    /// `warn!` and reported, never fatal.
+    pub async fn load_dir(&self, runtime: &Runtime, dir: &Path) -> LoadSummary {
+        let mut summary = LoadSummary::default();
+        let files = match wasm_files(dir) {
+            Ok(files) => files,
+            Err(e) => {
+                let reason = format!("reading plugins directory {}: {e}", dir.display());
+                tracing::warn!(dir = %dir.display(), "{reason}");
+                summary.refused.push((dir.to_path_buf(), reason));
+                return summary;
+            }
+        };
+        for path in files {
+            let outcome = match runtime.load_file(&path).await {
+                Ok(handler) => {
+                    let name = handler.info.name.clone();
+                    let version = handler.info.version.clone();
+                    self.insert(handler)
+                        .map(|()| (name, version))
+                        .map_err(|e| format!("loading handler {}: {e}", path.display()))
+                }
+                Err(e) => Err(format!("{e:#}")),
+            };
+            match outcome {
+                Ok((name, version)) => {
+                    tracing::info!(path = %path.display(), handler = %name, %version, "handler loaded");
+                    summary.loaded.push((path, name, version));
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %path.display(), "handler refused: {reason}");
+                    metrics::counter!("slotd_handler_refusals_total").increment(1);
+                    summary.refused.push((path, reason));
+                }
+            }
+        }
+        summary
     }
+}
+
+/// The `*.wasm` files directly in `dir`, sorted.
+fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
 }

@@ -1,0 +1,155 @@
+//! Conversions between the generated WIT types and the host's Rust types, so nothing outside
+//! the runtime ever sees a generated type.
+
+use super::bindings::wit;
+use super::{
+    Artifact, BatchUnit, CallbackChange, Finalized, HandlerInfo, PlanError, PlannedUnit, PoolInfo,
+    StageInfo, TaskTypeInfo, TickContext,
+};
+use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus};
+
+pub(crate) fn status(s: UnitStatus) -> wit::UnitStatus {
+    match s {
+        UnitStatus::Pending => wit::UnitStatus::Pending,
+        UnitStatus::Submitted => wit::UnitStatus::Submitted,
+        UnitStatus::Succeeded => wit::UnitStatus::Succeeded,
+        UnitStatus::Finalizing => wit::UnitStatus::Finalizing,
+        UnitStatus::Completed => wit::UnitStatus::Completed,
+        UnitStatus::Failed => wit::UnitStatus::Failed,
+        UnitStatus::Cancelled => wit::UnitStatus::Cancelled,
+    }
+}
+
+pub(crate) fn unit(u: &Unit, in_doubt: bool) -> wit::Unit {
+    wit::Unit {
+        id: u.id.clone(),
+        task_id: u.task_id.clone(),
+        index: u.index,
+        task_type: u.task_type.clone(),
+        tenant: u.tenant.clone(),
+        stage: u.stage.clone(),
+        status: status(u.status),
+        spec: u.spec.clone(),
+        state: u.state.clone(),
+        provider_job_id: u.provider_job_id.clone(),
+        idempotency_key: u.idempotency_key(),
+        in_doubt,
+        polls: u.polls,
+        submitted_at_ms: u.submitted_at.and_then(|t| u64::try_from(t).ok()),
+        result: u.result.clone(),
+    }
+}
+
+pub(crate) fn batch(units: &[BatchUnit]) -> Vec<wit::Unit> {
+    units.iter().map(|b| unit(&b.unit, b.in_doubt)).collect()
+}
+
+pub(crate) fn context(ctx: &TickContext) -> wit::TickContext {
+    wit::TickContext {
+        pool: ctx.pool.clone(),
+        now_ms: ctx.now_ms,
+        callback_url: ctx.callback_url.clone(),
+    }
+}
+
+fn provider_error(e: wit::ProviderError) -> ProviderError {
+    ProviderError {
+        code: e.code,
+        message: e.message,
+    }
+}
+
+pub(crate) fn outcome(o: wit::Outcome) -> Outcome {
+    match o {
+        wit::Outcome::Accepted(job_id) => Outcome::Accepted { job_id },
+        wit::Outcome::Running(after_ms) => Outcome::Running { after_ms },
+        wit::Outcome::Succeeded(result) => Outcome::Succeeded { result },
+        wit::Outcome::NextStage(stage) => Outcome::NextStage { stage },
+        wit::Outcome::CapacityRejected(after_ms) => Outcome::CapacityRejected { after_ms },
+        wit::Outcome::RetryAfter(r) => Outcome::RetryAfter {
+            after_ms: r.after_ms,
+            error: provider_error(r.error),
+        },
+        wit::Outcome::Fail(e) => Outcome::Fail {
+            error: provider_error(e),
+        },
+    }
+}
+
+pub(crate) fn change(c: wit::Change) -> Change {
+    Change {
+        unit_id: c.unit_id,
+        outcome: outcome(c.outcome),
+        state: c.state,
+        cost: c.cost,
+    }
+}
+
+pub(crate) fn callback_change(c: wit::CallbackChange) -> CallbackChange {
+    CallbackChange {
+        provider_job_id: c.provider_job_id,
+        idempotency_key: c.idempotency_key,
+        outcome: outcome(c.outcome),
+        state: c.state,
+        cost: c.cost,
+    }
+}
+
+pub(crate) fn finalized(f: wit::Finalized) -> Finalized {
+    Finalized {
+        artifacts: f
+            .artifacts
+            .into_iter()
+            .map(|a| Artifact {
+                name: a.name,
+                url: a.url,
+                content_type: a.content_type,
+            })
+            .collect(),
+        result: f.result,
+    }
+}
+
+pub(crate) fn planned(p: wit::PlannedUnit) -> PlannedUnit {
+    PlannedUnit {
+        spec: p.spec,
+        state: p.state,
+    }
+}
+
+pub(crate) fn plan_error(e: wit::PlanError) -> PlanError {
+    PlanError {
+        field: e.field,
+        message: e.message,
+    }
+}
+
+pub(crate) fn info(i: wit::HandlerInfo) -> HandlerInfo {
+    HandlerInfo {
+        name: i.name,
+        version: i.version,
+        task_types: i
+            .task_types
+            .into_iter()
+            .map(|t| TaskTypeInfo {
+                name: t.name,
+                stages: t
+                    .stages
+                    .into_iter()
+                    .map(|s| StageInfo {
+                        name: s.name,
+                        pool: s.pool,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        pools: i
+            .pools
+            .into_iter()
+            .map(|p| PoolInfo {
+                name: p.name,
+                default_max_slots: p.default_max_slots,
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,176 @@
+//! The engine, its epoch ticker, and the per-call store: the one place where the sandbox
+//! budgets of SPEC section 8 are applied (memory cap, guest CPU via epochs, wall deadline).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::SlotdHandler;
+use super::output::GuestOutput;
+use crate::config::{HandlerConfig, RuntimeLimits};
+
+/// How often the epoch advances. Each tick is a point where a running guest yields to tokio
+/// and its deadline is checked, so this bounds how late a deadline is noticed.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Bytes of guest stdout/stderr kept per call and stream; the rest is dropped, not trapped.
+const OUTPUT_CAP: usize = 16 * 1024;
+
+/// What every handler call needs from the host, shared by the runtime and every loaded handler.
+pub(crate) struct Shared {
+    pub engine: Engine,
+    pub linker: Linker<CallState>,
+    pub limits: RuntimeLimits,
+    pub handlers: BTreeMap<String, HandlerConfig>,
+    /// One HTTP client for every handler: connection pools are reused across calls.
+    pub http: reqwest::Client,
+}
+
+impl Shared {
+    pub fn new(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+    ) -> anyhow::Result<Shared> {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config)
+            .map_err(anyhow::Error::from)
+            .context("creating the wasm engine")?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(anyhow::Error::from)
+            .context("adding WASI to the linker")?;
+        SlotdHandler::add_to_linker::<_, wasmtime::component::HasSelf<CallState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(anyhow::Error::from)
+        .context("adding the slotd imports to the linker")?;
+        let http = reqwest::Client::builder()
+            // A redirect could lead outside the allowlist: handlers see 3xx answers instead.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("building the handlers' HTTP client")?;
+        Ok(Shared {
+            engine,
+            linker,
+            limits,
+            handlers,
+            http,
+        })
+    }
+
+    /// A fresh store for one call of `handler`: memory cap, no preopens, env, args or sockets,
+    /// captured stdio, and an epoch callback that yields every tick and traps past `deadline`.
+    pub fn new_store(
+        self: &Arc<Self>,
+        handler: &Arc<str>,
+        config: &Arc<HandlerConfig>,
+        deadline: Instant,
+    ) -> Store<CallState> {
+        let stdout = GuestOutput::new(OUTPUT_CAP);
+        let stderr = GuestOutput::new(OUTPUT_CAP);
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let state = CallState {
+            handler: handler.clone(),
+            config: config.clone(),
+            shared: self.clone(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(self.limits.memory_bytes)
+                .instances(64)
+                .build(),
+            wasi,
+            table: ResourceTable::new(),
+            stdout,
+            stderr,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limits);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(wasmtime::Error::new(DeadlineHit))
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store
+    }
+}
+
+/// Raised by the epoch callback when a call runs past its wall deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("the call ran past its deadline")]
+pub(crate) struct DeadlineHit;
+
+/// The host state of one call: which handler it serves and what that handler may use.
+pub(crate) struct CallState {
+    /// The handler's name (tags logs and metrics; selects its config).
+    pub handler: Arc<str>,
+    /// This handler's own settings, secrets and allowlist; nothing else's.
+    pub config: Arc<HandlerConfig>,
+    pub shared: Arc<Shared>,
+    limits: StoreLimits,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub stdout: GuestOutput,
+    pub stderr: GuestOutput,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a small thread until dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub fn start(engine: Engine) -> anyhow::Result<EpochTicker> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("slotd-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .context("starting the epoch ticker thread")?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Loading one component file: read, hash, compile off the async runtime (cached by content
+//! hash), check it targets `slotd:handler@1.x`, pre-instantiate, `describe`, validate.
+//! Every error names the file.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow, bail};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::bindings::{ACCEPTED_MAJOR, HANDLER_INTERFACE, PACKAGE, SlotdHandlerPre};
+use super::{Handler, HandlerInfo, Runtime};
+
+impl Runtime {
+    /// Compile (off the async runtime), pre-instantiate and `describe` one component file.
+    pub async fn load_file(&self, path: &Path) -> anyhow::Result<Arc<Handler>> {
+        let shown = path.display().to_string();
+        self.load_inner(path)
+            .await
+            .with_context(|| format!("loading handler {shown}"))
+    }
+
+    async fn load_inner(&self, path: &Path) -> anyhow::Result<Arc<Handler>> {
+        let bytes = tokio::fs::read(path).await.context("reading the file")?;
+        check_header(&bytes)?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let component = self.compile(&sha256, bytes).await?;
+        check_contract(&self.shared.engine, &component)?;
+        let pre = self
+            .shared
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| anyhow!("{e:#}"))
+            .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
+        let pre = SlotdHandlerPre::new(pre)
+            .map_err(|e| anyhow!("{e:#}"))
+            .context("finding the handler exports")?;
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "handler".into());
+        let placeholder = HandlerInfo {
+            name: stem.clone(),
+            version: String::new(),
+            task_types: Vec::new(),
+            pools: Vec::new(),
+        };
+        let handler = Handler::new(
+            Arc::from(stem.as_str()),
+            placeholder,
+            sha256,
+            path.to_path_buf(),
+            pre,
+            self.shared.clone(),
+        );
+        let info = handler
+            .describe()
+            .await
+            .map_err(|fault| anyhow!("describe failed: {fault}"))?;
+        validate_info(&info).context("describe returned an invalid declaration")?;
+        Ok(Arc::new(handler.with_info(info)))
+    }
+
+    /// Compile in `spawn_blocking`; an unchanged file (same sha256) reuses the compiled code.
+    async fn compile(&self, sha256: &str, bytes: Vec<u8>) -> anyhow::Result<Component> {
+        if let Some(hit) = self.compiled.lock().get(sha256) {
+            return Ok(hit.clone());
+        }
+        let engine = self.shared.engine.clone();
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
+            .await
+            .context("the compile task did not finish")?
+            .map_err(|e| anyhow!("{e:#}"))
+            .context("not a valid WebAssembly component")?;
+        self.compiled
+            .lock()
+            .insert(sha256.to_string(), component.clone());
+        Ok(component)
+    }
+}
+
+/// Refuse non-wasm files and core modules early with a message saying what the file is.
+fn check_header(bytes: &[u8]) -> anyhow::Result<()> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        bail!("not a WebAssembly file (no \\0asm header); expected a component built for wasm32-wasip2");
+    }
+    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+    if bytes[6..8] == [0, 0] {
+        bail!(
+            "a core WebAssembly module, not a component; build the handler for wasm32-wasip2 \
+             against {PACKAGE}@{ACCEPTED_MAJOR}.x"
+        );
+    }
+    Ok(())
+}
+
+/// The major version in a name like `slotd:handler/handler@1.0.0`, if versioned.
+fn major(name: &str) -> Option<&str> {
+    name.split_once('@')
+        .map(|(_, v)| v.split('.').next().unwrap_or(v))
+}
+
+/// The component must export `slotd:handler/handler@1.x` and import nothing of another major.
+fn check_contract(engine: &Engine, component: &Component) -> anyhow::Result<()> {
+    let ty = component.component_type();
+    let accepted = format!("{HANDLER_INTERFACE}@{ACCEPTED_MAJOR}.x");
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    let prefix = format!("{HANDLER_INTERFACE}@");
+    let Some(export) = exports.iter().find(|n| n.starts_with(&prefix)) else {
+        bail!(
+            "the component does not export the handler interface: it exports [{}]; \
+             this host accepts {accepted}",
+            exports.join(", ")
+        );
+    };
+    if major(export) != Some(ACCEPTED_MAJOR) {
+        bail!(
+            "the component was built for {export}, an incompatible major version; \
+             this host accepts {accepted}"
+        );
+    }
+    let package_prefix = format!("{PACKAGE}/");
+    for (name, _) in ty.imports(engine) {
+        if name.starts_with(&package_prefix) && major(name) != Some(ACCEPTED_MAJOR) {
+            bail!(
+                "the component imports {name}, an incompatible version; this host provides \
+                 {PACKAGE}@{ACCEPTED_MAJOR}.x"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// What `describe` declared must be usable by the scheduler and the API.
+pub(crate) fn validate_info(info: &HandlerInfo) -> anyhow::Result<()> {
+    if !valid_name(&info.name) {
+        bail!("handler name {:?} must match [a-z0-9-]+", info.name);
+    }
+    if info.version.trim().is_empty() {
+        bail!("handler {:?} declares an empty version", info.name);
+    }
+    if info.task_types.is_empty() {
+        bail!("handler {:?} declares no task types", info.name);
+    }
+    let mut types = BTreeSet::new();
+    for t in &info.task_types {
+        if t.name.trim().is_empty() {
+            bail!("handler {:?} declares a task type with an empty name", info.name);
+        }
+        if !types.insert(t.name.as_str()) {
+            bail!("task type {:?} is declared twice", t.name);
+        }
+        if t.stages.is_empty() {
+            bail!("task type {:?} declares no stages", t.name);
+        }
+        let mut stages = BTreeSet::new();
+        for s in &t.stages {
+            if s.name.trim().is_empty() {
+                bail!("task type {:?} has a stage with an empty name", t.name);
+            }
+            if !stages.insert(s.name.as_str()) {
+                bail!("task type {:?} declares stage {:?} twice", t.name, s.name);
+            }
+            if s.pool.trim().is_empty() {
+                bail!("stage {:?} of task type {:?} names an empty pool", s.name, t.name);
+            }
+        }
+    }
+    for p in &info.pools {
+        if p.name.trim().is_empty() {
+            bail!("handler {:?} proposes a pool with an empty name", info.name);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{PoolInfo, StageInfo, TaskTypeInfo};
+
+    fn info() -> HandlerInfo {
+        HandlerInfo {
+            name: "kling-video".into(),
+            version: "1.0.0".into(),
+            task_types: vec![TaskTypeInfo {
+                name: "video".into(),
+                stages: vec![StageInfo {
+                    name: "main".into(),
+                    pool: "kling:video".into(),
+                }],
+            }],
+            pools: vec![PoolInfo {
+                name: "kling:video".into(),
+                default_max_slots: 18,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_sound_declaration_passes() {
+        assert!(validate_info(&info()).is_ok());
+    }
+
+    #[test]
+    fn bad_declarations_are_refused_with_the_reason() {
+        let mut i = info();
+        i.name = "Kling Video".into();
+        assert!(format!("{:#}", validate_info(&i).expect_err("refused")).contains("[a-z0-9-]+"));
+        let mut i = info();
+        i.version = " ".into();
+        assert!(validate_info(&i).is_err());
+        let mut i = info();
+        i.task_types.push(i.task_types[0].clone());
+        assert!(format!("{}", validate_info(&i).expect_err("refused")).contains("declared twice"));
+        let mut i = info();
+        i.task_types[0].stages.clear();
+        assert!(validate_info(&i).is_err());
+        let mut i = info();
+        let s = i.task_types[0].stages[0].clone();
+        i.task_types[0].stages.push(s);
+        assert!(format!("{}", validate_info(&i).expect_err("refused")).contains("twice"));
+        let mut i = info();
+        i.task_types[0].stages[0].pool = String::new();
+        assert!(validate_info(&i).is_err());
+    }
+
+    #[test]
+    fn headers_say_what_the_file_is() {
+        assert!(
+            check_header(b"hello world")
+                .expect_err("refused")
+                .to_string()
+                .contains("not a WebAssembly file")
+        );
+        let core = [0, b'a', b's', b'm', 1, 0, 0, 0];
+        assert!(check_header(&core).expect_err("refused").to_string().contains("core WebAssembly module"));
+        let component = [0, b'a', b's', b'm', 0x0d, 0, 1, 0];
+        assert!(check_header(&component).is_ok());
+    }
+
+    #[test]
+    fn majors_are_read_from_versioned_names() {
+        assert_eq!(major("slotd:handler/handler@1.0.0"), Some("1"));
+        assert_eq!(major("slotd:handler/handler@2.1.0"), Some("2"));
+        assert_eq!(major("slotd:handler/handler"), None);
+    }
+}

@@ -1,0 +1,233 @@
+//! Kling's envelope (`{"code", "message", "request_id", "data"}`) and what each answer means
+//! for a unit, following the error table of KLING_API.md. Success is `code == 0` on a 2xx,
+//! checked even on HTTP 200.
+
+use serde_json::Value;
+
+use crate::types::{HttpError, ProviderError, Response};
+
+/// Back-off hint after a 1303 (Kling's advice: start at ≥ 1 s, back off exponentially; the
+/// host grows it from there).
+pub const CAPACITY_RETRY_MS: u64 = 1_000;
+
+/// What a non-success answer means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// 1303: the account's concurrency is full; nothing was created. Not a failure.
+    Capacity,
+    /// 1302, 5000–5002, HTTP 5xx, timeouts, transport errors, malformed bodies: try again later.
+    Transient,
+    /// 1003/1004: the token is not yet valid or expired; re-sign once.
+    TokenTime,
+    /// 404 / 1203: no such task (or external id).
+    NotFound,
+    /// 400/1201 saying the `external_task_id` is already used: the job exists; adopt it.
+    Duplicate,
+    /// 400/1201 for any other parameter problem.
+    InvalidParameter,
+    /// Everything else: auth failures, account problems, policy and moderation refusals.
+    Permanent,
+}
+
+/// A classified refusal with the provider's code and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub class: Class,
+    pub error: ProviderError,
+}
+
+impl Problem {
+    fn new(class: Class, code: Option<&str>, message: impl Into<String>) -> Problem {
+        Problem {
+            class,
+            error: ProviderError::new(code, message),
+        }
+    }
+}
+
+/// Classify a transport failure.
+pub fn transport(e: &HttpError) -> Problem {
+    let class = match e {
+        HttpError::Timeout | HttpError::Transport(_) | HttpError::TooLarge(_) => Class::Transient,
+        HttpError::Denied(_) | HttpError::Invalid(_) => Class::Permanent,
+    };
+    Problem::new(class, Some("http"), e.to_string())
+}
+
+/// The `data` of a successful answer, or the classified problem.
+pub fn parse(response: &Response) -> Result<Value, Problem> {
+    let status = response.status;
+    let envelope: Value = match serde_json::from_slice(&response.body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            let class = match status {
+                404 => Class::NotFound,
+                401 | 403 => Class::Permanent,
+                _ => Class::Transient,
+            };
+            return Err(Problem::new(
+                class,
+                Some(&format!("http_{status}")),
+                format!(
+                    "malformed answer (HTTP {status}, {} bytes, not a JSON object)",
+                    response.body.len()
+                ),
+            ));
+        }
+    };
+    let code = match envelope.get("code") {
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => None,
+    };
+    let message = envelope
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if code == Some(0) && (200..300).contains(&status) {
+        return Ok(envelope.get("data").cloned().unwrap_or(Value::Null));
+    }
+    let Some(code) = code else {
+        return Err(Problem::new(
+            by_status(status),
+            Some(&format!("http_{status}")),
+            format!("HTTP {status} without a Kling code: {message}"),
+        ));
+    };
+    let class = by_code(code, &message).unwrap_or_else(|| by_status(status));
+    let message = if message.is_empty() {
+        format!("Kling code {code} (HTTP {status})")
+    } else {
+        message
+    };
+    Err(Problem::new(class, Some(&code.to_string()), message))
+}
+
+/// The classes the codes of KLING_API.md's error table belong to.
+fn by_code(code: i64, message: &str) -> Option<Class> {
+    Some(match code {
+        1303 => Class::Capacity,
+        1302 | 5000..=5002 => Class::Transient,
+        1003 | 1004 => Class::TokenTime,
+        1203 => Class::NotFound,
+        1201 if mentions_duplicate(message) => Class::Duplicate,
+        1201 => Class::InvalidParameter,
+        1000..=1002 | 1100..=1103 | 1200 | 1202 | 1300 | 1301 | 1304 => Class::Permanent,
+        _ => return None,
+    })
+}
+
+/// Codes outside the table fall back to the HTTP status.
+fn by_status(status: u16) -> Class {
+    match status {
+        429 | 500..=599 => Class::Transient,
+        404 => Class::NotFound,
+        _ => Class::Permanent,
+    }
+}
+
+/// Whether a 1201 message says the `external_task_id` is taken. Kling does not document the
+/// wording; this accepts the simulator's ("is already used") and the usual variants.
+pub fn mentions_duplicate(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("external_task_id")
+        && ["already", "duplicate", "exist", "repeat", "used"]
+            .iter()
+            .any(|w| m.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, body: &str) -> Result<Value, Problem> {
+        parse(&Response {
+            status,
+            body: body.as_bytes().to_vec(),
+        })
+    }
+
+    fn class(status: u16, code: i64, message: &str) -> Class {
+        let body =
+            serde_json::json!({"code": code, "message": message, "request_id": "r", "data": null});
+        match answer(status, &body.to_string()) {
+            Ok(_) => panic!("{status}/{code} classified as success"),
+            Err(p) => {
+                assert_eq!(p.error.code.as_deref(), Some(code.to_string().as_str()));
+                p.class
+            }
+        }
+    }
+
+    #[test]
+    fn success_needs_code_zero() {
+        assert_eq!(
+            answer(
+                200,
+                r#"{"code":0,"message":"SUCCEED","data":{"task_id":"1"}}"#
+            ),
+            Ok(serde_json::json!({"task_id":"1"}))
+        );
+        assert!(answer(200, r#"{"code":5000,"message":"x","data":null}"#).is_err());
+    }
+
+    #[test]
+    fn every_documented_code_has_its_class() {
+        use Class::*;
+        for (status, code, want) in [
+            (401, 1000, Permanent),
+            (401, 1001, Permanent),
+            (401, 1002, Permanent),
+            (401, 1003, TokenTime),
+            (401, 1004, TokenTime),
+            (429, 1100, Permanent),
+            (429, 1101, Permanent),
+            (429, 1102, Permanent),
+            (403, 1103, Permanent),
+            (400, 1200, Permanent),
+            (400, 1201, InvalidParameter),
+            (404, 1202, Permanent),
+            (404, 1203, NotFound),
+            (400, 1300, Permanent),
+            (400, 1301, Permanent),
+            (429, 1302, Transient),
+            (429, 1303, Capacity),
+            (429, 1304, Permanent),
+            (500, 5000, Transient),
+            (503, 5001, Transient),
+            (504, 5002, Transient),
+            (500, 9999, Transient),
+            (400, 9999, Permanent),
+        ] {
+            assert_eq!(class(status, code, "m"), want, "{status}/{code}");
+        }
+    }
+
+    #[test]
+    fn duplicates_are_recognised_by_message() {
+        let sim =
+            r#"external_task_id: "u-1-video-0" is already used by another task of this account"#;
+        assert_eq!(class(400, 1201, sim), Class::Duplicate);
+        assert_eq!(
+            class(400, 1201, "prompt: is required"),
+            Class::InvalidParameter
+        );
+    }
+
+    #[test]
+    fn malformed_bodies_and_transport_errors_are_transient() {
+        for body in ["", "{\"code\":0,\"mess", "[1,2]", "<html>"] {
+            assert_eq!(
+                answer(200, body).map_err(|p| p.class),
+                Err(Class::Transient)
+            );
+        }
+        assert_eq!(answer(404, "").map_err(|p| p.class), Err(Class::NotFound));
+        assert_eq!(transport(&HttpError::Timeout).class, Class::Transient);
+        assert_eq!(
+            transport(&HttpError::Denied("x".into())).class,
+            Class::Permanent
+        );
+    }
+}

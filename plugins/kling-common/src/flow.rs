@@ -1,0 +1,309 @@
+//! One tick of a Kling handler, as rounds of concurrent requests (one `send-batch` each):
+//!
+//! 1. units without a job id: `in-doubt` ones are first looked up by external id
+//!    (`GET {collection}/{idempotency-key}`); found → adopted, 404/1203 → submitted;
+//!    the others are submitted at once (`POST {collection}` with `external_task_id` and
+//!    `callback_url`);
+//! 2. a submit refused as a duplicate external id (or any 1201 on an in-doubt unit) is looked
+//!    up by external id and adopted, never resubmitted;
+//! 3. units with a job id are polled, several of one collection through its list endpoint
+//!    (see `list`), the rest by single queries.
+//!
+//! Lookups, submits and polls of the same round go out together, so a tick takes as many round
+//! trips as its longest chain (at most lookup → submit → lookup), not one per unit.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::answer::{CAPACITY_RETRY_MS, Class, Problem};
+use crate::client::{Call, Client};
+use crate::list::{ListState, Listing};
+use crate::task::{self, Success, TaskObject};
+use crate::types::{Change, Outcome, ProviderError, UnitRef};
+
+/// Rounds a tick may take: lookup → submit → lookup, or list pages → single queries.
+const MAX_ROUNDS: usize = 6;
+/// Units of one collection due together from which the list endpoint is used.
+pub const LIST_MIN_UNITS: usize = 2;
+
+/// One unit of the batch with what the flow needs to know about its provider job.
+pub struct Job<'u> {
+    pub unit: &'u UnitRef,
+    /// The collection path, e.g. `/v1/videos/text2video`.
+    pub collection: &'static str,
+    /// The create body without `external_task_id` and `callback_url`.
+    pub body: Value,
+    /// Shortest and longest expected duration in seconds (for poll hints).
+    pub expected_secs: (u64, u64),
+    /// Largest `pageSize` the collection's list accepts.
+    pub page_size_max: u32,
+}
+
+/// Per-call settings.
+pub struct Settings<'a> {
+    pub now_ms: u64,
+    pub callback_url: Option<&'a str>,
+    /// Multiplies poll hints (`expected_duration_scale` in the handler config).
+    pub hint_scale: f64,
+}
+
+/// Where one unit is in the tick.
+enum Step {
+    Lookup {
+        after_submit: Option<ProviderError>,
+    },
+    Submit,
+    Poll,
+    /// Waiting for its collection's list pages.
+    Listed,
+    Done(Change),
+}
+
+/// Run a tick over `jobs` and return one change per job.
+pub fn run(
+    client: &mut Client<'_>,
+    jobs: &[Job<'_>],
+    settings: &Settings<'_>,
+    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+) -> Vec<Change> {
+    let mut steps: Vec<Step> = jobs
+        .iter()
+        .map(|j| match (&j.unit.job_id, j.unit.in_doubt) {
+            (None, true) => Step::Lookup { after_submit: None },
+            (None, false) => Step::Submit,
+            (Some(_), _) => Step::Poll,
+        })
+        .collect();
+    let mut lists = plan_lists(jobs, &mut steps);
+    for _ in 0..MAX_ROUNDS {
+        let mut calls = Vec::new();
+        let mut owners = Vec::new();
+        for (i, (job, step)) in jobs.iter().zip(&steps).enumerate() {
+            let call = match step {
+                Step::Lookup { .. } => Call::Get(format!(
+                    "{}/{}",
+                    job.collection,
+                    path_segment(&job.unit.idempotency_key)
+                )),
+                Step::Submit => Call::Post(job.collection.to_string(), create_body(job, settings)),
+                Step::Poll => Call::Get(format!(
+                    "{}/{}",
+                    job.collection,
+                    path_segment(job.unit.job_id.as_deref().unwrap_or_default())
+                )),
+                Step::Listed | Step::Done(_) => continue,
+            };
+            calls.push(call);
+            owners.push(Owner::Unit(i));
+        }
+        for (collection, list) in &lists {
+            if let Some(call) = list.call(collection) {
+                calls.push(call);
+                owners.push(Owner::List(collection));
+            }
+        }
+        if calls.is_empty() {
+            break;
+        }
+        let answers = client.round(&calls);
+        let mut list_answers = Vec::new();
+        for (owner, answer) in owners.into_iter().zip(answers) {
+            match owner {
+                Owner::Unit(i) => {
+                    let next = advance(&jobs[i], &steps[i], answer, settings, success);
+                    steps[i] = next;
+                }
+                Owner::List(collection) => list_answers.push((collection, answer)),
+            }
+        }
+        for (collection, answer) in list_answers {
+            let Some(list) = lists.get_mut(collection) else {
+                continue;
+            };
+            let Listing { found, give_up } = list.absorb(answer, jobs);
+            for (i, task) in found {
+                steps[i] = Step::Done(task_change(&jobs[i], &task, settings, success));
+            }
+            for i in give_up {
+                steps[i] = Step::Poll;
+            }
+        }
+    }
+    jobs.iter()
+        .zip(steps)
+        .map(|(job, step)| match step {
+            Step::Done(change) => change,
+            // Out of rounds (cannot happen with the chains above): try again next tick.
+            _ => unit_change(
+                job.unit,
+                Outcome::RetryAfter {
+                    after_ms: None,
+                    error: ProviderError::new(None, "the tick ran out of request rounds"),
+                },
+            ),
+        })
+        .collect()
+}
+
+/// Who asked for a call of a round.
+enum Owner {
+    Unit(usize),
+    List(&'static str),
+}
+
+/// Units with a job id in collections with several of them wait for list pages.
+fn plan_lists(jobs: &[Job<'_>], steps: &mut [Step]) -> BTreeMap<&'static str, ListState> {
+    let mut groups: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+    for (i, (job, step)) in jobs.iter().zip(steps.iter()).enumerate() {
+        if matches!(step, Step::Poll) {
+            groups.entry(job.collection).or_default().push(i);
+        }
+    }
+    let mut lists = BTreeMap::new();
+    for (collection, members) in groups {
+        if members.len() < LIST_MIN_UNITS {
+            continue;
+        }
+        for &i in &members {
+            steps[i] = Step::Listed;
+        }
+        let page_size_max = jobs[members[0]].page_size_max;
+        lists.insert(collection, ListState::new(members, page_size_max));
+    }
+    lists
+}
+
+fn create_body(job: &Job<'_>, settings: &Settings<'_>) -> Value {
+    let mut body = job.body.clone();
+    if let Value::Object(map) = &mut body {
+        map.insert(
+            "external_task_id".into(),
+            Value::String(job.unit.idempotency_key.clone()),
+        );
+        if let Some(url) = settings.callback_url {
+            map.insert("callback_url".into(), Value::String(url.to_string()));
+        }
+    }
+    body
+}
+
+/// The next step of a unit after the answer to its call.
+fn advance(
+    job: &Job<'_>,
+    step: &Step,
+    answer: Result<Value, Problem>,
+    settings: &Settings<'_>,
+    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+) -> Step {
+    let unit = job.unit;
+    let found = |data: Value| match TaskObject::parse(&data) {
+        Ok(task) => Step::Done(task_change(job, &task, settings, success)),
+        Err(e) => Step::Done(retry(unit, ProviderError::new(Some("malformed"), e))),
+    };
+    match (step, answer) {
+        (Step::Lookup { .. }, Ok(data)) | (Step::Poll, Ok(data)) => found(data),
+        (Step::Lookup { after_submit: None }, Err(p)) if p.class == Class::NotFound => Step::Submit,
+        (
+            Step::Lookup {
+                after_submit: Some(e),
+            },
+            Err(p),
+        ) if p.class == Class::NotFound => {
+            let message = format!(
+                "create refused ({}) but no task has external_task_id {}",
+                e.message, unit.idempotency_key
+            );
+            Step::Done(retry(unit, ProviderError::new(e.code.as_deref(), message)))
+        }
+        (Step::Submit, Ok(data)) => match task::text(data.get("task_id")) {
+            Some(id) => Step::Done(unit_change(unit, Outcome::Accepted(id))),
+            // Created or not, the unit stays submitted and is looked up next tick.
+            None => Step::Done(retry(
+                unit,
+                ProviderError::new(Some("malformed"), "create answer has no data.task_id"),
+            )),
+        },
+        (Step::Submit, Err(p))
+            if p.class == Class::Duplicate
+                || (unit.in_doubt && p.class == Class::InvalidParameter) =>
+        {
+            Step::Lookup {
+                after_submit: Some(p.error),
+            }
+        }
+        (Step::Submit, Err(p)) => Step::Done(problem_change(unit, p, true)),
+        (_, Err(p)) => Step::Done(problem_change(unit, p, false)),
+        (Step::Listed | Step::Done(_), Ok(_)) => Step::Done(retry(
+            unit,
+            ProviderError::new(None, "unexpected answer for a unit with no request"),
+        )),
+    }
+}
+
+fn task_change(
+    job: &Job<'_>,
+    task: &TaskObject,
+    settings: &Settings<'_>,
+    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+) -> Change {
+    let hint = task::running_hint(
+        job.unit,
+        settings.now_ms,
+        job.expected_secs,
+        settings.hint_scale,
+    );
+    task::change_for(job.unit, task, hint, success)
+}
+
+/// A refusal turned into an outcome. On a submit, 1303 is `capacity-rejected`; a poll or
+/// lookup that cannot find its task is retried (the budget decides), not failed at once.
+fn problem_change(unit: &UnitRef, p: Problem, submit: bool) -> Change {
+    let outcome = match p.class {
+        Class::Capacity if submit && unit.job_id.is_none() => {
+            Outcome::CapacityRejected(Some(CAPACITY_RETRY_MS))
+        }
+        Class::Capacity | Class::Transient | Class::TokenTime => Outcome::RetryAfter {
+            after_ms: None,
+            error: p.error,
+        },
+        Class::NotFound if !submit => Outcome::RetryAfter {
+            after_ms: None,
+            error: p.error,
+        },
+        _ => Outcome::Fail(p.error),
+    };
+    unit_change(unit, outcome)
+}
+
+fn retry(unit: &UnitRef, error: ProviderError) -> Change {
+    unit_change(
+        unit,
+        Outcome::RetryAfter {
+            after_ms: None,
+            error,
+        },
+    )
+}
+
+fn unit_change(unit: &UnitRef, outcome: Outcome) -> Change {
+    Change {
+        unit_id: unit.id.clone(),
+        outcome,
+        state: None,
+        cost: None,
+    }
+}
+
+/// Percent-encode a path segment (ids are normally URL-safe already).
+pub fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,197 @@
+//! The tick flow against a scripted provider: which requests go out, in which rounds, and
+//! what each answer becomes.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use serde_json::json;
+
+use crate::client::Client;
+use crate::flow::{self, Job, Settings};
+use crate::testing::{FakeHost, kling};
+use crate::types::{Change, Outcome, UnitRef};
+use crate::video;
+
+fn unit(id: &str, job_id: Option<&str>, in_doubt: bool) -> UnitRef {
+    UnitRef {
+        id: id.into(),
+        stage: "video".into(),
+        spec: json!({"prompt": "p", "model_name": "kling-v1"}).to_string(),
+        state: "{}".into(),
+        job_id: job_id.map(String::from),
+        idempotency_key: format!("{id}-video-0"),
+        in_doubt,
+        submitted_at_ms: Some(1_781_080_790_000),
+        result: None,
+    }
+}
+
+fn run(host: &FakeHost, units: &[UnitRef]) -> Vec<Change> {
+    let mut client =
+        Client::new(host, "kling-video", host.now_ms).unwrap_or_else(|e| panic!("{e}"));
+    let jobs: Vec<Job<'_>> = units
+        .iter()
+        .map(|u| Job {
+            unit: u,
+            collection: video::TEXT2VIDEO,
+            body: json!({"prompt": "p"}),
+            expected_secs: (30, 120),
+            page_size_max: video::PAGE_SIZE_MAX,
+        })
+        .collect();
+    let settings = Settings {
+        now_ms: host.now_ms,
+        callback_url: Some("https://slotd.example/v1/callbacks/kling-video"),
+        hint_scale: 1.0,
+    };
+    flow::run(&mut client, &jobs, &settings, &|_, t| video::success(t))
+}
+
+fn task(id: &str, status: &str) -> serde_json::Value {
+    json!({"task_id": id, "task_status": status, "created_at": 1_781_080_790_000i64,
+           "task_info": {"external_task_id": format!("k-{id}")}})
+}
+
+#[test]
+fn submits_carry_the_key_and_callback_and_go_out_in_one_batch() {
+    let host = FakeHost::kling(|r| {
+        let body: serde_json::Value =
+            serde_json::from_slice(r.body.as_deref().unwrap_or_default()).unwrap_or_default();
+        let key = body["external_task_id"].as_str().unwrap_or_default();
+        kling(
+            200,
+            0,
+            "SUCCEED",
+            json!({"task_id": format!("job-{key}"), "task_status": "submitted"}),
+        )
+    });
+    let changes = run(&host, &[unit("a", None, false), unit("b", None, false)]);
+    assert_eq!(
+        changes[0].outcome,
+        Outcome::Accepted("job-a-video-0".into())
+    );
+    assert_eq!(
+        changes[1].outcome,
+        Outcome::Accepted("job-b-video-0".into())
+    );
+    let batches = host.batches.borrow();
+    assert_eq!(batches.len(), 1, "one round");
+    let r = &batches[0][0];
+    assert_eq!(
+        (r.method, r.url.as_str()),
+        ("POST", "http://kling.test/v1/videos/text2video")
+    );
+    let body: serde_json::Value =
+        serde_json::from_slice(r.body.as_deref().unwrap_or_default()).unwrap_or_default();
+    assert_eq!(
+        body["callback_url"],
+        "https://slotd.example/v1/callbacks/kling-video"
+    );
+    assert!(
+        r.headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v.starts_with("Bearer "))
+    );
+}
+
+#[test]
+fn an_expired_token_is_re_signed_once_then_retried_later() {
+    let calls = Rc::new(Cell::new(0));
+    let seen = calls.clone();
+    let host = FakeHost::kling(move |_| {
+        seen.set(seen.get() + 1);
+        if seen.get() == 1 {
+            kling(401, 1004, "Authorization token has expired", json!(null))
+        } else {
+            kling(200, 0, "SUCCEED", task("7", "processing"))
+        }
+    });
+    let changes = run(&host, &[unit("a", Some("7"), false)]);
+    assert_eq!(calls.get(), 2, "resent once in the same call");
+    assert!(matches!(changes[0].outcome, Outcome::Running(Some(_))));
+
+    let always = FakeHost::kling(|_| kling(401, 1003, "not yet valid", json!(null)));
+    let changes = run(&always, &[unit("a", Some("7"), false)]);
+    assert_eq!(always.requests().len(), 2, "one re-sign only");
+    assert!(matches!(changes[0].outcome, Outcome::RetryAfter { .. }));
+}
+
+#[test]
+fn duplicates_are_looked_up_and_adopted() {
+    let host = FakeHost::kling(|r| match r.method {
+        "POST" => kling(
+            400,
+            1201,
+            "external_task_id: \"a-video-0\" is already used",
+            json!(null),
+        ),
+        _ => kling(200, 0, "SUCCEED", task("42", "processing")),
+    });
+    let changes = run(&host, &[unit("a", None, false)]);
+    assert_eq!(changes[0].outcome, Outcome::Accepted("42".into()));
+    let urls: Vec<String> = host.requests().iter().map(|r| r.url.clone()).collect();
+    assert_eq!(urls[1], "http://kling.test/v1/videos/text2video/a-video-0");
+}
+
+#[test]
+fn in_doubt_units_not_found_are_submitted_and_other_codes_classified() {
+    let host = FakeHost::kling(|r| match (r.method, r.url.as_str()) {
+        ("GET", _) => kling(404, 1203, "no such task", json!(null)),
+        (_, _) => kling(
+            429,
+            1303,
+            "parallel task over resource pack limit",
+            json!(null),
+        ),
+    });
+    let changes = run(&host, &[unit("a", None, true)]);
+    assert_eq!(changes[0].outcome, Outcome::CapacityRejected(Some(1_000)));
+    assert_eq!(
+        host.batches.borrow().len(),
+        2,
+        "lookup round, then submit round"
+    );
+
+    let refused = FakeHost::kling(|_| kling(400, 1301, "content moderation", json!(null)));
+    let changes = run(&refused, &[unit("a", None, false)]);
+    match &changes[0].outcome {
+        Outcome::Fail(e) => assert_eq!(e.code.as_deref(), Some("1301")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn several_due_units_share_a_list_page_and_the_missing_fall_back_to_single_queries() {
+    let host = FakeHost::kling(|r| {
+        if r.url.contains("pageNum=1") {
+            // Newest first, not full: "3" is not on it.
+            kling(
+                200,
+                0,
+                "SUCCEED",
+                json!([task("2", "processing"), task("1", "failed")]),
+            )
+        } else {
+            kling(200, 0, "SUCCEED", task("3", "processing"))
+        }
+    });
+    let units = [
+        unit("a", Some("1"), false),
+        unit("b", Some("2"), false),
+        unit("c", Some("3"), false),
+    ];
+    let changes = run(&host, &units);
+    assert!(
+        matches!(&changes[0].outcome, Outcome::Fail(e) if e.code.as_deref() == Some("task_failed"))
+    );
+    assert!(matches!(changes[1].outcome, Outcome::Running(Some(_))));
+    assert!(matches!(changes[2].outcome, Outcome::Running(Some(_))));
+    let urls: Vec<String> = host.requests().iter().map(|r| r.url.clone()).collect();
+    assert_eq!(
+        urls,
+        [
+            "http://kling.test/v1/videos/text2video?pageNum=1&pageSize=50",
+            "http://kling.test/v1/videos/text2video/3",
+        ]
+    );
+}
