@@ -69,13 +69,13 @@ impl Registry {
         let old = self.current.load_full();
         let name = handler.info.name.clone();
         for t in &handler.info.task_types {
-            if let Some(other) = old.by_type.get(&t.name) {
-                if *other != name {
-                    return Err(format!(
-                        "task type {:?} is already served by handler {other:?}",
-                        t.name
-                    ));
-                }
+            if let Some(other) = old.by_type.get(&t.name)
+                && *other != name
+            {
+                return Err(format!(
+                    "task type {:?} is already served by handler {other:?}",
+                    t.name
+                ));
             }
         }
         let mut by_name = old.by_name.clone();

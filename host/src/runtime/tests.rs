@@ -478,7 +478,7 @@ async fn registry_loads_a_directory_and_refuses_conflicts() {
         .expect("loads again");
     let mut info = copy.info.clone();
     info.name = "impostor".into();
-    let copy = Arc::try_unwrap(copy).ok().expect("sole owner");
+    let copy = Arc::try_unwrap(copy).expect("sole owner");
     let err = registry
         .insert(Arc::new(copy.with_info(info)))
         .expect_err("conflict refused");
