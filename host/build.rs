@@ -69,13 +69,22 @@ fn run() -> Result<(), String> {
     let wit = repo.join("wit");
 
     println!("cargo:rerun-if-changed={}", wit.display());
-    println!("cargo:rerun-if-changed={}", plugins.join("Cargo.toml").display());
-    println!("cargo:rerun-if-changed={}", plugins.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        plugins.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        plugins.join("Cargo.lock").display()
+    );
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
     for member in members(&plugins)? {
         // Directories are scanned recursively; `plugins/` itself is not watched because built
         // components are copied into it.
-        println!("cargo:rerun-if-changed={}", member.join("Cargo.toml").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            member.join("Cargo.toml").display()
+        );
         println!("cargo:rerun-if-changed={}", member.join("src").display());
     }
 
@@ -120,9 +129,8 @@ fn run() -> Result<(), String> {
     for (stem, installed) in INSTALL {
         let from = built.join(format!("{stem}.wasm"));
         let to = plugins.join(installed);
-        fs::copy(&from, &to).map_err(|e| {
-            format!("copying {} to {}: {e}", from.display(), to.display())
-        })?;
+        fs::copy(&from, &to)
+            .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))?;
     }
     println!("cargo:rustc-env=SLOTD_BUILT_PLUGINS={}", built.display());
     Ok(())

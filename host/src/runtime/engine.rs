@@ -31,6 +31,9 @@ pub(crate) struct Shared {
     pub handlers: BTreeMap<String, HandlerConfig>,
     /// One HTTP client for every handler: connection pools are reused across calls.
     pub http: reqwest::Client,
+    /// Lives as long as anything can still call a handler (a `Handler` keeps `Shared`, and
+    /// may outlive the `Runtime` that loaded it); without it deadlines would never fire.
+    _ticker: EpochTicker,
 }
 
 impl Shared {
@@ -59,7 +62,9 @@ impl Shared {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .context("building the handlers' HTTP client")?;
+        let ticker = EpochTicker::start(engine.clone())?;
         Ok(Shared {
+            _ticker: ticker,
             engine,
             linker,
             limits,

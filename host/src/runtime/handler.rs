@@ -40,6 +40,17 @@ pub struct Handler {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handler")
+            .field("name", &self.info.name)
+            .field("version", &self.info.version)
+            .field("sha256", &self.sha256)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where a call failed before the guest's own answer.
 enum Failure {
     Instantiate(wasmtime::Error),
@@ -142,7 +153,11 @@ impl Handler {
     }
 
     /// Say what to store for a succeeded unit.
-    pub async fn finalize(&self, ctx: &TickContext, unit: &Unit) -> Result<Finalized, HandlerFault> {
+    pub async fn finalize(
+        &self,
+        ctx: &TickContext,
+        unit: &Unit,
+    ) -> Result<Finalized, HandlerFault> {
         let ctx = convert::context(ctx);
         let unit = convert::unit(unit, false);
         let answer = guest_call!(self, "finalize", |b, store| b
@@ -165,7 +180,11 @@ impl Handler {
     }
 
     /// A guest `err` is a fault too: count it and hand it back.
-    fn guest_err<T>(&self, function: &'static str, answer: Result<T, String>) -> Result<T, HandlerFault> {
+    fn guest_err<T>(
+        &self,
+        function: &'static str,
+        answer: Result<T, String>,
+    ) -> Result<T, HandlerFault> {
         answer.map_err(|message| self.fault(function, HandlerFault::Error(message)))
     }
 

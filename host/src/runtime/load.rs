@@ -85,7 +85,9 @@ impl Runtime {
 /// Refuse non-wasm files and core modules early with a message saying what the file is.
 fn check_header(bytes: &[u8]) -> anyhow::Result<()> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-        bail!("not a WebAssembly file (no \\0asm header); expected a component built for wasm32-wasip2");
+        bail!(
+            "not a WebAssembly file (no \\0asm header); expected a component built for wasm32-wasip2"
+        );
     }
     // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
     if bytes[6..8] == [0, 0] {
@@ -155,7 +157,10 @@ pub(crate) fn validate_info(info: &HandlerInfo) -> anyhow::Result<()> {
     let mut types = BTreeSet::new();
     for t in &info.task_types {
         if t.name.trim().is_empty() {
-            bail!("handler {:?} declares a task type with an empty name", info.name);
+            bail!(
+                "handler {:?} declares a task type with an empty name",
+                info.name
+            );
         }
         if !types.insert(t.name.as_str()) {
             bail!("task type {:?} is declared twice", t.name);
@@ -172,7 +177,11 @@ pub(crate) fn validate_info(info: &HandlerInfo) -> anyhow::Result<()> {
                 bail!("task type {:?} declares stage {:?} twice", t.name, s.name);
             }
             if s.pool.trim().is_empty() {
-                bail!("stage {:?} of task type {:?} names an empty pool", s.name, t.name);
+                bail!(
+                    "stage {:?} of task type {:?} names an empty pool",
+                    s.name,
+                    t.name
+                );
             }
         }
     }
@@ -244,7 +253,12 @@ mod tests {
                 .contains("not a WebAssembly file")
         );
         let core = [0, b'a', b's', b'm', 1, 0, 0, 0];
-        assert!(check_header(&core).expect_err("refused").to_string().contains("core WebAssembly module"));
+        assert!(
+            check_header(&core)
+                .expect_err("refused")
+                .to_string()
+                .contains("core WebAssembly module")
+        );
         let component = [0, b'a', b's', b'm', 0x0d, 0, 1, 0];
         assert!(check_header(&component).is_ok());
     }

@@ -162,7 +162,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::config::{HandlerConfig, RuntimeLimits};
-use engine::{EpochTicker, Shared};
+use engine::Shared;
 
 /// The engine and everything a handler call needs from the host: one per process, shared by
 /// every loaded handler (each keeps an `Arc` of the pieces it needs, so a handler outlives a
@@ -175,8 +175,6 @@ pub struct Runtime {
     shared: Arc<Shared>,
     /// Compiled components by sha256 of the file: reloading an unchanged file skips compiling.
     compiled: Mutex<HashMap<String, wasmtime::component::Component>>,
-    /// Stops when the runtime is dropped.
-    _ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -186,13 +184,11 @@ impl Runtime {
         handlers: BTreeMap<String, HandlerConfig>,
     ) -> anyhow::Result<Arc<Runtime>> {
         let shared = Arc::new(Shared::new(limits.clone(), handlers.clone())?);
-        let ticker = EpochTicker::start(shared.engine.clone())?;
         Ok(Arc::new(Runtime {
             limits,
             handlers,
             shared,
             compiled: Mutex::new(HashMap::new()),
-            _ticker: ticker,
         }))
     }
 }

@@ -63,7 +63,9 @@ impl GuestOutput {
     pub fn tail(&self, max: usize) -> String {
         let c = self.inner.lock();
         let start = c.bytes.len().saturating_sub(max);
-        String::from_utf8_lossy(&c.bytes[start..]).trim().to_string()
+        String::from_utf8_lossy(&c.bytes[start..])
+            .trim()
+            .to_string()
     }
 }
 

@@ -185,7 +185,10 @@ mod tests {
     #[test]
     fn allowlist_matches_host_or_host_and_port() {
         assert!(allowed(&["api.example.com"], "https://api.example.com/x"));
-        assert!(allowed(&["API.example.com"], "https://api.example.com:8443/x"));
+        assert!(allowed(
+            &["API.example.com"],
+            "https://api.example.com:8443/x"
+        ));
         assert!(allowed(&["127.0.0.1:9000"], "http://127.0.0.1:9000/jobs"));
         assert!(!allowed(&["127.0.0.1:9000"], "http://127.0.0.1:9001/jobs"));
         assert!(allowed(&["example.com:443"], "https://example.com/"));
