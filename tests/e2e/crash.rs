@@ -106,7 +106,7 @@ async fn killed_mid_run_resumes_without_double_submission() {
     }
 
     // Kill it three times while work is in flight, each time after more progress.
-    for round in 1..=3u64 {
+    for round in 1..=3u32 {
         let target = round * 7;
         eventually(Duration::from_secs(60), "provider progress", async || {
             (stub.stats().creates >= target).then_some(())
@@ -221,30 +221,49 @@ allowed_hosts = ["{host}"]
     wait_healthy(&client, &base).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let r = client.post(format!("{base}/v1/tasks/video")).json(&json!({"payload": video_payload(20)})).send().await.expect("submit");
+        let r = client
+            .post(format!("{base}/v1/tasks/video"))
+            .json(&json!({"payload": video_payload(20)}))
+            .send()
+            .await
+            .expect("submit");
         assert_eq!(r.status(), 202);
         let v: Value = r.json().await.expect("json");
         ids.push(v["task_id"].as_str().expect("id").to_string());
     }
     for round in 1..=3u64 {
         let target = round * 12;
-        eventually(Duration::from_secs(60), "provider progress", async || (sim.stats().creates >= target).then_some(())).await;
+        eventually(Duration::from_secs(60), "provider progress", async || {
+            (sim.stats().creates >= target).then_some(())
+        })
+        .await;
         child.kill().expect("SIGKILL slotd");
         child.wait().expect("reap");
         child = spawn(&config, &log);
         wait_healthy(&client, &base).await;
     }
-    let views = eventually(Duration::from_secs(120), "every task completed after the crashes", async || {
-        let mut out = Vec::new();
-        for id in &ids {
-            let v: Value = client.get(format!("{base}/v1/tasks/{id}")).send().await.ok()?.json().await.ok()?;
-            if v["status"] != "completed" {
-                return None;
+    let views = eventually(
+        Duration::from_secs(120),
+        "every task completed after the crashes",
+        async || {
+            let mut out = Vec::new();
+            for id in &ids {
+                let v: Value = client
+                    .get(format!("{base}/v1/tasks/{id}"))
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                if v["status"] != "completed" {
+                    return None;
+                }
+                out.push(v);
             }
-            out.push(v);
-        }
-        Some(out)
-    })
+            Some(out)
+        },
+    )
     .await;
     for v in &views {
         for r in v["results"].as_array().expect("results") {
@@ -254,10 +273,17 @@ allowed_hosts = ["{host}"]
     }
     let stats = sim.stats();
     assert_eq!(stats.creates, 60, "every shot created once");
-    assert!(stats.creates_by_external_id.values().all(|&n| n == 1), "an external_task_id was created twice: {:?}", stats.creates_by_external_id);
+    assert!(
+        stats.creates_by_external_id.values().all(|&n| n == 1),
+        "an external_task_id was created twice: {:?}",
+        stats.creates_by_external_id
+    );
     assert!(stats.max_running <= 18);
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(!log_text.contains("panicked"), "slotd panicked:\n{log_text}");
+    assert!(
+        !log_text.contains("panicked"),
+        "slotd panicked:\n{log_text}"
+    );
     child.kill().ok();
     child.wait().ok();
 }

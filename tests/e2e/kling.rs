@@ -18,7 +18,8 @@ pub fn kling_plugins(dir: &Path) -> std::path::PathBuf {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     for name in ["kling-video", "kling-avatar"] {
-        std::fs::copy(built_plugin(name), plugins.join(format!("{name}.wasm"))).expect("copy handler");
+        std::fs::copy(built_plugin(name), plugins.join(format!("{name}.wasm")))
+            .expect("copy handler");
     }
     plugins
 }
@@ -30,11 +31,18 @@ pub fn kling_config(dir: &Path, sim: &SimHandle, video_slots: u32) -> Config {
     c.object_store = format!("file://{}", dir.join("objects").display());
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * TIME_SCALE));
     c.scheduler.min_rest = Duration::from_millis(2);
-    c.pools.insert("kling:video".into(), PoolConfig { max_slots: video_slots });
-    c.pools.insert("kling:avatar".into(), PoolConfig { max_slots: 2 });
+    c.pools.insert(
+        "kling:video".into(),
+        PoolConfig {
+            max_slots: video_slots,
+        },
+    );
+    c.pools
+        .insert("kling:avatar".into(), PoolConfig { max_slots: 2 });
     for name in ["kling-video", "kling-avatar"] {
         let mut h = HandlerConfig::default();
-        h.settings.insert("base_url".into(), sim.base_url().to_string());
+        h.settings
+            .insert("base_url".into(), sim.base_url().to_string());
         h.settings.insert("access_key".into(), "AK".into());
         h.secrets.insert("secret_key".into(), Secret::new("SK"));
         h.allowed_hosts.push(sim.addr().to_string());
@@ -56,7 +64,9 @@ pub fn sim_options(seed: u64) -> SimOptions {
 }
 
 pub fn video_payload(shots: usize) -> Value {
-    let shots: Vec<Value> = (0..shots).map(|i| json!({"prompt": format!("shot {i}: a cat walks on a wall")})).collect();
+    let shots: Vec<Value> = (0..shots)
+        .map(|i| json!({"prompt": format!("shot {i}: a cat walks on a wall")}))
+        .collect();
     json!({"model_name": "kling-v1-6", "mode": "std", "duration": "5", "aspect_ratio": "16:9", "shots": shots})
 }
 
@@ -75,24 +85,52 @@ impl Run {
     pub async fn start(opts: SimOptions, video_slots: u32, callbacks: bool) -> Run {
         let dir = tempfile::TempDir::new().expect("tmp");
         let sim = slotd::sim::start(opts).await.expect("simulator");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let mut config = kling_config(dir.path(), &sim, video_slots);
         if callbacks {
             config.public_url = Some(format!("http://{addr}"));
         }
-        let services = slotd::app::build_with_clock(config, system_clock()).await.expect("build");
-        assert!(services.registry.for_type("video").is_some(), "kling-video must load");
-        assert!(services.registry.for_type("avatar_clone").is_some(), "kling-avatar must load");
+        let services = slotd::app::build_with_clock(config, system_clock())
+            .await
+            .expect("build");
+        assert!(
+            services.registry.for_type("video").is_some(),
+            "kling-video must load"
+        );
+        assert!(
+            services.registry.for_type("avatar_clone").is_some(),
+            "kling-avatar must load"
+        );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(slotd::run_with(services.clone(), Some(listener), async move {
-            rx.await.ok();
-        }));
-        Run { base: format!("http://{addr}"), client: reqwest::Client::new(), sim, services, stop: Some(tx), server: Some(server), dir }
+        let server = tokio::spawn(slotd::run_with(
+            services.clone(),
+            Some(listener),
+            async move {
+                rx.await.ok();
+            },
+        ));
+        Run {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            sim,
+            services,
+            stop: Some(tx),
+            server: Some(server),
+            dir,
+        }
     }
 
     pub async fn submit(&self, ty: &str, payload: Value) -> String {
-        let r = self.client.post(format!("{}/v1/tasks/{ty}", self.base)).json(&json!({"payload": payload})).send().await.expect("post");
+        let r = self
+            .client
+            .post(format!("{}/v1/tasks/{ty}", self.base))
+            .json(&json!({"payload": payload}))
+            .send()
+            .await
+            .expect("post");
         let status = r.status();
         let v: Value = r.json().await.expect("json");
         assert_eq!(status, 202, "{v}");
@@ -100,7 +138,14 @@ impl Run {
     }
 
     pub async fn task(&self, id: &str) -> Value {
-        self.client.get(format!("{}/v1/tasks/{id}", self.base)).send().await.expect("get").json().await.expect("json")
+        self.client
+            .get(format!("{}/v1/tasks/{id}", self.base))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json")
     }
 
     /// Wait until every task is terminal; returns their views.
@@ -109,7 +154,10 @@ impl Run {
             let mut out = Vec::new();
             for id in ids {
                 let v = self.task(id).await;
-                if !matches!(v["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+                if !matches!(
+                    v["status"].as_str(),
+                    Some("completed" | "failed" | "cancelled")
+                ) {
                     return None;
                 }
                 out.push(v);
@@ -139,10 +187,22 @@ async fn check_stored_files(run: &Run, views: &[Value]) -> usize {
             }
             let job = r["provider_task_id"].as_str().expect("provider_task_id");
             let key = r["object_key"].as_str().expect("object_key");
-            let bytes = run.services.objects.get_bytes(key).await.expect("stored object");
+            let bytes = run
+                .services
+                .objects
+                .get_bytes(key)
+                .await
+                .expect("stored object");
             let sha = hex::encode(sha2::Sha256::digest(&bytes));
-            assert_eq!(sha, slotd::sim::file_sha256(job), "stored file differs from the provider's");
-            assert_eq!(r["sha256"], sha, "recorded sha256 differs from the stored file");
+            assert_eq!(
+                sha,
+                slotd::sim::file_sha256(job),
+                "stored file differs from the provider's"
+            );
+            assert_eq!(
+                r["sha256"], sha,
+                "recorded sha256 differs from the stored file"
+            );
             assert_eq!(r["bytes"].as_u64(), Some(bytes.len() as u64));
             checked += 1;
         }
@@ -163,7 +223,11 @@ async fn hundred_shots_on_a_pool_of_18() {
     }
     assert_eq!(check_stored_files(&run, &views).await, 100);
     let stats = run.sim.stats();
-    assert!(stats.max_running <= 18, "simulator saw {} at once", stats.max_running);
+    assert!(
+        stats.max_running <= 18,
+        "simulator saw {} at once",
+        stats.max_running
+    );
     assert_eq!(stats.rate_limited_1303, 0);
     assert_eq!(stats.validation_refusals, 0);
     assert_eq!(stats.auth_refusals, 0);
@@ -183,7 +247,10 @@ async fn misconfigured_pool_gets_1303_but_nothing_fails() {
         assert_eq!(v["status"], "completed", "{v}");
     }
     let stats = run.sim.stats();
-    assert!(stats.rate_limited_1303 > 0, "a pool of 25 on an account of 20 must meet 1303");
+    assert!(
+        stats.rate_limited_1303 > 0,
+        "a pool of 25 on an account of 20 must meet 1303"
+    );
     assert!(stats.max_running <= 20);
     run.stop().await;
 }
@@ -199,15 +266,29 @@ async fn avatar_clone_carries_the_voice_into_the_element() {
                    "refer_images": ["https://example.com/l.png"]}),
         )
         .await;
-    let views = run.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60)).await;
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
     let r = &views[0]["results"][0];
     assert_eq!(views[0]["status"], "completed", "{}", views[0]);
     let voice = r["voice_id"].as_str().expect("voice_id").to_string();
-    assert!(r["element_id"].is_string() || r["element_id"].is_number(), "{r}");
+    assert!(
+        r["element_id"].is_string() || r["element_id"].is_number(),
+        "{r}"
+    );
     let stats = run.sim.stats();
-    assert!(stats.element_voice_ids.values().any(|v| *v == voice), "element request did not carry {voice}");
+    assert!(
+        stats.element_voice_ids.values().any(|v| *v == voice),
+        "element request did not carry {voice}"
+    );
     assert_eq!(stats.creates_by_kind.get("custom-voices").copied(), Some(1));
-    assert_eq!(stats.creates_by_kind.get("advanced-custom-elements").copied(), Some(1));
+    assert_eq!(
+        stats
+            .creates_by_kind
+            .get("advanced-custom-elements")
+            .copied(),
+        Some(1)
+    );
     run.stop().await;
 }
 
@@ -227,14 +308,21 @@ async fn provider_faults_end_in_completion_or_a_recorded_reason() {
         for r in v["results"].as_array().expect("results") {
             match r["status"].as_str() {
                 Some("completed") => completed += 1,
-                Some("failed") => assert!(r["error"]["message"].is_string(), "failed without a reason: {r}"),
+                Some("failed") => assert!(
+                    r["error"]["message"].is_string(),
+                    "failed without a reason: {r}"
+                ),
                 other => panic!("unit ended {other:?}"),
             }
         }
     }
     assert!(completed > 0);
     let stats = run.sim.stats();
-    assert!(stats.faults.http_5xx > 0 && stats.faults.malformed > 0, "faults were injected: {:?}", stats.faults);
+    assert!(
+        stats.faults.http_5xx > 0 && stats.faults.malformed > 0,
+        "faults were injected: {:?}",
+        stats.faults
+    );
     assert!(stats.max_running <= 18);
     run.stop().await;
 }
@@ -245,21 +333,55 @@ async fn failure_after_acceptance_is_recorded_and_retry_resubmits_only_it() {
     opts.failure_after_accept_rate = 0.3;
     let run = Run::start(opts, 18, false).await;
     let id = run.submit("video", video_payload(12)).await;
-    let views = run.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60)).await;
-    let failed: Vec<&Value> = views[0]["results"].as_array().expect("results").iter().filter(|r| r["status"] == "failed").collect();
-    assert!(!failed.is_empty(), "seed 5 at 30% fails some units: {}", views[0]);
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    let failed: Vec<&Value> = views[0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .collect();
+    assert!(
+        !failed.is_empty(),
+        "seed 5 at 30% fails some units: {}",
+        views[0]
+    );
     assert_eq!(views[0]["status"], "failed");
     for r in &failed {
-        assert!(r["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{r}"
+        );
     }
-    let kept = views[0]["results"].as_array().expect("results").iter().filter(|r| r["status"] == "completed" && r["object_key"].is_string()).count();
+    let kept = views[0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["status"] == "completed" && r["object_key"].is_string())
+        .count();
     assert_eq!(kept + failed.len(), 12, "the others' results are kept");
     let creates_before = run.sim.stats().creates;
-    let r: Value = run.client.post(format!("{}/v1/tasks/{id}/retry", run.base)).send().await.expect("retry").json().await.expect("json");
+    let r: Value = run
+        .client
+        .post(format!("{}/v1/tasks/{id}/retry", run.base))
+        .send()
+        .await
+        .expect("retry")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(r["retried"].as_u64(), Some(failed.len() as u64), "{r}");
-    run.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60)).await;
+    run.wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
     let creates_after = run.sim.stats().creates;
-    assert_eq!(creates_after - creates_before, failed.len() as u64, "retry resubmits only the failed units");
+    assert_eq!(
+        creates_after - creates_before,
+        failed.len() as u64,
+        "retry resubmits only the failed units"
+    );
     run.stop().await;
 }
 
@@ -284,5 +406,10 @@ async fn callbacks_need_fewer_queries_than_polling() {
         }
         queries.push(stats.single_queries + stats.list_queries);
     }
-    assert!(queries[1] < queries[0], "callbacks {} vs polling {} queries", queries[1], queries[0]);
+    assert!(
+        queries[1] < queries[0],
+        "callbacks {} vs polling {} queries",
+        queries[1],
+        queries[0]
+    );
 }

@@ -30,7 +30,8 @@ pub fn plugins_dir_with_fixture(dir: &Path) -> PathBuf {
 /// The fixture handler's configuration, pointing at the stub.
 pub fn fixture_handler_config(stub: &StubHandle) -> HandlerConfig {
     let mut h = HandlerConfig::default();
-    h.settings.insert("base_url".into(), stub.base_url());
+    h.settings
+        .insert("base_url".into(), stub.base_url().to_string());
     h.secrets
         .insert("secret_key".into(), Secret::new("fixture-secret"));
     h.allowed_hosts.push(stub.addr().to_string());

@@ -2,16 +2,11 @@
 //! layers and problem+json bodies, against a store and slots shared with the test so effects
 //! can be checked directly.
 //!
-//! INTERIM (until the `store` and `runtime` branches are on main): the store is
-//! `tests/mem_store.rs`'s `MemStore` and the fixture handler is a `Handler` built by hand whose
-//! `plan` is the runtime stub (always a fault). Tests that need a real `plan` are marked
-//! `#[ignore = "needs the runtime branch: …"]`; after the merge, `test_store` opens SQLite in a
-//! temp dir, `fixture_handler` loads `SLOTD_BUILT_PLUGINS/fixture.wasm`, and the ignores go.
-
-mod mem_store;
+//! The store is the real SQLite store in a temp dir ("database down" closes its pool) and the
+//! handler is the real compiled fixture component.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::Router;
@@ -20,15 +15,15 @@ use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use self::mem_store::MemStore;
 use super::router;
 use crate::clock::ManualClock;
 use crate::config::{ApiKey, Config, Secret};
 use crate::model::UnitStatus;
-use crate::runtime::{Handler, HandlerInfo, PoolInfo, Registry, Runtime, StageInfo, TaskTypeInfo};
+use crate::runtime::{Handler, Registry, Runtime};
 use crate::services::Services;
 use crate::slots::SlotStore;
 use crate::slots::local::LocalSlots;
+use crate::store::sqlite::SqliteStore;
 use crate::store::{NewTask, NewUnit, TaskStore, UnitUpdate};
 use crate::wake::Wake;
 
@@ -40,9 +35,10 @@ const FIXTURE_POOL: &str = "fixture";
 struct Harness {
     app: Router,
     services: Services,
-    store: Arc<MemStore>,
+    store: Arc<SqliteStore>,
     slots: Arc<LocalSlots>,
     wake: Arc<Wake>,
+    _dir: tempfile::TempDir,
 }
 
 struct Reply {
@@ -69,38 +65,41 @@ impl Reply {
     }
 }
 
-/// The store under test. INTERIM: in memory until the SQLite store is merged.
-fn test_store() -> Arc<MemStore> {
-    Arc::new(MemStore::default())
+/// The store under test: SQLite in a temp dir, migrated.
+async fn test_store(dir: &Path) -> Arc<SqliteStore> {
+    let url = format!("sqlite://{}", dir.join("api.db").display());
+    let store = match SqliteStore::connect(&url).await {
+        Ok(s) => s,
+        Err(e) => panic!("opening {url}: {e:#}"),
+    };
+    if let Err(e) = store.migrate().await {
+        panic!("migrating: {e}");
+    }
+    Arc::new(store)
 }
 
-/// A handler serving task type `fixture` in one stage on pool `fixture`. INTERIM: built by hand
-/// (its `plan` is the runtime stub) until the runtime is merged; then the body becomes
-/// `runtime.load_file(Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm")).await`.
-async fn fixture_handler(_runtime: &Runtime) -> Arc<Handler> {
-    Arc::new(Handler {
-        info: HandlerInfo {
-            name: "fixture".into(),
-            version: "1.0.0".into(),
-            task_types: vec![TaskTypeInfo {
-                name: "fixture".into(),
-                stages: vec![StageInfo {
-                    name: "main".into(),
-                    pool: FIXTURE_POOL.into(),
-                }],
-            }],
-            pools: vec![PoolInfo {
-                name: FIXTURE_POOL.into(),
-                default_max_slots: 3,
-            }],
-        },
-        sha256: "ab".repeat(32),
-        path: PathBuf::from("plugins/fixture.wasm"),
-    })
+/// The real fixture component: task type `fixture`, one stage on pool `fixture`.
+async fn fixture_handler(runtime: &Runtime) -> Arc<Handler> {
+    let path = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
+    match runtime.load_file(&path).await {
+        Ok(h) => h,
+        Err(e) => panic!("{e:#}"),
+    }
 }
 
 async fn harness_with(config: Config) -> Harness {
-    let store = test_store();
+    let dir = match tempfile::TempDir::new() {
+        Ok(d) => d,
+        Err(e) => panic!("temp dir: {e}"),
+    };
+    let store = test_store(dir.path()).await;
+    let objects = match crate::objects::Objects::open(&format!(
+        "file://{}",
+        dir.path().join("objects").display()
+    )) {
+        Ok(o) => o,
+        Err(e) => panic!("object store: {e:#}"),
+    };
     let slots = Arc::new(LocalSlots::new());
     let runtime = match Runtime::new(config.limits.clone(), BTreeMap::new()) {
         Ok(r) => r,
@@ -119,6 +118,7 @@ async fn harness_with(config: Config) -> Harness {
         registry,
         wake: wake.clone(),
         clock: ManualClock::new(1_000_000),
+        objects,
         metrics: None,
     };
     Harness {
@@ -127,6 +127,7 @@ async fn harness_with(config: Config) -> Harness {
         store,
         slots,
         wake,
+        _dir: dir,
     }
 }
 
@@ -236,7 +237,7 @@ async fn probes() {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.json["status"], "ready");
 
-    h.store.set_down(true);
+    h.store.close().await;
     let r = h.send("GET", "/readyz", None, None).await;
     r.problem(503);
     assert_eq!(
@@ -258,7 +259,7 @@ async fn probes() {
 async fn database_down_is_503_with_retry_after() {
     let h = harness().await;
     let id = h.seed("a", 1).await;
-    h.store.set_down(true);
+    h.store.close().await;
     let r = h
         .send("GET", &format!("/v1/tasks/{id}"), Some(KEY_A), None)
         .await;
@@ -363,7 +364,7 @@ async fn handler_fault_in_plan_is_503_and_stores_nothing() {
             "POST",
             "/v1/tasks/fixture",
             Some(KEY_A),
-            Some(r#"{"payload": {"count": 1}}"#),
+            Some(r#"{"payload": {"count": 1, "behavior": "plan-trap"}}"#),
         )
         .await;
     let body = r.problem(503);
@@ -622,7 +623,8 @@ async fn pools_and_handlers() {
     assert_eq!(pool["units"]["pending"], 1);
     assert_eq!(pool["units"]["submitted"], 1);
     assert_eq!(pool["units"]["failed"], 0);
-    assert_eq!(pool["task_types"], json!(["fixture"]));
+    let types = pool["task_types"].as_array().cloned().unwrap_or_default();
+    assert!(types.contains(&json!("fixture")), "{pool}");
 
     let r = h.send("GET", "/v1/handlers", None, None).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
@@ -650,7 +652,6 @@ async fn unknown_routes_and_methods_are_problems() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-#[ignore = "needs the runtime branch: a real plan from fixture.wasm"]
 async fn create_is_202_and_idempotent() {
     let h = harness().await;
     let woken = h.wake.listener(FIXTURE_POOL);
@@ -697,7 +698,6 @@ async fn create_is_202_and_idempotent() {
 }
 
 #[tokio::test]
-#[ignore = "needs the runtime branch: a real plan from fixture.wasm"]
 async fn plan_rejection_is_422_and_stores_nothing() {
     let h = harness().await;
     let r = h

@@ -164,8 +164,11 @@ pub(super) async fn unit_apply(
         let to = u.to.map(UnitStatus::as_str);
         // A poll that changes nothing but timing ("still running") is not an event: the log
         // records transitions and things worth reading, not every tick.
-        let eventful =
-            u.detail.is_some() || u.from.is_none() || u.to.is_some_and(|t| Some(t) != u.from);
+        let eventful = u.detail.is_some()
+            || u.from.is_none()
+            || u.to.is_some_and(|t| Some(t) != u.from)
+            || u.stage.is_some()
+            || matches!(u.error, Some(Some(_)));
         let guarded = if !eventful {
             1
         } else {
