@@ -78,7 +78,7 @@ pub struct Run {
     pub services: slotd::services::Services,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
-    pub dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
 }
 
 impl Run {
@@ -119,7 +119,7 @@ impl Run {
             services,
             stop: Some(tx),
             server: Some(server),
-            dir,
+            _dir: dir,
         }
     }
 

@@ -15,7 +15,7 @@ use tempfile::TempDir;
 
 /// Where `host/build.rs` put the compiled handlers.
 pub fn built_plugin(name: &str) -> PathBuf {
-    Path::new(env!("SLOTD_BUILT_PLUGINS")).join(format!("{name}.wasm"))
+    slotd::runtime::built_handler(name).unwrap_or_else(|| panic!("handler {name} was not built"))
 }
 
 /// A temp dir with `plugins/fixture.wasm` in it.

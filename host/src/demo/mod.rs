@@ -44,30 +44,18 @@ const TENANTS: [(&str, &str); 3] = [
     ("studio-c", "demo-key-studio-c"),
 ];
 
-/// Where the compiled Kling handlers are: next to the build (a source checkout), else
-/// `./plugins`.
-fn handler_dir() -> anyhow::Result<PathBuf> {
-    let built = option_env!("SLOTD_BUILT_PLUGINS").map(PathBuf::from);
-    for c in built.into_iter().chain([PathBuf::from("plugins")]) {
-        if c.join("kling-video.wasm").is_file() && c.join("kling-avatar.wasm").is_file() {
-            return Ok(c);
-        }
-    }
-    bail!(
-        "the Kling handlers (kling-video.wasm, kling-avatar.wasm) are not built; run `cargo build` in the repository"
-    )
-}
-
 fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
     }
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).with_context(|| format!("creating {}", plugins.display()))?;
-    let src = handler_dir()?;
-    for name in ["kling-video.wasm", "kling-avatar.wasm"] {
-        std::fs::copy(src.join(name), plugins.join(name))
-            .with_context(|| format!("copying {name}"))?;
+    for name in ["kling-video", "kling-avatar"] {
+        let src = crate::runtime::built_handler(name).with_context(|| {
+            format!("the {name} handler is not built; run `cargo build` in the repository")
+        })?;
+        std::fs::copy(&src, plugins.join(format!("{name}.wasm")))
+            .with_context(|| format!("copying {}", src.display()))?;
     }
     Ok(plugins)
 }

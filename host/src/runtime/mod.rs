@@ -205,3 +205,13 @@ pub fn host_allowed(url: &url::Url, allowed: &[String]) -> bool {
         .iter()
         .any(|a| *a == host || Some(a) == with_port.as_ref())
 }
+
+/// Where the build put the component of a handler crate named `name` (e.g. `kling-video`):
+/// `host/build.rs` builds every crate in `plugins/` into `SLOTD_BUILT_PLUGINS` (file names use
+/// `_`), and installs the provider handlers into `plugins/` (file names use `-`).
+pub fn built_handler(name: &str) -> Option<std::path::PathBuf> {
+    let built = option_env!("SLOTD_BUILT_PLUGINS")
+        .map(|d| std::path::Path::new(d).join(format!("{}.wasm", name.replace('-', "_"))));
+    let installed = std::path::Path::new("plugins").join(format!("{name}.wasm"));
+    built.into_iter().chain([installed]).find(|p| p.is_file())
+}
