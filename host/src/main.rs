@@ -98,10 +98,14 @@ enum TaskCommand {
 }
 
 fn init_tracing(json: bool) {
+    init_tracing_with(json, "info,wasmtime=warn,cranelift=warn,sqlx=warn");
+}
+
+fn init_tracing_with(json: bool, default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("SLOTD_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info,wasmtime=warn,cranelift=warn,sqlx=warn"));
+        .unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -250,7 +254,12 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             slotd::run(config, shutdown_signal()).await
         }
         Command::Demo(opts) => {
-            init_tracing(false);
+            // The demo draws progress bars on stdout: only warnings go to the log.
+            if std::env::var_os("SLOTD_LOG").is_none() {
+                init_tracing_with(false, "warn");
+            } else {
+                init_tracing(false);
+            }
             slotd::demo::run(opts, shutdown_signal()).await
         }
         Command::Migrate => {

@@ -38,6 +38,10 @@ pub struct DemoOptions {
     pub failure_rate: f64,
 }
 
+/// The simulated account's credentials (the handlers sign with them through the host).
+const DEMO_ACCESS_KEY: &str = "demo-access-key";
+const DEMO_SECRET_KEY: &str = "demo-secret-key";
+
 const TENANTS: [(&str, &str); 3] = [
     ("studio-a", "demo-key-studio-a"),
     ("studio-b", "demo-key-studio-b"),
@@ -228,6 +232,8 @@ pub async fn run(
         concurrency: 20,
         time_scale: opts.time_scale,
         seed: opts.seed,
+        access_key: DEMO_ACCESS_KEY.into(),
+        secret_key: DEMO_SECRET_KEY.into(),
         failure_after_accept_rate: opts.failure_rate,
         ..SimOptions::default()
     })
