@@ -78,12 +78,9 @@ impl Manual {
         tweak: impl FnOnce(&mut Config),
     ) -> Manual {
         let dir = TempDir::new().expect("temp dir");
-        let stub = StubProvider::start(StubOptions {
-            limit: stub_limit,
-            ..StubOptions::default()
-        })
-        .await
-        .expect("stub provider");
+        let stub = StubProvider::start(StubOptions { limit: stub_limit })
+            .await
+            .expect("stub provider");
         let mut config = test_config(dir.path(), &stub, slots);
         tweak(&mut config);
         let clock = ManualClock::new(1_000_000);
