@@ -44,7 +44,8 @@ pub async fn build(config: Config) -> anyhow::Result<Services> {
 }
 
 /// [`build`] with an injected clock (tests).
-pub async fn build_with_clock(config: Config, clock: DynClock) -> anyhow::Result<Services> {
+pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Result<Services> {
+    config.finish();
     let store = crate::store::open(&config.database_url)
         .await
         .with_context(|| format!("opening the database {}", config.database_url))?;

@@ -103,6 +103,10 @@ pub struct SchedulerConfig {
     pub artifact_max_bytes: u64,
     /// Timeout of one artifact download (the whole stream).
     pub artifact_timeout: Duration,
+    /// With provider callbacks on, polling is only the safety net: a running unit is polled
+    /// at most this often. `None` (no public URL): poll on the normal schedule. Set from
+    /// `poll_max` when slotd has a public URL, unless configured.
+    pub callback_safety_poll: Option<Duration>,
 }
 
 impl Default for SchedulerConfig {
@@ -123,6 +127,7 @@ impl Default for SchedulerConfig {
             finalize_attempts: 8,
             artifact_max_bytes: ARTIFACT_MAX_BYTES_DEFAULT,
             artifact_timeout: Duration::from_secs(600),
+            callback_safety_poll: None,
         }
     }
 }
@@ -596,6 +601,15 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// Derived settings: with a public URL (callbacks on), polling becomes a safety net at
+    /// four times `poll_max` unless `callback_safety_poll` is set. Called once when slotd is
+    /// assembled.
+    pub fn finish(&mut self) {
+        if self.public_url.is_some() && self.scheduler.callback_safety_poll.is_none() {
+            self.scheduler.callback_safety_poll = Some(self.scheduler.poll_max.saturating_mul(4));
+        }
     }
 
     /// The effective maximum of a pool: the operator's setting, else the handler's proposal.

@@ -406,6 +406,10 @@ async fn callbacks_need_fewer_queries_than_polling() {
         }
         queries.push(stats.single_queries + stats.list_queries);
     }
+    eprintln!(
+        "provider queries: polling only {}, with callbacks {}",
+        queries[0], queries[1]
+    );
     assert!(
         queries[1] < queries[0],
         "callbacks {} vs polling {} queries",

@@ -97,6 +97,14 @@ fn base(unit: &Unit, change: &Change) -> UnitUpdate {
     }
 }
 
+/// With callbacks on, polls are the safety net: no more often than `callback_safety_poll`.
+fn safety_net(cfg: &SchedulerConfig, delay: i64) -> i64 {
+    match cfg.callback_safety_poll {
+        Some(d) => delay.max(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        None => delay,
+    }
+}
+
 /// The update for one validated change of a `submitted` unit.
 fn update_for(
     cfg: &SchedulerConfig,
@@ -107,19 +115,25 @@ fn update_for(
 ) -> UnitUpdate {
     let mut u = base(unit, &change);
     match change.outcome {
+        Outcome::Accepted { job_id }
+            if unit.provider_job_id.as_deref() == Some(job_id.as_str()) =>
+        {
+            // A repeat (a callback for a job we already know): keep the poll schedule.
+            u.to = Some(UnitStatus::Submitted);
+        }
         Outcome::Accepted { job_id } => {
             u.to = Some(UnitStatus::Submitted);
             u.detail = Some(format!("accepted as provider job {job_id}"));
             u.provider_job_id = Some(Some(job_id));
             u.polls = Some(0);
             u.error = Some(None);
-            u.next_at = Some(now + poll_delay_ms(cfg, 0, None));
+            u.next_at = Some(now + safety_net(cfg, poll_delay_ms(cfg, 0, None)));
         }
         Outcome::Running { after_ms } => {
             let polls = unit.polls.saturating_add(1);
             u.to = Some(UnitStatus::Submitted);
             u.polls = Some(polls);
-            u.next_at = Some(now + poll_delay_ms(cfg, polls, after_ms));
+            u.next_at = Some(now + safety_net(cfg, poll_delay_ms(cfg, polls, after_ms)));
         }
         Outcome::Succeeded { result } => {
             u.to = Some(UnitStatus::Succeeded);
