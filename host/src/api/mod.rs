@@ -15,6 +15,7 @@
 
 pub mod auth;
 mod callbacks;
+mod dashboard;
 pub mod error;
 mod handlers;
 mod health;
@@ -54,6 +55,7 @@ pub fn router(services: Services) -> Router {
     Router::new()
         .merge(tasks::router())
         .merge(callbacks::router())
+        .merge(dashboard::router())
         .merge(pools::router())
         .merge(handlers::router())
         .merge(health::router())
