@@ -14,10 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{DynClock, SystemClock};
 use crate::config::Config;
+use crate::hot::HotStatus;
+use crate::keyspace::Keyspace;
 use crate::runtime::{Registry, Runtime};
 use crate::scheduler::Scheduler;
 use crate::services::Services;
+use crate::slots::DynSlots;
 use crate::slots::local::LocalSlots;
+use crate::slots::redis::RedisSlots;
 use crate::wake::Wake;
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process; tests
@@ -48,14 +52,22 @@ pub async fn build_with_clock(config: Config, clock: DynClock) -> anyhow::Result
     let store = crate::store::open(&config.database_url)
         .await
         .with_context(|| format!("opening the database {}", config.database_url))?;
-    if let Some(url) = &config.redis_url {
-        // The Redis slot store arrives with scale-out; refuse rather than silently run with
-        // in-process slots that other instances would not see.
-        anyhow::bail!(
-            "redis_url {url:?}: Redis slots are not supported by this build; unset SLOTD_REDIS_URL"
-        );
-    }
-    let slots = Arc::new(LocalSlots::new());
+    // With Redis: shared slots, pool leases and hot snapshots. Redis need not answer yet (it
+    // holds nothing the database cannot rebuild); the scheduler waits for it.
+    let keyspace = match &config.redis_url {
+        Some(url) => Some(Arc::new(Keyspace::new(url, &config.redis_prefix)?)),
+        None => None,
+    };
+    let slots: DynSlots = match &keyspace {
+        Some(keys) => {
+            if let Err(e) = keys.ping().await {
+                tracing::warn!(error = %e, "Redis does not answer yet; scheduling waits for it");
+            }
+            Arc::new(RedisSlots::new(keys.clone()))
+        }
+        None => Arc::new(LocalSlots::new()),
+    };
+    let hot = Arc::new(HotStatus::new(keyspace.clone()));
     let runtime = Runtime::new(config.limits.clone(), config.handlers.clone())
         .context("starting the wasm engine")?;
     let registry = Arc::new(Registry::new());
@@ -80,6 +92,8 @@ pub async fn build_with_clock(config: Config, clock: DynClock) -> anyhow::Result
         wake: Wake::new(),
         clock,
         objects,
+        hot,
+        keyspace,
         metrics: metrics_handle(),
     })
 }

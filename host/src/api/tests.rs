@@ -119,6 +119,8 @@ async fn harness_with(config: Config) -> Harness {
         wake: wake.clone(),
         clock: ManualClock::new(1_000_000),
         objects,
+        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+        keyspace: None,
         metrics: None,
     };
     Harness {
@@ -753,6 +755,8 @@ async fn metrics_render_in_prometheus_text() {
     let handle = recorder.handle();
     let h = harness().await;
     let services = Services {
+        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+        keyspace: None,
         metrics: Some(handle),
         ..h.services.clone()
     };
