@@ -104,22 +104,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     config.check_exposure()?;
-    let role = config.role;
     let listen = config.listen;
     let services = build(config).await?;
-    let listener = if role.runs_api() {
-        Some(
-            TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("listening on {listen}"))?,
-        )
-    } else {
-        None
-    };
-    run_with(services, listener, shutdown).await
+    // A scheduler-only process listens too, for probes and metrics only.
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    run_with(services, Some(listener), shutdown).await
 }
 
-/// Run the API (when given a listener) and the scheduler (when the role says so) on `services`.
+/// Run the API (when given a listener; only the probes for the `scheduler` role) and the
+/// scheduler (when the role says so) on `services`.
 pub async fn run_with(
     services: Services,
     listener: Option<TcpListener>,
@@ -142,7 +137,11 @@ pub async fn run_with(
     if let Some(listener) = listener {
         let addr = listener.local_addr().ok();
         tracing::info!(?addr, "API listening");
-        let app = crate::api::router(services.clone());
+        let app = if services.config.role.runs_api() {
+            crate::api::router(services.clone())
+        } else {
+            crate::api::probe_router(services.clone())
+        };
         let stop = token.clone();
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -82,6 +82,15 @@ pub async fn apply_callback(
     let applied = services.store.unit_apply(&planned.updates, now).await?;
     report.applied = applied.applied.len();
     let applied_ids: BTreeSet<&String> = applied.applied.iter().collect();
+    services
+        .hot
+        .invalidate(
+            units
+                .iter()
+                .filter(|u| applied_ids.contains(&u.id))
+                .map(|u| u.task_id.as_str()),
+        )
+        .await;
     let mut finalize = false;
     for u in &planned.updates {
         let Some(unit) = units.iter().find(|x| x.id == u.unit_id) else {

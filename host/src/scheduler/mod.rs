@@ -7,6 +7,7 @@
 mod apply;
 mod callback;
 mod finalize;
+mod leasing;
 mod policy;
 mod pools;
 mod service;
@@ -35,6 +36,10 @@ pub struct Scheduler {
     pub(crate) owner: String,
     /// Last reconciliation per pool (Unix ms).
     last_reconcile: Mutex<HashMap<String, i64>>,
+    /// Pool leases (with Redis): `None` when this instance drives every pool alone.
+    pub(crate) leases: Option<Arc<crate::lease::Leases>>,
+    /// The leases this instance holds and the pools' tick locks.
+    pub(crate) lease_state: leasing::LeaseState,
     /// Bounds finalizations in flight; never shared with provider slots.
     pub(crate) finalize_permits: Arc<Semaphore>,
     /// Finalizations running in the background (drained at shutdown).
@@ -50,8 +55,18 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(services: Services) -> Arc<Self> {
         let permits = services.config.scheduler.finalize_concurrency;
+        let owner = format!("slotd-{}", uuid::Uuid::new_v4());
+        let leases = services.keyspace.as_ref().map(|keys| {
+            Arc::new(crate::lease::Leases::new(
+                keys.clone(),
+                &owner,
+                services.config.scheduler.lease_ttl,
+            ))
+        });
         Arc::new(Scheduler {
-            owner: format!("slotd-{}", uuid::Uuid::new_v4()),
+            owner,
+            leases,
+            lease_state: leasing::LeaseState::default(),
             services,
             last_reconcile: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
@@ -137,6 +152,41 @@ impl Scheduler {
         self.reconcile(pool).await?;
         self.last_reconcile.lock().insert(pool.to_string(), now);
         Ok(())
+    }
+
+    /// Slots in use; a lost slot set (Redis flushed) is rebuilt from the database first.
+    async fn slots_used(&self, pool: &str) -> Result<u32, TickError> {
+        match self.services.slots.used(pool).await {
+            Err(crate::slots::SlotError::NotReconciled(_)) => {
+                tracing::warn!(
+                    pool,
+                    "slot set lost (Redis flushed?); rebuilding it from the database"
+                );
+                self.reconcile(pool).await?;
+                Ok(self.services.slots.used(pool).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// Grant slots; a lost slot set is rebuilt from the database before anything is granted.
+    async fn acquire_slots(
+        &self,
+        pool: &str,
+        ids: &[String],
+        max: u32,
+    ) -> Result<Vec<String>, TickError> {
+        match self.services.slots.acquire(pool, ids, max).await {
+            Err(crate::slots::SlotError::NotReconciled(_)) => {
+                tracing::warn!(
+                    pool,
+                    "slot set lost (Redis flushed?); rebuilding it from the database"
+                );
+                self.reconcile(pool).await?;
+                Ok(self.services.slots.acquire(pool, ids, max).await?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Reconcile one pool's slots with the database now.
