@@ -28,6 +28,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use crate::services::Services;
+use crate::store::Fence;
 
 /// Drives every pool of one slotd instance.
 pub struct Scheduler {
@@ -50,6 +51,9 @@ pub struct Scheduler {
     capacity_caps: Mutex<HashMap<String, (u32, i64)>>,
     /// HTTP client for artifact downloads (the host's, not a handler's).
     pub(crate) downloads: reqwest::Client,
+    /// The fencing token this instance holds per pool (its pool lease's), passed with every
+    /// scheduler write so a stale one is refused. No entry: unfenced (embedded, one instance).
+    fences: Mutex<HashMap<String, Fence>>,
 }
 
 impl Scheduler {
@@ -74,7 +78,24 @@ impl Scheduler {
             finalize_wake: Notify::new(),
             downloads: reqwest::Client::new(),
             capacity_caps: Mutex::new(HashMap::new()),
+            fences: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Fence this instance's writes for `fence.pool` with its lease token from now on (the
+    /// lease holder calls this after winning the lease and `pool_fence_advance`).
+    pub fn set_fence(&self, fence: Fence) {
+        self.fences.lock().insert(fence.pool.clone(), fence);
+    }
+
+    /// Stop fencing `pool`'s writes (the lease was given up).
+    pub fn clear_fence(&self, pool: &str) {
+        self.fences.lock().remove(pool);
+    }
+
+    /// The fence for `pool`'s writes, if this instance holds one.
+    pub(crate) fn fence(&self, pool: &str) -> Option<Fence> {
+        self.fences.lock().get(pool).cloned()
     }
 
     /// The services this scheduler uses.

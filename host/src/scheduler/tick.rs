@@ -82,6 +82,7 @@ impl Scheduler {
             return Ok(report);
         };
         let max = self.effective_max(pool, limit.max_slots, now);
+        let fence = self.fence(pool);
         report.max_slots = max;
         let types = limit.task_types.clone();
 
@@ -97,7 +98,10 @@ impl Scheduler {
                 let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
                 let granted = self.acquire_slots(pool, &ids, max).await?;
                 if !granted.is_empty() {
-                    fresh = s.store.unit_mark_submitted(&granted, now).await?;
+                    fresh = s
+                        .store
+                        .unit_mark_submitted(&granted, now, fence.as_ref())
+                        .await?;
                     let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
                     let unused: Vec<String> = granted
                         .iter()
@@ -201,7 +205,7 @@ impl Scheduler {
             .iter()
             .filter(|u| u.to == Some(UnitStatus::Succeeded))
             .count();
-        let applied = s.store.unit_apply(&updates, now).await?;
+        let applied = s.store.unit_apply(&updates, now, fence.as_ref()).await?;
         report.applied = applied.applied.len();
         report.succeeded = succeeded;
         s.hot
