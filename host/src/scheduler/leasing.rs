@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
 use crate::lease::Leases;
+use crate::store::Fence;
 
 /// A lease this instance holds.
 #[derive(Clone, Copy, Debug)]
@@ -74,6 +75,7 @@ impl Scheduler {
 
     /// Forget a lease (lost or given up).
     pub(crate) fn drop_lease(&self, pool: &str, why: &str) {
+        self.clear_fence(pool);
         if self.lease_state.held.lock().remove(pool).is_some() {
             tracing::info!(pool, owner = %self.owner, why, "pool lease dropped");
             metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "dropped").increment(1);
@@ -88,6 +90,8 @@ impl Scheduler {
         shutdown: CancellationToken,
     ) {
         let every = leases.ttl() / 3;
+        // Who this process is, for operators matching `lease:{pool}` values to processes.
+        metrics::gauge!("slotd_scheduler_info", "owner" => self.owner.clone()).set(1.0);
         loop {
             self.lease_round(&leases).await;
             tokio::select! {
@@ -150,7 +154,7 @@ impl Scheduler {
             }
             let now = self.services.clock.now_ms();
             match leases.try_acquire(&pool, now).await {
-                Ok(Some(token)) => self.won_lease(&pool, token).await,
+                Ok(Some(token)) => self.won_lease(leases, &pool, token).await,
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(pool = %pool, error = %e, "taking a pool lease failed");
@@ -162,7 +166,32 @@ impl Scheduler {
 
     /// A lease was won: fence the database at its token, reconcile slots before the first
     /// grant (the previous holder may have died mid-tick), and start ticking at once.
-    async fn won_lease(&self, pool: &str, token: i64) {
+    async fn won_lease(&self, leases: &Leases, pool: &str, token: i64) {
+        match self.services.store.pool_fence_advance(pool, token).await {
+            Ok(true) => {}
+            outcome => {
+                // The database knows a newer token (or cannot be reached): this lease cannot
+                // write. Give it back rather than sit on a pool nobody drives.
+                match outcome {
+                    Ok(_) => tracing::warn!(
+                        pool,
+                        token,
+                        "lease token older than the database's; giving the lease back"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(pool, error = %e, "cannot fence the database; giving the lease back")
+                    }
+                }
+                if let Err(e) = leases.release(pool).await {
+                    tracing::warn!(pool, error = %e, "giving the pool lease back failed");
+                }
+                return;
+            }
+        }
+        self.set_fence(Fence {
+            pool: pool.to_string(),
+            token,
+        });
         self.last_reconcile.lock().remove(pool);
         self.lease_state.held.lock().insert(
             pool.to_string(),

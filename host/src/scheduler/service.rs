@@ -89,6 +89,12 @@ impl Scheduler {
                     }
                     errors = 0;
                 }
+                Err(super::TickError::Store(crate::store::StoreError::Fenced { .. })) => {
+                    // A newer scheduler holds this pool: its writes win, ours stop here.
+                    tracing::warn!(pool = %pool, "writes refused by fencing; this instance lost the pool");
+                    self.drop_lease(&pool, "fenced");
+                    continue;
+                }
                 Err(e) => {
                     errors = errors.saturating_add(1);
                     let pause = cfg
