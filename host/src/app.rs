@@ -14,10 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{DynClock, SystemClock};
 use crate::config::Config;
+use crate::hot::HotStatus;
+use crate::keyspace::Keyspace;
 use crate::runtime::{Registry, Runtime};
 use crate::scheduler::Scheduler;
 use crate::services::Services;
+use crate::slots::DynSlots;
 use crate::slots::local::LocalSlots;
+use crate::slots::redis::RedisSlots;
 use crate::wake::Wake;
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process; tests
@@ -49,14 +53,22 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     let store = crate::store::open(&config.database_url)
         .await
         .with_context(|| format!("opening the database {}", config.database_url))?;
-    if let Some(url) = &config.redis_url {
-        // The Redis slot store arrives with scale-out; refuse rather than silently run with
-        // in-process slots that other instances would not see.
-        anyhow::bail!(
-            "redis_url {url:?}: Redis slots are not supported by this build; unset SLOTD_REDIS_URL"
-        );
-    }
-    let slots = Arc::new(LocalSlots::new());
+    // With Redis: shared slots, pool leases and hot snapshots. Redis need not answer yet (it
+    // holds nothing the database cannot rebuild); the scheduler waits for it.
+    let keyspace = match &config.redis_url {
+        Some(url) => Some(Arc::new(Keyspace::new(url, &config.redis_prefix)?)),
+        None => None,
+    };
+    let slots: DynSlots = match &keyspace {
+        Some(keys) => {
+            if let Err(e) = keys.ping().await {
+                tracing::warn!(error = %e, "Redis does not answer yet; scheduling waits for it");
+            }
+            Arc::new(RedisSlots::new(keys.clone()))
+        }
+        None => Arc::new(LocalSlots::new()),
+    };
+    let hot = Arc::new(HotStatus::new(keyspace.clone()));
     let runtime = Runtime::new(config.limits.clone(), config.handlers.clone())
         .context("starting the wasm engine")?;
     let registry = Arc::new(Registry::new());
@@ -81,6 +93,8 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         wake: Wake::new(),
         clock,
         objects,
+        hot,
+        keyspace,
         metrics: metrics_handle(),
     })
 }
@@ -91,22 +105,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     config.check_exposure()?;
-    let role = config.role;
     let listen = config.listen;
     let services = build(config).await?;
-    let listener = if role.runs_api() {
-        Some(
-            TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("listening on {listen}"))?,
-        )
-    } else {
-        None
-    };
-    run_with(services, listener, shutdown).await
+    // A scheduler-only process listens too, for probes and metrics only.
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    run_with(services, Some(listener), shutdown).await
 }
 
-/// Run the API (when given a listener) and the scheduler (when the role says so) on `services`.
+/// Run the API (when given a listener; only the probes for the `scheduler` role) and the
+/// scheduler (when the role says so) on `services`.
 pub async fn run_with(
     services: Services,
     listener: Option<TcpListener>,
@@ -129,7 +138,11 @@ pub async fn run_with(
     if let Some(listener) = listener {
         let addr = listener.local_addr().ok();
         tracing::info!(?addr, "API listening");
-        let app = crate::api::router(services.clone());
+        let app = if services.config.role.runs_api() {
+            crate::api::router(services.clone())
+        } else {
+            crate::api::probe_router(services.clone())
+        };
         let stop = token.clone();
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })

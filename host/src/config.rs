@@ -32,6 +32,10 @@ pub const HTTP_MAX_RESPONSE_DEFAULT: u64 = 8 * 1024 * 1024;
 pub const HTTP_BATCH_CONCURRENCY_DEFAULT: usize = 16;
 pub const FINALIZE_CONCURRENCY_DEFAULT: usize = 8;
 pub const FINALIZE_LEASE_DEFAULT: Duration = Duration::from_secs(300);
+/// How long a scheduler's pool lease lasts unless renewed (with Redis; SPEC section 11).
+pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(10);
+/// Prefix of every Redis key slotd writes, so several deployments (or tests) share a server.
+pub const REDIS_PREFIX_DEFAULT: &str = "slotd:";
 pub const ARTIFACT_MAX_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
 
 /// Which parts of slotd a process runs.
@@ -99,6 +103,9 @@ pub struct SchedulerConfig {
     pub finalize_lease: Duration,
     /// Finalization attempts before the unit fails.
     pub finalize_attempts: u32,
+    /// A pool lease's lifetime (with Redis): renewed every third of it; a dead scheduler's
+    /// pools are taken over within two lease periods.
+    pub lease_ttl: Duration,
     /// Largest artifact a finalization downloads.
     pub artifact_max_bytes: u64,
     /// Timeout of one artifact download (the whole stream).
@@ -125,6 +132,7 @@ impl Default for SchedulerConfig {
             finalize_concurrency: FINALIZE_CONCURRENCY_DEFAULT,
             finalize_lease: FINALIZE_LEASE_DEFAULT,
             finalize_attempts: 8,
+            lease_ttl: LEASE_TTL_DEFAULT,
             artifact_max_bytes: ARTIFACT_MAX_BYTES_DEFAULT,
             artifact_timeout: Duration::from_secs(600),
             callback_safety_poll: None,
@@ -211,6 +219,8 @@ pub struct Config {
     pub database_url: String,
     /// Unset: in-process slots.
     pub redis_url: Option<String>,
+    /// Prefix of every Redis key (`SLOTD_REDIS_PREFIX`).
+    pub redis_prefix: String,
     pub plugins_dir: PathBuf,
     pub object_store: String,
     /// Base URL at which providers reach slotd's callbacks. Unset: polling only.
@@ -237,6 +247,7 @@ impl Default for Config {
                 .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080))),
             database_url: DATABASE_URL_DEFAULT.into(),
             redis_url: None,
+            redis_prefix: REDIS_PREFIX_DEFAULT.into(),
             plugins_dir: PLUGINS_DIR_DEFAULT.into(),
             object_store: OBJECT_STORE_DEFAULT.into(),
             public_url: None,
@@ -261,6 +272,7 @@ struct FileConfig {
     listen: Option<String>,
     database_url: Option<String>,
     redis_url: Option<String>,
+    redis_prefix: Option<String>,
     plugins_dir: Option<PathBuf>,
     object_store: Option<String>,
     public_url: Option<String>,
@@ -296,6 +308,7 @@ struct FileScheduler {
     finalize_concurrency: Option<usize>,
     finalize_lease: Option<String>,
     finalize_attempts: Option<u32>,
+    lease_ttl: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -427,6 +440,9 @@ impl Config {
         c.redis_url = env("SLOTD_REDIS_URL")
             .or(file.redis_url)
             .filter(|s| !s.is_empty());
+        if let Some(v) = env("SLOTD_REDIS_PREFIX").or(file.redis_prefix) {
+            c.redis_prefix = v;
+        }
         if let Some(v) = env("SLOTD_PLUGINS_DIR")
             .map(PathBuf::from)
             .or(file.plugins_dir)
@@ -492,6 +508,7 @@ impl Config {
             &s.finalize_lease,
             &mut c.scheduler.finalize_lease,
         )?;
+        dur("lease_ttl", &s.lease_ttl, &mut c.scheduler.lease_ttl)?;
         if let Some(v) = s.poll_factor {
             c.scheduler.poll_factor = v;
         }
@@ -565,6 +582,9 @@ impl Config {
         }
         if s.max_batch == 0 {
             bail!("scheduler.max_batch must be at least 1");
+        }
+        if s.lease_ttl < Duration::from_millis(100) {
+            bail!("scheduler.lease_ttl must be at least 100ms");
         }
         if s.finalize_concurrency == 0 {
             bail!("scheduler.finalize_concurrency must be at least 1");

@@ -9,6 +9,8 @@
 //! - [`model`]: statuses, legal transitions, change validation, derived task status. Pure.
 //! - [`store`]: the durable `TaskStore` (SQLite; PostgreSQL), queries named `noun_verb`.
 //! - [`slots`]: the `SlotStore` (in-process; Redis).
+//! - [`keyspace`]: the shared Redis connection and key prefix; [`lease`]: per-pool scheduler
+//!   leases with fencing tokens; [`hot`]: the hot task status cache (Redis, database fallback).
 //! - [`runtime`]: the wasm engine, handler calls, host imports, the handler registry.
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
@@ -23,6 +25,9 @@ pub mod app;
 pub mod clock;
 pub mod config;
 pub mod demo;
+pub mod hot;
+pub mod keyspace;
+pub mod lease;
 pub mod model;
 pub mod objects;
 pub mod runtime;

@@ -23,6 +23,11 @@ pub struct Services {
     pub clock: DynClock,
     /// Where finalized artifacts are stored.
     pub objects: Objects,
+    /// Hot task status snapshots (Redis); disabled in the embedded default.
+    pub hot: Arc<crate::hot::HotStatus>,
+    /// The shared Redis keyspace when slotd runs at scale (`redis_url` set): scheduler
+    /// instances take pool leases on it. `None`: one process drives every pool.
+    pub keyspace: Option<Arc<crate::keyspace::Keyspace>>,
     /// Renders `/metrics`; `None` when no recorder is installed (some tests).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

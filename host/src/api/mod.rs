@@ -81,6 +81,12 @@ pub fn router(services: Services) -> Router {
         .with_state(services)
 }
 
+/// What a scheduler-only process serves: `/healthz`, `/readyz` and `/metrics`, no API, so
+/// orchestrators can probe it and Prometheus scrape it.
+pub fn probe_router(services: Services) -> Router {
+    health::router().fallback(not_found).with_state(services)
+}
+
 /// The deadline of one request (see [`REQUEST_TIMEOUT_DEFAULT`]).
 pub fn request_timeout(config: &Config) -> Duration {
     REQUEST_TIMEOUT_DEFAULT.max(config.limits.call_deadline + REQUEST_TIMEOUT_SLACK)

@@ -10,6 +10,8 @@ use axum::Json;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
@@ -68,7 +70,7 @@ async fn read(
     Tenant(tenant): Tenant,
     Path(id): Path<String>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
-) -> Result<Json<TaskView>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
     // `?units=true` adds the full unit records.
     let with_units = match query.get("units").map(String::as_str) {
@@ -81,9 +83,33 @@ async fn read(
             ));
         }
     };
+    if with_units {
+        let task = find(&services, &tenant, &id).await?;
+        let units = units_of(&services, &task.id).await?;
+        return Ok(Json(TaskView::new(&task, units, true)).into_response());
+    }
+    // The hot snapshot first (another tenant's snapshot is a miss: the database answers 404).
+    let seen = services.hot.lookup(&id).await;
+    if let Some((owner, body)) = seen.as_ref().and_then(|l| l.snapshot.as_ref())
+        && *owner == tenant
+    {
+        return Ok(json_body(body.clone()));
+    }
     let task = find(&services, &tenant, &id).await?;
     let units = units_of(&services, &task.id).await?;
-    Ok(Json(TaskView::new(&task, units, with_units)))
+    let body = serde_json::to_string(&TaskView::new(&task, units, false)).map_err(|e| {
+        tracing::error!(task_id = %id, error = %e, "serializing a task view failed");
+        ApiError::Internal
+    })?;
+    if let Some(l) = &seen {
+        services.hot.fill(&id, &tenant, &l.generation, &body).await;
+    }
+    Ok(json_body(body))
+}
+
+/// A ready JSON body (a hot snapshot or a freshly serialized view).
+fn json_body(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// `GET /v1/tasks?type=&status=&limit=&cursor=`: newest first, cursor paging.
@@ -186,6 +212,7 @@ async fn cancel(
         services.wake.pool(pool);
     }
     tracing::info!(task_id = %id, units = cancelled.units, "task cancelled");
+    services.hot.invalidate([id.as_str()]).await;
 
     let task = find(&services, &tenant, &id).await?;
     let units = units_of(&services, &task.id).await?;
@@ -206,6 +233,7 @@ async fn retry(
         .map_err(log_store_error("retrying task"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
     if retried > 0 {
+        services.hot.invalidate([id.as_str()]).await;
         let units = units_of(&services, &id).await?;
         let pools: BTreeSet<&str> = units
             .iter()

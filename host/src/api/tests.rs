@@ -119,6 +119,8 @@ async fn harness_with(config: Config) -> Harness {
         wake: wake.clone(),
         clock: ManualClock::new(1_000_000),
         objects,
+        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+        keyspace: None,
         metrics: None,
     };
     Harness {
@@ -387,7 +389,7 @@ async fn reading_a_task_and_tenant_isolation() {
         result: Some(r#"{"object_key":"a/t/0/video.mp4","bytes":3,"sha256":"00"}"#.into()),
         ..Default::default()
     };
-    if let Err(e) = h.store.unit_apply(&[update], 1_000_001).await {
+    if let Err(e) = h.store.unit_apply(&[update], 1_000_001, None).await {
         panic!("applying: {e}");
     }
 
@@ -505,7 +507,11 @@ async fn cancel_frees_slots_and_wakes_the_pool() {
     let id = h.seed("a", 3).await;
     let units = h.unit_ids(&id).await;
     let submitted = vec![units[0].clone()];
-    match h.store.unit_mark_submitted(&submitted, 1_000_001).await {
+    match h
+        .store
+        .unit_mark_submitted(&submitted, 1_000_001, None)
+        .await
+    {
         Ok(moved) => assert_eq!(moved.len(), 1),
         Err(e) => panic!("marking submitted: {e}"),
     }
@@ -563,7 +569,7 @@ async fn retry_moves_failed_units_back() {
         to: Some(UnitStatus::Completed),
         ..Default::default()
     };
-    if let Err(e) = h.store.unit_apply(&[fail, done], 1_000_001).await {
+    if let Err(e) = h.store.unit_apply(&[fail, done], 1_000_001, None).await {
         panic!("applying: {e}");
     }
     let r = h
@@ -603,7 +609,11 @@ async fn pools_and_handlers() {
     let h = harness_with(config).await;
     let id = h.seed(super::LOCAL_TENANT, 2).await;
     let units = h.unit_ids(&id).await;
-    if let Err(e) = h.store.unit_mark_submitted(&units[..1], 1_000_001).await {
+    if let Err(e) = h
+        .store
+        .unit_mark_submitted(&units[..1], 1_000_001, None)
+        .await
+    {
         panic!("marking submitted: {e}");
     }
     if let Err(e) = h.slots.acquire(FIXTURE_POOL, &units[..1], 7).await {
@@ -753,6 +763,8 @@ async fn metrics_render_in_prometheus_text() {
     let handle = recorder.handle();
     let h = harness().await;
     let services = Services {
+        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+        keyspace: None,
         metrics: Some(handle),
         ..h.services.clone()
     };

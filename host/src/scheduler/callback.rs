@@ -79,9 +79,23 @@ pub async fn apply_callback(
         tracing::warn!(handler = %handler.info.name, unit = %r.unit_id, reason = %r.reason, "illegal callback change refused");
         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => handler.info.name.clone()).increment(1);
     }
-    let applied = services.store.unit_apply(&planned.updates, now).await?;
+    // Unfenced: webhooks arrive at any API instance, which holds no pool lease; the guards
+    // (`from` status and stage) keep a callback from overwriting a newer transition.
+    let applied = services
+        .store
+        .unit_apply(&planned.updates, now, None)
+        .await?;
     report.applied = applied.applied.len();
     let applied_ids: BTreeSet<&String> = applied.applied.iter().collect();
+    services
+        .hot
+        .invalidate(
+            units
+                .iter()
+                .filter(|u| applied_ids.contains(&u.id))
+                .map(|u| u.task_id.as_str()),
+        )
+        .await;
     let mut finalize = false;
     for u in &planned.updates {
         let Some(unit) = units.iter().find(|x| x.id == u.unit_id) else {

@@ -171,6 +171,9 @@ impl Scheduler {
                     .await
             }
         };
+        if matches!(result, Ok(true)) {
+            s.hot.invalidate([unit.task_id.as_str()]).await;
+        }
         match result {
             Ok(true) => {
                 metrics::counter!("slotd_finalizations_total", "task_type" => unit.task_type.clone()).increment(1);

@@ -7,6 +7,7 @@
 mod apply;
 mod callback;
 mod finalize;
+mod leasing;
 mod policy;
 mod pools;
 mod service;
@@ -27,6 +28,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use crate::services::Services;
+use crate::store::Fence;
 
 /// Drives every pool of one slotd instance.
 pub struct Scheduler {
@@ -35,6 +37,10 @@ pub struct Scheduler {
     pub(crate) owner: String,
     /// Last reconciliation per pool (Unix ms).
     last_reconcile: Mutex<HashMap<String, i64>>,
+    /// Pool leases (with Redis): `None` when this instance drives every pool alone.
+    pub(crate) leases: Option<Arc<crate::lease::Leases>>,
+    /// The leases this instance holds and the pools' tick locks.
+    pub(crate) lease_state: leasing::LeaseState,
     /// Bounds finalizations in flight; never shared with provider slots.
     pub(crate) finalize_permits: Arc<Semaphore>,
     /// Finalizations running in the background (drained at shutdown).
@@ -45,13 +51,26 @@ pub struct Scheduler {
     capacity_caps: Mutex<HashMap<String, (u32, i64)>>,
     /// HTTP client for artifact downloads (the host's, not a handler's).
     pub(crate) downloads: reqwest::Client,
+    /// The fencing token this instance holds per pool (its pool lease's), passed with every
+    /// scheduler write so a stale one is refused. No entry: unfenced (embedded, one instance).
+    fences: Mutex<HashMap<String, Fence>>,
 }
 
 impl Scheduler {
     pub fn new(services: Services) -> Arc<Self> {
         let permits = services.config.scheduler.finalize_concurrency;
+        let owner = format!("slotd-{}", uuid::Uuid::new_v4());
+        let leases = services.keyspace.as_ref().map(|keys| {
+            Arc::new(crate::lease::Leases::new(
+                keys.clone(),
+                &owner,
+                services.config.scheduler.lease_ttl,
+            ))
+        });
         Arc::new(Scheduler {
-            owner: format!("slotd-{}", uuid::Uuid::new_v4()),
+            owner,
+            leases,
+            lease_state: leasing::LeaseState::default(),
             services,
             last_reconcile: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
@@ -59,7 +78,24 @@ impl Scheduler {
             finalize_wake: Notify::new(),
             downloads: reqwest::Client::new(),
             capacity_caps: Mutex::new(HashMap::new()),
+            fences: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Fence this instance's writes for `fence.pool` with its lease token from now on (the
+    /// lease holder calls this after winning the lease and `pool_fence_advance`).
+    pub fn set_fence(&self, fence: Fence) {
+        self.fences.lock().insert(fence.pool.clone(), fence);
+    }
+
+    /// Stop fencing `pool`'s writes (the lease was given up).
+    pub fn clear_fence(&self, pool: &str) {
+        self.fences.lock().remove(pool);
+    }
+
+    /// The fence for `pool`'s writes, if this instance holds one.
+    pub(crate) fn fence(&self, pool: &str) -> Option<Fence> {
+        self.fences.lock().get(pool).cloned()
     }
 
     /// The services this scheduler uses.
@@ -137,6 +173,41 @@ impl Scheduler {
         self.reconcile(pool).await?;
         self.last_reconcile.lock().insert(pool.to_string(), now);
         Ok(())
+    }
+
+    /// Slots in use; a lost slot set (Redis flushed) is rebuilt from the database first.
+    async fn slots_used(&self, pool: &str) -> Result<u32, TickError> {
+        match self.services.slots.used(pool).await {
+            Err(crate::slots::SlotError::NotReconciled(_)) => {
+                tracing::warn!(
+                    pool,
+                    "slot set lost (Redis flushed?); rebuilding it from the database"
+                );
+                self.reconcile(pool).await?;
+                Ok(self.services.slots.used(pool).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// Grant slots; a lost slot set is rebuilt from the database before anything is granted.
+    async fn acquire_slots(
+        &self,
+        pool: &str,
+        ids: &[String],
+        max: u32,
+    ) -> Result<Vec<String>, TickError> {
+        match self.services.slots.acquire(pool, ids, max).await {
+            Err(crate::slots::SlotError::NotReconciled(_)) => {
+                tracing::warn!(
+                    pool,
+                    "slot set lost (Redis flushed?); rebuilding it from the database"
+                );
+                self.reconcile(pool).await?;
+                Ok(self.services.slots.acquire(pool, ids, max).await?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Reconcile one pool's slots with the database now.

@@ -23,6 +23,9 @@ impl Scheduler {
         let tracker = TaskTracker::new();
         let mut running: HashSet<String> = HashSet::new();
         tracker.spawn(self.clone().finalize_loop(shutdown.clone()));
+        if let Some(leases) = self.leases.clone() {
+            tracker.spawn(self.clone().lease_loop(leases, shutdown.clone()));
+        }
         let every = self
             .services
             .config
@@ -53,15 +56,44 @@ impl Scheduler {
         let cfg = self.services.config.scheduler.clone();
         let wake = self.services.wake.listener(&pool);
         let mut errors: u32 = 0;
+        let tick_lock = self.lease_state.tick_lock(&pool);
         loop {
+            // With leases, only the pool's lease holder ticks it; the others wait and look again.
+            if let Some(leases) = &self.leases
+                && !self.may_tick(&pool)
+            {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(super::leasing::unheld_wait(leases)) => {}
+                    _ = wake.notified() => {}
+                }
+                continue;
+            }
             let started = Instant::now();
             let now = self.services.clock.now_ms();
-            match self.run_once(&pool, now).await {
+            let ticked = {
+                let _tick = tick_lock.lock().await;
+                if self.may_tick(&pool) {
+                    Some(self.run_once(&pool, now).await)
+                } else {
+                    None
+                }
+            };
+            let Some(ticked) = ticked else {
+                continue;
+            };
+            match ticked {
                 Ok(_) => {
                     if errors > 0 {
                         tracing::info!(pool = %pool, "scheduler resumed");
                     }
                     errors = 0;
+                }
+                Err(super::TickError::Store(crate::store::StoreError::Fenced { .. })) => {
+                    // A newer scheduler holds this pool: its writes win, ours stop here.
+                    tracing::warn!(pool = %pool, "writes refused by fencing; this instance lost the pool");
+                    self.drop_lease(&pool, "fenced");
+                    continue;
                 }
                 Err(e) => {
                     errors = errors.saturating_add(1);

@@ -82,6 +82,7 @@ impl Scheduler {
             return Ok(report);
         };
         let max = self.effective_max(pool, limit.max_slots, now);
+        let fence = self.fence(pool);
         report.max_slots = max;
         let types = limit.task_types.clone();
 
@@ -89,15 +90,18 @@ impl Scheduler {
 
         // 1-2: fill free slots in fill order, with the write-ahead submit marker.
         let mut fresh: Vec<Unit> = Vec::new();
-        let used = s.slots.used(pool).await?;
+        let used = self.slots_used(pool).await?;
         let free = max.saturating_sub(used);
         if free > 0 && !types.is_empty() {
             let pending = s.store.unit_list_pending(pool, &types, now, free).await?;
             if !pending.is_empty() {
                 let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
-                let granted = s.slots.acquire(pool, &ids, max).await?;
+                let granted = self.acquire_slots(pool, &ids, max).await?;
                 if !granted.is_empty() {
-                    fresh = s.store.unit_mark_submitted(&granted, now).await?;
+                    fresh = s
+                        .store
+                        .unit_mark_submitted(&granted, now, fence.as_ref())
+                        .await?;
                     let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
                     let unused: Vec<String> = granted
                         .iter()
@@ -112,6 +116,10 @@ impl Scheduler {
             }
         }
         report.claimed = fresh.len();
+        // Their tasks are running now: no snapshot may say otherwise.
+        s.hot
+            .invalidate(fresh.iter().map(|u| u.task_id.as_str()))
+            .await;
 
         // The due polls (and in-doubt units from earlier ticks).
         let fresh_ids: HashSet<String> = fresh.iter().map(|u| u.id.clone()).collect();
@@ -137,11 +145,17 @@ impl Scheduler {
         }
         report.polled = batch.len() - report.claimed;
         if batch.is_empty() {
-            report.used_after = s.slots.used(pool).await?;
+            report.used_after = self.slots_used(pool).await?;
             report.duration = started.elapsed();
             self.publish_tick(&report);
             return Ok(report);
         }
+
+        // Unit → task, to invalidate the hot snapshots of the tasks this tick changes.
+        let by_task_ids: Vec<(String, String)> = batch
+            .iter()
+            .map(|b| (b.unit.id.clone(), b.unit.task_id.clone()))
+            .collect();
 
         // 3: one call per handler (task types of one pool may belong to different handlers).
         let mut by_handler: BTreeMap<String, (Arc<Handler>, Vec<BatchUnit>)> = BTreeMap::new();
@@ -171,6 +185,10 @@ impl Scheduler {
         let results = futures::future::join_all(calls).await;
 
         // 4: apply everything in one transaction.
+        let task_of: std::collections::HashMap<&str, &str> = by_task_ids
+            .iter()
+            .map(|(u, t)| (u.as_str(), t.as_str()))
+            .collect();
         let mut updates = Vec::new();
         for r in results {
             report.refused += r.refused;
@@ -187,9 +205,17 @@ impl Scheduler {
             .iter()
             .filter(|u| u.to == Some(UnitStatus::Succeeded))
             .count();
-        let applied = s.store.unit_apply(&updates, now).await?;
+        let applied = s.store.unit_apply(&updates, now, fence.as_ref()).await?;
         report.applied = applied.applied.len();
         report.succeeded = succeeded;
+        s.hot
+            .invalidate(
+                applied
+                    .applied
+                    .iter()
+                    .filter_map(|id| task_of.get(id.as_str()).copied()),
+            )
+            .await;
         for u in &updates {
             if let Some(to) = u.to {
                 metrics::counter!("slotd_unit_transitions_total", "pool" => pool.to_string(), "to" => to.as_str())
@@ -208,7 +234,7 @@ impl Scheduler {
         if succeeded > 0 {
             self.finalize_wake.notify_one();
         }
-        report.used_after = s.slots.used(pool).await?;
+        report.used_after = self.slots_used(pool).await?;
         if report.capacity_rejected > 0 {
             self.lower_capacity(pool, report.used_after, now);
             metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.to_string())

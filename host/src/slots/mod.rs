@@ -5,10 +5,11 @@
 //! database's `submitted` units so that a crashed instance's slots come back without waiting
 //! for a blanket expiry.
 //!
-//! Implementations: [`local::LocalSlots`] (in-process, the embedded default); Redis implements
-//! the same trait for several instances.
+//! Implementations: [`local::LocalSlots`] (in-process, the embedded default) and
+//! [`redis::RedisSlots`] (Lua scripts on a shared Redis, for several instances).
 
 pub mod local;
+pub mod redis;
 
 use std::sync::Arc;
 
@@ -19,6 +20,10 @@ use async_trait::async_trait;
 pub enum SlotError {
     #[error("slot store unavailable: {0}")]
     Unavailable(String),
+    /// The pool's holder set was lost (Redis flushed or restarted) and must be rebuilt from
+    /// the database ([`SlotStore::reconcile`]) before anything is granted.
+    #[error("the slot set of pool {0:?} was lost; reconcile it with the database first")]
+    NotReconciled(String),
 }
 
 /// What a reconciliation changed.
@@ -43,7 +48,7 @@ pub trait SlotStore: Send + Sync + 'static {
     ) -> Result<Vec<String>, SlotError>;
     /// Release the slots these units hold (unknown ids are ignored).
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError>;
-    /// Slots in use.
+    /// Slots in use ([`SlotError::NotReconciled`] if the set must be rebuilt first).
     async fn used(&self, pool: &str) -> Result<u32, SlotError>;
     /// Make the holder set equal to `submitted` (the database's submitted units of the pool).
     async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError>;

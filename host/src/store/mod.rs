@@ -26,6 +26,14 @@ pub enum StoreError {
     Unavailable(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A write carried a fencing token older than the pool's current one: the writer lost
+    /// its lease to a newer scheduler (SPEC section 11). Nothing was written.
+    #[error("pool {pool}: fencing token {token} is stale (current {current}); write refused")]
+    Fenced {
+        pool: String,
+        token: i64,
+        current: i64,
+    },
     #[error("database error: {0}")]
     Other(String),
 }
@@ -47,6 +55,16 @@ impl From<sqlx::Error> for StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A scheduler's claim to write for one pool: the fencing token of its pool lease (SPEC
+/// section 11). Writes carrying a fence are refused with [`StoreError::Fenced`] once a newer
+/// token has been seen for the pool, so a paused ex-leader cannot write after losing its lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub pool: String,
+    /// Monotonically increasing per pool (issued by the lease store).
+    pub token: i64,
+}
 
 /// A task to create, with its planned units.
 #[derive(Clone, Debug)]
@@ -220,7 +238,13 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<Unit>>;
     /// The write-ahead submit marker: move these units `pending -> submitted` (job id cleared,
     /// `submitted_at = now`) and return the ones that moved, before anything is sent.
-    async fn unit_mark_submitted(&self, ids: &[String], now: i64) -> StoreResult<Vec<Unit>>;
+    /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
+    async fn unit_mark_submitted(
+        &self,
+        ids: &[String],
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<Unit>>;
     /// Submitted units of `pool` (types in `task_types`) whose poll is due, soonest first.
     async fn unit_list_due(
         &self,
@@ -230,7 +254,13 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<Unit>>;
     /// Apply guarded updates in one transaction, with an event row for each applied one.
-    async fn unit_apply(&self, updates: &[UnitUpdate], now: i64) -> StoreResult<ApplyReport>;
+    /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
+    async fn unit_apply(
+        &self,
+        updates: &[UnitUpdate],
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> StoreResult<ApplyReport>;
     /// Ids of the units of `pool` currently `submitted` (slot reconciliation).
     async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>>;
     /// Find the submitted unit a provider webhook refers to, by job id or idempotency key,
@@ -272,6 +302,17 @@ pub trait TaskStore: Send + Sync + 'static {
         fail: bool,
         now: i64,
     ) -> StoreResult<bool>;
+
+    /// Raise `pool`'s fencing token to `token` (a scheduler that just won the pool's lease calls
+    /// this before writing). Returns false, changing nothing, if the stored token is already
+    /// higher; raising to the current value is a no-op that returns true.
+    ///
+    /// A fenced write (`fence: Some`) also raises the stored token to its own, in its
+    /// transaction, and is refused with [`StoreError::Fenced`] (nothing written) if the stored
+    /// token is higher. The fence row stays locked until that transaction ends, so an advance
+    /// waits for a write in flight: every write of the old leader commits before the new
+    /// token is in place, or is refused after. `None` (embedded, single instance) skips it.
+    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool>;
 
     /// Unit counts per pool and status.
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;

@@ -10,8 +10,9 @@
 //! query is one statement prepared once per connection whatever the list length.
 //!
 //! The queries live by concern: [`tasks`] (create, read, list, cancel, retry), [`units`] (the
-//! scheduler's reads and guarded writes) and [`finalize`] (leases).
+//! scheduler's reads and guarded writes), [`finalize`] (leases) and [`fences`] (fencing tokens).
 
+mod fences;
 mod finalize;
 mod rows;
 mod tasks;
@@ -29,8 +30,8 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::{
-    ApplyReport, Cancelled, Created, NewTask, PoolStatusCount, StoreError, StoreResult, TaskFilter,
-    TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    ApplyReport, Cancelled, Created, Fence, NewTask, PoolStatusCount, StoreError, StoreResult,
+    TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -156,11 +157,18 @@ impl TaskStore for SqliteStore {
         units::unit_list_pending(&self.reader, pool, task_types, now, limit).await
     }
 
-    async fn unit_mark_submitted(&self, ids: &[String], now: i64) -> StoreResult<Vec<Unit>> {
+    async fn unit_mark_submitted(
+        &self,
+        ids: &[String],
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<Unit>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        units::unit_mark_submitted(self.begin().await?, ids, now).await
+        let mut tx = self.begin().await?;
+        fences::fence_check(&mut tx, fence).await?;
+        units::unit_mark_submitted(tx, ids, now).await
     }
 
     async fn unit_list_due(
@@ -173,11 +181,18 @@ impl TaskStore for SqliteStore {
         units::unit_list_due(&self.reader, pool, task_types, now, limit).await
     }
 
-    async fn unit_apply(&self, updates: &[UnitUpdate], now: i64) -> StoreResult<ApplyReport> {
+    async fn unit_apply(
+        &self,
+        updates: &[UnitUpdate],
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> StoreResult<ApplyReport> {
         if updates.is_empty() {
             return Ok(ApplyReport::default());
         }
-        units::unit_apply(self.begin().await?, updates, now).await
+        let mut tx = self.begin().await?;
+        fences::fence_check(&mut tx, fence).await?;
+        units::unit_apply(tx, updates, now).await
     }
 
     async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
@@ -234,6 +249,10 @@ impl TaskStore for SqliteStore {
             fail,
         };
         finalize::unit_finalize_release(self.begin().await?, release, now).await
+    }
+
+    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
+        fences::pool_fence_advance(self.begin().await?, pool, token).await
     }
 
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {

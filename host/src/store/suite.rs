@@ -6,10 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod fencing;
+
 use std::any::Any;
 
 use super::{Created, DynStore, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate};
 use crate::model::{Unit, UnitStatus};
+
+pub(crate) use fencing::{
+    fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
+};
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
 pub(crate) struct TestDb {
@@ -37,6 +43,9 @@ macro_rules! store_suite {
             list_paging_and_filters,
             counts_by_pool,
             event_log_order,
+            fence_stale_refused,
+            fence_newer_accepted,
+            fence_concurrent_advance_monotonic,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {
@@ -98,14 +107,14 @@ fn ids(units: &[Unit]) -> Vec<&str> {
 /// Move the given pending units to submitted, asserting they all moved.
 async fn submit(store: &DynStore, unit_ids: &[&str], now: i64) {
     let list: Vec<String> = unit_ids.iter().map(|s| s.to_string()).collect();
-    let moved = store.unit_mark_submitted(&list, now).await.unwrap();
+    let moved = store.unit_mark_submitted(&list, now, None).await.unwrap();
     assert_eq!(ids(&moved), unit_ids);
 }
 
 /// Apply one update, asserting it applied.
 async fn apply(store: &DynStore, update: UnitUpdate, now: i64) {
     let id = update.unit_id.clone();
-    let report = store.unit_apply(&[update], now).await.unwrap();
+    let report = store.unit_apply(&[update], now, None).await.unwrap();
     assert_eq!(report.applied, vec![id], "update should apply");
 }
 
@@ -267,7 +276,10 @@ pub(crate) async fn mark_submitted_guard(store: DynStore) {
     )
     .await;
     let asked = types(&["t1-u2", "t1-u1", "t1-u0", "missing"]);
-    let moved = store.unit_mark_submitted(&asked, T0 + 5).await.unwrap();
+    let moved = store
+        .unit_mark_submitted(&asked, T0 + 5, None)
+        .await
+        .unwrap();
     assert_eq!(
         ids(&moved),
         ["t1-u2", "t1-u0"],
@@ -282,14 +294,14 @@ pub(crate) async fn mark_submitted_guard(store: DynStore) {
     }
     assert!(
         store
-            .unit_mark_submitted(&asked, T0 + 6)
+            .unit_mark_submitted(&asked, T0 + 6, None)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
         store
-            .unit_mark_submitted(&[], T0 + 6)
+            .unit_mark_submitted(&[], T0 + 6, None)
             .await
             .unwrap()
             .is_empty()
@@ -354,7 +366,7 @@ pub(crate) async fn apply_guard_and_events(store: DynStore) {
     retry.submitted_at = Some(None);
     retry.next_at = Some(T0 + 500);
     let report = store
-        .unit_apply(&[accepted, stale, wrong_stage, retry], T0 + 1)
+        .unit_apply(&[accepted, stale, wrong_stage, retry], T0 + 1, None)
         .await
         .unwrap();
     assert_eq!(report.applied, ["t1-u0", "t1-u1"]);
@@ -426,6 +438,7 @@ pub(crate) async fn apply_guard_and_events(store: DynStore) {
         .unit_apply(
             &[update("nope", UnitStatus::Pending, UnitStatus::Submitted)],
             T0,
+            None,
         )
         .await;
     assert_eq!(gone.unwrap().skipped, ["nope"]);

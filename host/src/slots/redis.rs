@@ -1,0 +1,166 @@
+//! Redis slots: the holder set of each pool is a Redis set, changed only by Lua scripts so that
+//! a grant is atomic against the pool's maximum across every slotd instance (SPEC section 4,
+//! seed section 3.2). Scripts are loaded once and called by SHA (`redis::Script` sends
+//! `EVALSHA` and falls back to loading the script when Redis lost it, e.g. after a restart).
+//!
+//! Keys, under the configured prefix: `slots:{pool}` (the holders) and `slots:{pool}:ok`
+//! (written by reconciliation). A flush or a Redis restart removes both; while the marker is
+//! missing the set is not trusted: `used` and `acquire` answer [`SlotError::NotReconciled`]
+//! and the scheduler rebuilds the set from the database before granting anything. No blanket
+//! TTL: leaks are freed by reconciliation, not by expiry.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redis::Script;
+
+use super::{Reconciled, SlotError, SlotStore};
+use crate::keyspace::{Keyspace, KeyspaceError};
+
+/// Ids sent to one script call at most (Lua's argument stack is bounded).
+const IDS_PER_CALL: usize = 1000;
+
+impl From<KeyspaceError> for SlotError {
+    fn from(e: KeyspaceError) -> Self {
+        SlotError::Unavailable(e.0)
+    }
+}
+
+impl From<redis::RedisError> for SlotError {
+    fn from(e: redis::RedisError) -> Self {
+        SlotError::Unavailable(e.to_string())
+    }
+}
+
+/// Slots in Redis, shared by every slotd instance that uses the same server and prefix.
+pub struct RedisSlots {
+    keys: Arc<Keyspace>,
+    acquire: Script,
+    release: Script,
+    used: Script,
+    reconcile: Script,
+}
+
+impl RedisSlots {
+    /// Slots under `keys`' prefix. Does not connect: Redis may come up later.
+    pub fn new(keys: Arc<Keyspace>) -> Self {
+        RedisSlots {
+            keys,
+            acquire: Script::new(include_str!("lua/acquire.lua")),
+            release: Script::new(include_str!("lua/release.lua")),
+            used: Script::new(include_str!("lua/used.lua")),
+            reconcile: Script::new(include_str!("lua/reconcile.lua")),
+        }
+    }
+
+    fn set_key(&self, pool: &str) -> String {
+        self.keys.key(&format!("slots:{pool}"))
+    }
+
+    fn marker_key(&self, pool: &str) -> String {
+        self.keys.key(&format!("slots:{pool}:ok"))
+    }
+
+    fn lost(pool: &str) -> SlotError {
+        SlotError::NotReconciled(pool.to_string())
+    }
+}
+
+impl RedisSlots {
+    /// [`SlotStore::acquire`], also returning the slots in use right after the grant as the
+    /// script counted them (tests check the invariant on it).
+    pub async fn acquire_counted(
+        &self,
+        pool: &str,
+        unit_ids: &[String],
+        max: u32,
+    ) -> Result<(u32, Vec<String>), SlotError> {
+        let mut conn = self.keys.conn().await?;
+        let mut granted = Vec::new();
+        let mut used_after = 0u32;
+        for chunk in unit_ids.chunks(IDS_PER_CALL) {
+            let (used, got): (i64, Vec<String>) = self
+                .acquire
+                .key(self.set_key(pool))
+                .key(self.marker_key(pool))
+                .arg(max)
+                .arg(chunk)
+                .invoke_async(&mut conn)
+                .await?;
+            if used < 0 {
+                return Err(Self::lost(pool));
+            }
+            // The script's own count is the first witness of the invariant.
+            if used > i64::from(max) {
+                tracing::error!(pool, used, max, "slot set above its maximum");
+            }
+            used_after = u32::try_from(used).unwrap_or(u32::MAX);
+            let full = got.len() < chunk.len();
+            granted.extend(got);
+            if full {
+                break;
+            }
+        }
+        Ok((used_after, granted))
+    }
+}
+
+#[async_trait]
+impl SlotStore for RedisSlots {
+    async fn acquire(
+        &self,
+        pool: &str,
+        unit_ids: &[String],
+        max: u32,
+    ) -> Result<Vec<String>, SlotError> {
+        Ok(self.acquire_counted(pool, unit_ids, max).await?.1)
+    }
+
+    async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
+        if unit_ids.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.keys.conn().await?;
+        for chunk in unit_ids.chunks(IDS_PER_CALL) {
+            let _: i64 = self
+                .release
+                .key(self.set_key(pool))
+                .arg(chunk)
+                .invoke_async(&mut conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn used(&self, pool: &str) -> Result<u32, SlotError> {
+        let mut conn = self.keys.conn().await?;
+        let used: i64 = self
+            .used
+            .key(self.set_key(pool))
+            .key(self.marker_key(pool))
+            .invoke_async(&mut conn)
+            .await?;
+        if used < 0 {
+            return Err(Self::lost(pool));
+        }
+        Ok(u32::try_from(used).unwrap_or(u32::MAX))
+    }
+
+    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
+        let mut conn = self.keys.conn().await?;
+        // One script call keeps the rebuild atomic. A pool has at most `max` submitted units,
+        // far below Lua's limits; the ids travel as arguments, not unpacked.
+        let (freed, restored): (Vec<String>, Vec<String>) = self
+            .reconcile
+            .key(self.set_key(pool))
+            .key(self.marker_key(pool))
+            .arg(submitted)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(Reconciled { freed, restored })
+    }
+}
+
+#[cfg(test)]
+#[path = "redis_tests.rs"]
+mod tests;

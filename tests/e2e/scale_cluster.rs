@@ -1,0 +1,407 @@
+//! slotd at scale with real processes: one API process and two scheduler processes sharing a
+//! database and Redis (their own key prefix), the Kling simulator in the test process at the
+//! account's limit of 20. The schedulers split the pools by lease; the failure cases kill,
+//! pause or flush under them.
+//!
+//! The database is `SLOTD_SCALE_DATABASE_URL` when set (a PostgreSQL URL, once that store is
+//! merged), else one SQLite file shared by the processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use slotd::sim::SimHandle;
+
+use crate::kling::{TIME_SCALE, kling_plugins, sim_options, video_payload};
+use crate::support::*;
+
+/// Lease period of the schedulers in these tests.
+pub const LEASE_TTL_MS: u64 = 400;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+pub fn redis_url() -> String {
+    std::env::var("SLOTD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// One slotd process of the cluster.
+pub struct Proc {
+    pub base: String,
+    pub child: Child,
+}
+
+impl Proc {
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// Send a signal (`KILL`, `STOP`, `CONT`) with the system's `kill`.
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{sig}"), self.pid()])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{sig} {}", self.pid());
+    }
+}
+
+/// A cluster: the simulator, one API process, scheduler processes.
+pub struct Cluster {
+    pub sim: SimHandle,
+    pub api: Proc,
+    pub schedulers: Vec<Proc>,
+    pub client: reqwest::Client,
+    pub prefix: String,
+    config: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub async fn start(schedulers: usize, seed: u64) -> Cluster {
+        let dir = tempfile::TempDir::new().expect("tmp");
+        let sim = slotd::sim::start(sim_options(seed))
+            .await
+            .expect("simulator");
+        let prefix = format!("slotd-e2e:{}:", uuid::Uuid::new_v4().simple());
+        let config = write_config(dir.path(), &sim, &prefix);
+        let log = dir.path().join("slotd.log");
+        let client = reqwest::Client::new();
+        let api = spawn(&config, &log, "api");
+        wait_healthy(&client, &api.base).await;
+        let mut procs = Vec::new();
+        for _ in 0..schedulers {
+            let p = spawn(&config, &log, "scheduler");
+            wait_healthy(&client, &p.base).await;
+            procs.push(p);
+        }
+        Cluster {
+            sim,
+            api,
+            schedulers: procs,
+            client,
+            prefix,
+            config,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Another scheduler process.
+    pub async fn add_scheduler(&mut self) {
+        let p = spawn(&self.config, &self.log, "scheduler");
+        wait_healthy(&self.client, &p.base).await;
+        self.schedulers.push(p);
+    }
+
+    pub async fn submit_videos(&self, tasks: usize, shots: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        for _ in 0..tasks {
+            let r = self
+                .client
+                .post(format!("{}/v1/tasks/video", self.api.base))
+                .json(&json!({"payload": video_payload(shots)}))
+                .send()
+                .await
+                .expect("submit");
+            assert_eq!(r.status(), 202);
+            let v: Value = r.json().await.expect("json");
+            ids.push(v["task_id"].as_str().expect("id").to_string());
+        }
+        ids
+    }
+
+    pub async fn wait_creates(&self, n: u64) {
+        eventually(Duration::from_secs(60), "provider progress", async || {
+            (self.sim.stats().creates >= n).then_some(())
+        })
+        .await;
+    }
+
+    /// Wait until every task completed; returns their views.
+    pub async fn wait_completed(&self, ids: &[String]) -> Vec<Value> {
+        eventually(
+            Duration::from_secs(120),
+            "every task completed",
+            async || {
+                let mut out = Vec::new();
+                for id in ids {
+                    let v: Value = self
+                        .client
+                        .get(format!("{}/v1/tasks/{id}", self.api.base))
+                        .send()
+                        .await
+                        .ok()?
+                        .json()
+                        .await
+                        .ok()?;
+                    if v["status"] != "completed" {
+                        return None;
+                    }
+                    out.push(v);
+                }
+                Some(out)
+            },
+        )
+        .await
+    }
+
+    /// The scheduler holding `pool`'s lease (each scheduler publishes its owner id in `slotd_scheduler_info`).
+    pub async fn holder_of(&self, pool: &str) -> usize {
+        eventually(Duration::from_secs(10), "a lease holder", async || {
+            self.try_holder_of(pool).await
+        })
+        .await
+    }
+
+    /// The scheduler answering as `pool`'s lease holder now, if any.
+    pub async fn try_holder_of(&self, pool: &str) -> Option<usize> {
+        let owner: String = {
+            let client = redis::Client::open(redis_url()).ok()?;
+            let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+            redis::cmd("GET")
+                .arg(format!("{}lease:{pool}", self.prefix))
+                .query_async::<Option<String>>(&mut conn)
+                .await
+                .ok()
+                .flatten()?
+        };
+        for (i, p) in self.schedulers.iter().enumerate() {
+            // A paused (SIGSTOP) process accepts the connection but never answers.
+            let answer = self
+                .client
+                .get(format!("{}/metrics", p.base))
+                .timeout(Duration::from_millis(500))
+                .send()
+                .await;
+            let Ok(answer) = answer else {
+                continue;
+            };
+            let text = answer.text().await.unwrap_or_default();
+            if text.contains(&owner) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Delete this cluster's Redis keys: a flush, as far as this cluster can tell.
+    pub async fn flush_redis(&self) {
+        let client = redis::Client::open(redis_url()).expect("redis url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("redis");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS");
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .expect("DEL");
+        }
+    }
+
+    /// The checks every scenario ends with: each shot created once, never above the limit,
+    /// no panic in any process.
+    pub fn assert_clean(&self, shots: u64) {
+        let stats = self.sim.stats();
+        assert_eq!(stats.creates, shots, "every shot created once");
+        assert!(
+            stats.creates_by_external_id.values().all(|&n| n == 1),
+            "an external_task_id was created twice"
+        );
+        assert!(
+            stats.max_running <= 20,
+            "simulator saw {} at once",
+            stats.max_running
+        );
+        let log_text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            !log_text.contains("panicked"),
+            "slotd panicked:\n{log_text}"
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in self
+            .schedulers
+            .iter_mut()
+            .chain(std::iter::once(&mut self.api))
+        {
+            let _ = Command::new("kill")
+                .args(["-CONT", &p.child.id().to_string()])
+                .status();
+            p.child.kill().ok();
+            p.child.wait().ok();
+        }
+    }
+}
+
+fn write_config(dir: &Path, sim: &SimHandle, prefix: &str) -> PathBuf {
+    let plugins = kling_plugins(dir);
+    let tick_ms = ((10_000.0 * TIME_SCALE) as u64).max(5);
+    let database = std::env::var("SLOTD_SCALE_DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}", dir.join("slotd.db").display()));
+    let text = format!(
+        r#"
+database_url = "{database}"
+redis_url = "{redis}"
+redis_prefix = "{prefix}"
+plugins_dir = "{plugins}"
+object_store = "file://{objects}"
+
+[scheduler]
+tick_interval = "{tick_ms}ms"
+min_rest = "2ms"
+finalize_lease = "500ms"
+reconcile_interval = "200ms"
+lease_ttl = "{LEASE_TTL_MS}ms"
+
+[pools."kling:video"]
+max_slots = 18
+
+[pools."kling:avatar"]
+max_slots = 2
+
+[handlers.kling-video]
+base_url = "{base}"
+access_key = "AK"
+secret_key = "SK"
+allowed_hosts = ["{host}"]
+
+[handlers.kling-avatar]
+base_url = "{base}"
+access_key = "AK"
+secret_key = "SK"
+allowed_hosts = ["{host}"]
+"#,
+        redis = redis_url(),
+        plugins = plugins.display(),
+        objects = dir.join("objects").display(),
+        base = sim.base_url(),
+        host = sim.addr(),
+    );
+    let path = dir.join("slotd.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn spawn(config: &Path, log: &Path, role: &'static str) -> Proc {
+    let port = free_port();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .args([
+            "serve",
+            "--role",
+            role,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+        ])
+        .arg(config)
+        .env("SLOTD_LOG", "warn")
+        .env_remove("SLOTD_DATABASE_URL")
+        .env_remove("SLOTD_REDIS_URL")
+        .env_remove("SLOTD_LISTEN")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn slotd");
+    Proc {
+        base: format!("http://127.0.0.1:{port}"),
+        child,
+    }
+}
+
+async fn wait_healthy(client: &reqwest::Client, base: &str) {
+    eventually(Duration::from_secs(60), "slotd /healthz", async || {
+        let r = client.get(format!("{base}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+}
+
+/// Two schedulers and an API, 300 shots: the limit holds, each job is created once, all
+/// complete, and the two pools are spread over the two schedulers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_schedulers_share_the_work_within_the_limit() {
+    let c = Cluster::start(2, 21).await;
+    let ids = c.submit_videos(15, 20).await;
+    c.wait_completed(&ids).await;
+    c.assert_clean(300);
+    let video = c.holder_of("kling:video").await;
+    let avatar = c.holder_of("kling:avatar").await;
+    assert_ne!(video, avatar, "two pools, two schedulers: one each");
+}
+
+/// The scheduler driving the video pool is killed (SIGKILL) mid-run: the other takes the pool
+/// over and finishes, nothing created twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_scheduler_s_pools_are_taken_over() {
+    let mut c = Cluster::start(2, 22).await;
+    let ids = c.submit_videos(6, 20).await;
+    c.wait_creates(40).await;
+    let holder = c.holder_of("kling:video").await;
+    c.schedulers[holder].signal("KILL");
+    c.schedulers[holder].child.wait().ok();
+    c.wait_completed(&ids).await;
+    c.assert_clean(120);
+    // And a fresh scheduler joining later does not disturb anything.
+    c.add_scheduler().await;
+}
+
+/// The video scheduler paused (SIGSTOP) past its lease, then resumed: another took over, the
+/// resumed one's writes are refused by fencing, nothing is doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "flaky on a shared SQLite file (a stopped process may hold its write lock); run with SLOTD_SCALE_DATABASE_URL=postgres://… once the PostgreSQL store is merged"]
+async fn a_paused_scheduler_is_fenced_out() {
+    let c = Cluster::start(2, 23).await;
+    let ids = c.submit_videos(6, 20).await;
+    c.wait_creates(30).await;
+    let holder = c.holder_of("kling:video").await;
+    c.schedulers[holder].signal("STOP");
+    // Wait until someone else holds the lease (it expired: at most two lease periods).
+    let other = eventually(Duration::from_secs(10), "lease taken over", async || {
+        let h = c.try_holder_of("kling:video").await?;
+        (h != holder).then_some(h)
+    })
+    .await;
+    let creates_then = c.sim.stats().creates;
+    c.wait_creates(creates_then + 10).await;
+    c.schedulers[holder].signal("CONT");
+    c.wait_completed(&ids).await;
+    c.assert_clean(120);
+    assert_ne!(other, holder);
+}
+
+/// Redis flushed mid-run: slot sets are rebuilt from the database before any grant, the run
+/// completes, no over-limit, no duplicate submission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_flush_mid_run_loses_nothing() {
+    let c = Cluster::start(2, 24).await;
+    let ids = c.submit_videos(6, 20).await;
+    c.wait_creates(30).await;
+    c.flush_redis().await;
+    c.wait_creates(60).await;
+    c.flush_redis().await;
+    c.wait_completed(&ids).await;
+    c.assert_clean(120);
+}
