@@ -8,3 +8,4 @@ mod core_flow;
 mod crash;
 mod handler_faults;
 mod kling;
+mod reload_hot;

@@ -111,6 +111,8 @@ async fn run(
     tracing::info!(dir = %dir.display(), "watching plugins directory");
     // Path -> when it was last touched.
     let mut dirty: BTreeMap<PathBuf, Instant> = BTreeMap::new();
+    // Whatever changed between the initial load and the watch starting is caught here.
+    mark_all(&dir, &registry, &mut dirty);
     let mut next_rescan = Instant::now() + options.rescan;
     loop {
         let due = dirty
