@@ -24,12 +24,9 @@ impl Drop for Server {
 
 async fn server() -> Server {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions {
-        limit: 10,
-        ..Default::default()
-    })
-    .await
-    .expect("stub");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 10 })
+        .await
+        .expect("stub");
     let mut config = test_config(dir.path(), &stub, 5);
     config.api_keys = vec![
         ApiKey {

@@ -73,12 +73,9 @@ async fn hundred_units_through_five_slots() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_units_real_server() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions {
-        limit: 100,
-        ..Default::default()
-    })
-    .await
-    .expect("stub");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
+        .await
+        .expect("stub");
     let config = test_config(dir.path(), &stub, 5);
     let services = slotd::app::build_with_clock(config, system_clock())
         .await

@@ -78,12 +78,9 @@ async fn wait_healthy(client: &reqwest::Client, base: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_run_resumes_without_double_submission() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions {
-        limit: 100,
-        ..Default::default()
-    })
-    .await
-    .expect("stub");
+    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
+        .await
+        .expect("stub");
     let port = free_port();
     let config = write_config(dir.path(), &stub, port);
     let log = dir.path().join("slotd.log");

@@ -239,7 +239,8 @@ async fn removed_handler_units_wait_and_complete_when_it_returns() {
     assert_ne!(waiting["status"], "failed", "{waiting}");
     install(&built_plugin("fixture"), &target);
     live.wait_version(Some("1.0.0")).await;
-    live.wait_done(&[id.clone()], Duration::from_secs(60)).await;
+    live.wait_done(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
     assert_eq!(live.status(&id).await["completed"], 10);
     live.stop().await;
 }
