@@ -25,9 +25,11 @@ fn config(dir: &Path, slots: u32) -> Config {
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     let built = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
     std::fs::copy(built, plugins.join("fixture.wasm")).expect("copy fixture");
-    let mut c = Config::default();
-    c.database_url = format!("sqlite://{}", dir.join("bench.db").display());
-    c.plugins_dir = plugins;
+    let mut c = Config {
+        database_url: format!("sqlite://{}", dir.join("bench.db").display()),
+        plugins_dir: plugins,
+        ..Config::default()
+    };
     c.scheduler.max_batch = 20_000;
     c.max_units_per_task = 1000;
     c.pools

@@ -69,17 +69,18 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         None => Arc::new(LocalSlots::new()),
     };
     let hot = Arc::new(HotStatus::new(keyspace.clone()));
-    let runtime = Runtime::new(config.limits.clone(), config.handlers.clone())
-        .context("starting the wasm engine")?;
+    let cache_dir = crate::runtime::cache_dir_for(&config);
+    let runtime = Runtime::with_cache_dir(
+        config.limits.clone(),
+        config.handlers.clone(),
+        cache_dir.as_deref(),
+    )
+    .context("starting the wasm engine")?;
     let registry = Arc::new(Registry::new());
+    registry.attach_history(store.clone());
     if config.plugins_dir.is_dir() {
-        let summary = registry.load_dir(&runtime, &config.plugins_dir).await;
-        for (path, name, version) in &summary.loaded {
-            tracing::info!(handler = %name, %version, path = %path.display(), "handler loaded");
-        }
-        for (path, reason) in &summary.refused {
-            tracing::warn!(path = %path.display(), %reason, "handler refused");
-        }
+        // Each load and refusal is logged (and journaled) by the registry.
+        registry.load_dir(&runtime, &config.plugins_dir).await;
     } else {
         tracing::warn!(dir = %config.plugins_dir.display(), "plugins directory does not exist; no handlers loaded");
     }
@@ -134,6 +135,20 @@ pub async fn run_with(
         .runs_scheduler()
         .then(|| Scheduler::new(services.clone()));
     let sched_task = scheduler.map(|s| tokio::spawn(s.run(token.clone())));
+    // Hot reload (SPEC section 7): keep the handlers in step with the plugins directory.
+    let watcher = if services.config.plugins_dir.is_dir() {
+        crate::runtime::Watcher::spawn(
+            services.runtime.clone(),
+            services.registry.clone(),
+            &services.config.plugins_dir,
+            crate::runtime::WatcherOptions::default(),
+            token.clone(),
+        )
+        .map_err(|e| tracing::warn!("hot reload is off: {e:#}"))
+        .ok()
+    } else {
+        None
+    };
 
     if let Some(listener) = listener {
         let addr = listener.local_addr().ok();
@@ -153,6 +168,9 @@ pub async fn run_with(
     }
     if let Some(t) = sched_task {
         t.await.context("scheduler task")?;
+    }
+    if let Some(w) = watcher {
+        w.task.await.context("plugins watcher task")?;
     }
     tracing::info!("slotd stopped");
     Ok(())

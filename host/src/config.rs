@@ -30,6 +30,11 @@ pub const HANDLER_DEADLINE_DEFAULT: Duration = Duration::from_secs(30);
 pub const HTTP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(15);
 pub const HTTP_MAX_RESPONSE_DEFAULT: u64 = 8 * 1024 * 1024;
 pub const HTTP_BATCH_CONCURRENCY_DEFAULT: usize = 16;
+/// Guest CPU a call may burn (epoch ticks while guest code runs), below the wall deadline so a
+/// spinning guest is cut off before it holds a worker for the whole deadline.
+pub const HANDLER_CPU_BUDGET_DEFAULT: Duration = Duration::from_secs(10);
+/// Consecutive faulting calls (trap, deadline, CPU) after which a handler version is quarantined.
+pub const QUARANTINE_AFTER_DEFAULT: u32 = 5;
 pub const FINALIZE_CONCURRENCY_DEFAULT: usize = 8;
 pub const FINALIZE_LEASE_DEFAULT: Duration = Duration::from_secs(300);
 /// How long a scheduler's pool lease lasts unless renewed (with Redis; SPEC section 11).
@@ -174,6 +179,11 @@ pub struct RuntimeLimits {
     pub http_max_response_bytes: u64,
     /// Requests of one `send-batch` in flight at once.
     pub http_batch_concurrency: usize,
+    /// Guest CPU time one call may use (awaited host I/O not counted).
+    pub cpu_budget: Duration,
+    /// Consecutive faulting calls after which a version is quarantined and the previous good
+    /// version restored (`[limits] quarantine_after`).
+    pub quarantine_after: u32,
 }
 
 impl Default for RuntimeLimits {
@@ -184,6 +194,8 @@ impl Default for RuntimeLimits {
             http_timeout: HTTP_TIMEOUT_DEFAULT,
             http_max_response_bytes: HTTP_MAX_RESPONSE_DEFAULT,
             http_batch_concurrency: HTTP_BATCH_CONCURRENCY_DEFAULT,
+            cpu_budget: HANDLER_CPU_BUDGET_DEFAULT,
+            quarantine_after: QUARANTINE_AFTER_DEFAULT,
         }
     }
 }
@@ -222,6 +234,9 @@ pub struct Config {
     /// Prefix of every Redis key (`SLOTD_REDIS_PREFIX`).
     pub redis_prefix: String,
     pub plugins_dir: PathBuf,
+    /// Where compiled handler code is cached by content hash. Unset: `cache/` beside a SQLite
+    /// database file, else no disk cache (see `runtime::cache_dir_for`).
+    pub cache_dir: Option<PathBuf>,
     pub object_store: String,
     /// Base URL at which providers reach slotd's callbacks. Unset: polling only.
     pub public_url: Option<String>,
@@ -249,6 +264,7 @@ impl Default for Config {
             redis_url: None,
             redis_prefix: REDIS_PREFIX_DEFAULT.into(),
             plugins_dir: PLUGINS_DIR_DEFAULT.into(),
+            cache_dir: None,
             object_store: OBJECT_STORE_DEFAULT.into(),
             public_url: None,
             role: Role::All,
@@ -274,6 +290,7 @@ struct FileConfig {
     redis_url: Option<String>,
     redis_prefix: Option<String>,
     plugins_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
     object_store: Option<String>,
     public_url: Option<String>,
     role: Option<Role>,
@@ -319,6 +336,8 @@ struct FileLimits {
     http_timeout: Option<String>,
     http_max_response_bytes: Option<u64>,
     http_batch_concurrency: Option<usize>,
+    cpu_budget: Option<String>,
+    quarantine_after: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -449,6 +468,9 @@ impl Config {
         {
             c.plugins_dir = v;
         }
+        if let Some(v) = env("SLOTD_CACHE_DIR").map(PathBuf::from).or(file.cache_dir) {
+            c.cache_dir = Some(v);
+        }
         if let Some(v) = env("SLOTD_OBJECT_STORE").or(file.object_store) {
             c.object_store = v;
         }
@@ -541,6 +563,12 @@ impl Config {
         if let Some(v) = l.http_batch_concurrency {
             c.limits.http_batch_concurrency = v;
         }
+        if let Some(t) = &l.cpu_budget {
+            c.limits.cpu_budget = parse_duration("limits.cpu_budget", t)?;
+        }
+        if let Some(v) = l.quarantine_after {
+            c.limits.quarantine_after = v;
+        }
 
         for (name, p) in file.pools {
             c.pools.insert(
@@ -594,6 +622,12 @@ impl Config {
         }
         if self.limits.http_batch_concurrency == 0 {
             bail!("limits.http_batch_concurrency must be at least 1");
+        }
+        if self.limits.quarantine_after == 0 {
+            bail!("limits.quarantine_after must be at least 1");
+        }
+        if self.limits.cpu_budget < Duration::from_millis(10) {
+            bail!("limits.cpu_budget must be at least 10ms");
         }
         for (name, p) in &self.pools {
             if p.max_slots == 0 {

@@ -71,7 +71,8 @@ enum SimCommand {
 
 #[derive(Subcommand)]
 enum PluginCommand {
-    /// Load a handler component offline and print what it declares.
+    /// Validate a handler component offline: print what it declares and every problem found
+    /// (non-zero exit when slotd would refuse it). Run it before dropping a file in plugins/.
     Check { file: PathBuf },
 }
 
@@ -204,33 +205,54 @@ async fn task_command(url: &str, key: Option<&str>, cmd: TaskCommand) -> anyhow:
     Ok(())
 }
 
+/// `slotd plugin check FILE.wasm`: validate a component offline as the host would before
+/// loading it; print what it declares, every problem, and notes. Fails when there are problems.
 async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
     let config = Config::default();
     let runtime = slotd::runtime::Runtime::new(config.limits, Default::default())?;
-    let handler = runtime.load_file(&file).await?;
-    let info = &handler.info;
-    println!(
-        "{}: handler {} {} (sha256 {})",
-        file.display(),
-        info.name,
-        info.version,
-        handler.sha256
-    );
-    for t in &info.task_types {
-        let stages: Vec<String> = t
-            .stages
-            .iter()
-            .map(|s| format!("{} on pool {}", s.name, s.pool))
-            .collect();
-        println!("  task type {}: {}", t.name, stages.join(", then "));
+    let report = slotd::runtime::check_file(&runtime, &file).await;
+    let sha = report.sha256.as_deref().unwrap_or("unreadable");
+    match &report.info {
+        Some(info) => {
+            println!(
+                "{}: handler {} {} (sha256 {sha})",
+                file.display(),
+                info.name,
+                info.version
+            );
+            for t in &info.task_types {
+                let stages: Vec<String> = t
+                    .stages
+                    .iter()
+                    .map(|s| format!("{} on pool {}", s.name, s.pool))
+                    .collect();
+                println!("  task type {}: {}", t.name, stages.join(", then "));
+            }
+            for p in &info.pools {
+                println!(
+                    "  proposes pool {} with {} slots",
+                    p.name, p.default_max_slots
+                );
+            }
+        }
+        None => println!("{}: (sha256 {sha})", file.display()),
     }
-    for p in &info.pools {
-        println!(
-            "  proposes pool {} with {} slots",
-            p.name, p.default_max_slots
-        );
+    for note in &report.notes {
+        println!("  note: {note}");
     }
-    Ok(())
+    for problem in &report.problems {
+        println!("  problem: {problem}");
+    }
+    if report.problems.is_empty() {
+        println!("ok: slotd would load this handler");
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "{}: {} problem(s); slotd would refuse this file",
+            file.display(),
+            report.problems.len()
+        )
+    }
 }
 
 async fn main_inner(cli: Cli) -> anyhow::Result<()> {

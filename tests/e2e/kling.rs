@@ -25,11 +25,13 @@ pub fn kling_plugins(dir: &Path) -> std::path::PathBuf {
 }
 
 pub fn kling_config(dir: &Path, sim: &SimHandle, video_slots: u32) -> Config {
-    let mut c = Config::default();
-    c.database_url = format!("sqlite://{}", dir.join("slotd.db").display());
-    c.plugins_dir = kling_plugins(dir);
-    c.object_store = format!("file://{}", dir.join("objects").display());
-    c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * TIME_SCALE));
+    let mut c = Config {
+        database_url: format!("sqlite://{}", dir.join("slotd.db").display()),
+        plugins_dir: kling_plugins(dir),
+        object_store: format!("file://{}", dir.join("objects").display()),
+        scheduler: SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * TIME_SCALE)),
+        ..Config::default()
+    };
     c.scheduler.min_rest = Duration::from_millis(2);
     c.pools.insert(
         "kling:video".into(),

@@ -9,3 +9,4 @@ mod crash;
 mod handler_faults;
 mod kling;
 mod scale_cluster;
+mod reload_hot;

@@ -40,11 +40,13 @@ pub fn fixture_handler_config(stub: &StubHandle) -> HandlerConfig {
 
 /// A config for in-process tests: temp SQLite, fixture loaded, fast timings.
 pub fn test_config(dir: &Path, stub: &StubHandle, slots: u32) -> Config {
-    let mut c = Config::default();
-    c.database_url = format!("sqlite://{}", dir.join("slotd.db").display());
-    c.plugins_dir = plugins_dir_with_fixture(dir);
-    c.object_store = format!("file://{}", dir.join("objects").display());
-    c.scheduler = slotd::config::SchedulerConfig::scaled_to(Duration::from_millis(20));
+    let mut c = Config {
+        database_url: format!("sqlite://{}", dir.join("slotd.db").display()),
+        plugins_dir: plugins_dir_with_fixture(dir),
+        object_store: format!("file://{}", dir.join("objects").display()),
+        scheduler: slotd::config::SchedulerConfig::scaled_to(Duration::from_millis(20)),
+        ..Config::default()
+    };
     c.scheduler.min_rest = Duration::from_millis(1);
     c.scheduler.retry_budget = 3;
     c.limits.call_deadline = Duration::from_secs(2);

@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::SlotdHandler;
 use super::output::GuestOutput;
+use super::quarantine::Tripped;
 use crate::config::{HandlerConfig, RuntimeLimits};
 
 /// How often the epoch advances. Each tick is a point where a running guest yields to tokio
@@ -31,6 +32,8 @@ pub(crate) struct Shared {
     pub handlers: BTreeMap<String, HandlerConfig>,
     /// One HTTP client for every handler: connection pools are reused across calls.
     pub http: reqwest::Client,
+    /// Where a version that crossed its quarantine threshold is reported.
+    pub tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     /// Lives as long as anything can still call a handler (a `Handler` keeps `Shared`, and
     /// may outlive the `Runtime` that loaded it); without it deadlines would never fire.
     _ticker: EpochTicker,
@@ -40,6 +43,7 @@ impl Shared {
     pub fn new(
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
+        tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     ) -> anyhow::Result<Shared> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
@@ -70,6 +74,7 @@ impl Shared {
             limits,
             handlers,
             http,
+            tripped,
         })
     }
 
@@ -106,16 +111,36 @@ impl Shared {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
         store.set_epoch_deadline(1);
+        // The callback runs only while guest code runs (an awaited host call checks no epoch),
+        // so counting its calls measures guest CPU in ticks, apart from the wall deadline.
+        let cpu_ticks = cpu_budget_ticks(self.limits.cpu_budget);
+        let mut ticks: u64 = 0;
         store.epoch_deadline_callback(move |_| {
             if Instant::now() >= deadline {
-                Err(wasmtime::Error::new(DeadlineHit))
-            } else {
-                Ok(UpdateDeadline::Yield(1))
+                return Err(wasmtime::Error::new(DeadlineHit));
             }
+            ticks += 1;
+            if ticks > cpu_ticks {
+                return Err(wasmtime::Error::new(CpuBudgetHit));
+            }
+            Ok(UpdateDeadline::Yield(1))
         });
         store
     }
 }
+
+/// How many epoch ticks of guest execution a CPU budget allows (at least one).
+fn cpu_budget_ticks(budget: Duration) -> u64 {
+    let per_tick = EPOCH_TICK.as_micros().max(1);
+    u64::try_from(budget.as_micros() / per_tick)
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// Raised by the epoch callback when a call's guest code ran past its CPU budget.
+#[derive(Debug, thiserror::Error)]
+#[error("the call ran past its guest CPU budget")]
+pub(crate) struct CpuBudgetHit;
 
 /// Raised by the epoch callback when a call runs past its wall deadline.
 #[derive(Debug, thiserror::Error)]

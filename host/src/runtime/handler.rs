@@ -13,7 +13,8 @@ use wasmtime::Store;
 
 use super::bindings::SlotdHandlerPre;
 use super::convert;
-use super::engine::{CallState, DeadlineHit, Shared};
+use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
+use super::quarantine::{Health, Tripped};
 use super::{
     BatchUnit, CallbackChange, Finalized, HandlerFault, HandlerInfo, PlanError, PlannedUnit,
     TickContext,
@@ -32,12 +33,16 @@ pub struct Handler {
     pub sha256: String,
     /// Where it was loaded from.
     pub path: PathBuf,
+    /// When this version was loaded (Unix ms).
+    pub loaded_at_ms: i64,
     /// Name used in logs and metrics, and the key of its config section.
     name: Arc<str>,
     /// This handler's `[handlers.<name>]` section (empty when none is configured).
     config: Arc<HandlerConfig>,
     pre: SlotdHandlerPre<CallState>,
     shared: Arc<Shared>,
+    /// Consecutive crashing calls of this version (quarantine).
+    health: Health,
 }
 
 impl std::fmt::Debug for Handler {
@@ -94,10 +99,12 @@ impl Handler {
             info,
             sha256,
             path,
+            loaded_at_ms: now_ms(),
             name,
             config,
             pre,
             shared,
+            health: Health::default(),
         }
     }
 
@@ -188,8 +195,25 @@ impl Handler {
         answer.map_err(|message| self.fault(function, HandlerFault::Error(message)))
     }
 
+    /// Consecutive crashing calls of this version so far.
+    pub fn consecutive_faults(&self) -> u32 {
+        self.health.consecutive()
+    }
+
     fn fault(&self, function: &'static str, fault: HandlerFault) -> HandlerFault {
         tracing::warn!(handler = %self.name, function, %fault, "handler call faulted");
+        if let Some(count) =
+            self.health
+                .record(function, Some(&fault), self.shared.limits.quarantine_after)
+        {
+            // Nobody listening (no watcher: tests, `plugin check`) means no quarantine.
+            let _ = self.shared.tripped.send(Tripped {
+                name: self.info.name.clone(),
+                sha256: self.sha256.clone(),
+                fault: fault.clone(),
+                count,
+            });
+        }
         metrics::counter!(
             "slotd_handler_faults_total",
             "handler" => self.name.to_string(),
@@ -225,10 +249,17 @@ impl Handler {
         }
         let deadline = self.shared.limits.call_deadline;
         let fault = match answer {
-            Ok(Ok(value)) => return Ok(value),
+            Ok(Ok(value)) => {
+                self.health
+                    .record(function, None, self.shared.limits.quarantine_after);
+                return Ok(value);
+            }
             Err(_elapsed) => HandlerFault::Deadline(deadline),
             Ok(Err(Failure::Call(e) | Failure::Instantiate(e))) if e.is::<DeadlineHit>() => {
                 HandlerFault::Deadline(deadline)
+            }
+            Ok(Err(Failure::Call(e) | Failure::Instantiate(e))) if e.is::<CpuBudgetHit>() => {
+                HandlerFault::CpuBudget(self.shared.limits.cpu_budget)
             }
             Ok(Err(Failure::Instantiate(e))) => HandlerFault::Instantiate(format!("{e:#}")),
             Ok(Err(Failure::Call(e))) => {
@@ -243,4 +274,12 @@ impl Handler {
         };
         Err(self.fault(function, fault))
     }
+}
+
+/// Wall-clock Unix milliseconds (load times are shown to operators, not scheduled on).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }

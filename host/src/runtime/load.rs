@@ -25,8 +25,20 @@ impl Runtime {
 
     async fn load_inner(&self, path: &Path) -> anyhow::Result<Arc<Handler>> {
         let bytes = tokio::fs::read(path).await.context("reading the file")?;
+        self.load_bytes_inner(path, bytes).await
+    }
+
+    /// [`Runtime::load_file`] on content already read (the watcher hashes it first).
+    pub async fn load_bytes(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<Arc<Handler>> {
+        let shown = path.display().to_string();
+        self.load_bytes_inner(path, bytes)
+            .await
+            .with_context(|| format!("loading handler {shown}"))
+    }
+
+    async fn load_bytes_inner(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<Arc<Handler>> {
         check_header(&bytes)?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let sha256 = sha256_hex(&bytes);
         let component = self.compile(&sha256, bytes).await?;
         check_contract(&self.shared.engine, &component)?;
         let pre = self
@@ -64,22 +76,42 @@ impl Runtime {
         Ok(Arc::new(handler.with_info(info)))
     }
 
-    /// Compile in `spawn_blocking`; an unchanged file (same sha256) reuses the compiled code.
+    /// Compile in `spawn_blocking`; an unchanged file (same sha256) reuses the compiled code,
+    /// from memory or else from the disk cache.
     async fn compile(&self, sha256: &str, bytes: Vec<u8>) -> anyhow::Result<Component> {
         if let Some(hit) = self.compiled.lock().get(sha256) {
             return Ok(hit.clone());
         }
         let engine = self.shared.engine.clone();
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
-            .await
-            .context("the compile task did not finish")?
-            .map_err(|e| anyhow!("{e:#}"))
-            .context("not a valid WebAssembly component")?;
+        let disk = self.disk.clone();
+        let sha = sha256.to_string();
+        let component = tokio::task::spawn_blocking(move || {
+            if let Some(hit) = disk.as_ref().and_then(|d| d.load(&engine, &sha)) {
+                tracing::debug!(sha256 = %sha, "compiled handler taken from the disk cache");
+                return Ok(hit);
+            }
+            let started = std::time::Instant::now();
+            let component = Component::new(&engine, &bytes)?;
+            tracing::info!(sha256 = %sha, elapsed = ?started.elapsed(), "handler compiled");
+            if let Some(d) = &disk {
+                d.store(&sha, &component);
+            }
+            Ok::<_, wasmtime::Error>(component)
+        })
+        .await
+        .context("the compile task did not finish")?
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("not a valid WebAssembly component")?;
         self.compiled
             .lock()
             .insert(sha256.to_string(), component.clone());
         Ok(component)
     }
+}
+
+/// The content hash that names a version of a handler file.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Refuse non-wasm files and core modules early with a message saying what the file is.
@@ -145,52 +177,228 @@ fn valid_name(name: &str) -> bool {
 
 /// What `describe` declared must be usable by the scheduler and the API.
 pub(crate) fn validate_info(info: &HandlerInfo) -> anyhow::Result<()> {
+    match info_problems(info).into_iter().next() {
+        Some(problem) => bail!("{problem}"),
+        None => Ok(()),
+    }
+}
+
+/// A pool name the scheduler can create: printable, no whitespace, bounded.
+fn valid_pool(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.chars().all(|c| !c.is_whitespace() && !c.is_control())
+}
+
+/// Every problem in a declaration, in order (empty when it is usable).
+pub(crate) fn info_problems(info: &HandlerInfo) -> Vec<String> {
+    let mut out = Vec::new();
     if !valid_name(&info.name) {
-        bail!("handler name {:?} must match [a-z0-9-]+", info.name);
+        out.push(format!(
+            "handler name {:?} must match [a-z0-9-]+",
+            info.name
+        ));
     }
     if info.version.trim().is_empty() {
-        bail!("handler {:?} declares an empty version", info.name);
+        out.push(format!("handler {:?} declares an empty version", info.name));
     }
     if info.task_types.is_empty() {
-        bail!("handler {:?} declares no task types", info.name);
+        out.push(format!("handler {:?} declares no task types", info.name));
     }
     let mut types = BTreeSet::new();
     for t in &info.task_types {
         if t.name.trim().is_empty() {
-            bail!(
+            out.push(format!(
                 "handler {:?} declares a task type with an empty name",
                 info.name
-            );
+            ));
         }
         if !types.insert(t.name.as_str()) {
-            bail!("task type {:?} is declared twice", t.name);
+            out.push(format!("task type {:?} is declared twice", t.name));
         }
         if t.stages.is_empty() {
-            bail!("task type {:?} declares no stages", t.name);
+            out.push(format!("task type {:?} declares no stages", t.name));
         }
         let mut stages = BTreeSet::new();
-        for s in &t.stages {
-            if s.name.trim().is_empty() {
-                bail!("task type {:?} has a stage with an empty name", t.name);
-            }
-            if !stages.insert(s.name.as_str()) {
-                bail!("task type {:?} declares stage {:?} twice", t.name, s.name);
-            }
-            if s.pool.trim().is_empty() {
-                bail!(
-                    "stage {:?} of task type {:?} names an empty pool",
-                    s.name,
+        for st in &t.stages {
+            if st.name.trim().is_empty() {
+                out.push(format!(
+                    "task type {:?} has a stage with an empty name",
                     t.name
-                );
+                ));
+            }
+            if !stages.insert(st.name.as_str()) {
+                out.push(format!(
+                    "task type {:?} declares stage {:?} twice",
+                    t.name, st.name
+                ));
+            }
+            if st.pool.trim().is_empty() {
+                out.push(format!(
+                    "stage {:?} of task type {:?} names an empty pool",
+                    st.name, t.name
+                ));
+            } else if !valid_pool(&st.pool) {
+                out.push(format!(
+                    "stage {:?} of task type {:?} names pool {:?}: pool names are printable, \
+                     without spaces, at most 128 bytes",
+                    st.name, t.name, st.pool
+                ));
             }
         }
     }
+    let mut pools = BTreeSet::new();
     for p in &info.pools {
         if p.name.trim().is_empty() {
-            bail!("handler {:?} proposes a pool with an empty name", info.name);
+            out.push(format!(
+                "handler {:?} proposes a pool with an empty name",
+                info.name
+            ));
+        } else if !valid_pool(&p.name) {
+            out.push(format!(
+                "handler {:?} proposes pool {:?}: pool names are printable, without spaces, \
+                 at most 128 bytes",
+                info.name, p.name
+            ));
+        }
+        if !pools.insert(p.name.as_str()) {
+            out.push(format!("pool {:?} is proposed twice", p.name));
+        }
+        if p.default_max_slots == 0 {
+            out.push(format!("pool {:?} proposes 0 slots (at least 1)", p.name));
         }
     }
-    Ok(())
+    out
+}
+
+/// Notes on a usable declaration that an author probably wants to know (not problems).
+pub(crate) fn info_notes(info: &HandlerInfo) -> Vec<String> {
+    let proposed: BTreeSet<&str> = info.pools.iter().map(|p| p.name.as_str()).collect();
+    let used: BTreeSet<&str> = info
+        .task_types
+        .iter()
+        .flat_map(|t| t.stages.iter().map(|s| s.pool.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for p in used.difference(&proposed) {
+        out.push(format!(
+            "pool {p:?} is used by a stage but not proposed: it gets 1 slot unless \
+             [pools.\"{p}\"] max_slots is configured"
+        ));
+    }
+    for p in proposed.difference(&used) {
+        out.push(format!("pool {p:?} is proposed but no stage uses it"));
+    }
+    out
+}
+
+/// What `slotd plugin check` found in one file.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    /// sha256 of the file, when it could be read.
+    pub sha256: Option<String>,
+    /// What `describe` declared, when the component got that far.
+    pub info: Option<HandlerInfo>,
+    /// Everything that would make the host refuse the file. Empty: it would load.
+    pub problems: Vec<String>,
+    /// Things worth knowing that do not stop it loading.
+    pub notes: Vec<String>,
+}
+
+/// Validate a component file offline, as the host would before loading it, collecting every
+/// problem rather than stopping at the first (the checks that depend on an earlier one, such
+/// as `describe` on a file that does not compile, are skipped).
+pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
+    let mut report = CheckReport::default();
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        Err(e) => {
+            report
+                .problems
+                .push(format!("reading {}: {e}", path.display()));
+            return report;
+        }
+    };
+    report.sha256 = Some(hex::encode(Sha256::digest(&bytes)));
+    if let Err(e) = check_header(&bytes) {
+        report.problems.push(format!("{e:#}"));
+        return report;
+    }
+    let engine = runtime.shared.engine.clone();
+    let compiled = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes)).await;
+    let component = match compiled {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            report
+                .problems
+                .push(format!("not a valid WebAssembly component: {e:#}"));
+            return report;
+        }
+        Err(e) => {
+            report
+                .problems
+                .push(format!("the compile task failed: {e}"));
+            return report;
+        }
+    };
+    if let Err(e) = check_contract(&runtime.shared.engine, &component) {
+        report.problems.push(format!("{e:#}"));
+    }
+    let pre = match runtime.shared.linker.instantiate_pre(&component) {
+        Ok(pre) => pre,
+        Err(e) => {
+            report.problems.push(format!(
+                "linking its imports (only WASI and slotd:handler@1 are provided): {e:#}"
+            ));
+            return report;
+        }
+    };
+    if !report.problems.is_empty() {
+        return report;
+    }
+    let pre = match SlotdHandlerPre::new(pre) {
+        Ok(p) => p,
+        Err(e) => {
+            report
+                .problems
+                .push(format!("finding the handler exports: {e:#}"));
+            return report;
+        }
+    };
+    let handler = Handler::new(
+        Arc::from("check"),
+        HandlerInfo {
+            name: "check".into(),
+            version: String::new(),
+            task_types: Vec::new(),
+            pools: Vec::new(),
+        },
+        report.sha256.clone().unwrap_or_default(),
+        path.to_path_buf(),
+        pre,
+        runtime.shared.clone(),
+    );
+    match handler.describe().await {
+        Ok(info) => {
+            report.problems.extend(info_problems(&info));
+            report.notes.extend(info_notes(&info));
+            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            if stem.as_deref() != Some(info.name.as_str()) {
+                report.notes.push(format!(
+                    "the file is named {:?} but declares handler {:?}; naming it {}.wasm keeps \
+                     one file per handler obvious",
+                    path.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    info.name,
+                    info.name
+                ));
+            }
+            report.info = Some(info);
+        }
+        Err(fault) => report.problems.push(format!("describe failed: {fault}")),
+    }
+    report
 }
 
 #[cfg(test)]

@@ -119,6 +119,9 @@ pub enum HandlerFault {
     /// The call ran past its wall-clock deadline (CPU loop or slow awaited I/O).
     #[error("deadline of {0:?} exceeded")]
     Deadline(std::time::Duration),
+    /// The guest's own code ran past its CPU budget (awaited host I/O is not counted).
+    #[error("guest CPU budget of {0:?} exceeded")]
+    CpuBudget(std::time::Duration),
     /// The call returned an `err`.
     #[error("handler error: {0}")]
     Error(String),
@@ -133,13 +136,27 @@ impl HandlerFault {
         match self {
             HandlerFault::Trap(_) => "trap",
             HandlerFault::Deadline(_) => "deadline",
+            HandlerFault::CpuBudget(_) => "cpu",
             HandlerFault::Error(_) => "error",
             HandlerFault::Instantiate(_) => "instantiate",
         }
     }
+
+    /// A fault that already cost a full budget (wall deadline or guest CPU): not worth
+    /// retrying on a smaller batch within the same tick.
+    pub fn is_exhaustion(&self) -> bool {
+        matches!(self, HandlerFault::Deadline(_) | HandlerFault::CpuBudget(_))
+    }
+
+    /// A fault of the handler's code itself (trap, deadline, CPU, instantiation), as opposed
+    /// to an `err` it returned on purpose: what counts towards quarantine.
+    pub fn is_crash(&self) -> bool {
+        !matches!(self, HandlerFault::Error(_))
+    }
 }
 
 mod bindings;
+pub mod cache;
 mod convert;
 mod engine;
 pub mod handler;
@@ -148,13 +165,23 @@ mod host_impl;
 mod kling_tests;
 mod load;
 mod output;
+pub mod quarantine;
 pub mod registry;
 #[cfg(test)]
+mod sandbox_tests;
+#[cfg(test)]
 mod tests;
+pub mod versions;
+pub mod watcher;
 
+pub use cache::DiskCache;
 pub use engine::EPOCH_TICK;
 pub use handler::Handler;
+pub use load::{CheckReport, check_file, sha256_hex};
+pub use quarantine::Tripped;
 pub use registry::{LoadSummary, Registry, Snapshot};
+pub use versions::{VersionRecord, VersionState};
+pub use watcher::{Watcher, WatcherOptions};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -175,22 +202,75 @@ pub struct Runtime {
     shared: Arc<Shared>,
     /// Compiled components by sha256 of the file: reloading an unchanged file skips compiling.
     compiled: Mutex<HashMap<String, wasmtime::component::Component>>,
+    /// Compiled components on disk by sha256, so a restart skips compiling too.
+    disk: Option<DiskCache>,
+    /// Versions that crossed their quarantine threshold; taken once by the watcher.
+    tripped: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Tripped>>>,
 }
 
 impl Runtime {
-    /// Build the engine (async, epoch interruption) and start its epoch ticker.
+    /// Build the engine (async, epoch interruption) and start its epoch ticker; compiled code
+    /// is cached in memory only.
     pub fn new(
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
     ) -> anyhow::Result<Arc<Runtime>> {
-        let shared = Arc::new(Shared::new(limits.clone(), handlers.clone())?);
+        Runtime::with_cache_dir(limits, handlers, None)
+    }
+
+    /// [`Runtime::new`] with compiled code also cached on disk in `cache_dir`.
+    pub fn with_cache_dir(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+        cache_dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::new(limits.clone(), handlers.clone(), tx)?);
+        let disk = match cache_dir {
+            Some(dir) => Some(DiskCache::open(dir, &shared.engine)?),
+            None => None,
+        };
         Ok(Arc::new(Runtime {
             limits,
             handlers,
             shared,
             compiled: Mutex::new(HashMap::new()),
+            disk,
+            tripped: Mutex::new(Some(rx)),
         }))
     }
+
+    /// The disk cache, if one is configured.
+    pub fn disk_cache(&self) -> Option<&DiskCache> {
+        self.disk.as_ref()
+    }
+
+    /// Forget compiled code held in memory (benchmarks measure the disk cache with it).
+    pub fn clear_memory_cache(&self) {
+        self.compiled.lock().clear();
+    }
+
+    /// The stream of versions to quarantine; `None` once taken (one supervisor per runtime).
+    pub fn take_tripped(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Tripped>> {
+        self.tripped.lock().take()
+    }
+}
+
+/// Where compiled handlers are cached on disk: the configured `cache_dir`, else `cache/` beside
+/// a SQLite database file, else nowhere (PostgreSQL deployments name a directory explicitly:
+/// native code is only ever loaded from a directory the operator chose).
+pub fn cache_dir_for(config: &crate::config::Config) -> Option<std::path::PathBuf> {
+    if let Some(dir) = &config.cache_dir {
+        return Some(dir.clone());
+    }
+    let rest = config.database_url.strip_prefix("sqlite:")?;
+    let file = rest.trim_start_matches("//");
+    let file = file.split('?').next().unwrap_or(file);
+    if file.is_empty() || file.contains(":memory:") {
+        return None;
+    }
+    let parent = std::path::Path::new(file).parent()?;
+    Some(parent.join("cache"))
 }
 
 /// Whether `url`'s host (or `host:port`) is in an allowlist (default deny). Shared by the

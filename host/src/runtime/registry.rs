@@ -1,14 +1,27 @@
 //! [`Registry`]: the handlers currently serving, behind an `ArcSwap` so that a reload never makes
 //! a call wait; a call in flight keeps the `Arc<Handler>` it started with.
+//!
+//! Writers (the initial load, the plugins watcher, quarantine) serialize on one mutex that also
+//! guards the bookkeeping of a reload: the previous good versions of each handler (what a
+//! quarantine restores), the quarantined hashes, and a [`VersionRecord`] for every file version
+//! seen. Each state change is also appended to the database history when one is attached.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 
 use super::Runtime;
-use super::handler::Handler;
+use super::handler::{Handler, now_ms};
+use super::load::sha256_hex;
+use super::quarantine::Tripped;
+use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
+use crate::store::{DynStore, HandlerVersionRow};
+
+/// Previous versions kept per handler for a quarantine to fall back on.
+const PREVIOUS_KEPT: usize = 4;
 
 /// An immutable view of the loaded handlers.
 #[derive(Default)]
@@ -28,15 +41,47 @@ pub struct LoadSummary {
     pub refused: Vec<(PathBuf, String)>,
 }
 
+/// What (re)loading one file did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathOutcome {
+    /// A new version serves now.
+    Loaded { name: String, version: String },
+    /// The content is the version already seen for this path: nothing to do.
+    Unchanged,
+    /// The file was refused; whatever served before still serves.
+    Refused(String),
+}
+
+/// The writers' side: everything a reload decides on.
+#[derive(Default)]
+struct Book {
+    /// Versions replaced by a newer one, newest last, per handler name.
+    previous: BTreeMap<String, Vec<Arc<Handler>>>,
+    /// sha256 of every quarantined version: never served again by this process.
+    quarantined: HashSet<String>,
+    /// sha256 last tried for each path (a changed file is tried again; the same one is not).
+    files: BTreeMap<PathBuf, String>,
+    /// Every version seen, oldest first (bounded).
+    records: Vec<VersionRecord>,
+}
+
 /// The current set of handlers.
 #[derive(Default)]
 pub struct Registry {
     current: ArcSwap<Snapshot>,
+    book: Mutex<Book>,
+    /// Where state changes are journaled (`handler_versions`); unset in some tests.
+    history: OnceLock<DynStore>,
 }
 
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Journal every version state change into `store` from now on.
+    pub fn attach_history(&self, store: DynStore) {
+        let _ = self.history.set(store);
     }
 
     /// The current snapshot (cheap; lock-free).
@@ -63,9 +108,29 @@ impl Registry {
         self.current.load().by_name.values().cloned().collect()
     }
 
+    /// Every version seen by this process, oldest first.
+    pub fn versions(&self) -> Vec<VersionRecord> {
+        self.book.lock().records.clone()
+    }
+
     /// Add or replace a handler (by name). Refused when one of its task types is served by a
-    /// different handler.
+    /// different handler. The replaced version is kept to fall back on.
     pub fn insert(&self, handler: Arc<Handler>) -> Result<(), String> {
+        let mut book = self.book.lock();
+        self.insert_locked(&mut book, handler).map(|_| ())
+    }
+
+    /// Unload a handler by name; its units wait as pending.
+    pub fn remove(&self, name: &str) -> Option<Arc<Handler>> {
+        let _book = self.book.lock();
+        self.remove_locked(name)
+    }
+
+    fn insert_locked(
+        &self,
+        book: &mut Book,
+        handler: Arc<Handler>,
+    ) -> Result<Option<Arc<Handler>>, String> {
         let old = self.current.load_full();
         let name = handler.info.name.clone();
         for t in &handler.info.task_types {
@@ -88,13 +153,31 @@ impl Registry {
         for t in &handler.info.task_types {
             by_type.insert(t.name.clone(), name.clone());
         }
-        by_name.insert(name, handler);
+        let replaced = by_name.insert(name.clone(), handler.clone());
         self.current.store(Arc::new(Snapshot { by_name, by_type }));
-        Ok(())
+        let stamp = now_ms();
+        if let Some(r) = &replaced
+            && r.sha256 != handler.sha256
+            && !book.quarantined.contains(&r.sha256)
+        {
+            let stack = book.previous.entry(name.clone()).or_default();
+            stack.retain(|h| h.sha256 != r.sha256 && h.sha256 != handler.sha256);
+            stack.push(r.clone());
+            if stack.len() > PREVIOUS_KEPT {
+                stack.remove(0);
+            }
+            let reason = format!(
+                "replaced by version {} (sha256 {})",
+                handler.info.version,
+                short(&handler.sha256)
+            );
+            set_state(book, r, VersionState::Unloaded, Some(reason), stamp);
+        }
+        set_state(book, &handler, VersionState::Active, None, stamp);
+        Ok(replaced)
     }
 
-    /// Unload a handler by name; its units wait as pending.
-    pub fn remove(&self, name: &str) -> Option<Arc<Handler>> {
+    fn remove_locked(&self, name: &str) -> Option<Arc<Handler>> {
         let old = self.current.load_full();
         let mut by_name = old.by_name.clone();
         let gone = by_name.remove(name)?;
@@ -106,6 +189,215 @@ impl Registry {
             .collect();
         self.current.store(Arc::new(Snapshot { by_name, by_type }));
         Some(gone)
+    }
+
+    /// Load (or reload) one file. A refused file changes nothing that serves; the same content
+    /// seen again for the same path is not loaded twice.
+    pub async fn load_path(&self, runtime: &Runtime, path: &Path) -> PathOutcome {
+        let bytes = match tokio::fs::read(path).await {
+            Ok(b) => b,
+            Err(e) => return PathOutcome::Refused(format!("reading {}: {e}", path.display())),
+        };
+        let sha = sha256_hex(&bytes);
+        let quarantined = {
+            let mut book = self.book.lock();
+            if book.files.get(path) == Some(&sha) {
+                return PathOutcome::Unchanged;
+            }
+            book.files.insert(path.to_path_buf(), sha.clone());
+            book.quarantined.contains(&sha)
+        };
+        if quarantined {
+            let reason = format!(
+                "loading handler {}: version sha256 {} was quarantined by this process",
+                path.display(),
+                short(&sha)
+            );
+            return self.refuse(path, &sha, None, reason).await;
+        }
+        let handler = match runtime.load_bytes(path, bytes).await {
+            Ok(h) => h,
+            Err(e) => return self.refuse(path, &sha, None, format!("{e:#}")).await,
+        };
+        let inserted = {
+            let mut book = self.book.lock();
+            self.insert_locked(&mut book, handler.clone())
+                .map(|replaced| {
+                    let mut journal = vec![record_of(&book, &handler.sha256, path)];
+                    if let Some(r) = replaced.filter(|r| r.sha256 != handler.sha256) {
+                        journal.push(record_of(&book, &r.sha256, &r.path));
+                    }
+                    journal
+                })
+        };
+        let journal = match inserted {
+            Ok(journal) => journal,
+            Err(e) => {
+                let reason = format!("loading handler {}: {e}", path.display());
+                return self.refuse(path, &sha, Some(&handler), reason).await;
+            }
+        };
+        let outcome = PathOutcome::Loaded {
+            name: handler.info.name.clone(),
+            version: handler.info.version.clone(),
+        };
+        tracing::info!(path = %path.display(), handler = %handler.info.name, version = %handler.info.version, sha256 = %short(&handler.sha256), "handler loaded");
+        metrics::counter!("slotd_handler_loads_total", "handler" => handler.info.name.clone())
+            .increment(1);
+        self.journal(journal.into_iter().flatten()).await;
+        outcome
+    }
+
+    /// The file at `path` is gone: unload the handler it served, if it still serves from
+    /// there. Its units wait as pending until a handler for their type returns.
+    pub async fn unload_path(&self, path: &Path) -> Option<String> {
+        let journal = {
+            let mut book = self.book.lock();
+            book.files.remove(path);
+            let snap = self.current.load_full();
+            let handler = snap.by_name.values().find(|h| h.path == path)?.clone();
+            self.remove_locked(&handler.info.name)?;
+            let reason = format!("file {} removed", path.display());
+            set_state(
+                &mut book,
+                &handler,
+                VersionState::Unloaded,
+                Some(reason),
+                now_ms(),
+            );
+            tracing::info!(path = %path.display(), handler = %handler.info.name, "handler unloaded; its units wait");
+            (
+                handler.info.name.clone(),
+                record_of(&book, &handler.sha256, path),
+            )
+        };
+        self.journal(journal.1).await;
+        Some(journal.0)
+    }
+
+    /// Take a version that crossed its quarantine threshold out of service and restore the
+    /// newest previous version of the same handler that is not quarantined (or unload the
+    /// handler when there is none). Returns the version now serving, if any.
+    pub async fn quarantine(&self, tripped: &Tripped) -> Option<String> {
+        let (restored, journal) = {
+            let mut book = self.book.lock();
+            book.quarantined.insert(tripped.sha256.clone());
+            let reason = format!(
+                "{} consecutive faulting calls, the last: {}",
+                tripped.count, tripped.fault
+            );
+            let current = self.by_name(&tripped.name);
+            let serving = current.as_ref().is_some_and(|h| h.sha256 == tripped.sha256);
+            let mut journal = Vec::new();
+            let mut restored = None;
+            if let Some(bad) = current.filter(|_| serving) {
+                set_state(
+                    &mut book,
+                    &bad,
+                    VersionState::Quarantined,
+                    Some(reason),
+                    now_ms(),
+                );
+                journal.push(record_of(&book, &bad.sha256, &bad.path));
+                let mut stack = book.previous.remove(&tripped.name).unwrap_or_default();
+                let mut back = None;
+                while let Some(candidate) = stack.pop() {
+                    if !book.quarantined.contains(&candidate.sha256) {
+                        back = Some(candidate);
+                        break;
+                    }
+                }
+                book.previous.insert(tripped.name.clone(), stack);
+                match back {
+                    Some(good) => match self.insert_locked(&mut book, good.clone()) {
+                        Ok(_) => {
+                            journal.push(record_of(&book, &good.sha256, &good.path));
+                            restored = Some(good.info.version.clone());
+                        }
+                        Err(e) => {
+                            tracing::warn!(handler = %tripped.name, "previous version cannot be restored: {e}");
+                            self.remove_locked(&tripped.name);
+                        }
+                    },
+                    None => {
+                        self.remove_locked(&tripped.name);
+                    }
+                }
+                // The quarantined one must not come back as somebody's "previous".
+                if let Some(stack) = book.previous.get_mut(&tripped.name) {
+                    stack.retain(|h| h.sha256 != tripped.sha256);
+                }
+            } else if let Some(rec) = book.records.iter_mut().find(|r| r.sha256 == tripped.sha256) {
+                rec.state = VersionState::Quarantined;
+                rec.reason = Some(reason);
+                rec.changed_at = now_ms();
+                journal.push(Some(rec.clone()));
+            }
+            (restored, journal)
+        };
+        match &restored {
+            Some(v) => {
+                tracing::error!(handler = %tripped.name, sha256 = %short(&tripped.sha256), fault = %tripped.fault, restored = %v, "handler version quarantined; previous version restored")
+            }
+            None => {
+                tracing::error!(handler = %tripped.name, sha256 = %short(&tripped.sha256), fault = %tripped.fault, "handler version quarantined; no previous version to restore, its units wait")
+            }
+        }
+        metrics::counter!("slotd_handler_quarantines_total", "handler" => tripped.name.clone())
+            .increment(1);
+        self.journal(journal.into_iter().flatten()).await;
+        restored
+    }
+
+    /// Record a refusal (log line, metric, version record, history); nothing serving changes.
+    async fn refuse(
+        &self,
+        path: &Path,
+        sha: &str,
+        handler: Option<&Arc<Handler>>,
+        reason: String,
+    ) -> PathOutcome {
+        tracing::warn!(path = %path.display(), "handler refused: {reason}");
+        metrics::counter!("slotd_handler_refusals_total").increment(1);
+        let record = {
+            let mut book = self.book.lock();
+            let stamp = now_ms();
+            let rec = VersionRecord {
+                path: path.display().to_string(),
+                name: handler.map(|h| h.info.name.clone()),
+                version: handler.map(|h| h.info.version.clone()),
+                sha256: sha.to_string(),
+                seen_at: stamp,
+                changed_at: stamp,
+                state: VersionState::Refused,
+                reason: Some(reason.clone()),
+            };
+            upsert(&mut book, rec.clone());
+            rec
+        };
+        self.journal([record]).await;
+        PathOutcome::Refused(reason)
+    }
+
+    async fn journal(&self, records: impl IntoIterator<Item = VersionRecord>) {
+        let Some(store) = self.history.get() else {
+            return;
+        };
+        for r in records {
+            let row = HandlerVersionRow {
+                id: 0,
+                at: r.changed_at,
+                path: r.path,
+                name: r.name,
+                version: r.version,
+                sha256: r.sha256,
+                state: r.state.as_str().to_string(),
+                reason: r.reason,
+            };
+            if let Err(e) = store.handler_version_record(&row).await {
+                tracing::warn!(error = %e, sha256 = %short(&row.sha256), "could not record the handler version history");
+            }
+        }
     }
 
     /// Load every `*.wasm` directly in `dir` (sorted by file name); refusals are logged with
@@ -122,41 +414,85 @@ impl Registry {
             }
         };
         for path in files {
-            let outcome = match runtime.load_file(&path).await {
-                Ok(handler) => {
-                    let name = handler.info.name.clone();
-                    let version = handler.info.version.clone();
-                    self.insert(handler)
-                        .map(|()| (name, version))
-                        .map_err(|e| format!("loading handler {}: {e}", path.display()))
-                }
-                Err(e) => Err(format!("{e:#}")),
-            };
-            match outcome {
-                Ok((name, version)) => {
-                    tracing::info!(path = %path.display(), handler = %name, %version, "handler loaded");
-                    summary.loaded.push((path, name, version));
-                }
-                Err(reason) => {
-                    tracing::warn!(path = %path.display(), "handler refused: {reason}");
-                    metrics::counter!("slotd_handler_refusals_total").increment(1);
-                    summary.refused.push((path, reason));
-                }
+            match self.load_path(runtime, &path).await {
+                PathOutcome::Loaded { name, version } => summary.loaded.push((path, name, version)),
+                PathOutcome::Unchanged => {}
+                PathOutcome::Refused(reason) => summary.refused.push((path, reason)),
             }
         }
         summary
     }
 }
 
+/// The first 12 hex digits of a hash, for log lines.
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
+
+fn upsert(book: &mut Book, rec: VersionRecord) {
+    match book
+        .records
+        .iter_mut()
+        .find(|r| r.sha256 == rec.sha256 && r.path == rec.path)
+    {
+        Some(existing) => {
+            let seen = existing.seen_at;
+            *existing = VersionRecord {
+                seen_at: seen,
+                ..rec
+            };
+        }
+        None => {
+            book.records.push(rec);
+            if book.records.len() > RECORDS_KEPT {
+                book.records.remove(0);
+            }
+        }
+    }
+}
+
+fn set_state(book: &mut Book, h: &Handler, state: VersionState, reason: Option<String>, at: i64) {
+    upsert(
+        book,
+        VersionRecord {
+            path: h.path.display().to_string(),
+            name: Some(h.info.name.clone()),
+            version: Some(h.info.version.clone()),
+            sha256: h.sha256.clone(),
+            seen_at: h.loaded_at_ms,
+            changed_at: at,
+            state,
+            reason,
+        },
+    );
+}
+
+fn record_of(book: &Book, sha: &str, path: &Path) -> Option<VersionRecord> {
+    let shown = path.display().to_string();
+    book.records
+        .iter()
+        .find(|r| r.sha256 == sha && r.path == shown)
+        .cloned()
+}
+
 /// The `*.wasm` files directly in `dir`, sorted.
-fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
+        if is_handler_file(&path) && path.is_file() {
             files.push(path);
         }
     }
     files.sort();
     Ok(files)
+}
+
+/// A `*.wasm` file whose name does not start with a dot (editors' and installers' temporary
+/// files are hidden and renamed into place when whole).
+pub(crate) fn is_handler_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "wasm")
+        && !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
 }

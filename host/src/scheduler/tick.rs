@@ -275,7 +275,7 @@ impl Scheduler {
                         faults: 0,
                     }
                 }
-                Err(fault) if units.len() > 1 && !matches!(fault, HandlerFault::Deadline(_)) => {
+                Err(fault) if units.len() > 1 && !fault.is_exhaustion() => {
                     tracing::warn!(handler = %h.info.name, units = units.len(), %fault, "handler call faulted; isolating");
                     let mut units = units;
                     for b in &mut units {

@@ -202,6 +202,28 @@ pub struct PoolStatusCount {
     pub count: u64,
 }
 
+/// One row of the append-only handler version history: a state a handler file's version
+/// entered (loaded and active, refused, quarantined, unloaded).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HandlerVersionRow {
+    /// Row id (ascending with time); ignored when recording.
+    pub id: i64,
+    /// When (Unix ms).
+    pub at: i64,
+    /// The file the version came from.
+    pub path: String,
+    /// Declared handler name, when `describe` answered.
+    pub name: Option<String>,
+    /// Declared version, when `describe` answered.
+    pub version: Option<String>,
+    /// sha256 of the file's content, hex.
+    pub sha256: String,
+    /// `active`, `refused`, `quarantined` or `unloaded`.
+    pub state: String,
+    /// Why it was refused, quarantined or unloaded.
+    pub reason: Option<String>,
+}
+
 /// The durable store. Times are Unix milliseconds passed in by the caller (injected clock).
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
@@ -318,6 +340,17 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
     /// The event log of one task (every unit), oldest first.
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
+
+    /// Append one state change of a handler version to the history (hot reload, SPEC
+    /// section 7: every loaded version is recorded; refusals and quarantines too, so an
+    /// operator can tell afterwards which build served when and why one was dropped).
+    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()>;
+    /// The newest `limit` history rows, newest first; only those of handler `name` if given.
+    async fn handler_version_list(
+        &self,
+        name: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<HandlerVersionRow>>;
 }
 
 /// The store as the rest of slotd holds it.

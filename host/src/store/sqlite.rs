@@ -14,6 +14,7 @@
 
 mod fences;
 mod finalize;
+mod handlers;
 mod rows;
 mod tasks;
 #[cfg(test)]
@@ -30,8 +31,8 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::{
-    ApplyReport, Cancelled, Created, Fence, NewTask, PoolStatusCount, StoreError, StoreResult,
-    TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    ApplyReport, Cancelled, Created, Fence, HandlerVersionRow, NewTask, PoolStatusCount,
+    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -261,5 +262,17 @@ impl TaskStore for SqliteStore {
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
         units::unit_events(&self.reader, task_id).await
+    }
+
+    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
+        handlers::handler_version_record(&self.writer, row).await
+    }
+
+    async fn handler_version_list(
+        &self,
+        name: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<HandlerVersionRow>> {
+        handlers::handler_version_list(&self.reader, name, limit).await
     }
 }

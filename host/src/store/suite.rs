@@ -10,7 +10,9 @@ mod fencing;
 
 use std::any::Any;
 
-use super::{Created, DynStore, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate};
+use super::{
+    Created, DynStore, HandlerVersionRow, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate,
+};
 use crate::model::{Unit, UnitStatus};
 
 pub(crate) use fencing::{
@@ -46,6 +48,7 @@ macro_rules! store_suite {
             fence_stale_refused,
             fence_newer_accepted,
             fence_concurrent_advance_monotonic,
+            handler_version_history,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {
@@ -901,4 +904,76 @@ pub(crate) fn assert_corrupt_names(err: StoreError, what: &str) {
         StoreError::Corrupt(msg) => assert!(msg.contains(what), "{msg:?} should name {what}"),
         other => panic!("expected Corrupt naming {what}, got {other:?}"),
     }
+}
+
+/// The handler version history is append-only, newest first, filterable by handler name, and
+/// keeps refusals (no name, no version) with their reason.
+pub(crate) async fn handler_version_history(store: DynStore) {
+    let row = |at: i64, name: Option<&str>, sha: &str, state: &str, reason: Option<&str>| {
+        HandlerVersionRow {
+            id: 0,
+            at,
+            path: "plugins/fixture.wasm".into(),
+            name: name.map(String::from),
+            version: name.map(|_| "1.0.0".to_string()),
+            sha256: sha.into(),
+            state: state.into(),
+            reason: reason.map(String::from),
+        }
+    };
+    store
+        .handler_version_record(&row(T0, Some("fixture"), "aa", "active", None))
+        .await
+        .unwrap();
+    store
+        .handler_version_record(&row(
+            T0 + 1,
+            None,
+            "bb",
+            "refused",
+            Some("not a WebAssembly file"),
+        ))
+        .await
+        .unwrap();
+    store
+        .handler_version_record(&row(
+            T0 + 2,
+            Some("fixture"),
+            "aa",
+            "quarantined",
+            Some("trap"),
+        ))
+        .await
+        .unwrap();
+    store
+        .handler_version_record(&row(T0 + 3, Some("other"), "cc", "active", None))
+        .await
+        .unwrap();
+    let all = store.handler_version_list(None, 10).await.unwrap();
+    let states: Vec<(&str, &str)> = all
+        .iter()
+        .map(|r| (r.sha256.as_str(), r.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("cc", "active"),
+            ("aa", "quarantined"),
+            ("bb", "refused"),
+            ("aa", "active")
+        ]
+    );
+    assert!(
+        all.windows(2).all(|w| w[0].id > w[1].id),
+        "ids ascend with time"
+    );
+    assert_eq!(all[2].name, None);
+    assert_eq!(all[2].reason.as_deref(), Some("not a WebAssembly file"));
+    let fixture = store
+        .handler_version_list(Some("fixture"), 10)
+        .await
+        .unwrap();
+    assert_eq!(fixture.len(), 2);
+    assert_eq!(fixture[0].at, T0 + 2);
+    assert_eq!(store.handler_version_list(None, 1).await.unwrap().len(), 1);
 }

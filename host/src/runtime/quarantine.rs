@@ -1,0 +1,104 @@
+//! Quarantine: a handler version whose calls crash (trap, deadline, CPU budget) K times in a row
+//! is taken out of service and the previous good version of the same handler restored.
+//!
+//! Counting happens on the call path ([`Health::record`], two atomics per call, no lock); the
+//! decision is sent once per version as a [`Tripped`] to whoever supervises the registry (the
+//! plugins watcher, see `watcher.rs`), which swaps the registry and records the new state.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use super::HandlerFault;
+
+/// A version crossed its quarantine threshold.
+#[derive(Clone, Debug)]
+pub struct Tripped {
+    /// The handler's name.
+    pub name: String,
+    /// The sha256 of the version to quarantine (the registry may have moved on already).
+    pub sha256: String,
+    /// The last fault, for the log line and the recorded reason.
+    pub fault: HandlerFault,
+    /// Consecutive crashing calls counted.
+    pub count: u32,
+}
+
+/// The guest functions, each counted apart: a version whose `tick` always traps must not be
+/// kept alive by the `plan` calls that succeed in between.
+const FUNCTIONS: [&str; 5] = ["describe", "plan", "tick", "finalize", "on_callback"];
+
+/// Consecutive crashing calls of one loaded version, per guest function.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    consecutive: [AtomicU32; FUNCTIONS.len()],
+    /// Set once the threshold is reached, so a version trips at most once.
+    tripped: AtomicBool,
+}
+
+impl Health {
+    /// Record how a call of `function` ended. Returns the count when this call makes the
+    /// version trip (exactly once per version); a successful call or an ordinary `err` of the
+    /// same function resets its count.
+    pub fn record(
+        &self,
+        function: &str,
+        fault: Option<&HandlerFault>,
+        threshold: u32,
+    ) -> Option<u32> {
+        let slot = FUNCTIONS
+            .iter()
+            .position(|f| *f == function)
+            .unwrap_or(FUNCTIONS.len() - 1);
+        let counter = &self.consecutive[slot];
+        match fault {
+            Some(f) if f.is_crash() => {
+                let n = counter.fetch_add(1, Ordering::AcqRel) + 1;
+                let trips = n >= threshold.max(1)
+                    && self
+                        .tripped
+                        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok();
+                trips.then_some(n)
+            }
+            _ => {
+                counter.store(0, Ordering::Release);
+                None
+            }
+        }
+    }
+
+    /// The longest run of consecutive crashing calls of any function so far.
+    pub fn consecutive(&self) -> u32 {
+        self.consecutive
+            .iter()
+            .map(|c| c.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trips_once_after_k_crashes_in_a_row() {
+        let h = Health::default();
+        let trap = HandlerFault::Trap("boom".into());
+        let err = HandlerFault::Error("provider said no".into());
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        // A success in between resets; so does an ordinary `err`.
+        assert_eq!(h.record("tick", None, 3), None);
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        assert_eq!(h.record("tick", Some(&err), 3), None);
+        assert_eq!(h.consecutive(), 0);
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        let deadline = HandlerFault::Deadline(Default::default());
+        assert_eq!(h.record("tick", Some(&deadline), 3), None);
+        // Successful calls of another function do not keep a crashing `tick` alive.
+        assert_eq!(h.record("plan", None, 3), None);
+        assert_eq!(h.record("tick", Some(&trap), 3), Some(3));
+        // Never twice.
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+    }
+}
