@@ -1,6 +1,7 @@
 //! End-to-end tests: real SQLite, the real compiled fixture handler, the stub provider over
 //! HTTP, the real API router, and (in `crash`) the real `slotd` binary killed mid-run.
 
+mod pg;
 mod support;
 
 mod api_http;
