@@ -14,7 +14,9 @@ impl PgSchema {
     pub async fn create() -> PgSchema {
         let base = base_url().await;
         let name = format!("e2e_{}", Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(&base).await.expect("connect to PostgreSQL");
+        let admin = sqlx::PgPool::connect(&base)
+            .await
+            .expect("connect to PostgreSQL");
         sqlx::query(&format!("CREATE SCHEMA {name}"))
             .execute(&admin)
             .await

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod claims;
 mod fencing;
 
 use std::any::Any;
@@ -13,6 +14,7 @@ use std::any::Any;
 use super::{Created, DynStore, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate};
 use crate::model::{Unit, UnitStatus};
 
+pub(crate) use claims::concurrent_claims_are_disjoint;
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
@@ -46,6 +48,7 @@ macro_rules! store_suite {
             fence_stale_refused,
             fence_newer_accepted,
             fence_concurrent_advance_monotonic,
+            concurrent_claims_are_disjoint,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

@@ -14,7 +14,7 @@ use tokio::sync::OnceCell;
 
 use super::PostgresStore;
 use crate::store::suite::TestDb;
-use crate::store::{DynStore, TaskStore, open};
+use crate::store::{DynStore, StoreError, TaskStore, open};
 
 /// The server URL that answered, found once per test binary.
 static BASE_URL: OnceCell<String> = OnceCell::const_new();
@@ -144,4 +144,115 @@ async fn open_connects_and_migrates() {
         Err(e) => e.to_string(),
     };
     assert!(err.contains("127.0.0.1:1"), "{err}");
+}
+
+/// A TCP proxy in front of the server that the test can cut (every connection dropped, new
+/// ones closed at once) and restore: the database "goes away and comes back".
+struct Proxy {
+    port: u16,
+    up: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (up, state) = tokio::sync::watch::channel(true);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if !*state.borrow() {
+                    continue; // dropped: the client sees the connection closed
+                }
+                let target = target.clone();
+                let mut state = state.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = state.wait_for(|up| !*up) => {}
+                    }
+                });
+            }
+        });
+        Proxy { port, up, task }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.send_replace(up);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// While the server is unreachable every call fails fast with `Unavailable` (what the API maps
+/// to 503 and the scheduler to a pause); when it is back, the same store works again without
+/// being rebuilt.
+#[tokio::test]
+async fn server_gone_and_back_is_survived() {
+    let schema = Schema::create().await;
+    let direct = schema.options();
+    let target = format!("{}:{}", direct.get_host(), direct.get_port());
+    let proxy = Proxy::start(target).await;
+    let store = PostgresStore::connect_with(
+        direct.host("127.0.0.1").port(proxy.port),
+        PostgresStore::pool_options()
+            .max_connections(4)
+            .acquire_timeout(std::time::Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let t = crate::store::NewTask {
+        id: "t1".into(),
+        tenant: "acme".into(),
+        task_type: "video".into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: Vec::new(),
+        now: 1,
+    };
+    store.task_create(t).await.unwrap();
+
+    proxy.set_up(false);
+    for _ in 0..3 {
+        match store.task_get("acme", "t1").await {
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("expected Unavailable while the server is gone, got {other:?}"),
+        }
+        match store.unit_apply(&[Default::default()], 2, None).await {
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("expected Unavailable for a write, got {other:?}"),
+        }
+    }
+
+    proxy.set_up(true);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match store.task_get("acme", "t1").await {
+            Ok(Some(task)) => {
+                assert_eq!(task.id, "t1");
+                break;
+            }
+            Ok(None) => panic!("the task was lost"),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+                tokio::task::yield_now().await;
+            }
+            Err(e) => panic!("still failing after the server came back: {e:?}"),
+        }
+    }
+    store.ping().await.unwrap();
+    store.close().await;
 }
