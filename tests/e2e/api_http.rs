@@ -187,9 +187,19 @@ async fn client_mistakes_get_clear_answers_and_store_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_is_served_and_reads_the_api() {
     let s = server().await;
-    let resp = s.client.get(format!("{}/", s.base)).send().await.expect("get /");
+    let resp = s
+        .client
+        .get(format!("{}/", s.base))
+        .send()
+        .await
+        .expect("get /");
     assert_eq!(resp.status(), 200);
-    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     assert!(ct.starts_with("text/html"), "{ct}");
     let page = resp.text().await.expect("body");
     for path in ["/v1/pools", "/v1/handlers", "/v1/tasks"] {

@@ -18,7 +18,24 @@ async fn all_completed(m: &Manual, ids: &[String]) -> bool {
 /// 100 units through a pool of 5 slots, scheduler driven by hand with a manual clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_units_through_five_slots() {
-    let m = Manual::start(5, 100).await;
+    hundred_units_through_five_slots_on(None).await;
+}
+
+/// The same scheduler path on PostgreSQL (a fresh schema).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_units_through_five_slots_postgres() {
+    let schema = crate::pg::PgSchema::create().await;
+    hundred_units_through_five_slots_on(Some(schema.url())).await;
+}
+
+/// The test itself, on the harness's SQLite file or the given database.
+async fn hundred_units_through_five_slots_on(database_url: Option<String>) {
+    let m = Manual::start_with(5, 100, |c| {
+        if let Some(url) = database_url {
+            c.database_url = url;
+        }
+    })
+    .await;
     let mut ids = Vec::new();
     for _ in 0..4 {
         ids.push(m.submit("fixture", json!({"count": 25, "polls": 2})).await);

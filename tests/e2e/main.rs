@@ -1,6 +1,7 @@
 //! End-to-end tests: real SQLite, the real compiled fixture handler, the stub provider over
 //! HTTP, the real API router, and (in `crash`) the real `slotd` binary killed mid-run.
 
+mod pg;
 mod support;
 
 mod api_http;
@@ -8,5 +9,5 @@ mod core_flow;
 mod crash;
 mod handler_faults;
 mod kling;
-mod scale_cluster;
 mod reload_hot;
+mod scale_cluster;

@@ -5,9 +5,10 @@
 //! (`UPDATE … WHERE status = … RETURNING`), so two actors can never both move one unit.
 //! Queries are named `noun_verb`.
 //!
-//! Implementations: [`sqlite::SqliteStore`] (embedded default). PostgreSQL implements the same
-//! trait.
+//! Implementations: [`sqlite::SqliteStore`] (embedded default) and [`postgres::PostgresStore`]
+//! (scale-out); both run the one test suite in `suite.rs`.
 
+pub mod postgres;
 pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
@@ -46,12 +47,22 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
+            sqlx::Error::Database(ref db) if db.code().is_some_and(|c| is_unavailable_code(&c)) => {
+                StoreError::Unavailable(e.to_string())
+            }
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
                 StoreError::Corrupt(e.to_string())
             }
             other => StoreError::Other(other.to_string()),
         }
     }
+}
+
+/// PostgreSQL SQLSTATEs that mean "the server is not serving right now", not "this query is
+/// wrong": connection exceptions (class 08), the server shutting down or starting up
+/// (57P01-57P03) and no connection slots left (53300).
+fn is_unavailable_code(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -126,6 +137,15 @@ pub struct TaskFilter {
     pub before: Option<i64>,
     pub limit: u32,
 }
+
+/// Page size of [`TaskStore::task_list`] when the caller asks for 0.
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+/// The largest page [`TaskStore::task_list`] serves.
+pub const LIST_LIMIT_MAX: u32 = 1000;
+
+/// Longest idempotency key [`TaskStore::unit_find_by_provider`] considers (the key comes from
+/// outside, and every prefix of it is a candidate unit id).
+pub const MAX_LOOKUP_KEY_BYTES: usize = 512;
 
 /// One page of tasks, newest first.
 #[derive(Clone, Debug)]
@@ -366,9 +386,12 @@ pub async fn open(url: &str) -> anyhow::Result<DynStore> {
             .map_err(|e| anyhow::anyhow!("database_url {url:?}: {e}"))?;
         Ok(Arc::new(store))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        anyhow::bail!(
-            "database_url {url:?}: PostgreSQL support is not built yet; use a sqlite:// URL"
-        )
+        let store = postgres::PostgresStore::connect(url).await?;
+        store
+            .migrate()
+            .await
+            .map_err(|e| anyhow::anyhow!("database_url {url:?}: {e}"))?;
+        Ok(Arc::new(store))
     } else {
         anyhow::bail!("database_url {url:?}: expected a sqlite:// or postgres:// URL")
     }

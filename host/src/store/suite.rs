@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod claims;
 mod fencing;
 
 use std::any::Any;
@@ -15,6 +16,7 @@ use super::{
 };
 use crate::model::{Unit, UnitStatus};
 
+pub(crate) use claims::concurrent_claims_are_disjoint;
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
@@ -49,6 +51,7 @@ macro_rules! store_suite {
             fence_newer_accepted,
             fence_concurrent_advance_monotonic,
             handler_version_history,
+            concurrent_claims_are_disjoint,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

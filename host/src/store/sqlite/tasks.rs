@@ -11,12 +11,9 @@ use super::rows::{
 };
 use crate::model::{Unit, UnitStatus};
 use crate::store::{
-    Cancelled, Created, NewTask, NewUnit, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
+    Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, NewUnit, StoreError,
+    StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
-
-/// Page size when the caller asks for 0, and the largest page served.
-pub const LIST_LIMIT_DEFAULT: u32 = 50;
-pub const LIST_LIMIT_MAX: u32 = 1000;
 
 /// A unit as bound into the `json_each` of the units insert.
 #[derive(Serialize)]

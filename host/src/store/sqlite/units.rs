@@ -8,10 +8,10 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{UNIT_COLS, json_list, parse_status, unit_from_row, units_from_rows};
 use crate::model::{Unit, UnitStatus};
-use crate::store::{ApplyReport, PoolStatusCount, StoreError, StoreResult, UnitEvent, UnitUpdate};
-
-/// Longest idempotency key a webhook lookup will consider (the key comes from outside).
-pub const MAX_LOOKUP_KEY_BYTES: usize = 512;
+use crate::store::{
+    ApplyReport, MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent,
+    UnitUpdate,
+};
 
 /// The fill-order query (see [`unit_list_pending`]); `?1` pool, `?2` now, `?3` JSON array of
 /// task types, `?4` limit.

@@ -1,0 +1,296 @@
+//! The PostgreSQL store: for scale-out, many API and scheduler instances on one database.
+//!
+//! Every transition is a single statement where it can be: `UPDATE … RETURNING` in a
+//! data-modifying `WITH` that also appends the event rows, so a write is one round trip and
+//! commits on its own. Rows are claimed with `FOR UPDATE SKIP LOCKED` (the submit marker,
+//! finalization claims) so instances never wait on each other's claims; writers that must
+//! wait lock their units in id order, so they queue instead of deadlocking. Lists are bound as
+//! arrays (`= ANY($1)`, `unnest($1, …)`), one prepared statement whatever the length.
+//!
+//! A fenced write ([`Fence`]) is a transaction: the fence check first, then the write.
+//!
+//! The pool tests each connection before handing it out, so connections a restarted server
+//! dropped are replaced rather than failing a request; while the server is unreachable every
+//! call fails fast (within [`ACQUIRE_TIMEOUT`]) with [`StoreError::Unavailable`].
+//!
+//! The queries live by concern: [`tasks`], [`units`] (scheduler reads, submit marker),
+//! [`apply`] (the batch update), [`finalize`] (leases) and [`fences`].
+
+mod apply;
+mod fences;
+mod finalize;
+mod handlers;
+mod rows;
+mod tasks;
+#[cfg(test)]
+mod tests;
+mod units;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+
+use super::{
+    ApplyReport, Cancelled, Created, Fence, HandlerVersionRow, NewTask, PoolStatusCount,
+    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+};
+use crate::model::Unit;
+
+/// The schema, embedded at build time from `migrations/postgres`.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Connections per instance: enough for the API's concurrent writes to group-commit and for
+/// the scheduler's ticks and finalizers beside them, few enough for many instances to share
+/// one server's `max_connections`.
+pub const MAX_CONNECTIONS: u32 = 16;
+/// How long a call waits for a connection before reporting the database unavailable.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// [`TaskStore`] over a PostgreSQL connection pool.
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// The pool settings the store uses; tests shorten the timeouts.
+    pub fn pool_options() -> PgPoolOptions {
+        PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(true)
+    }
+
+    /// Connect to the database a `postgres://…` URL names (`?options=-c search_path=…`
+    /// selects a schema). Does not migrate.
+    pub async fn connect(url: &str) -> anyhow::Result<PostgresStore> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| anyhow::anyhow!("database_url {url:?} is not a PostgreSQL URL: {e}"))?;
+        Self::connect_with(options, Self::pool_options())
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting to PostgreSQL at {url:?}: {e}"))
+    }
+
+    /// Connect with explicit options (one connection is opened now, to fail early).
+    pub async fn connect_with(
+        options: PgConnectOptions,
+        pool: PgPoolOptions,
+    ) -> Result<PostgresStore, sqlx::Error> {
+        Ok(PostgresStore {
+            pool: pool.connect_with(options).await?,
+        })
+    }
+
+    /// Close the pool, waiting for connections in use to be returned (shutdown).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// End a refused transaction now rather than when the pool next touches the connection: the
+/// fence check holds the pool's fence row, and a lingering transaction would keep the next
+/// leader's advance waiting. The refusal is what the caller needs to hear; a failed rollback
+/// (the connection is gone, which ends the transaction anyway) is only logged.
+async fn rollback(tx: Transaction<'static, Postgres>, refusal: StoreError) -> StoreError {
+    if let Err(e) = tx.rollback().await {
+        tracing::warn!(error = %e, "rolling back a refused write");
+    }
+    refusal
+}
+
+#[async_trait]
+impl TaskStore for PostgresStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Other(format!("migrating the PostgreSQL schema: {e}")))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
+        handlers::handler_version_record(&self.pool, row).await
+    }
+
+    async fn handler_version_list(
+        &self,
+        name: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<HandlerVersionRow>> {
+        handlers::handler_version_list(&self.pool, name, limit).await
+    }
+
+    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
+        tasks::task_create(&self.pool, task).await
+    }
+
+    async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
+        tasks::task_get(&self.pool, tenant, id).await
+    }
+
+    async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
+        tasks::task_units(&self.pool, task_id).await
+    }
+
+    async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
+        tasks::task_list(&self.pool, tenant, filter).await
+    }
+
+    async fn task_cancel(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<Cancelled>> {
+        tasks::task_cancel(self.pool.begin().await?, tenant, id, now).await
+    }
+
+    async fn task_retry_failed(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Option<u32>> {
+        tasks::task_retry_failed(self.pool.begin().await?, tenant, id, now).await
+    }
+
+    async fn unit_list_pending(
+        &self,
+        pool: &str,
+        task_types: &[String],
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>> {
+        units::unit_list_pending(&self.pool, pool, task_types, now, limit).await
+    }
+
+    async fn unit_mark_submitted(
+        &self,
+        ids: &[String],
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> StoreResult<Vec<Unit>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(fence) = fence else {
+            let mut conn = self.pool.acquire().await?;
+            return units::unit_mark_submitted(&mut conn, ids, now).await;
+        };
+        let mut tx = self.pool.begin().await?;
+        if let Err(e) = fences::fence_check(&mut tx, fence).await {
+            return Err(rollback(tx, e).await);
+        }
+        let units = units::unit_mark_submitted(&mut tx, ids, now).await?;
+        tx.commit().await?;
+        Ok(units)
+    }
+
+    async fn unit_list_due(
+        &self,
+        pool: &str,
+        task_types: &[String],
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>> {
+        units::unit_list_due(&self.pool, pool, task_types, now, limit).await
+    }
+
+    async fn unit_apply(
+        &self,
+        updates: &[UnitUpdate],
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> StoreResult<ApplyReport> {
+        if updates.is_empty() {
+            return Ok(ApplyReport::default());
+        }
+        if fence.is_none() && !apply::has_repeats(updates) {
+            let mut conn = self.pool.acquire().await?;
+            return apply::unit_apply(&mut conn, updates, now).await;
+        }
+        let mut tx = self.pool.begin().await?;
+        if let Some(fence) = fence
+            && let Err(e) = fences::fence_check(&mut tx, fence).await
+        {
+            return Err(rollback(tx, e).await);
+        }
+        let report = apply::unit_apply(&mut tx, updates, now).await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
+        units::unit_list_submitted_ids(&self.pool, pool).await
+    }
+
+    async fn unit_find_by_provider(
+        &self,
+        task_types: &[String],
+        provider_job_id: Option<&str>,
+        idempotency_key: Option<&str>,
+    ) -> StoreResult<Option<Unit>> {
+        units::unit_find_by_provider(&self.pool, task_types, provider_job_id, idempotency_key).await
+    }
+
+    async fn unit_claim_finalize(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        finalize::unit_claim_finalize(&self.pool, owner, lease_until, now, limit).await
+    }
+
+    async fn unit_complete(
+        &self,
+        id: &str,
+        owner: &str,
+        result: &str,
+        now: i64,
+    ) -> StoreResult<bool> {
+        finalize::unit_complete(&self.pool, id, owner, result, now).await
+    }
+
+    async fn unit_finalize_release(
+        &self,
+        id: &str,
+        owner: &str,
+        error: &str,
+        next_at: i64,
+        fail: bool,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let release = finalize::Release {
+            id,
+            owner,
+            error,
+            next_at,
+            fail,
+        };
+        finalize::unit_finalize_release(&self.pool, release, now).await
+    }
+
+    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
+        fences::pool_fence_advance(&self.pool, pool, token).await
+    }
+
+    async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
+        units::unit_count_by_pool(&self.pool).await
+    }
+
+    async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
+        units::unit_events(&self.pool, task_id).await
+    }
+}

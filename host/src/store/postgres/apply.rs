@@ -1,0 +1,151 @@
+//! The scheduler's batch write: guarded updates of many units, with their event rows, as one
+//! statement.
+//!
+//! The updates travel as parallel arrays (`unnest(…) WITH ORDINALITY`), so a tick's whole
+//! batch is one round trip and one prepared statement whatever its size or shape: every
+//! `None` is a NULL that `COALESCE` turns into "leave the column alone", and the three columns
+//! that can be cleared carry a flag beside their value. The guarded rows are locked in id
+//! order first (as cancel and retry lock theirs), so concurrent writers queue instead of
+//! deadlocking; the event rows read the status each unit is leaving from that lock.
+
+use std::collections::HashSet;
+
+use sqlx::postgres::PgConnection;
+
+use crate::model::UnitStatus;
+use crate::store::{ApplyReport, StoreResult, UnitUpdate};
+
+const APPLY_SQL: &str = "WITH input AS ( \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+             $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
+             $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
+             $18::bool[], $19::int8[], $20::text[], $21::bool[]) \
+         WITH ORDINALITY AS u (id, from_status, from_stage, to_status, stage, pool, set_job, \
+             job, state, result, set_error, error, cost, next_at, attempts, polls, \
+             submit_attempt, set_submitted, submitted_at, detail, eventful, ord) \
+     ), old AS ( \
+         SELECT units.id, units.status FROM units JOIN input ON input.id = units.id \
+         WHERE (input.from_status IS NULL OR units.status = input.from_status) \
+           AND (input.from_stage IS NULL OR units.stage = input.from_stage) \
+         ORDER BY units.id FOR UPDATE OF units \
+     ), moved AS ( \
+         UPDATE units SET \
+             status = COALESCE(i.to_status, units.status), \
+             stage = COALESCE(i.stage, units.stage), \
+             pool = COALESCE(i.pool, units.pool), \
+             provider_job_id = CASE WHEN i.set_job THEN i.job ELSE units.provider_job_id END, \
+             state = COALESCE(i.state, units.state), \
+             result = COALESCE(i.result, units.result), \
+             error = CASE WHEN i.set_error THEN i.error ELSE units.error END, \
+             cost = COALESCE(i.cost, units.cost), \
+             next_at = COALESCE(i.next_at, units.next_at), \
+             attempts = COALESCE(i.attempts::int, units.attempts), \
+             polls = COALESCE(i.polls::int, units.polls), \
+             submit_attempt = COALESCE(i.submit_attempt::int, units.submit_attempt), \
+             submitted_at = CASE WHEN i.set_submitted THEN i.submitted_at \
+                 ELSE units.submitted_at END, \
+             lease_owner = CASE WHEN COALESCE(i.to_status, units.status) = 'finalizing' \
+                 THEN units.lease_owner END, \
+             lease_until = CASE WHEN COALESCE(i.to_status, units.status) = 'finalizing' \
+                 THEN units.lease_until END, \
+             updated_at = $22 \
+         FROM input i JOIN old ON old.id = i.id \
+         WHERE units.id = i.id \
+         RETURNING units.id, units.task_id, units.status, units.stage, \
+             old.status AS from_status, i.detail, i.error, i.eventful, i.ord \
+     ), event AS ( \
+         INSERT INTO unit_events \
+             (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+         SELECT id, task_id, $22, from_status, status, stage, detail, error \
+         FROM moved WHERE eventful ORDER BY ord \
+     ) \
+     SELECT id FROM moved ORDER BY ord";
+
+/// Whether an update is worth an event row. A poll that changes nothing but timing ("still
+/// running") is not: the log records transitions and things worth reading, not every tick
+/// (the same rule as the SQLite store).
+fn eventful(u: &UnitUpdate) -> bool {
+    u.detail.is_some()
+        || u.from.is_none()
+        || u.to.is_some_and(|t| Some(t) != u.from)
+        || u.stage.is_some()
+        || matches!(u.error, Some(Some(_)))
+}
+
+/// Whether some unit appears twice: then [`unit_apply`] runs one statement per update, and
+/// must be given a transaction to stay atomic.
+pub(super) fn has_repeats(updates: &[UnitUpdate]) -> bool {
+    let mut seen = HashSet::with_capacity(updates.len());
+    !updates.iter().all(|u| seen.insert(u.unit_id.as_str()))
+}
+
+/// Apply `updates` on `conn` (a transaction when fenced or [`has_repeats`]). Ids normally
+/// appear once per batch, and the batch is one statement; if one repeats, the updates run one
+/// by one in order so that each guard sees the previous update.
+pub(super) async fn unit_apply(
+    conn: &mut PgConnection,
+    updates: &[UnitUpdate],
+    now: i64,
+) -> StoreResult<ApplyReport> {
+    if has_repeats(updates) {
+        let mut report = ApplyReport::default();
+        for u in updates {
+            let done = apply_batch(conn, std::slice::from_ref(u), now).await?;
+            if done.is_empty() {
+                report.skipped.push(u.unit_id.clone());
+            } else {
+                report.applied.push(u.unit_id.clone());
+            }
+        }
+        return Ok(report);
+    }
+    let applied = apply_batch(conn, updates, now).await?;
+    let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
+    let skipped = updates
+        .iter()
+        .filter(|u| !done.contains(u.unit_id.as_str()))
+        .map(|u| u.unit_id.clone())
+        .collect();
+    Ok(ApplyReport { applied, skipped })
+}
+
+/// One `APPLY_SQL` over `updates` (ids unique); the ids applied, in input order.
+async fn apply_batch(
+    conn: &mut PgConnection,
+    updates: &[UnitUpdate],
+    now: i64,
+) -> StoreResult<Vec<String>> {
+    let col = |f: fn(&UnitUpdate) -> Option<String>| -> Vec<Option<String>> {
+        updates.iter().map(f).collect()
+    };
+    let num =
+        |f: fn(&UnitUpdate) -> Option<i64>| -> Vec<Option<i64>> { updates.iter().map(f).collect() };
+    let flag = |f: fn(&UnitUpdate) -> bool| -> Vec<bool> { updates.iter().map(f).collect() };
+    let status = |s: Option<UnitStatus>| s.map(|s| s.as_str().to_string());
+    let ids: Vec<&str> = updates.iter().map(|u| u.unit_id.as_str()).collect();
+    Ok(sqlx::query_scalar(APPLY_SQL)
+        .bind(ids)
+        .bind(col(|u| u.from.map(|s| s.as_str().to_string())))
+        .bind(col(|u| u.from_stage.clone()))
+        .bind(updates.iter().map(|u| status(u.to)).collect::<Vec<_>>())
+        .bind(col(|u| u.stage.clone()))
+        .bind(col(|u| u.pool.clone()))
+        .bind(flag(|u| u.provider_job_id.is_some()))
+        .bind(col(|u| u.provider_job_id.clone().flatten()))
+        .bind(col(|u| u.state.clone()))
+        .bind(col(|u| u.result.clone()))
+        .bind(flag(|u| u.error.is_some()))
+        .bind(col(|u| u.error.clone().flatten()))
+        .bind(col(|u| u.cost.clone()))
+        .bind(num(|u| u.next_at))
+        .bind(num(|u| u.attempts.map(i64::from)))
+        .bind(num(|u| u.polls.map(i64::from)))
+        .bind(num(|u| u.submit_attempt.map(i64::from)))
+        .bind(flag(|u| u.submitted_at.is_some()))
+        .bind(num(|u| u.submitted_at.flatten()))
+        .bind(col(|u| u.detail.clone()))
+        .bind(flag(eventful))
+        .bind(now)
+        .fetch_all(conn)
+        .await?)
+}

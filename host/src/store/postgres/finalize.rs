@@ -1,0 +1,136 @@
+//! Finalization leases: claim (`succeeded`, or `finalizing` under an expired lease, to
+//! `finalizing` with an owner), complete and release, both only by the lease's owner. Each is
+//! one statement; claims skip rows another finalizer is locking (`FOR UPDATE SKIP LOCKED`),
+//! so finalizers on many instances never wait on each other.
+
+use sqlx::postgres::PgPool;
+
+use super::rows::{UNIT_COLS, unit_cols_of_units, units_from_rows};
+use crate::model::Unit;
+use crate::store::StoreResult;
+
+/// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
+/// A `finalizing` unit with no recorded lease expiry counts as expired, so a unit can never be
+/// stranded in `finalizing`; the event of a rescue names the dead owner.
+pub(super) async fn unit_claim_finalize(
+    pool: &PgPool,
+    owner: &str,
+    lease_until: i64,
+    now: i64,
+    limit: u32,
+) -> StoreResult<Vec<Unit>> {
+    let rows = sqlx::query(&format!(
+        "WITH picked AS ( \
+             SELECT id, status AS old_status, lease_owner AS old_owner FROM units \
+             WHERE (status = 'succeeded' AND next_at <= $1) \
+                OR (status = 'finalizing' AND (lease_until IS NULL OR lease_until <= $1)) \
+             ORDER BY next_at, id LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ), claimed AS ( \
+             UPDATE units SET status = 'finalizing', lease_owner = $3, lease_until = $4, \
+                 finalize_attempts = units.finalize_attempts + 1, \
+                 attempts = units.finalize_attempts + 1, updated_at = $1 \
+             FROM picked WHERE units.id = picked.id \
+             RETURNING {}, picked.old_status, picked.old_owner \
+         ), event AS ( \
+             INSERT INTO unit_events \
+                 (unit_id, task_id, at, from_status, to_status, stage, detail) \
+             SELECT id, task_id, $1, old_status, 'finalizing', stage, \
+                 CASE old_status WHEN 'finalizing' \
+                     THEN 'lease of ' || COALESCE(old_owner, '?') || ' expired; claimed by ' \
+                         || $3 \
+                     ELSE 'finalization claimed by ' || $3 END \
+             FROM claimed ORDER BY next_at, id \
+         ) \
+         SELECT {UNIT_COLS} FROM claimed ORDER BY next_at, id",
+        unit_cols_of_units()
+    ))
+    .bind(now)
+    .bind(i64::from(limit))
+    .bind(owner)
+    .bind(lease_until)
+    .fetch_all(pool)
+    .await?;
+    units_from_rows(&rows)
+}
+
+/// `finalizing -> completed` with the result, if `owner` still holds the lease.
+pub(super) async fn unit_complete(
+    pool: &PgPool,
+    id: &str,
+    owner: &str,
+    result: &str,
+    now: i64,
+) -> StoreResult<bool> {
+    let done: Option<i32> = sqlx::query_scalar(
+        "WITH done AS ( \
+             UPDATE units SET status = 'completed', result = $3, error = NULL, \
+                 lease_owner = NULL, lease_until = NULL, updated_at = $4 \
+             WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2 \
+             RETURNING id, task_id, stage \
+         ), event AS ( \
+             INSERT INTO unit_events \
+                 (unit_id, task_id, at, from_status, to_status, stage, detail) \
+             SELECT id, task_id, $4, 'finalizing', 'completed', stage, 'finalized by ' || $2 \
+             FROM done \
+         ) \
+         SELECT 1 FROM done",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(result)
+    .bind(now)
+    .fetch_optional(pool)
+    .await?;
+    Ok(done.is_some())
+}
+
+/// What [`unit_finalize_release`] is asked to do (named, since the trait passes six values).
+pub(super) struct Release<'a> {
+    pub id: &'a str,
+    pub owner: &'a str,
+    /// Error JSON recorded on the unit and in the event.
+    pub error: &'a str,
+    /// When another finalizer may try again (ignored when `fail`).
+    pub next_at: i64,
+    /// Give up: `failed` instead of back to `succeeded`.
+    pub fail: bool,
+}
+
+/// `finalizing -> succeeded` (retry at `next_at`) or `-> failed`, if `owner` still holds the
+/// lease.
+pub(super) async fn unit_finalize_release(
+    pool: &PgPool,
+    r: Release<'_>,
+    now: i64,
+) -> StoreResult<bool> {
+    let (to, detail) = if r.fail {
+        ("failed", "finalization failed")
+    } else {
+        ("succeeded", "finalization released for retry")
+    };
+    let done: Option<i32> = sqlx::query_scalar(
+        "WITH done AS ( \
+             UPDATE units SET status = $3, error = $4, \
+                 next_at = CASE WHEN $3 = 'succeeded' THEN $5 ELSE next_at END, \
+                 lease_owner = NULL, lease_until = NULL, updated_at = $6 \
+             WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2 \
+             RETURNING id, task_id, stage \
+         ), event AS ( \
+             INSERT INTO unit_events \
+                 (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+             SELECT id, task_id, $6, 'finalizing', $3, stage, $7 || ' by ' || $2, $4 \
+             FROM done \
+         ) \
+         SELECT 1 FROM done",
+    )
+    .bind(r.id)
+    .bind(r.owner)
+    .bind(to)
+    .bind(r.error)
+    .bind(r.next_at)
+    .bind(now)
+    .bind(detail)
+    .fetch_optional(pool)
+    .await?;
+    Ok(done.is_some())
+}

@@ -1,0 +1,129 @@
+//! Turning PostgreSQL rows into model records.
+//!
+//! Counters are `INTEGER` (`i32`) columns here; everything read back is checked, so a
+//! negative counter or an unknown status is [`StoreError::Corrupt`] naming the unit.
+
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::model::{Unit, UnitCounts, UnitStatus};
+use crate::store::{StoreError, StoreResult, TaskRecord};
+
+/// The columns of `units` that make a [`Unit`], in `SELECT` and `RETURNING` lists.
+pub(super) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
+     priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
+     submitted_at, error, result, cost, created_at, updated_at";
+
+/// [`UNIT_COLS`] qualified with `units.`, for statements that join other relations with
+/// columns of the same names (`RETURNING` of an `UPDATE … FROM`).
+pub(super) fn unit_cols_of_units() -> String {
+    UNIT_COLS
+        .split(", ")
+        .map(|c| format!("units.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The columns of `tasks` that make a [`TaskRecord`] (counts are filled separately).
+pub(super) const TASK_COLS: &str = "seq, id, tenant, type, payload, idempotency_key, priority, \
+     callback_url, created_at, updated_at";
+
+/// SQL list of the terminal statuses, for `status NOT IN (…)`.
+pub(super) const TERMINAL_SQL: &str = "('completed', 'failed', 'cancelled')";
+
+/// Parse a stored status, naming `what` (e.g. "unit u1") if it is not one we know.
+pub(super) fn parse_status(what: &str, raw: &str) -> StoreResult<UnitStatus> {
+    raw.parse()
+        .map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// A stored counter as `u32`; negative values are corruption, named.
+fn counter(unit_id: &str, column: &str, value: i32) -> StoreResult<u32> {
+    u32::try_from(value).map_err(|_| {
+        StoreError::Corrupt(format!(
+            "unit {unit_id}: column {column} holds {value}, not a count"
+        ))
+    })
+}
+
+/// Decode one row selected with [`UNIT_COLS`].
+pub(super) fn unit_from_row(row: &PgRow) -> StoreResult<Unit> {
+    let id: String = row.try_get("id")?;
+    let status: String = row.try_get("status")?;
+    let status = parse_status(&format!("unit {id}"), &status)?;
+    let index = counter(&id, "idx", row.try_get("idx")?)?;
+    let submit_attempt = counter(&id, "submit_attempt", row.try_get("submit_attempt")?)?;
+    let attempts = counter(&id, "attempts", row.try_get("attempts")?)?;
+    let polls = counter(&id, "polls", row.try_get("polls")?)?;
+    Ok(Unit {
+        task_id: row.try_get("task_id")?,
+        index,
+        tenant: row.try_get("tenant")?,
+        task_type: row.try_get("task_type")?,
+        pool: row.try_get("pool")?,
+        stage: row.try_get("stage")?,
+        status,
+        priority: row.try_get("priority")?,
+        spec: row.try_get("spec")?,
+        state: row.try_get("state")?,
+        provider_job_id: row.try_get("provider_job_id")?,
+        submit_attempt,
+        attempts,
+        polls,
+        next_at: row.try_get("next_at")?,
+        submitted_at: row.try_get("submitted_at")?,
+        error: row.try_get("error")?,
+        result: row.try_get("result")?,
+        cost: row.try_get("cost")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        id,
+    })
+}
+
+/// Decode many rows selected with [`UNIT_COLS`].
+pub(super) fn units_from_rows(rows: &[PgRow]) -> StoreResult<Vec<Unit>> {
+    rows.iter().map(unit_from_row).collect()
+}
+
+/// Decode one row selected with [`TASK_COLS`], returning its `seq` too (the list cursor).
+pub(super) fn task_from_row(row: &PgRow) -> StoreResult<(i64, TaskRecord)> {
+    let seq: i64 = row.try_get("seq")?;
+    let task = TaskRecord {
+        id: row.try_get("id")?,
+        tenant: row.try_get("tenant")?,
+        task_type: row.try_get("type")?,
+        payload: row.try_get("payload")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        priority: row.try_get("priority")?,
+        callback_url: row.try_get("callback_url")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        counts: UnitCounts::default(),
+    };
+    Ok((seq, task))
+}
+
+/// Add one `(status, count)` row of a grouped count query to `counts`.
+pub(super) fn add_count(
+    counts: &mut UnitCounts,
+    task_id: &str,
+    status: &str,
+    n: i64,
+) -> StoreResult<()> {
+    let status = parse_status(&format!("a unit of task {task_id}"), status)?;
+    let n = u32::try_from(n)
+        .map_err(|_| StoreError::Corrupt(format!("task {task_id}: unit count {n} out of range")))?;
+    counts.add(status, n);
+    Ok(())
+}
+
+/// Put `units` in the order of `ids` (a `RETURNING` list comes back in no particular order).
+pub(super) fn sort_like(units: &mut [Unit], ids: &[String]) {
+    let order: std::collections::HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    units.sort_by_key(|u| order.get(u.id.as_str()).copied().unwrap_or(usize::MAX));
+}

@@ -1,0 +1,322 @@
+//! Task queries: create (task, units and "created" events in one statement), read, list,
+//! cancel and retry.
+//!
+//! Cancel and retry lock the task's units in id order (`ORDER BY id FOR UPDATE`) before
+//! writing, as the scheduler's batch update does, so two writers of overlapping units always
+//! queue instead of deadlocking.
+
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::{Postgres, Row, Transaction};
+
+use super::rows::{
+    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, parse_status, task_from_row, units_from_rows,
+};
+use crate::model::{Unit, UnitStatus};
+use crate::store::{
+    Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, StoreError, StoreResult,
+    TaskFilter, TaskPage, TaskRecord,
+};
+
+/// The task row, its units (from parallel arrays, index = array position) and one "created"
+/// event per unit, as one statement: one round trip, committed on its own. A unit insert that
+/// sees no task row (the idempotency key was taken) inserts nothing.
+const TASK_CREATE_SQL: &str = "WITH task AS ( \
+         INSERT INTO tasks (id, tenant, type, payload, idempotency_key, priority, callback_url, \
+             created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+         ON CONFLICT (tenant, idempotency_key) DO NOTHING \
+         RETURNING seq \
+     ), unit AS ( \
+         INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
+             stage, status, spec, state, next_at, created_at, updated_at) \
+         SELECT u.id, $1, (u.ord - 1)::int, $2, $3, task.seq, $6, u.pool, u.stage, 'pending', \
+             u.spec, u.state, $8, $8, $8 \
+         FROM task, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[]) \
+             WITH ORDINALITY AS u (id, pool, stage, spec, state, ord) \
+         RETURNING id, idx, stage \
+     ), event AS ( \
+         INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, $1, $8, NULL, 'pending', stage, 'created' FROM unit ORDER BY idx \
+     ) \
+     SELECT seq FROM task";
+
+/// Insert the task unless its tenant's idempotency key is taken (then report the holder).
+/// `ON CONFLICT DO NOTHING` waits for a concurrent insert of the same key to commit, so the
+/// lookup afterwards finds the holder.
+pub(super) async fn task_create(pool: &PgPool, task: NewTask) -> StoreResult<Created> {
+    let n = task.units.len();
+    let (mut ids, mut pools, mut stages, mut specs, mut states) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for u in &task.units {
+        ids.push(u.id.as_str());
+        pools.push(u.pool.as_str());
+        stages.push(u.stage.as_str());
+        specs.push(u.spec.as_str());
+        states.push(u.state.as_str());
+    }
+    let seq: Option<i64> = sqlx::query_scalar(TASK_CREATE_SQL)
+        .bind(&task.id)
+        .bind(&task.tenant)
+        .bind(&task.task_type)
+        .bind(&task.payload)
+        .bind(&task.idempotency_key)
+        .bind(task.priority)
+        .bind(&task.callback_url)
+        .bind(task.now)
+        .bind(&ids)
+        .bind(&pools)
+        .bind(&stages)
+        .bind(&specs)
+        .bind(&states)
+        .fetch_optional(pool)
+        .await?;
+    if seq.is_some() {
+        return Ok(Created::New(task.id));
+    }
+    let existing: Option<String> =
+        sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
+            .bind(&task.tenant)
+            .bind(&task.idempotency_key)
+            .fetch_optional(pool)
+            .await?;
+    existing.map(Created::Existing).ok_or_else(|| {
+        StoreError::Other(format!(
+            "task {} was not stored and no task holds its idempotency key",
+            task.id
+        ))
+    })
+}
+
+/// Unit counts by status for each task, in one grouped query.
+async fn counts_for(pool: &PgPool, tasks: &mut [TaskRecord]) -> StoreResult<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    let rows = sqlx::query(
+        "SELECT task_id, status, COUNT(*) AS n FROM units \
+         WHERE task_id = ANY($1) GROUP BY task_id, status",
+    )
+    .bind(&ids)
+    .fetch_all(pool)
+    .await?;
+    for row in rows {
+        let task_id: String = row.try_get("task_id")?;
+        let status: String = row.try_get("status")?;
+        let n: i64 = row.try_get("n")?;
+        if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
+            add_count(&mut task.counts, &task_id, &status, n)?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn task_get(
+    pool: &PgPool,
+    tenant: &str,
+    id: &str,
+) -> StoreResult<Option<TaskRecord>> {
+    let row = sqlx::query(&format!(
+        "SELECT {TASK_COLS} FROM tasks WHERE id = $1 AND tenant = $2"
+    ))
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let (_, task) = task_from_row(&row)?;
+    let mut tasks = [task];
+    counts_for(pool, &mut tasks).await?;
+    let [task] = tasks;
+    Ok(Some(task))
+}
+
+pub(super) async fn task_units(pool: &PgPool, task_id: &str) -> StoreResult<Vec<Unit>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {UNIT_COLS} FROM units WHERE task_id = $1 ORDER BY idx"
+    ))
+    .bind(task_id)
+    .fetch_all(pool)
+    .await?;
+    units_from_rows(&rows)
+}
+
+/// Newest first by `seq`, limits as in the SQLite store; one row more than the page is read
+/// to know whether a next page exists.
+pub(super) async fn task_list(
+    pool: &PgPool,
+    tenant: &str,
+    filter: &TaskFilter,
+) -> StoreResult<TaskPage> {
+    let limit = match filter.limit {
+        0 => LIST_LIMIT_DEFAULT,
+        n => n.min(LIST_LIMIT_MAX),
+    };
+    let rows: Vec<PgRow> = sqlx::query(&format!(
+        "SELECT {TASK_COLS} FROM tasks \
+         WHERE tenant = $1 \
+           AND ($2::text IS NULL OR type = $2) \
+           AND ($3::bigint IS NULL OR seq < $3) \
+           AND ($4::text IS NULL OR EXISTS \
+                (SELECT 1 FROM units WHERE units.task_id = tasks.id AND units.status = $4)) \
+         ORDER BY seq DESC LIMIT $5"
+    ))
+    .bind(tenant)
+    .bind(&filter.task_type)
+    .bind(filter.before)
+    .bind(filter.unit_status.map(UnitStatus::as_str))
+    .bind(i64::from(limit) + 1)
+    .fetch_all(pool)
+    .await?;
+    let mut page = Vec::with_capacity(rows.len());
+    let mut last_seq = None;
+    for row in rows.iter().take(limit as usize) {
+        let (seq, task) = task_from_row(row)?;
+        last_seq = Some(seq);
+        page.push(task);
+    }
+    let next = if rows.len() > limit as usize {
+        last_seq
+    } else {
+        None
+    };
+    counts_for(pool, &mut page).await?;
+    Ok(TaskPage { tasks: page, next })
+}
+
+/// Lock the tenant's task row (so the answer holds for the transaction), or `false`.
+async fn task_lock_owned(
+    tx: &mut Transaction<'static, Postgres>,
+    tenant: &str,
+    id: &str,
+) -> StoreResult<bool> {
+    let found: Option<i32> =
+        sqlx::query_scalar("SELECT 1 FROM tasks WHERE id = $1 AND tenant = $2 FOR UPDATE")
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(found.is_some())
+}
+
+async fn task_touch(
+    tx: &mut Transaction<'static, Postgres>,
+    id: &str,
+    now: i64,
+) -> StoreResult<()> {
+    sqlx::query("UPDATE tasks SET updated_at = $2 WHERE id = $1")
+        .bind(id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn task_cancel(
+    mut tx: Transaction<'static, Postgres>,
+    tenant: &str,
+    id: &str,
+    now: i64,
+) -> StoreResult<Option<Cancelled>> {
+    if !task_lock_owned(&mut tx, tenant, id).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let mut rows = sqlx::query(&format!(
+        "SELECT id, idx, pool, status FROM units \
+         WHERE task_id = $1 AND status NOT IN {TERMINAL_SQL} ORDER BY id FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    // Locked in id order; reported in index order, like the SQLite store.
+    rows.sort_by_key(|r| r.try_get::<i32, _>("idx").unwrap_or(i32::MAX));
+    let mut cancelled = Cancelled::default();
+    let mut ids = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let unit_id: String = row.try_get("id")?;
+        let status: String = row.try_get("status")?;
+        if parse_status(&format!("unit {unit_id}"), &status)? == UnitStatus::Submitted {
+            cancelled
+                .released
+                .push((row.try_get("pool")?, unit_id.clone()));
+        }
+        ids.push(unit_id);
+        cancelled.units += 1;
+    }
+    // The locked rows cannot change under us, so the events read the statuses being left.
+    sqlx::query(
+        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, $2, status, 'cancelled', stage, 'cancelled by client' \
+         FROM units WHERE id = ANY($1) ORDER BY idx",
+    )
+    .bind(&ids)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE units SET status = 'cancelled', lease_owner = NULL, lease_until = NULL, \
+             updated_at = $2 \
+         WHERE id = ANY($1)",
+    )
+    .bind(&ids)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    task_touch(&mut tx, id, now).await?;
+    tx.commit().await?;
+    Ok(Some(cancelled))
+}
+
+pub(super) async fn task_retry_failed(
+    mut tx: Transaction<'static, Postgres>,
+    tenant: &str,
+    id: &str,
+    now: i64,
+) -> StoreResult<Option<u32>> {
+    if !task_lock_owned(&mut tx, tenant, id).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM units WHERE task_id = $1 AND status = 'failed' ORDER BY id FOR UPDATE",
+    )
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    if !ids.is_empty() {
+        // The unit's error is cleared below; the event row keeps it.
+        sqlx::query(
+            "INSERT INTO unit_events \
+                 (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+             SELECT id, task_id, $2, 'failed', 'pending', stage, \
+                 'retry requested: submit attempt ' || (submit_attempt + 1), error \
+             FROM units WHERE id = ANY($1) ORDER BY idx",
+        )
+        .bind(&ids)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE units SET status = 'pending', submit_attempt = submit_attempt + 1, \
+                 attempts = 0, polls = 0, provider_job_id = NULL, error = NULL, result = NULL, \
+                 submitted_at = NULL, lease_owner = NULL, lease_until = NULL, \
+                 finalize_attempts = 0, next_at = $2, updated_at = $2 \
+             WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        task_touch(&mut tx, id, now).await?;
+    }
+    tx.commit().await?;
+    let moved = u32::try_from(ids.len())
+        .map_err(|_| StoreError::Corrupt(format!("task {id}: {} units retried", ids.len())))?;
+    Ok(Some(moved))
+}

@@ -1,0 +1,258 @@
+//! The store suite on real PostgreSQL, one fresh schema per test, plus what only PostgreSQL
+//! has: `open` on a `postgres://` URL, a server that goes away and comes back, and concurrent
+//! claims that never hand one unit to two claimants.
+//!
+//! The server is `SLOTD_TEST_DATABASE_URL`, else `postgres://root@127.0.0.1:5432/test` (or the
+//! `postgres` user if `root` is refused).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use sqlx::postgres::PgConnectOptions;
+use std::str::FromStr;
+use std::sync::Arc;
+use tokio::sync::OnceCell;
+
+use super::PostgresStore;
+use crate::store::suite::TestDb;
+use crate::store::{DynStore, StoreError, TaskStore, open};
+
+/// The server URL that answered, found once per test binary.
+static BASE_URL: OnceCell<String> = OnceCell::const_new();
+
+async fn base_url() -> String {
+    BASE_URL
+        .get_or_init(|| async {
+            if let Ok(url) = std::env::var("SLOTD_TEST_DATABASE_URL") {
+                return url;
+            }
+            let mut last = String::new();
+            for user in ["root", "postgres"] {
+                let url = format!("postgres://{user}@127.0.0.1:5432/test");
+                match sqlx::PgPool::connect(&url).await {
+                    Ok(pool) => {
+                        pool.close().await;
+                        return url;
+                    }
+                    Err(e) => last = format!("{url}: {e}"),
+                }
+            }
+            panic!("no PostgreSQL for the tests (set SLOTD_TEST_DATABASE_URL): {last}")
+        })
+        .await
+        .clone()
+}
+
+/// A fresh schema on the test server, dropped (with everything in it) when this is dropped.
+pub(crate) struct Schema {
+    pub name: String,
+    pub base: String,
+}
+
+impl Schema {
+    pub(crate) async fn create() -> Schema {
+        let base = base_url().await;
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(&base).await.unwrap();
+        sqlx::query(&format!("CREATE SCHEMA {name}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        admin.close().await;
+        Schema { name, base }
+    }
+
+    /// Connect options whose `search_path` is this schema. The application name is the
+    /// schema's too, so that dropping the schema can end the sessions still using it.
+    pub(crate) fn options(&self) -> PgConnectOptions {
+        PgConnectOptions::from_str(&self.base)
+            .unwrap()
+            .application_name(&self.name)
+            .options([("search_path", self.name.as_str())])
+    }
+
+    /// The same as a URL, for `store::open` and configs.
+    pub(crate) fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{sep}application_name={name}&options[search_path]={name}",
+            self.base,
+            name = self.name
+        )
+    }
+}
+
+impl Drop for Schema {
+    /// Drop the schema from a thread of its own: `Drop` cannot await, and the test's runtime
+    /// may be shutting down.
+    fn drop(&mut self) {
+        let (base, name) = (self.base.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let admin = sqlx::PgPool::connect(&base).await.unwrap();
+                // A store the test did not close may still hold sessions (even one idle in a
+                // transaction, whose locks would make the drop wait forever).
+                sqlx::query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = $1 AND pid <> pg_backend_pid()",
+                )
+                .bind(&name)
+                .execute(&admin)
+                .await
+                .unwrap();
+                sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .execute(&admin)
+                    .await
+                    .unwrap();
+                admin.close().await;
+            });
+        })
+        .join();
+        if dropped.is_err() && !std::thread::panicking() {
+            panic!("dropping test schema {}", self.name);
+        }
+    }
+}
+
+pub(crate) async fn pg_db() -> TestDb {
+    let schema = Schema::create().await;
+    let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    TestDb {
+        store: Arc::new(store),
+        guard: Box::new(schema),
+    }
+}
+
+crate::store_suite!(pg_db);
+
+#[tokio::test]
+async fn open_connects_and_migrates() {
+    let schema = Schema::create().await;
+    let store: DynStore = open(&schema.url()).await.unwrap();
+    store.ping().await.unwrap();
+    store.migrate().await.unwrap();
+    let again = open(&schema.url()).await.unwrap();
+    assert!(again.pool_fence_advance("p", 1).await.unwrap());
+    let err = match open("postgres://nobody@127.0.0.1:1/none").await {
+        Ok(_) => panic!("a closed port must not connect"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+}
+
+/// A TCP proxy in front of the server that the test can cut (every connection dropped, new
+/// ones closed at once) and restore: the database "goes away and comes back".
+struct Proxy {
+    port: u16,
+    up: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (up, state) = tokio::sync::watch::channel(true);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if !*state.borrow() {
+                    continue; // dropped: the client sees the connection closed
+                }
+                let target = target.clone();
+                let mut state = state.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = state.wait_for(|up| !*up) => {}
+                    }
+                });
+            }
+        });
+        Proxy { port, up, task }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.send_replace(up);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// While the server is unreachable every call fails fast with `Unavailable` (what the API maps
+/// to 503 and the scheduler to a pause); when it is back, the same store works again without
+/// being rebuilt.
+#[tokio::test]
+async fn server_gone_and_back_is_survived() {
+    let schema = Schema::create().await;
+    let direct = schema.options();
+    let target = format!("{}:{}", direct.get_host(), direct.get_port());
+    let proxy = Proxy::start(target).await;
+    let store = PostgresStore::connect_with(
+        direct.host("127.0.0.1").port(proxy.port),
+        PostgresStore::pool_options()
+            .max_connections(4)
+            .acquire_timeout(std::time::Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let t = crate::store::NewTask {
+        id: "t1".into(),
+        tenant: "acme".into(),
+        task_type: "video".into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: Vec::new(),
+        now: 1,
+    };
+    store.task_create(t).await.unwrap();
+
+    proxy.set_up(false);
+    for _ in 0..3 {
+        match store.task_get("acme", "t1").await {
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("expected Unavailable while the server is gone, got {other:?}"),
+        }
+        match store.unit_apply(&[Default::default()], 2, None).await {
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("expected Unavailable for a write, got {other:?}"),
+        }
+    }
+
+    proxy.set_up(true);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match store.task_get("acme", "t1").await {
+            Ok(Some(task)) => {
+                assert_eq!(task.id, "t1");
+                break;
+            }
+            Ok(None) => panic!("the task was lost"),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+                tokio::task::yield_now().await;
+            }
+            Err(e) => panic!("still failing after the server came back: {e:?}"),
+        }
+    }
+    store.ping().await.unwrap();
+    store.close().await;
+}

@@ -1,0 +1,224 @@
+//! The scheduler's unit queries: fill order, the write-ahead submit marker, due polls, slot
+//! reconciliation, webhook lookup, metrics counts and the event log. The batch update is in
+//! [`super::apply`].
+
+use sqlx::Row;
+use sqlx::postgres::{PgConnection, PgPool};
+
+use super::rows::{
+    UNIT_COLS, parse_status, sort_like, unit_cols_of_units, unit_from_row, units_from_rows,
+};
+use crate::model::Unit;
+use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent};
+
+/// The fill-order query: `$1` pool, `$2` now, `$3` task types, `$4` limit.
+///
+/// The window numbers each (priority, tenant)'s due units FIFO; ordering by that number
+/// interleaves tenants round-robin within a priority. `units_fill` delivers the rows in
+/// partition order, so the window needs no sort, and the final top-N sort is bounded by the
+/// LIMIT.
+pub(super) fn pending_sql() -> String {
+    format!(
+        "SELECT {UNIT_COLS} FROM ( \
+             SELECT {UNIT_COLS}, \
+                 ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) AS rn, \
+                 task_seq \
+             FROM units \
+             WHERE pool = $1 AND status = 'pending' AND next_at <= $2 \
+               AND task_type = ANY($3) \
+         ) AS fill \
+         ORDER BY priority DESC, rn, task_seq, idx LIMIT $4"
+    )
+}
+
+/// The due-poll query; parameters as in [`pending_sql`].
+pub(super) fn due_sql() -> String {
+    format!(
+        "SELECT {UNIT_COLS} FROM units \
+         WHERE pool = $1 AND status = 'submitted' AND next_at <= $2 AND task_type = ANY($3) \
+         ORDER BY next_at LIMIT $4"
+    )
+}
+
+pub(super) async fn unit_list_pending(
+    pool: &PgPool,
+    sched_pool: &str,
+    task_types: &[String],
+    now: i64,
+    limit: u32,
+) -> StoreResult<Vec<Unit>> {
+    if task_types.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(&pending_sql())
+        .bind(sched_pool)
+        .bind(now)
+        .bind(task_types)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+    units_from_rows(&rows)
+}
+
+/// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`:
+/// one statement that locks (skipping rows another writer holds, e.g. a cancel in flight:
+/// those are simply not marked), moves and logs.
+pub(super) async fn unit_mark_submitted(
+    conn: &mut PgConnection,
+    ids: &[String],
+    now: i64,
+) -> StoreResult<Vec<Unit>> {
+    let rows = sqlx::query(&format!(
+        "WITH picked AS ( \
+             SELECT id FROM units WHERE id = ANY($1) AND status = 'pending' \
+             ORDER BY id FOR UPDATE SKIP LOCKED \
+         ), moved AS ( \
+             UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = $2, \
+                 updated_at = $2 \
+             FROM picked WHERE units.id = picked.id \
+             RETURNING {} \
+         ), event AS ( \
+             INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+             SELECT id, task_id, $2, 'pending', 'submitted', stage, \
+                 'submit marked: key ' || id || '-' || stage || '-' || submit_attempt \
+             FROM moved \
+         ) \
+         SELECT {UNIT_COLS} FROM moved",
+        unit_cols_of_units()
+    ))
+    .bind(ids)
+    .bind(now)
+    .fetch_all(conn)
+    .await?;
+    let mut units = units_from_rows(&rows)?;
+    sort_like(&mut units, ids);
+    Ok(units)
+}
+
+pub(super) async fn unit_list_due(
+    pool: &PgPool,
+    sched_pool: &str,
+    task_types: &[String],
+    now: i64,
+    limit: u32,
+) -> StoreResult<Vec<Unit>> {
+    if task_types.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(&due_sql())
+        .bind(sched_pool)
+        .bind(now)
+        .bind(task_types)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+    units_from_rows(&rows)
+}
+
+pub(super) async fn unit_list_submitted_ids(
+    pool: &PgPool,
+    sched_pool: &str,
+) -> StoreResult<Vec<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM units WHERE pool = $1 AND status = 'submitted'")
+            .bind(sched_pool)
+            .fetch_all(pool)
+            .await?,
+    )
+}
+
+/// By provider job id first; failing that, by idempotency key (`{unit id}-{stage}-{attempt}`,
+/// where ids and stages may contain `-`: every prefix ending before a `-` is a candidate id,
+/// confirmed by rebuilding the key from the unit).
+pub(super) async fn unit_find_by_provider(
+    pool: &PgPool,
+    task_types: &[String],
+    provider_job_id: Option<&str>,
+    idempotency_key: Option<&str>,
+) -> StoreResult<Option<Unit>> {
+    if task_types.is_empty() {
+        return Ok(None);
+    }
+    if let Some(job) = provider_job_id.filter(|j| !j.is_empty()) {
+        let row = sqlx::query(&format!(
+            "SELECT {UNIT_COLS} FROM units \
+             WHERE provider_job_id = $1 AND status = 'submitted' AND task_type = ANY($2) \
+             LIMIT 1"
+        ))
+        .bind(job)
+        .bind(task_types)
+        .fetch_optional(pool)
+        .await?;
+        if let Some(row) = row {
+            return unit_from_row(&row).map(Some);
+        }
+    }
+    let Some(key) = idempotency_key.filter(|k| k.len() <= MAX_LOOKUP_KEY_BYTES) else {
+        return Ok(None);
+    };
+    let candidates: Vec<&str> = key.match_indices('-').map(|(i, _)| &key[..i]).collect();
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    let rows = sqlx::query(&format!(
+        "SELECT {UNIT_COLS} FROM units \
+         WHERE id = ANY($1) AND status = 'submitted' AND task_type = ANY($2)"
+    ))
+    .bind(&candidates)
+    .bind(task_types)
+    .fetch_all(pool)
+    .await?;
+    for unit in units_from_rows(&rows)? {
+        if unit.idempotency_key() == key {
+            return Ok(Some(unit));
+        }
+    }
+    Ok(None)
+}
+
+pub(super) async fn unit_count_by_pool(pool: &PgPool) -> StoreResult<Vec<PoolStatusCount>> {
+    let rows = sqlx::query(
+        "SELECT pool, status, COUNT(*) AS n FROM units GROUP BY pool, status ORDER BY pool, status",
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let name: String = row.try_get("pool")?;
+            let status: String = row.try_get("status")?;
+            let n: i64 = row.try_get("n")?;
+            Ok(PoolStatusCount {
+                status: parse_status(&format!("a unit of pool {name}"), &status)?,
+                count: u64::try_from(n).map_err(|_| {
+                    StoreError::Corrupt(format!("pool {name}: unit count {n} out of range"))
+                })?,
+                pool: name,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn unit_events(pool: &PgPool, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
+    let rows = sqlx::query(
+        "SELECT id, unit_id, task_id, at, from_status, to_status, stage, detail, error \
+         FROM unit_events WHERE task_id = $1 ORDER BY id",
+    )
+    .bind(task_id)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(UnitEvent {
+                id: row.try_get("id")?,
+                unit_id: row.try_get("unit_id")?,
+                task_id: row.try_get("task_id")?,
+                at: row.try_get("at")?,
+                from_status: row.try_get("from_status")?,
+                to_status: row.try_get("to_status")?,
+                stage: row.try_get("stage")?,
+                detail: row.try_get("detail")?,
+                error: row.try_get("error")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,79 @@
+//! Concurrent claimants: racing submit markers and finalization claims over the same units
+//! never hand one unit to two of them, and together they take every unit.
+
+use std::collections::HashSet;
+
+use super::{POOL, T0, VIDEO, apply, create, task, update};
+use crate::model::UnitStatus;
+use crate::store::DynStore;
+
+const RACERS: usize = 4;
+const UNITS: usize = 40;
+
+pub(crate) async fn concurrent_claims_are_disjoint(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, UNITS, 0)).await;
+    let all: Vec<String> = (0..UNITS).map(|i| format!("t1-u{i}")).collect();
+
+    // Every racer asks for every unit: each unit is marked exactly once.
+    let markers = (0..RACERS).map(|_| {
+        let (store, all) = (store.clone(), all.clone());
+        tokio::spawn(async move { store.unit_mark_submitted(&all, T0 + 1, None).await })
+    });
+    let mut marked = Vec::new();
+    for r in futures::future::join_all(markers).await {
+        marked.extend(r.unwrap().unwrap().into_iter().map(|u| u.id));
+    }
+    let distinct: HashSet<&String> = marked.iter().collect();
+    assert_eq!(distinct.len(), marked.len(), "a unit was marked twice");
+    // A racer may skip a unit another holds locked, so a unit can be left for a later tick;
+    // submit the stragglers so every unit is in play for the finalization race.
+    let left: Vec<String> = all
+        .iter()
+        .filter(|id| !distinct.contains(id))
+        .cloned()
+        .collect();
+    store
+        .unit_mark_submitted(&left, T0 + 1, None)
+        .await
+        .unwrap();
+    let events = store.unit_events("t1").await.unwrap();
+    let submits = events.iter().filter(|e| e.to_status == "submitted").count();
+    assert_eq!(submits, UNITS, "one submit event per unit");
+
+    // Move them all to succeeded, then race finalization claims in small bites.
+    for id in &all {
+        succeed_submitted(&store, id).await;
+    }
+    let claimers = (0..RACERS).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let owner = format!("f{i}");
+            let mut mine = Vec::new();
+            loop {
+                let got = store
+                    .unit_claim_finalize(&owner, T0 + 10_000, T0 + 10, 3)
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    return mine;
+                }
+                mine.extend(got.into_iter().map(|u| u.id));
+            }
+        })
+    });
+    let mut claimed = Vec::new();
+    for r in futures::future::join_all(claimers).await {
+        claimed.extend(r.unwrap());
+    }
+    let distinct: HashSet<&String> = claimed.iter().collect();
+    assert_eq!(distinct.len(), claimed.len(), "a unit was claimed twice");
+    assert_eq!(claimed.len(), UNITS, "every due unit is claimed by someone");
+}
+
+/// `submitted -> succeeded`, due for finalization at `T0 + 10`.
+async fn succeed_submitted(store: &DynStore, id: &str) {
+    let mut u = update(id, UnitStatus::Submitted, UnitStatus::Succeeded);
+    u.result = Some("{}".into());
+    u.next_at = Some(T0 + 10);
+    apply(store, u, T0 + 2).await;
+}
