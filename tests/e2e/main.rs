@@ -11,3 +11,4 @@ mod handler_faults;
 mod kling;
 mod reload_hot;
 mod scale_cluster;
+mod scale_pg_outage;

@@ -3,8 +3,7 @@
 //! account's limit of 20. The schedulers split the pools by lease; the failure cases kill,
 //! pause or flush under them.
 //!
-//! The database is `SLOTD_SCALE_DATABASE_URL` when set (a PostgreSQL URL, once that store is
-//! merged), else one SQLite file shared by the processes.
+//! The database is PostgreSQL, as deployed at scale: a fresh schema per test (see `pg.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -62,6 +61,8 @@ pub struct Cluster {
     config: PathBuf,
     log: PathBuf,
     _dir: tempfile::TempDir,
+    /// Dropped after the processes (fields drop in order): the schema outlives its users.
+    _db: crate::pg::PgSchema,
 }
 
 impl Cluster {
@@ -71,7 +72,8 @@ impl Cluster {
             .await
             .expect("simulator");
         let prefix = format!("slotd-e2e:{}:", uuid::Uuid::new_v4().simple());
-        let config = write_config(dir.path(), &sim, &prefix);
+        let db = crate::pg::PgSchema::create().await;
+        let config = write_config(dir.path(), &sim, &prefix, &db.url());
         let log = dir.path().join("slotd.log");
         let client = reqwest::Client::new();
         let api = spawn(&config, &log, "api");
@@ -91,6 +93,7 @@ impl Cluster {
             config,
             log,
             _dir: dir,
+            _db: db,
         }
     }
 
@@ -251,11 +254,9 @@ impl Drop for Cluster {
     }
 }
 
-fn write_config(dir: &Path, sim: &SimHandle, prefix: &str) -> PathBuf {
+fn write_config(dir: &Path, sim: &SimHandle, prefix: &str, database: &str) -> PathBuf {
     let plugins = kling_plugins(dir);
     let tick_ms = ((10_000.0 * TIME_SCALE) as u64).max(5);
-    let database = std::env::var("SLOTD_SCALE_DATABASE_URL")
-        .unwrap_or_else(|_| format!("sqlite://{}", dir.join("slotd.db").display()));
     let text = format!(
         r#"
 database_url = "{database}"
@@ -371,7 +372,6 @@ async fn a_killed_scheduler_s_pools_are_taken_over() {
 /// The video scheduler paused (SIGSTOP) past its lease, then resumed: another took over, the
 /// resumed one's writes are refused by fencing, nothing is doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "flaky on a shared SQLite file (a stopped process may hold its write lock); run with SLOTD_SCALE_DATABASE_URL=postgres://… once the PostgreSQL store is merged"]
 async fn a_paused_scheduler_is_fenced_out() {
     let c = Cluster::start(2, 23).await;
     let ids = c.submit_videos(6, 20).await;

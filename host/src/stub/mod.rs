@@ -12,6 +12,11 @@
 //! - `GET /jobs/by-key/{key}` → the job created with that key, or 404.
 //! - `GET /files/{id}` → a few KB of bytes derived from the id (deterministic).
 //! - `GET /stats` → [`StubStats`] as JSON, so a test can read them from another process.
+//!
+//! [`proxy::TcpProxy`] is the other test stand-in: a TCP proxy a test cuts and restores to make
+//! a real server (PostgreSQL) go away and come back.
+
+pub mod proxy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

@@ -146,54 +146,6 @@ async fn open_connects_and_migrates() {
     assert!(err.contains("127.0.0.1:1"), "{err}");
 }
 
-/// A TCP proxy in front of the server that the test can cut (every connection dropped, new
-/// ones closed at once) and restore: the database "goes away and comes back".
-struct Proxy {
-    port: u16,
-    up: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Proxy {
-    async fn start(target: String) -> Proxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (up, state) = tokio::sync::watch::channel(true);
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((mut client, _)) = listener.accept().await else {
-                    return;
-                };
-                if !*state.borrow() {
-                    continue; // dropped: the client sees the connection closed
-                }
-                let target = target.clone();
-                let mut state = state.clone();
-                tokio::spawn(async move {
-                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = state.wait_for(|up| !*up) => {}
-                    }
-                });
-            }
-        });
-        Proxy { port, up, task }
-    }
-
-    fn set_up(&self, up: bool) {
-        self.up.send_replace(up);
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// While the server is unreachable every call fails fast with `Unavailable` (what the API maps
 /// to 503 and the scheduler to a pause); when it is back, the same store works again without
 /// being rebuilt.
@@ -202,9 +154,9 @@ async fn server_gone_and_back_is_survived() {
     let schema = Schema::create().await;
     let direct = schema.options();
     let target = format!("{}:{}", direct.get_host(), direct.get_port());
-    let proxy = Proxy::start(target).await;
+    let proxy = crate::stub::proxy::TcpProxy::start(target).await.unwrap();
     let store = PostgresStore::connect_with(
-        direct.host("127.0.0.1").port(proxy.port),
+        direct.host("127.0.0.1").port(proxy.port()),
         PostgresStore::pool_options()
             .max_connections(4)
             .acquire_timeout(std::time::Duration::from_millis(500)),
