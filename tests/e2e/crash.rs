@@ -25,6 +25,9 @@ database_url = "sqlite://{db}"
 plugins_dir = "{plugins}"
 object_store = "file://{objects}"
 
+[limits]
+call_deadline = "2s"
+
 [scheduler]
 tick_interval = "20ms"
 min_rest = "1ms"
@@ -187,6 +190,9 @@ listen = "127.0.0.1:{port}"
 database_url = "sqlite://{db}"
 plugins_dir = "{plugins}"
 object_store = "file://{objects}"
+
+[limits]
+call_deadline = "2s"
 
 [scheduler]
 tick_interval = "{tick_ms}ms"

@@ -33,6 +33,8 @@ pub fn kling_config(dir: &Path, sim: &SimHandle, video_slots: u32) -> Config {
         ..Config::default()
     };
     c.scheduler.min_rest = Duration::from_millis(2);
+    // Short deadline: an in-doubt unit waits out the call that may still be creating it.
+    c.limits.call_deadline = Duration::from_secs(2);
     c.pools.insert(
         "kling:video".into(),
         PoolConfig {

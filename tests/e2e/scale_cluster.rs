@@ -265,6 +265,9 @@ redis_prefix = "{prefix}"
 plugins_dir = "{plugins}"
 object_store = "file://{objects}"
 
+[limits]
+call_deadline = "2s"
+
 [scheduler]
 tick_interval = "{tick_ms}ms"
 min_rest = "2ms"

@@ -39,6 +39,9 @@ listen = "127.0.0.1:{port}"
 database_url = "{url}"
 plugins_dir = "{plugins}"
 object_store = "file://{objects}"
+[limits]
+call_deadline = "2s"
+
 [scheduler]
 tick_interval = "{tick_ms}ms"
 min_rest = "2ms"

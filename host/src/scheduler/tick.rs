@@ -23,6 +23,10 @@ use crate::store::UnitUpdate;
 use super::Scheduler;
 use super::apply::{fault_updates, plan_updates};
 
+/// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
+/// resolved: room for the marking instance's last write.
+const IN_DOUBT_MARGIN_MS: i64 = 1_000;
+
 /// What one tick did: the test signal for the scheduler (no sleeping to find out).
 #[derive(Clone, Debug, Default)]
 pub struct TickReport {
@@ -33,6 +37,8 @@ pub struct TickReport {
     pub claimed: usize,
     /// Submitted units handed to a handler for a poll (or in-doubt resolution).
     pub polled: usize,
+    /// In-doubt units held back because the call that marked them may still be running.
+    pub waiting_in_doubt: usize,
     /// Updates written.
     pub applied: usize,
     /// Changes refused as illegal.
@@ -137,11 +143,29 @@ impl Scheduler {
                 in_doubt: false,
             })
             .collect();
+        // A unit marked submitted but never touched since may still be in a handler call of
+        // the instance that marked it (a scheduler that just lost this pool's lease, or one
+        // that died mid-call): resolving it now could race that call's create. It waits until
+        // any such call is past its deadline; then it is in doubt and resolved by key.
+        let grace = i64::try_from(s.config.limits.call_deadline.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(IN_DOUBT_MARGIN_MS);
         for unit in due {
-            if !fresh_ids.contains(&unit.id) {
-                let in_doubt = unit.provider_job_id.is_none();
-                batch.push(BatchUnit { unit, in_doubt });
+            if fresh_ids.contains(&unit.id) {
+                continue;
             }
+            let in_doubt = unit.provider_job_id.is_none();
+            let untouched = unit.submitted_at == Some(unit.updated_at);
+            if in_doubt
+                && untouched
+                && unit
+                    .submitted_at
+                    .is_some_and(|t| now.saturating_sub(t) < grace)
+            {
+                report.waiting_in_doubt += 1;
+                continue;
+            }
+            batch.push(BatchUnit { unit, in_doubt });
         }
         report.polled = batch.len() - report.claimed;
         if batch.is_empty() {

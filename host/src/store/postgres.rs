@@ -55,6 +55,11 @@ pub struct PostgresStore {
     pool: PgPool,
 }
 
+/// How long a session may sit idle inside a transaction before the server ends it.
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
+/// How long a statement waits for a row lock before failing.
+const LOCK_TIMEOUT: &str = "3s";
+
 impl PostgresStore {
     /// The pool settings the store uses; tests shorten the timeouts.
     pub fn pool_options() -> PgPoolOptions {
@@ -68,7 +73,18 @@ impl PostgresStore {
     /// selects a schema). Does not migrate.
     pub async fn connect(url: &str) -> anyhow::Result<PostgresStore> {
         let options = PgConnectOptions::from_str(url)
-            .map_err(|e| anyhow::anyhow!("database_url {url:?} is not a PostgreSQL URL: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("database_url {url:?} is not a PostgreSQL URL: {e}"))?
+            // A process paused (or hung) inside a transaction must not hold its row locks
+            // forever: the server ends such a session, which releases the pool's fence row for
+            // the next leader. Waiting on a lock is bounded too, so a tick fails and retries
+            // instead of hanging behind a stalled peer.
+            .options([
+                (
+                    "idle_in_transaction_session_timeout",
+                    IDLE_IN_TRANSACTION_TIMEOUT,
+                ),
+                ("lock_timeout", LOCK_TIMEOUT),
+            ]);
         Self::connect_with(options, Self::pool_options())
             .await
             .map_err(|e| anyhow::anyhow!("connecting to PostgreSQL at {url:?}: {e}"))
