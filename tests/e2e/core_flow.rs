@@ -121,23 +121,7 @@ async fn hundred_units_real_server() {
         let v: serde_json::Value = r.json().await.expect("json");
         ids.push(v["task_id"].as_str().expect("id").to_string());
     }
-    eventually(Duration::from_secs(60), "all tasks completed", async || {
-        for id in &ids {
-            let v: serde_json::Value = client
-                .get(format!("{base}/v1/tasks/{id}"))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            if v["status"] != "completed" {
-                return None;
-            }
-        }
-        Some(())
-    })
-    .await;
+    wait_all_completed(&client, &base, &ids, Duration::from_secs(60)).await;
     let stats = stub.stats();
     assert!(
         stats.max_in_flight <= 5,

@@ -2,7 +2,7 @@
 //! resumes, no unit is submitted twice, no slot is leaked.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -53,29 +53,7 @@ allowed_hosts = ["{host}"]
 }
 
 fn spawn(config: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_slotd"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("SLOTD_LOG", "warn")
-        .env_remove("SLOTD_DATABASE_URL")
-        .env_remove("SLOTD_LISTEN")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn slotd")
-}
-
-async fn wait_healthy(client: &reqwest::Client, base: &str) {
-    eventually(Duration::from_secs(60), "slotd /healthz", async || {
-        let r = client.get(format!("{base}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
+    spawn_slotd(config, log, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,15 +72,9 @@ async fn killed_mid_run_resumes_without_double_submission() {
     wait_healthy(&client, &base).await;
     let mut ids = Vec::new();
     for i in 0..3 {
-        let r = client
-            .post(format!("{base}/v1/tasks/fixture"))
-            .json(&json!({"payload": {"count": 10, "polls": 3}, "idempotency_key": format!("crash-{i}")}))
-            .send()
-            .await
-            .expect("submit");
-        assert_eq!(r.status(), 202);
-        let v: Value = r.json().await.expect("json");
-        ids.push(v["task_id"].as_str().expect("id").to_string());
+        let body =
+            json!({"payload": {"count": 10, "polls": 3}, "idempotency_key": format!("crash-{i}")});
+        ids.push(post_task(&client, &base, "fixture", body).await);
     }
 
     // Kill it three times while work is in flight, each time after more progress.
@@ -118,27 +90,7 @@ async fn killed_mid_run_resumes_without_double_submission() {
         wait_healthy(&client, &base).await;
     }
 
-    eventually(
-        Duration::from_secs(90),
-        "every task completed after the crashes",
-        async || {
-            for id in &ids {
-                let v: Value = client
-                    .get(format!("{base}/v1/tasks/{id}"))
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
-                if v["status"] != "completed" {
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
+    wait_all_completed(&client, &base, &ids, Duration::from_secs(90)).await;
 
     let stats = stub.stats();
     assert_eq!(
@@ -224,15 +176,15 @@ allowed_hosts = ["{host}"]
     wait_healthy(&client, &base).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let r = client
-            .post(format!("{base}/v1/tasks/video"))
-            .json(&json!({"payload": video_payload(20)}))
-            .send()
-            .await
-            .expect("submit");
-        assert_eq!(r.status(), 202);
-        let v: Value = r.json().await.expect("json");
-        ids.push(v["task_id"].as_str().expect("id").to_string());
+        ids.push(
+            post_task(
+                &client,
+                &base,
+                "video",
+                json!({"payload": video_payload(20)}),
+            )
+            .await,
+        );
     }
     for round in 1..=3u64 {
         let target = round * 12;
@@ -245,29 +197,7 @@ allowed_hosts = ["{host}"]
         child = spawn(&config, &log);
         wait_healthy(&client, &base).await;
     }
-    let views = eventually(
-        Duration::from_secs(120),
-        "every task completed after the crashes",
-        async || {
-            let mut out = Vec::new();
-            for id in &ids {
-                let v: Value = client
-                    .get(format!("{base}/v1/tasks/{id}"))
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
-                if v["status"] != "completed" {
-                    return None;
-                }
-                out.push(v);
-            }
-            Some(out)
-        },
-    )
-    .await;
+    let views = wait_all_completed(&client, &base, &ids, Duration::from_secs(120)).await;
     for v in &views {
         for r in v["results"].as_array().expect("results") {
             assert_eq!(r["status"], "completed");

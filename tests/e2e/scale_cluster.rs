@@ -6,7 +6,7 @@
 //! The database is PostgreSQL, as deployed at scale: a fresh schema per test (see `pg.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -306,41 +306,12 @@ allowed_hosts = ["{host}"]
 
 fn spawn(config: &Path, log: &Path, role: &'static str) -> Proc {
     let port = free_port();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_slotd"))
-        .args([
-            "serve",
-            "--role",
-            role,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--config",
-        ])
-        .arg(config)
-        .env("SLOTD_LOG", "warn")
-        .env_remove("SLOTD_DATABASE_URL")
-        .env_remove("SLOTD_REDIS_URL")
-        .env_remove("SLOTD_LISTEN")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn slotd");
+    let listen = format!("127.0.0.1:{port}");
+    let child = spawn_slotd(config, log, &["--role", role, "--listen", &listen]);
     Proc {
-        base: format!("http://127.0.0.1:{port}"),
+        base: format!("http://{listen}"),
         child,
     }
-}
-
-async fn wait_healthy(client: &reqwest::Client, base: &str) {
-    eventually(Duration::from_secs(60), "slotd /healthz", async || {
-        let r = client.get(format!("{base}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
 }
 
 /// Two schedulers and an API, 300 shots: the limit holds, each job is created once, all

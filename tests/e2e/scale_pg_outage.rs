@@ -2,7 +2,6 @@
 //! by a TCP proxy in front of the real server): the API answers 503 with `Retry-After`, the
 //! scheduler pauses and resumes by itself, nothing is lost or submitted twice.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -61,30 +60,10 @@ allowed_hosts = ["{host}"]
     )
     .expect("config");
     let log = dir.path().join("slotd.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slotd"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("SLOTD_LOG", "warn")
-        .env_remove("SLOTD_DATABASE_URL")
-        .env_remove("SLOTD_LISTEN")
-        .env_remove("SLOTD_REDIS_URL")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn slotd");
+    let mut child = spawn_slotd(&config, &log, &[]);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    eventually(Duration::from_secs(60), "slotd healthy", async || {
-        client
-            .get(format!("{base}/healthz"))
-            .send()
-            .await
-            .ok()?
-            .status()
-            .is_success()
-            .then_some(())
-    })
-    .await;
+    wait_healthy(&client, &base).await;
     let mut ids = Vec::new();
     for _ in 0..2 {
         let r = client
@@ -147,27 +126,7 @@ allowed_hosts = ["{host}"]
 
     // It comes back: the scheduler resumes by itself and everything completes.
     proxy.set_up(true);
-    eventually(
-        Duration::from_secs(120),
-        "every task completed after the outage",
-        async || {
-            for id in &ids {
-                let v: Value = client
-                    .get(format!("{base}/v1/tasks/{id}"))
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
-                if v["status"] != "completed" {
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
+    wait_all_completed(&client, &base, &ids, Duration::from_secs(120)).await;
     let stats = sim.stats();
     assert!(stats.creates >= creates_during);
     assert_eq!(stats.creates, 40, "every shot created once");

@@ -215,3 +215,76 @@ pub async fn eventually<T>(
 pub fn system_clock() -> DynClock {
     Arc::new(SystemClock)
 }
+
+/// `POST {base}/v1/tasks/{ty}` with `body`; asserts 202 and returns the task id.
+pub async fn post_task(client: &reqwest::Client, base: &str, ty: &str, body: Value) -> String {
+    let r = client
+        .post(format!("{base}/v1/tasks/{ty}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("submit");
+    let status = r.status();
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(status, 202, "{v}");
+    v["task_id"].as_str().expect("task_id").to_string()
+}
+
+/// Wait until every task answers `completed` over HTTP; returns their views.
+pub async fn wait_all_completed(
+    client: &reqwest::Client,
+    base: &str,
+    ids: &[String],
+    deadline: Duration,
+) -> Vec<Value> {
+    eventually(deadline, "every task completed", async || {
+        let mut out = Vec::new();
+        for id in ids {
+            let v: Value = client
+                .get(format!("{base}/v1/tasks/{id}"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            if v["status"] != "completed" {
+                return None;
+            }
+            out.push(v);
+        }
+        Some(out)
+    })
+    .await
+}
+
+/// Start the real `slotd serve` binary with a config file, logging to `log`.
+pub fn spawn_slotd(config: &Path, log: &Path, extra: &[&str]) -> std::process::Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
+    std::process::Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .arg("serve")
+        .args(extra)
+        .arg("--config")
+        .arg(config)
+        .env("SLOTD_LOG", "warn")
+        .env_remove("SLOTD_DATABASE_URL")
+        .env_remove("SLOTD_REDIS_URL")
+        .env_remove("SLOTD_LISTEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn slotd")
+}
+
+/// Wait until a slotd answers `/healthz`.
+pub async fn wait_healthy(client: &reqwest::Client, base: &str) {
+    eventually(Duration::from_secs(60), "slotd /healthz", async || {
+        let r = client.get(format!("{base}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+}
