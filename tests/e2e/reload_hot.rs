@@ -273,3 +273,59 @@ async fn k_traps_in_a_row_quarantine_the_release_and_the_previous_serves_again()
     );
     live.stop().await;
 }
+
+/// The same with the real provider path: 200 shots in flight against the Kling simulator while
+/// `kling-video.wasm` is replaced 20 times by two real versions (1.0.0 and 1.1.0 of the same
+/// handler): no unit fails, every shot is created once, and the last version serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_shots_against_the_simulator_survive_twenty_replacements() {
+    use crate::kling::{Run, sim_options, video_payload};
+    let run = Run::start(sim_options(41), 18, false).await;
+    let target = run.services.config.plugins_dir.join("kling-video.wasm");
+    let versions = [
+        built_plugin("kling-video-next"),
+        built_plugin("kling-video"),
+    ];
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(run.submit("video", video_payload(20)).await);
+    }
+    let version = async || -> Option<String> {
+        let v: Value = run
+            .client
+            .get(format!("{}/v1/handlers", run.base))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v.as_array()?.iter().find(|h| h["name"] == "kling-video")?["version"]
+            .as_str()
+            .map(String::from)
+    };
+    for i in 0..20 {
+        let (file, want) = if i % 2 == 0 {
+            (&versions[0], "1.1.0")
+        } else {
+            (&versions[1], "1.0.0")
+        };
+        install(file, &target);
+        eventually(
+            Duration::from_secs(60),
+            &format!("kling-video {want}"),
+            async || (version().await.as_deref() == Some(want)).then_some(()),
+        )
+        .await;
+    }
+    let views = run.wait_terminal(&ids, Duration::from_secs(180)).await;
+    for v in &views {
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    assert_eq!(version().await.as_deref(), Some("1.0.0"));
+    let stats = run.sim.stats();
+    assert_eq!(stats.creates, 200, "every shot created once");
+    assert!(stats.creates_by_external_id.values().all(|&n| n == 1));
+    assert!(stats.max_running <= 18);
+    run.stop().await;
+}

@@ -25,11 +25,20 @@ struct KlingVideo;
 
 export!(KlingVideo);
 
+/// The version the `next` build declares.
+const NEXT_VERSION: &str = "1.1.0";
+
 impl Guest for KlingVideo {
     fn describe() -> HandlerInfo {
         HandlerInfo {
             name: video::HANDLER.into(),
-            version: video::VERSION.into(),
+            // The `next` build (crate `kling-video-next`) is the same handler under another
+            // version, so reload tests can alternate two real versions against the simulator.
+            version: if cfg!(feature = "next") {
+                NEXT_VERSION.into()
+            } else {
+                video::VERSION.into()
+            },
             task_types: vec![TaskTypeInfo {
                 name: video::TASK_TYPE.into(),
                 stages: vec![StageInfo {
