@@ -39,6 +39,7 @@ macro_rules! store_suite {
             mark_submitted_guard,
             due_polls,
             apply_guard_and_events,
+            apply_pure_polls,
             find_by_provider,
             cancel_releases_submitted,
             retry_bumps_submit_attempt,
@@ -352,6 +353,55 @@ pub(crate) async fn due_polls(store: DynStore) {
     let mut submitted = store.unit_list_submitted_ids(POOL).await.unwrap();
     submitted.sort();
     assert_eq!(submitted, ["t1-u0", "t1-u1", "t1-u2", "x1-u0"]);
+}
+
+/// "Still running" polls (status and stage guard, schedule only) apply in bulk, write no
+/// events, and skip units that moved or changed stage, mixed with ordinary updates in order.
+pub(crate) async fn apply_pure_polls(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    submit(&store, &["t1-u0", "t1-u1"], T0).await;
+    let poll = |id: &str, stage: &str, polls: u32| {
+        let mut u = update(id, UnitStatus::Submitted, UnitStatus::Submitted);
+        u.from_stage = Some(stage.into());
+        u.polls = Some(polls);
+        u.next_at = Some(T0 + 1000 * i64::from(polls));
+        u
+    };
+    let mut fail = update("t1-u1", UnitStatus::Submitted, UnitStatus::Failed);
+    fail.detail = Some("failed".into());
+    let events_before = store.unit_events("t1").await.unwrap().len();
+    let report = store
+        .unit_apply(
+            &[
+                poll("t1-u0", "main", 2),
+                fail,
+                poll("t1-u2", "main", 1),
+                poll("t1-u0", "other-stage", 3),
+            ],
+            T0 + 5,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.applied, ["t1-u0", "t1-u1"]);
+    assert_eq!(
+        report.skipped,
+        ["t1-u2", "t1-u0"],
+        "pending unit and wrong stage are skipped"
+    );
+    let u0 = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u0.polls, u0.next_at, u0.updated_at),
+        (2, T0 + 2000, T0 + 5)
+    );
+    let u2 = unit(&store, "t1", 2).await;
+    assert_eq!((u2.status, u2.polls), (UnitStatus::Pending, 0));
+    let events_after = store.unit_events("t1").await.unwrap().len();
+    assert_eq!(
+        events_after,
+        events_before + 1,
+        "only the failure is an event"
+    );
 }
 
 pub(crate) async fn apply_guard_and_events(store: DynStore) {
