@@ -12,7 +12,8 @@ use crate::services::Services;
 use super::apply::plan_updates;
 use super::tick::TickError;
 
-/// The wake-up key of the finalization loop.
+/// The wake-up key of the finalization loop: ticks, callbacks and freed finalization workers
+/// all signal it through the shared [`crate::wake::Wake`].
 pub const FINALIZE_WAKE: &str = "slotd:finalize";
 
 /// What a callback did.

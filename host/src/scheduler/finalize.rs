@@ -106,7 +106,7 @@ impl Scheduler {
                 me.finalize_unit(unit).await;
                 drop(permit);
                 // A worker is free: look for more work now rather than at the next interval.
-                me.finalize_wake.notify_one();
+                me.services.wake.pool(super::FINALIZE_WAKE);
             });
         }
         Ok(FinalizeReport { started })

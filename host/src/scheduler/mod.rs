@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use crate::services::Services;
@@ -45,8 +45,6 @@ pub struct Scheduler {
     pub(crate) finalize_permits: Arc<Semaphore>,
     /// Finalizations running in the background (drained at shutdown).
     pub(crate) finalize_tasks: TaskTracker,
-    /// Wakes the finalization loop when a tick produced succeeded units.
-    pub(crate) finalize_wake: Notify,
     /// Adaptive capacity: (cap, until) per pool after a provider's capacity refusal.
     capacity_caps: Mutex<HashMap<String, (u32, i64)>>,
     /// HTTP client for artifact downloads (the host's, not a handler's).
@@ -75,7 +73,6 @@ impl Scheduler {
             last_reconcile: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
-            finalize_wake: Notify::new(),
             downloads: reqwest::Client::new(),
             capacity_caps: Mutex::new(HashMap::new()),
             fences: Mutex::new(HashMap::new()),

@@ -125,7 +125,7 @@ impl Scheduler {
 
     async fn finalize_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
-        let external = self.services.wake.listener(super::FINALIZE_WAKE);
+        let wake = self.services.wake.listener(super::FINALIZE_WAKE);
         loop {
             let now = self.services.clock.now_ms();
             if let Err(e) = self.finalize_once(now).await {
@@ -134,8 +134,7 @@ impl Scheduler {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(cfg.tick_interval) => {}
-                _ = self.finalize_wake.notified() => {}
-                _ = external.notified() => {}
+                _ = wake.notified() => {}
             }
         }
     }

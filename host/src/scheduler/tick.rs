@@ -256,7 +256,7 @@ impl Scheduler {
             s.wake.pool(pool);
         }
         if succeeded > 0 {
-            self.finalize_wake.notify_one();
+            self.services.wake.pool(super::FINALIZE_WAKE);
         }
         report.used_after = self.slots_used(pool).await?;
         if report.capacity_rejected > 0 {
