@@ -1,0 +1,208 @@
+//! What the API and operators read: task lists with paging and filters, unit counts per pool,
+//! the unit event log and the handler version history.
+
+use super::*;
+
+pub(crate) async fn list_paging_and_filters(store: DynStore) {
+    for i in 0..5 {
+        let ty = if i % 2 == 0 { VIDEO } else { "avatar_clone" };
+        create(&store, task(&format!("t{i}"), "acme", ty, POOL, 2, 0)).await;
+    }
+    create(&store, task("other", "globex", VIDEO, POOL, 1, 0)).await;
+    let page_ids =
+        |p: &crate::store::TaskPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+
+    let mut filter = TaskFilter {
+        limit: 2,
+        ..TaskFilter::default()
+    };
+    let p1 = store.task_list("acme", &filter).await.unwrap();
+    assert_eq!(page_ids(&p1), ["t4", "t3"]);
+    assert_eq!(p1.tasks[0].counts.pending, 2, "counts are filled");
+    filter.before = p1.next;
+    let p2 = store.task_list("acme", &filter).await.unwrap();
+    assert_eq!(page_ids(&p2), ["t2", "t1"]);
+    filter.before = p2.next;
+    let p3 = store.task_list("acme", &filter).await.unwrap();
+    assert_eq!((page_ids(&p3), p3.next), (vec!["t0".to_string()], None));
+
+    let videos = TaskFilter {
+        task_type: Some(VIDEO.into()),
+        ..TaskFilter::default()
+    };
+    assert_eq!(
+        page_ids(&store.task_list("acme", &videos).await.unwrap()),
+        ["t4", "t2", "t0"]
+    );
+
+    submit(&store, &["t1-u1"], T0).await;
+    apply(
+        &store,
+        update("t1-u1", UnitStatus::Submitted, UnitStatus::Failed),
+        T0,
+    )
+    .await;
+    let failed = TaskFilter {
+        unit_status: Some(UnitStatus::Failed),
+        ..TaskFilter::default()
+    };
+    let page = store.task_list("acme", &failed).await.unwrap();
+    assert_eq!(page_ids(&page), ["t1"]);
+    let c = page.tasks[0].counts;
+    assert_eq!((c.failed, c.pending), (1, 1));
+    let exact = TaskFilter {
+        limit: 5,
+        ..TaskFilter::default()
+    };
+    assert_eq!(
+        store.task_list("acme", &exact).await.unwrap().next,
+        None,
+        "no empty last page"
+    );
+}
+
+pub(crate) async fn counts_by_pool(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    create(
+        &store,
+        task("t2", "acme", "avatar_clone", "kling:avatar", 2, 0),
+    )
+    .await;
+    submit(&store, &["t1-u0", "t2-u0"], T0).await;
+    let mut got: Vec<(String, UnitStatus, u64)> = store
+        .unit_count_by_pool()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.pool, c.status, c.count))
+        .collect();
+    got.sort();
+    let want = [
+        ("kling:avatar", UnitStatus::Pending, 1),
+        ("kling:avatar", UnitStatus::Submitted, 1),
+        (POOL, UnitStatus::Pending, 2),
+        (POOL, UnitStatus::Submitted, 1),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(p, s, n)| (p.to_string(), *s, *n))
+        .collect();
+    assert_eq!(got, want);
+}
+
+pub(crate) async fn event_log_order(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    submit(&store, &["t1-u2"], T0 + 1).await;
+    apply(
+        &store,
+        update("t1-u2", UnitStatus::Submitted, UnitStatus::Failed),
+        T0 + 2,
+    )
+    .await;
+    store.task_retry_failed("acme", "t1", T0 + 3).await.unwrap();
+    let events = store.unit_events("t1").await.unwrap();
+    let seen: Vec<(&str, Option<&str>, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e.unit_id.as_str(),
+                e.from_status.as_deref(),
+                e.to_status.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("t1-u0", None, "pending"),
+            ("t1-u1", None, "pending"),
+            ("t1-u2", None, "pending"),
+            ("t1-u2", Some("pending"), "submitted"),
+            ("t1-u2", Some("submitted"), "failed"),
+            ("t1-u2", Some("failed"), "pending"),
+        ]
+    );
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0].id < w[1].id && w[0].at <= w[1].at)
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e.task_id == "t1" && e.stage == "main")
+    );
+    assert!(store.unit_events("nope").await.unwrap().is_empty());
+}
+
+/// The handler version history is append-only, newest first, filterable by handler name, and
+/// keeps refusals (no name, no version) with their reason.
+pub(crate) async fn handler_version_history(store: DynStore) {
+    let row = |at: i64, name: Option<&str>, sha: &str, state: &str, reason: Option<&str>| {
+        HandlerVersionRow {
+            id: 0,
+            at,
+            path: "plugins/fixture.wasm".into(),
+            name: name.map(String::from),
+            version: name.map(|_| "1.0.0".to_string()),
+            sha256: sha.into(),
+            state: state.into(),
+            reason: reason.map(String::from),
+        }
+    };
+    store
+        .handler_version_record(&row(T0, Some("fixture"), "aa", "active", None))
+        .await
+        .unwrap();
+    store
+        .handler_version_record(&row(
+            T0 + 1,
+            None,
+            "bb",
+            "refused",
+            Some("not a WebAssembly file"),
+        ))
+        .await
+        .unwrap();
+    store
+        .handler_version_record(&row(
+            T0 + 2,
+            Some("fixture"),
+            "aa",
+            "quarantined",
+            Some("trap"),
+        ))
+        .await
+        .unwrap();
+    store
+        .handler_version_record(&row(T0 + 3, Some("other"), "cc", "active", None))
+        .await
+        .unwrap();
+    let all = store.handler_version_list(None, 10).await.unwrap();
+    let states: Vec<(&str, &str)> = all
+        .iter()
+        .map(|r| (r.sha256.as_str(), r.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("cc", "active"),
+            ("aa", "quarantined"),
+            ("bb", "refused"),
+            ("aa", "active")
+        ]
+    );
+    assert!(
+        all.windows(2).all(|w| w[0].id > w[1].id),
+        "ids ascend with time"
+    );
+    assert_eq!(all[2].name, None);
+    assert_eq!(all[2].reason.as_deref(), Some("not a WebAssembly file"));
+    let fixture = store
+        .handler_version_list(Some("fixture"), 10)
+        .await
+        .unwrap();
+    assert_eq!(fixture.len(), 2);
+    assert_eq!(fixture[0].at, T0 + 2);
+    assert_eq!(store.handler_version_list(None, 1).await.unwrap().len(), 1);
+}

@@ -1,0 +1,122 @@
+//! Task-level transitions: cancellation (releasing submitted units' slots) and the explicit
+//! retry of failed units with the next submit attempt.
+
+use super::*;
+
+pub(crate) async fn cancel_releases_submitted(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 4, 0)).await;
+    submit(&store, &["t1-u0", "t1-u2"], T0).await;
+    apply(
+        &store,
+        update("t1-u2", UnitStatus::Submitted, UnitStatus::Failed),
+        T0,
+    )
+    .await;
+    succeed(&store, "t1-u3").await;
+    let claimed = store
+        .unit_claim_finalize("fin-a", T0 + 1000, T0 + 20, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), ["t1-u3"]);
+
+    let cancelled = store
+        .task_cancel("acme", "t1", T0 + 30)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        cancelled.units, 3,
+        "submitted, pending and finalizing; not the failed one"
+    );
+    assert_eq!(
+        cancelled.released,
+        [(POOL.to_string(), "t1-u0".to_string())]
+    );
+    let counts = store.task_get("acme", "t1").await.unwrap().unwrap().counts;
+    assert_eq!((counts.cancelled, counts.failed, counts.total()), (3, 1, 4));
+    assert!(
+        !store
+            .unit_complete("t1-u3", "fin-a", "{}", T0 + 40)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .unit_list_submitted_ids(POOL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let again = store
+        .task_cancel("acme", "t1", T0 + 50)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.units, again.released.len()), (0, 0));
+    let events = store.unit_events("t1").await.unwrap();
+    let cancels: Vec<_> = events
+        .iter()
+        .filter(|e| e.to_status == "cancelled")
+        .collect();
+    assert_eq!(cancels.len(), 3);
+    assert!(cancels.iter().all(|e| e.at == T0 + 30));
+}
+
+pub(crate) async fn retry_bumps_submit_attempt(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 2, 0)).await;
+    submit(&store, &["t1-u0"], T0).await;
+    let mut fail = update("t1-u0", UnitStatus::Submitted, UnitStatus::Failed);
+    fail.provider_job_id = Some(Some("job-1".into()));
+    fail.error = Some(Some(r#"{"code":"1301","message":"bad"}"#.into()));
+    fail.attempts = Some(3);
+    fail.polls = Some(7);
+    apply(&store, fail, T0 + 1).await;
+    let before = unit(&store, "t1", 0).await.idempotency_key();
+
+    assert_eq!(
+        store.task_retry_failed("acme", "t1", T0 + 9).await.unwrap(),
+        Some(1)
+    );
+    let u = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u.status, u.submit_attempt, u.attempts, u.polls),
+        (UnitStatus::Pending, 1, 0, 0)
+    );
+    assert_eq!(
+        (u.provider_job_id.clone(), u.error.clone(), u.next_at),
+        (None, None, T0 + 9)
+    );
+    assert_ne!(
+        u.idempotency_key(),
+        before,
+        "a resubmission needs a new key"
+    );
+    let events = store.unit_events("t1").await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last.from_status.as_deref(), last.to_status.as_str()),
+        (Some("failed"), "pending")
+    );
+    assert_eq!(
+        last.error.as_deref(),
+        Some(r#"{"code":"1301","message":"bad"}"#)
+    );
+    assert_eq!(
+        unit(&store, "t1", 1).await.submit_attempt,
+        0,
+        "pending units untouched"
+    );
+    assert_eq!(
+        store
+            .task_retry_failed("acme", "t1", T0 + 10)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    let due = store
+        .unit_list_pending(POOL, &types(&[VIDEO]), T0 + 9, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&due), ["t1-u0", "t1-u1"]);
+}
