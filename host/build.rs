@@ -95,6 +95,8 @@ fn run() -> Result<(), String> {
     }
     .join("wasm-plugins");
 
+    ensure_wasm_target()?;
+
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.arg("build")
@@ -133,6 +135,80 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))?;
     }
     println!("cargo:rustc-env=SLOTD_BUILT_PLUGINS={}", built.display());
+    Ok(())
+}
+
+/// The target the handlers are built for.
+const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// Makes sure the compiler that builds the host can also build `wasm32-wasip2`.
+///
+/// `rust-toolchain.toml` lists the target, but rustup only honours that list when it installs
+/// the toolchain: a machine that already has the pinned toolchain without the target would get
+/// "can't find crate for `std`" from deep inside the nested build after minutes of compiling.
+/// So the target's standard library is looked for in the sysroot first; when it is missing and
+/// rustup runs this toolchain, rustup adds it (saying so), otherwise the build stops at once
+/// with the command to run.
+fn ensure_wasm_target() -> Result<(), String> {
+    println!("cargo:rerun-if-env-changed=RUSTUP_TOOLCHAIN");
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("could not run {} --print sysroot: {e}", rustc.to_string_lossy()))?;
+    if !sysroot.status.success() {
+        return Err(format!(
+            "`{} --print sysroot` exited with {}",
+            rustc.to_string_lossy(),
+            sysroot.status
+        ));
+    }
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    let target_lib = sysroot.join("lib").join("rustlib").join(WASM_TARGET).join("lib");
+    if target_lib.is_dir() {
+        return Ok(());
+    }
+
+    // Under rustup, RUSTUP_TOOLCHAIN names the toolchain cargo was started with.
+    let toolchain = env::var("RUSTUP_TOOLCHAIN").ok();
+    let mut add = Command::new("rustup");
+    add.args(["target", "add", WASM_TARGET]);
+    if let Some(toolchain) = &toolchain {
+        add.args(["--toolchain", toolchain]);
+    }
+    let manual = match &toolchain {
+        Some(t) => format!("rustup target add {WASM_TARGET} --toolchain {t}"),
+        None => format!("rustup target add {WASM_TARGET}"),
+    };
+    let have_rustup = Command::new("rustup")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_rustup {
+        return Err(format!(
+            "the handlers need the `{WASM_TARGET}` target, which {} does not have and no rustup \
+             was found to add it; install the target's standard library (with rustup: `{manual}`) \
+             and build again",
+            sysroot.display()
+        ));
+    }
+    // cargo shows warnings of workspace members' build scripts, so the user sees why the first
+    // build pauses for a download.
+    println!(
+        "cargo:warning=the `{WASM_TARGET}` target is missing from {}; installing it: {manual}",
+        sysroot.display()
+    );
+    eprintln!("installing the {WASM_TARGET} target: {manual}");
+    let status = add
+        .status()
+        .map_err(|e| format!("could not run `{manual}`: {e}"))?;
+    if !status.success() || !target_lib.is_dir() {
+        return Err(format!(
+            "`{manual}` exited with {status} and the target is still missing from {}; run it by \
+             hand (it needs to reach rustup's distribution server) and build again",
+            sysroot.display()
+        ));
+    }
     Ok(())
 }
 
