@@ -9,13 +9,6 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
     let plugins = plugins_dir_with_fixture(dir);
     let text = format!(

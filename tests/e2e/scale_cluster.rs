@@ -18,13 +18,6 @@ use crate::support::*;
 /// Lease period of the schedulers in these tests.
 pub const LEASE_TTL_MS: u64 = 400;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 pub fn redis_url() -> String {
     std::env::var("SLOTD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }

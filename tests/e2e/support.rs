@@ -280,6 +280,14 @@ pub fn spawn_slotd(config: &Path, log: &Path, extra: &[&str]) -> std::process::C
         .expect("spawn slotd")
 }
 
+/// A port nothing listens on right now (for a `listen` address in a config file).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
 /// Wait until a slotd answers `/healthz`.
 pub async fn wait_healthy(client: &reqwest::Client, base: &str) {
     eventually(Duration::from_secs(60), "slotd /healthz", async || {

@@ -133,6 +133,22 @@ fn duplicates_are_looked_up_and_adopted() {
     assert_eq!(urls[1], "http://kling.test/v1/videos/text2video/a-video-0");
 }
 
+/// An in-doubt unit whose job already ended at the provider records the job id first: a unit
+/// must never end without the provider task id it ran as (found by the soak test, where a
+/// create answered with a cut body was adopted straight into `succeeded`).
+#[test]
+fn in_doubt_units_found_finished_record_the_job_id_first() {
+    for status in ["succeed", "failed"] {
+        let host = FakeHost::kling(move |_| kling(200, 0, "SUCCEED", task("42", status)));
+        let changes = run(&host, &[unit("a", None, true)]);
+        assert_eq!(
+            changes[0].outcome,
+            Outcome::Accepted("42".into()),
+            "lookup found a {status} task"
+        );
+    }
+}
+
 #[test]
 fn in_doubt_units_not_found_are_submitted_and_other_codes_classified() {
     let host = FakeHost::kling(|r| match (r.method, r.url.as_str()) {

@@ -109,18 +109,22 @@ pub fn change_for(
     }
 }
 
-/// The outcome of a task object, shared by ticks and callbacks. A running task whose job id
-/// is not recorded yet is reported `accepted` (recording it), otherwise `running(hint)`.
+/// The outcome of a task object, shared by ticks and callbacks. A task whose job id is not
+/// recorded yet (found by external id after a crash or an unreadable create answer) is
+/// reported `accepted` whatever its status, recording the id: a change carries one outcome,
+/// and a unit that went straight to `succeeded` or `failed` would end without the provider
+/// task id its results and a later reconciliation need. The next poll reports the end.
+/// Otherwise a running task is `running(hint)`.
 pub fn outcome_for(
     job_id_known: bool,
     task: &TaskObject,
     hint_ms: Option<u64>,
     success: impl FnOnce(&TaskObject) -> Success,
 ) -> (Outcome, Option<String>) {
+    if !job_id_known {
+        return (Outcome::Accepted(task.task_id.clone()), None);
+    }
     match task.status {
-        Status::Submitted | Status::Processing if !job_id_known => {
-            (Outcome::Accepted(task.task_id.clone()), None)
-        }
         Status::Submitted | Status::Processing => (Outcome::Running(hint_ms), None),
         Status::Succeed => match success(task) {
             Ok(done) => done,
