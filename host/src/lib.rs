@@ -16,12 +16,14 @@
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
+//! - [`check`]: `slotd check`, the read-only audit of a database against the invariants.
 //! - [`app`]: building the services from the config, running until shutdown.
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
 pub mod api;
 pub mod app;
+pub mod check;
 pub mod clock;
 pub mod config;
 pub mod demo;

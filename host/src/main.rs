@@ -40,6 +40,8 @@ enum Command {
     Demo(slotd::demo::DemoOptions),
     /// Apply database migrations and exit.
     Migrate,
+    /// Audit a database (read-only) against slotd's invariants; exit status 1 on any finding.
+    Check(CheckArgs),
     /// Handler tools.
     Plugin {
         #[command(subcommand)]
@@ -61,6 +63,22 @@ enum Command {
         #[command(subcommand)]
         command: TaskCommand,
     },
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Database to check (default: SLOTD_DATABASE_URL, else the configuration's).
+    #[arg(long)]
+    database: Option<String>,
+    /// Also verify every completed unit's artifacts in the object store.
+    #[arg(long)]
+    objects: bool,
+    /// Object store to verify (default: the configuration's `object_store`).
+    #[arg(long, requires = "objects")]
+    object_store: Option<String>,
+    /// How long past its lease a `finalizing` unit may be before it is reported.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    finalize_grace: std::time::Duration,
 }
 
 #[derive(Subcommand)]
@@ -255,6 +273,47 @@ async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
     }
 }
 
+/// `slotd check`: print every finding, then a summary; an error (exit status 1) if any.
+async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
+    let opts = slotd::check::CheckOptions {
+        database_url: args.database.unwrap_or(config.database_url),
+        objects: args
+            .objects
+            .then(|| args.object_store.unwrap_or(config.object_store)),
+        redis_url: config.redis_url,
+        redis_prefix: config.redis_prefix,
+        pool_limits: config
+            .pools
+            .iter()
+            .map(|(name, p)| (name.clone(), p.max_slots))
+            .collect(),
+        finalize_grace: args.finalize_grace,
+        now_ms: slotd::clock::Clock::now_ms(&slotd::clock::SystemClock),
+    };
+    let report = slotd::check::run(&opts).await?;
+    for finding in &report.findings {
+        println!("{finding}");
+    }
+    let also = if report.checked.is_empty() {
+        String::new()
+    } else {
+        format!(" (also checked: {})", report.checked.join(", "))
+    };
+    println!(
+        "checked {} tasks, {} units, {} events, {} artifacts{also}: {} finding(s)",
+        report.tasks,
+        report.units,
+        report.events,
+        report.objects,
+        report.findings.len()
+    );
+    if report.findings.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("{} finding(s)", report.findings.len())
+    }
+}
+
 async fn main_inner(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve {
@@ -290,6 +349,10 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             slotd::store::open(&config.database_url).await?;
             println!("migrations applied to {}", config.database_url);
             Ok(())
+        }
+        Command::Check(args) => {
+            let config = Config::load(cli.config.as_deref())?;
+            check(config, args).await
         }
         Command::Plugin {
             command: PluginCommand::Check { file },

@@ -154,6 +154,21 @@ impl Objects {
         }
     }
 
+    /// A stored object as a stream of chunks (large files: never whole in memory).
+    pub async fn get_stream(
+        &self,
+        object_key: &str,
+    ) -> anyhow::Result<futures::stream::BoxStream<'static, object_store::Result<Bytes>>> {
+        let path =
+            ObjectPath::parse(object_key).with_context(|| format!("object key {object_key:?}"))?;
+        let got = self
+            .store
+            .get(&path)
+            .await
+            .with_context(|| format!("reading {object_key}"))?;
+        Ok(got.into_stream())
+    }
+
     /// Read a whole stored object (tests and small files only).
     pub async fn get_bytes(&self, object_key: &str) -> anyhow::Result<Bytes> {
         let path =

@@ -23,6 +23,7 @@ use crate::support::*;
 /// more than both together, so a slot accounting error shows as a 20th job at once.
 const POOL_LIMIT: u32 = 18;
 const AVATAR_LIMIT: u32 = 1;
+const POOLS: [(&str, u32); 2] = [("kling:video", POOL_LIMIT), ("kling:avatar", AVATAR_LIMIT)];
 const ACCOUNT_LIMIT: u32 = 20;
 /// Simulated Kling time runs 100x faster: a 30 s – 2 min clip takes 0.3–1.2 s, so a kill
 /// usually lands while jobs run and downloads stream.
@@ -143,6 +144,8 @@ async fn killed_at_random_moments_under_provider_faults() {
     let port = free_port();
     let config = write_config(dir.path(), &sim, port);
     let log = dir.path().join("slotd.log");
+    let database_url = format!("sqlite://{}", dir.path().join("slotd.db").display());
+    let objects_url = format!("file://{}", dir.path().join("objects").display());
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
 
@@ -193,6 +196,8 @@ async fn killed_at_random_moments_under_provider_faults() {
         child = spawn_slotd(&config, &log, &[]);
         wait_healthy(&client, &base).await;
         assert_provider_invariants(&sim, &format!("after restart {kill}"));
+        // The database's own invariants, online while the new process works.
+        assert_check_clean(&database_url, None, &POOLS).await;
     }
     eprintln!(
         "soak: {kills} kills done after {:.1}s; {} creates so far",
@@ -220,6 +225,7 @@ async fn killed_at_random_moments_under_provider_faults() {
     child.kill().ok();
     child.wait().ok();
     assert_provider_invariants(&sim, "at the end");
+    assert_check_clean(&database_url, Some(&objects_url), &POOLS).await;
 
     let objects =
         slotd::objects::Objects::open(&format!("file://{}", dir.path().join("objects").display()))

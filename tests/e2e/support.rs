@@ -280,6 +280,30 @@ pub fn spawn_slotd(config: &Path, log: &Path, extra: &[&str]) -> std::process::C
         .expect("spawn slotd")
 }
 
+/// `slotd check` (the library behind the command) on a test's database: panics with every
+/// finding. `objects` also verifies the artifacts; `pools` are the configured maxima.
+pub async fn assert_check_clean(database_url: &str, objects: Option<&str>, pools: &[(&str, u32)]) {
+    use slotd::clock::Clock;
+    let opts = slotd::check::CheckOptions {
+        database_url: database_url.to_string(),
+        objects: objects.map(String::from),
+        redis_url: None,
+        redis_prefix: String::new(),
+        pool_limits: pools.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
+        finalize_grace: slotd::check::FINALIZE_GRACE_DEFAULT,
+        now_ms: SystemClock.now_ms(),
+    };
+    let report = slotd::check::run(&opts).await.expect("slotd check ran");
+    let findings: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
+    assert!(
+        findings.is_empty(),
+        "slotd check found {} problem(s):\n{}",
+        findings.len(),
+        findings.join("\n")
+    );
+    assert!(report.units > 0, "slotd check saw no units");
+}
+
 /// A port nothing listens on right now (for a `listen` address in a config file).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

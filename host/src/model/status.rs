@@ -79,8 +79,9 @@ impl UnitStatus {
             // Back to pending: capacity rejected, retryable submit error, next stage.
             (Submitted, Pending | Submitted | Succeeded | Failed) => true,
             (Succeeded, Finalizing | Failed) => true,
-            // A lost lease returns the unit to succeeded for another finalizer.
-            (Finalizing, Completed | Failed | Succeeded) => true,
+            // A lost lease returns the unit to succeeded for another finalizer; a dead
+            // finalizer's expired lease is taken over by another (finalizing again).
+            (Finalizing, Finalizing | Completed | Failed | Succeeded) => true,
             // Explicit retry of failed units.
             (Failed, Pending) => true,
             _ => false,
@@ -128,6 +129,7 @@ mod tests {
         (Succeeded, Failed),
         (Succeeded, Cancelled),
         (Finalizing, Succeeded),
+        (Finalizing, Finalizing),
         (Finalizing, Completed),
         (Finalizing, Failed),
         (Finalizing, Cancelled),

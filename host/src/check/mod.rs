@@ -1,0 +1,152 @@
+//! `slotd check`: an online, read-only audit of a slotd database (and optionally its object
+//! store and Redis) against the invariants of SPEC §2, §4, §5 and §9. Seed 002's promise is
+//! "diagnose by query"; this is the set of queries that say whether anything is wrong at all.
+//!
+//! What is checked:
+//! - every unit's event log is a legal path of the state machine ending in its status;
+//! - no pool has more `submitted` units than its maximum (from the configuration);
+//! - no idempotency key was accepted as two provider jobs, no job sits on two units;
+//! - no unit is `finalizing` without a live lease beyond a grace period;
+//! - tasks and units agree (units exist, indexes 0..n, no orphan);
+//! - with `--objects`: every `completed` unit's artifacts exist with the recorded size and
+//!   sha256;
+//! - with Redis: each pool's slot holders are its `submitted` units, and the database's
+//!   fencing token never exceeds the token Redis last issued (tokens only grow).
+//!
+//! # Layout
+//! - `read.rs`: loading rows from SQLite or PostgreSQL, read-only.
+//! - `rules.rs`: the invariants as pure functions over the rows.
+//! - `live.rs`: the checks that read another system (object store, Redis).
+
+mod live;
+mod read;
+mod rules;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// How long a `finalizing` unit's lease may be past its expiry before it is reported: the
+/// finalize loop claims expired leases at its next interval.
+pub const FINALIZE_GRACE_DEFAULT: Duration = Duration::from_secs(60);
+
+/// What to check and where.
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    /// `sqlite://…` or `postgres://…`.
+    pub database_url: String,
+    /// The object store to verify artifacts in (`file://…`, `s3://…`); `None` skips it.
+    pub objects: Option<String>,
+    /// Redis to compare slot sets and fencing tokens with; `None` skips it.
+    pub redis_url: Option<String>,
+    /// Key prefix of slotd's Redis keys.
+    pub redis_prefix: String,
+    /// Each pool's configured maximum; pools not listed are not limit-checked.
+    pub pool_limits: BTreeMap<String, u32>,
+    /// See [`FINALIZE_GRACE_DEFAULT`].
+    pub finalize_grace: Duration,
+    /// "Now" in Unix ms (an injected clock in tests).
+    pub now_ms: i64,
+}
+
+/// One thing that is wrong, with the ids to look it up by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// Which invariant (`event log`, `illegal transition`, `pool limit`, …).
+    pub kind: &'static str,
+    pub task_id: Option<String>,
+    pub unit_id: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.kind)?;
+        if let Some(t) = &self.task_id {
+            write!(f, " task {t}")?;
+        }
+        if let Some(u) = &self.unit_id {
+            write!(f, " unit {u}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// The rows a check needs, read in one pass.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub tasks: Vec<String>,
+    pub units: Vec<UnitRow>,
+    /// Each unit's events, oldest first.
+    pub events: BTreeMap<String, Vec<EventRow>>,
+    /// The database's fencing token per pool.
+    pub fences: BTreeMap<String, i64>,
+}
+
+/// The columns of a unit the rules read.
+#[derive(Clone, Debug, Default)]
+pub struct UnitRow {
+    pub id: String,
+    pub task_id: String,
+    pub idx: i64,
+    pub pool: String,
+    pub stage: String,
+    pub status: String,
+    pub provider_job_id: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub result: Option<String>,
+}
+
+/// One row of the event log.
+#[derive(Clone, Debug, Default)]
+pub struct EventRow {
+    pub id: i64,
+    pub from_status: Option<String>,
+    pub to_status: String,
+    pub detail: Option<String>,
+}
+
+/// What a check found, and how much it looked at.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    pub tasks: usize,
+    pub units: usize,
+    pub events: usize,
+    /// Artifacts verified in the object store (0 without `--objects`).
+    pub objects: usize,
+    /// Which optional parts ran ("objects", "redis").
+    pub checked: Vec<&'static str>,
+}
+
+/// Run every check. Errors are reasons the check could not run (database unreachable, …);
+/// what is wrong with the data is in [`Report::findings`].
+pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
+    let snap = read::snapshot(&opts.database_url).await?;
+    let grace = i64::try_from(opts.finalize_grace.as_millis()).unwrap_or(i64::MAX);
+    let mut report = Report {
+        tasks: snap.tasks.len(),
+        units: snap.units.len(),
+        events: snap.events.values().map(Vec::len).sum(),
+        ..Report::default()
+    };
+    let f = &mut report.findings;
+    f.extend(rules::event_paths(&snap));
+    f.extend(rules::pool_limits(&snap, &opts.pool_limits));
+    f.extend(rules::idempotency(&snap));
+    f.extend(rules::finalize_leases(&snap, opts.now_ms, grace));
+    f.extend(rules::tasks(&snap));
+    if let Some(url) = &opts.objects {
+        let (found, checked) = live::objects(url, &snap).await?;
+        report.findings.extend(found);
+        report.objects = checked;
+        report.checked.push("objects");
+    }
+    if let Some(url) = &opts.redis_url {
+        let found = live::redis(url, &opts.redis_prefix, &opts.database_url, &snap).await?;
+        report.findings.extend(found);
+        report.checked.push("redis");
+    }
+    Ok(report)
+}

@@ -1,0 +1,252 @@
+//! The invariants `slotd check` verifies, as pure functions over rows already read: each
+//! returns findings and touches no database, so every rule is tested on hand-made rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Finding, Snapshot, UnitRow};
+use crate::model::UnitStatus;
+
+/// Prefix of the event detail written with the submit marker: `submit marked: key K`
+/// (`store::*::units::unit_mark_submitted`).
+const MARKER_PREFIX: &str = "submit marked: key ";
+/// Prefix of the event detail of an accepted submit: `accepted as provider job J`
+/// (`scheduler::apply`).
+const ACCEPTED_PREFIX: &str = "accepted as provider job ";
+
+/// Every unit's event log is a legal path of the state machine (SPEC §2): it starts with the
+/// `created` row (`NULL -> pending`), each row leaves the status the previous one reached,
+/// each move is legal, and the last row ends in the unit's current status.
+pub fn event_paths(snap: &Snapshot) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for unit in &snap.units {
+        let events = snap.events.get(&unit.id).map(Vec::as_slice).unwrap_or(&[]);
+        let Some(first) = events.first() else {
+            out.push(unit_finding(
+                unit,
+                "event log",
+                "the unit has no events".into(),
+            ));
+            continue;
+        };
+        if first.from_status.is_some() || first.to_status != "pending" {
+            out.push(unit_finding(
+                unit,
+                "event log",
+                format!(
+                    "the first event (#{}) is {} -> {}, not the creation (none -> pending)",
+                    first.id,
+                    first.from_status.as_deref().unwrap_or("none"),
+                    first.to_status
+                ),
+            ));
+        }
+        let mut reached: Option<&str> = None;
+        for e in events {
+            let from = e.from_status.as_deref();
+            if let (Some(prev), Some(from)) = (reached, from)
+                && prev != from
+            {
+                out.push(unit_finding(
+                    unit,
+                    "event log",
+                    format!(
+                        "event #{} leaves {from}, but the unit was {prev} after the previous event",
+                        e.id
+                    ),
+                ));
+            }
+            if let Some(from) = from {
+                match (
+                    from.parse::<UnitStatus>(),
+                    e.to_status.parse::<UnitStatus>(),
+                ) {
+                    (Ok(f), Ok(t)) if f.can_move_to(t) => {}
+                    (Ok(f), Ok(t)) => out.push(unit_finding(
+                        unit,
+                        "illegal transition",
+                        format!("event #{} moves {f} -> {t}, which SPEC §2 forbids", e.id),
+                    )),
+                    _ => out.push(unit_finding(
+                        unit,
+                        "event log",
+                        format!(
+                            "event #{} names an unknown status ({from} -> {})",
+                            e.id, e.to_status
+                        ),
+                    )),
+                }
+            }
+            reached = Some(&e.to_status);
+        }
+        if let Some(last) = reached
+            && last != unit.status
+        {
+            out.push(unit_finding(
+                unit,
+                "event log",
+                format!(
+                    "the event log ends in {last}, but the unit is {}",
+                    unit.status
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// No pool has more `submitted` units than its maximum.
+pub fn pool_limits(snap: &Snapshot, limits: &BTreeMap<String, u32>) -> Vec<Finding> {
+    let mut submitted: BTreeMap<&str, u32> = BTreeMap::new();
+    for u in snap.units.iter().filter(|u| u.status == "submitted") {
+        *submitted.entry(u.pool.as_str()).or_default() += 1;
+    }
+    submitted
+        .into_iter()
+        .filter_map(|(pool, n)| {
+            let max = *limits.get(pool)?;
+            (n > max).then(|| Finding {
+                kind: "pool limit",
+                task_id: None,
+                unit_id: None,
+                message: format!("pool {pool} has {n} submitted units; its maximum is {max}"),
+            })
+        })
+        .collect()
+}
+
+/// No idempotency key was accepted as two different provider jobs, and no provider job is
+/// recorded on two units of the same pool.
+pub fn idempotency(snap: &Snapshot) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for unit in &snap.units {
+        let events = snap.events.get(&unit.id).map(Vec::as_slice).unwrap_or(&[]);
+        let mut key: Option<&str> = None;
+        let mut jobs: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for e in events {
+            let Some(detail) = e.detail.as_deref() else {
+                continue;
+            };
+            if let Some(k) = detail.strip_prefix(MARKER_PREFIX) {
+                key = Some(k);
+            } else if let (Some(k), Some(job)) = (key, detail.strip_prefix(ACCEPTED_PREFIX)) {
+                jobs.entry(k).or_default().insert(job);
+            }
+        }
+        for (k, set) in jobs.into_iter().filter(|(_, s)| s.len() > 1) {
+            let list: Vec<&str> = set.into_iter().collect();
+            out.push(unit_finding(
+                unit,
+                "submitted twice",
+                format!(
+                    "idempotency key {k} was accepted as {} provider jobs: {}",
+                    list.len(),
+                    list.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut by_job: BTreeMap<(&str, &str), Vec<&UnitRow>> = BTreeMap::new();
+    for u in &snap.units {
+        if let Some(job) = u.provider_job_id.as_deref() {
+            by_job.entry((&u.pool, job)).or_default().push(u);
+        }
+    }
+    for ((pool, job), units) in by_job.into_iter().filter(|(_, v)| v.len() > 1) {
+        let ids: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
+        out.push(Finding {
+            kind: "submitted twice",
+            task_id: units.first().map(|u| u.task_id.clone()),
+            unit_id: None,
+            message: format!(
+                "provider job {job} of pool {pool} is recorded on {} units: {}",
+                ids.len(),
+                ids.join(", ")
+            ),
+        });
+    }
+    out
+}
+
+/// No unit stays `finalizing` without a live lease beyond `grace_ms`: a dead finalizer's
+/// units must be taken over.
+pub fn finalize_leases(snap: &Snapshot, now: i64, grace_ms: i64) -> Vec<Finding> {
+    snap.units
+        .iter()
+        .filter(|u| u.status == "finalizing")
+        .filter_map(|u| match u.lease_until {
+            Some(until) if until.saturating_add(grace_ms) >= now => None,
+            Some(until) => Some(unit_finding(
+                u,
+                "stuck finalizing",
+                format!(
+                    "finalizing, but its lease (owner {}) expired {} ms ago",
+                    u.lease_owner.as_deref().unwrap_or("none"),
+                    now.saturating_sub(until)
+                ),
+            )),
+            None => Some(unit_finding(
+                u,
+                "stuck finalizing",
+                "finalizing without a lease".into(),
+            )),
+        })
+        .collect()
+}
+
+/// Tasks and units agree: every task has units, indexed 0..n without gaps, and every unit's
+/// task exists.
+pub fn tasks(snap: &Snapshot) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut by_task: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for u in &snap.units {
+        by_task.entry(&u.task_id).or_default().push(u.idx);
+    }
+    for task in &snap.tasks {
+        match by_task.get_mut(task.as_str()) {
+            None => out.push(Finding {
+                kind: "task",
+                task_id: Some(task.clone()),
+                unit_id: None,
+                message: "the task has no units".into(),
+            }),
+            Some(idx) => {
+                idx.sort_unstable();
+                let expected: Vec<i64> = (0..idx.len() as i64).collect();
+                if *idx != expected {
+                    out.push(Finding {
+                        kind: "task",
+                        task_id: Some(task.clone()),
+                        unit_id: None,
+                        message: format!("unit indexes are {idx:?}, expected 0..{}", idx.len()),
+                    });
+                }
+            }
+        }
+    }
+    let known: BTreeSet<&str> = snap.tasks.iter().map(String::as_str).collect();
+    for u in snap
+        .units
+        .iter()
+        .filter(|u| !known.contains(u.task_id.as_str()))
+    {
+        out.push(unit_finding(
+            u,
+            "task",
+            "the unit's task does not exist".into(),
+        ));
+    }
+    out
+}
+
+fn unit_finding(unit: &UnitRow, kind: &'static str, message: String) -> Finding {
+    Finding {
+        kind,
+        task_id: Some(unit.task_id.clone()),
+        unit_id: Some(unit.id.clone()),
+        message,
+    }
+}
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;

@@ -1,0 +1,216 @@
+//! Each rule against hand-made rows: a clean history passes, each kind of corruption is
+//! reported with the ids to look it up by.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::check::{EventRow, Snapshot, UnitRow};
+
+fn unit(id: &str, status: &str) -> UnitRow {
+    UnitRow {
+        id: id.into(),
+        task_id: "t1".into(),
+        idx: 0,
+        pool: "p".into(),
+        stage: "video".into(),
+        status: status.into(),
+        ..UnitRow::default()
+    }
+}
+
+fn ev(id: i64, from: Option<&str>, to: &str, detail: Option<&str>) -> EventRow {
+    EventRow {
+        id,
+        from_status: from.map(String::from),
+        to_status: to.into(),
+        detail: detail.map(String::from),
+    }
+}
+
+/// A unit's whole clean life: created, marked, accepted, polled, succeeded, finalized.
+fn clean_history() -> Vec<EventRow> {
+    vec![
+        ev(1, None, "pending", Some("created")),
+        ev(
+            2,
+            Some("pending"),
+            "submitted",
+            Some("submit marked: key u1-video-0"),
+        ),
+        ev(
+            3,
+            Some("submitted"),
+            "submitted",
+            Some("accepted as provider job 42"),
+        ),
+        ev(4, Some("submitted"), "succeeded", None),
+        ev(5, Some("succeeded"), "finalizing", None),
+        ev(6, Some("finalizing"), "completed", None),
+    ]
+}
+
+fn snap(units: Vec<UnitRow>, events: Vec<(&str, Vec<EventRow>)>) -> Snapshot {
+    Snapshot {
+        tasks: vec!["t1".into()],
+        units,
+        events: events
+            .into_iter()
+            .map(|(u, e)| (u.to_string(), e))
+            .collect(),
+        fences: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn a_clean_history_has_no_findings() {
+    let s = snap(vec![unit("u1", "completed")], vec![("u1", clean_history())]);
+    assert!(event_paths(&s).is_empty());
+    assert!(idempotency(&s).is_empty());
+    assert!(tasks(&s).is_empty());
+    assert!(finalize_leases(&s, 0, 0).is_empty());
+}
+
+#[test]
+fn a_completed_unit_set_back_to_submitted_is_reported() {
+    let s = snap(vec![unit("u1", "submitted")], vec![("u1", clean_history())]);
+    let f = event_paths(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].unit_id.as_deref(), Some("u1"));
+    assert!(f[0].message.contains("ends in completed"), "{}", f[0]);
+}
+
+#[test]
+fn an_illegal_event_is_reported() {
+    let mut h = clean_history();
+    h.push(ev(7, Some("completed"), "pending", None));
+    let s = snap(vec![unit("u1", "pending")], vec![("u1", h)]);
+    let f = event_paths(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].kind, "illegal transition");
+    assert!(f[0].message.contains("completed -> pending"), "{}", f[0]);
+}
+
+#[test]
+fn a_gap_in_the_log_and_a_missing_creation_are_reported() {
+    let h = vec![
+        ev(2, Some("pending"), "submitted", None),
+        ev(3, Some("succeeded"), "finalizing", None),
+    ];
+    let s = snap(vec![unit("u1", "finalizing")], vec![("u1", h)]);
+    let f = event_paths(&s);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(f[0].message.contains("not the creation"), "{}", f[0]);
+    assert!(f[1].message.contains("leaves succeeded"), "{}", f[1]);
+    let none = snap(vec![unit("u1", "pending")], vec![]);
+    assert!(event_paths(&none)[0].message.contains("no events"));
+}
+
+#[test]
+fn a_key_accepted_as_two_jobs_is_reported() {
+    let mut h = clean_history();
+    h.insert(
+        3,
+        ev(
+            10,
+            Some("submitted"),
+            "submitted",
+            Some("accepted as provider job 43"),
+        ),
+    );
+    let s = snap(vec![unit("u1", "completed")], vec![("u1", h)]);
+    let f = idempotency(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].message.contains("u1-video-0"), "{}", f[0]);
+    assert!(f[0].message.contains("42, 43"), "{}", f[0]);
+}
+
+#[test]
+fn a_resubmission_under_the_next_key_is_not_a_duplicate() {
+    let mut h = clean_history();
+    h.truncate(4);
+    h[3] = ev(4, Some("submitted"), "failed", None);
+    h.push(ev(5, Some("failed"), "pending", None));
+    h.push(ev(
+        6,
+        Some("pending"),
+        "submitted",
+        Some("submit marked: key u1-video-1"),
+    ));
+    h.push(ev(
+        7,
+        Some("submitted"),
+        "submitted",
+        Some("accepted as provider job 50"),
+    ));
+    let s = snap(vec![unit("u1", "submitted")], vec![("u1", h)]);
+    assert!(idempotency(&s).is_empty());
+    assert!(event_paths(&s).is_empty());
+}
+
+#[test]
+fn one_job_on_two_units_is_reported() {
+    let mut a = unit("u1", "submitted");
+    a.provider_job_id = Some("42".into());
+    let mut b = unit("u2", "submitted");
+    b.idx = 1;
+    b.provider_job_id = Some("42".into());
+    let s = snap(vec![a, b], vec![]);
+    let f = idempotency(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].message.contains("u1, u2"), "{}", f[0]);
+}
+
+#[test]
+fn pools_over_their_limit_are_reported() {
+    let units: Vec<UnitRow> = (0..3)
+        .map(|i| {
+            let mut u = unit(&format!("u{i}"), "submitted");
+            u.idx = i;
+            u
+        })
+        .collect();
+    let s = snap(units, vec![]);
+    let limits = |n: u32| BTreeMap::from([("p".to_string(), n)]);
+    assert!(pool_limits(&s, &limits(3)).is_empty());
+    let f = pool_limits(&s, &limits(2));
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.contains("3 submitted"), "{}", f[0]);
+    assert!(
+        pool_limits(&s, &BTreeMap::new()).is_empty(),
+        "unknown limit"
+    );
+}
+
+#[test]
+fn finalizing_without_a_live_lease_is_reported_after_the_grace() {
+    let mut u = unit("u1", "finalizing");
+    u.lease_owner = Some("sched-a".into());
+    u.lease_until = Some(1_000);
+    let s = snap(vec![u.clone()], vec![]);
+    assert!(finalize_leases(&s, 1_500, 1_000).is_empty(), "within grace");
+    let f = finalize_leases(&s, 5_000, 1_000);
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.contains("sched-a"), "{}", f[0]);
+    u.lease_until = None;
+    let s = snap(vec![u], vec![]);
+    assert!(
+        finalize_leases(&s, 0, 0)[0]
+            .message
+            .contains("without a lease")
+    );
+}
+
+#[test]
+fn tasks_without_units_gaps_and_orphans_are_reported() {
+    let mut s = snap(vec![], vec![]);
+    assert!(tasks(&s)[0].message.contains("no units"));
+    let mut u = unit("u1", "pending");
+    u.idx = 1;
+    let mut orphan = unit("u9", "pending");
+    orphan.task_id = "gone".into();
+    s.units = vec![u, orphan];
+    let f = tasks(&s);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(f[0].message.contains("[1]"), "{}", f[0]);
+    assert!(f[1].message.contains("does not exist"), "{}", f[1]);
+}
