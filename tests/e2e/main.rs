@@ -12,3 +12,4 @@ mod kling;
 mod reload_hot;
 mod scale_cluster;
 mod scale_pg_outage;
+mod trust_runtime;
