@@ -13,7 +13,10 @@
 //!   quarantined version does not release the name: the file still owns it.
 //! - **Across restarts**: owners are restored from the `handler_versions` history before the
 //!   plugins directory is loaded, so a file sorting first at start-up cannot take a name it did
-//!   not own. An owner whose file is gone by then is released.
+//!   not own. An owner whose file is gone by then is released. With no history yet (a first
+//!   start with two files declaring one name), the first in file-name order wins: pin the
+//!   handler where that matters. Paths are compared as written, so instances sharing a database
+//!   should share the plugins directory's path too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
