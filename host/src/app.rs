@@ -78,6 +78,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     .context("starting the wasm engine")?;
     let registry = Arc::new(Registry::new());
     registry.attach_history(store.clone());
+    registry.restore_owners().await;
     if config.plugins_dir.is_dir() {
         // Each load and refusal is logged (and journaled) by the registry.
         registry.load_dir(&runtime, &config.plugins_dir).await;

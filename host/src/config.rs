@@ -33,8 +33,12 @@ pub const HTTP_BATCH_CONCURRENCY_DEFAULT: usize = 16;
 /// Guest CPU a call may burn (epoch ticks while guest code runs), below the wall deadline so a
 /// spinning guest is cut off before it holds a worker for the whole deadline.
 pub const HANDLER_CPU_BUDGET_DEFAULT: Duration = Duration::from_secs(10);
-/// Consecutive faulting calls (trap, deadline, CPU) after which a handler version is quarantined.
+/// Consecutive crashing calls (trap, CPU budget, memory cap, a deadline spent in guest code)
+/// after which a handler version is quarantined; the provider's slowness does not count.
 pub const QUARANTINE_AFTER_DEFAULT: u32 = 5;
+/// How long a unit may stay submitted in one stage (from the submit marker of the stage's
+/// current job) before it fails: the only limit on waiting out a slow provider.
+pub const STAGE_DEADLINE_DEFAULT: Duration = Duration::from_secs(2 * 60 * 60);
 pub const FINALIZE_CONCURRENCY_DEFAULT: usize = 8;
 pub const FINALIZE_LEASE_DEFAULT: Duration = Duration::from_secs(300);
 /// How long a scheduler's pool lease lasts unless renewed (with Redis; SPEC section 11).
@@ -95,8 +99,13 @@ pub struct SchedulerConfig {
     pub poll_factor: f64,
     /// Most units handed to one handler call.
     pub max_batch: u32,
-    /// Transient errors and handler faults a unit may spend per stage before it fails.
+    /// Transient errors and handler faults a unit may spend per stage before it fails. A call
+    /// cut off while awaiting a slow provider spends none of it.
     pub retry_budget: u32,
+    /// Longest a unit may stay submitted in one stage, counted from the submit marker of the
+    /// stage's current job (waiting in `pending` for a slot does not count). Past it the unit
+    /// fails with a reason saying so; before it, a slow provider never fails a unit.
+    pub stage_deadline: Duration,
     /// Backoff for retries: base doubled per attempt, capped.
     pub retry_base: Duration,
     pub retry_max: Duration,
@@ -131,6 +140,7 @@ impl Default for SchedulerConfig {
             poll_factor: 1.5,
             max_batch: MAX_BATCH_DEFAULT,
             retry_budget: RETRY_BUDGET_DEFAULT,
+            stage_deadline: STAGE_DEADLINE_DEFAULT,
             retry_base: Duration::from_secs(2),
             retry_max: Duration::from_secs(120),
             reconcile_interval: Duration::from_secs(30),
@@ -215,6 +225,43 @@ pub struct HandlerConfig {
     pub secrets: BTreeMap<String, Secret>,
     /// Hosts (`host` or `host:port`) the guest may reach. Empty: none.
     pub allowed_hosts: Vec<String>,
+    /// `file = "kling-video.wasm"`: only this file in the plugins directory may serve the
+    /// handler (its name and this section). Unset: the file that first served it owns it.
+    pub file: Option<String>,
+    /// `sha256 = "<64 hex>"`: with `file`, only this content may serve the handler (lowercase).
+    pub sha256: Option<String>,
+}
+
+impl HandlerConfig {
+    /// Check the pin (`file`, `sha256`) of handler `name`, naming the key.
+    pub fn check_pin(&self, name: &str) -> anyhow::Result<()> {
+        if let Some(f) = &self.file {
+            let plain = !f.is_empty()
+                && !f.contains(['/', '\\'])
+                && f != "."
+                && f != ".."
+                && !f.starts_with('.')
+                && f.ends_with(".wasm");
+            if !plain {
+                bail!(
+                    "handlers.{name}.file: {f:?} must be the name of a *.wasm file directly in \
+                     the plugins directory (no path, not hidden), like \"{name}.wasm\""
+                );
+            }
+        }
+        if let Some(sha) = &self.sha256 {
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!(
+                    "handlers.{name}.sha256: {sha:?} is not a sha256 (64 hex digits, as printed \
+                     by `sha256sum` or `slotd plugin check`)"
+                );
+            }
+            if self.file.is_none() {
+                bail!("handlers.{name}.sha256 needs handlers.{name}.file: pin the file too");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An API key and the tenant it acts for.
@@ -319,6 +366,7 @@ struct FileScheduler {
     poll_factor: Option<f64>,
     max_batch: Option<u32>,
     retry_budget: Option<u32>,
+    stage_deadline: Option<String>,
     retry_base: Option<String>,
     retry_max: Option<String>,
     reconcile_interval: Option<String>,
@@ -405,6 +453,18 @@ fn handler_config(
                     bail!("{key}: {h:?} is not a host name (give \"host\" or \"host:port\")");
                 }
                 out.allowed_hosts.push(h.to_ascii_lowercase());
+            }
+            continue;
+        }
+        if k == "file" || k == "sha256" {
+            let text = v
+                .as_str()
+                .with_context(|| format!("{key}: expected a string"))?
+                .to_string();
+            if k == "file" {
+                out.file = Some(text);
+            } else {
+                out.sha256 = Some(text.to_ascii_lowercase());
             }
             continue;
         }
@@ -531,6 +591,11 @@ impl Config {
             &mut c.scheduler.finalize_lease,
         )?;
         dur("lease_ttl", &s.lease_ttl, &mut c.scheduler.lease_ttl)?;
+        dur(
+            "stage_deadline",
+            &s.stage_deadline,
+            &mut c.scheduler.stage_deadline,
+        )?;
         if let Some(v) = s.poll_factor {
             c.scheduler.poll_factor = v;
         }
@@ -614,6 +679,14 @@ impl Config {
         if s.lease_ttl < Duration::from_millis(100) {
             bail!("scheduler.lease_ttl must be at least 100ms");
         }
+        if s.stage_deadline <= self.limits.call_deadline {
+            bail!(
+                "scheduler.stage_deadline ({:?}) must be longer than limits.call_deadline ({:?}): \
+                 a unit must outlive at least one handler call",
+                s.stage_deadline,
+                self.limits.call_deadline
+            );
+        }
         if s.finalize_concurrency == 0 {
             bail!("scheduler.finalize_concurrency must be at least 1");
         }
@@ -633,6 +706,9 @@ impl Config {
             if p.max_slots == 0 {
                 bail!("pools.{name:?}.max_slots must be at least 1");
             }
+        }
+        for (name, h) in &self.handlers {
+            h.check_pin(name)?;
         }
         for (i, k) in self.api_keys.iter().enumerate() {
             if k.key.expose().len() < 8 {
@@ -764,6 +840,40 @@ mod tests {
         assert!(bad("tick = 3", &[]).contains("unknown field"));
         assert!(bad("database_url = \"mysql://x\"", &[]).contains("database_url"));
         assert!(bad("[[api_keys]]\nkey = \"short\"\ntenant = \"a\"", &[]).contains("api_keys[0]"));
+        assert!(
+            bad("[scheduler]\nstage_deadline = \"1s\"", &[]).contains("scheduler.stage_deadline")
+        );
+        assert!(
+            bad("[handlers.h]\nfile = \"h.wasm\"\nsha256 = \"abc\"", &[])
+                .contains("handlers.h.sha256")
+        );
+        assert!(bad("[handlers.h]\nfile = \"../h.wasm\"", &[]).contains("handlers.h.file"));
+        assert!(
+            bad(
+                "[handlers.h]\nsha256 = \"{}\""
+                    .replace("{}", &"a".repeat(64))
+                    .as_str(),
+                &[]
+            )
+            .contains("needs handlers.h.file")
+        );
+    }
+
+    #[test]
+    fn pins_and_stage_deadline_are_read() {
+        let sha = "AB".repeat(32);
+        let file = format!(
+            "[scheduler]\nstage_deadline = \"3h\"\n[handlers.kling-video]\nfile = \"kling-video.wasm\"\nsha256 = \"{sha}\"\nbase_url = \"http://x\""
+        );
+        let c = Config::from_parts(Some(&file), &env_of(&[])).expect("valid");
+        assert_eq!(c.scheduler.stage_deadline, Duration::from_secs(3 * 3600));
+        let h = &c.handlers["kling-video"];
+        assert_eq!(h.file.as_deref(), Some("kling-video.wasm"));
+        assert_eq!(h.sha256.as_deref(), Some("ab".repeat(32).as_str()));
+        // The pin is the host's, not a setting the guest can read.
+        assert!(!h.settings.contains_key("file") && !h.settings.contains_key("sha256"));
+        let d = Config::from_parts(None, &env_of(&[])).expect("defaults");
+        assert_eq!(d.scheduler.stage_deadline, STAGE_DEADLINE_DEFAULT);
     }
 
     #[test]

@@ -14,3 +14,4 @@ mod reload_hot;
 mod scale_cluster;
 mod scale_pg_outage;
 mod soak;
+mod trust_runtime;

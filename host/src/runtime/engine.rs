@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::SlotdHandler;
+use super::limiter::CallLimiter;
 use super::output::GuestOutput;
 use super::quarantine::Tripped;
 use crate::config::{HandlerConfig, RuntimeLimits};
@@ -78,7 +79,7 @@ impl Shared {
         })
     }
 
-    /// A fresh store for one call of `handler`: memory cap, no preopens, env, args or sockets,
+    /// A fresh store for one call of `handler`: memory cap over the whole store, no preopens, env, args or sockets,
     /// captured stdio, and an epoch callback that yields every tick and traps past `deadline`.
     pub fn new_store(
         self: &Arc<Self>,
@@ -99,10 +100,8 @@ impl Shared {
             handler: handler.clone(),
             config: config.clone(),
             shared: self.clone(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(self.limits.memory_bytes)
-                .instances(64)
-                .build(),
+            limits: CallLimiter::new(self.limits.memory_bytes),
+            http_in_flight: 0,
             wasi,
             table: ResourceTable::new(),
             stdout,
@@ -154,7 +153,13 @@ pub(crate) struct CallState {
     /// This handler's own settings, secrets and allowlist; nothing else's.
     pub config: Arc<HandlerConfig>,
     pub shared: Arc<Shared>,
-    limits: StoreLimits,
+    /// The call's memory cap over all its memories and tables (see `limiter.rs`).
+    limits: CallLimiter,
+    /// Host HTTP requests (or batches) the guest is awaiting now. Raised before the request
+    /// is sent and lowered only when it completes, so a call cut off by its wall deadline
+    /// while awaiting the provider still shows it: that deadline is the provider's slowness,
+    /// not the guest's fault.
+    pub http_in_flight: u32,
     wasi: WasiCtx,
     table: ResourceTable,
     pub stdout: GuestOutput,

@@ -14,12 +14,13 @@ use wasmtime::Store;
 use super::bindings::SlotdHandlerPre;
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
+use super::limiter::cap_message;
 use super::quarantine::{Health, Tripped};
 use super::{
     BatchUnit, CallbackChange, Finalized, HandlerFault, HandlerInfo, PlanError, PlannedUnit,
     TickContext,
 };
-use crate::config::HandlerConfig;
+use crate::config::{HandlerConfig, RuntimeLimits};
 use crate::model::{Change, Unit};
 
 /// Characters of guest stderr appended to a trap message (where a panic message lands).
@@ -94,7 +95,10 @@ impl Handler {
         pre: SlotdHandlerPre<CallState>,
         shared: Arc<Shared>,
     ) -> Handler {
-        let config = Arc::new(shared.handlers.get(&*name).cloned().unwrap_or_default());
+        // No configuration until `with_info` has the declared name and the registry has checked
+        // the file may serve it: `describe` of an unchecked file sees no settings, no secrets
+        // and no hosts, whatever the file is called.
+        let config = Arc::new(HandlerConfig::default());
         Handler {
             info,
             sha256,
@@ -247,33 +251,64 @@ impl Handler {
                 tracing::warn!(handler = %self.name, stream, dropped, "guest output over the cap was dropped");
             }
         }
-        let deadline = self.shared.limits.call_deadline;
         let fault = match answer {
             Ok(Ok(value)) => {
                 self.health
                     .record(function, None, self.shared.limits.quarantine_after);
                 return Ok(value);
             }
-            Err(_elapsed) => HandlerFault::Deadline(deadline),
-            Ok(Err(Failure::Call(e) | Failure::Instantiate(e))) if e.is::<DeadlineHit>() => {
-                HandlerFault::Deadline(deadline)
-            }
-            Ok(Err(Failure::Call(e) | Failure::Instantiate(e))) if e.is::<CpuBudgetHit>() => {
-                HandlerFault::CpuBudget(self.shared.limits.cpu_budget)
-            }
-            Ok(Err(Failure::Instantiate(e))) => HandlerFault::Instantiate(format!("{e:#}")),
-            Ok(Err(Failure::Call(e))) => {
-                let mut message = format!("{e:#}");
-                let tail = state.stderr.tail(TRAP_STDERR_TAIL);
-                if !tail.is_empty() {
-                    message.push_str("; guest stderr: ");
-                    message.push_str(&tail);
-                }
-                HandlerFault::Trap(message)
-            }
+            Err(_elapsed) => deadline_fault(&self.shared.limits, state),
+            Ok(Err(failure)) => classify(failure, &self.shared.limits, state),
         };
         Err(self.fault(function, fault))
     }
+}
+
+/// The wall deadline passed: the provider's slowness when the guest was awaiting host HTTP at
+/// that moment, else the guest's own time.
+fn deadline_fault(limits: &RuntimeLimits, state: &CallState) -> HandlerFault {
+    if state.http_in_flight > 0 {
+        HandlerFault::ProviderDeadline(limits.call_deadline)
+    } else {
+        HandlerFault::Deadline(limits.call_deadline)
+    }
+}
+
+/// How a call that failed inside wasmtime ended, as a fault.
+fn classify(failure: Failure, limits: &RuntimeLimits, state: &CallState) -> HandlerFault {
+    let (e, instantiating) = match failure {
+        Failure::Instantiate(e) => (e, true),
+        Failure::Call(e) => (e, false),
+    };
+    if e.is::<DeadlineHit>() {
+        return deadline_fault(limits, state);
+    }
+    if e.is::<CpuBudgetHit>() {
+        return HandlerFault::CpuBudget(limits.cpu_budget);
+    }
+    if let Some(message) = cap_message(&e) {
+        return HandlerFault::ResourceCap(message);
+    }
+    if instantiating {
+        return HandlerFault::Instantiate(format!("{e:#}"));
+    }
+    let mut message = format!("{e:#}");
+    let tail = state.stderr.tail(TRAP_STDERR_TAIL);
+    if !tail.is_empty() {
+        message.push_str("; guest stderr: ");
+        message.push_str(&tail);
+    }
+    HandlerFault::Trap(message)
+}
+
+/// [`classify`] for an instantiation the sandbox tests run by hand on odd components.
+#[cfg(test)]
+pub(crate) fn instantiate_fault(
+    e: wasmtime::Error,
+    limits: &RuntimeLimits,
+    state: &CallState,
+) -> HandlerFault {
+    classify(Failure::Instantiate(e), limits, state)
 }
 
 /// Wall-clock Unix milliseconds (load times are shown to operators, not scheduled on).

@@ -10,6 +10,8 @@
 //! - `host_impl/`: the imports a guest sees.
 //! - `handler.rs`: [`Handler`], a loaded component with typed async calls.
 //! - `registry.rs`: [`Registry`], the current set of handlers behind an `ArcSwap`.
+//! - `ownership.rs`: which file may serve a handler name (first come, or pinned by config).
+//! - `limiter.rs`: the per-call memory cap over the whole store.
 
 // NOTE: the types below are the runtime's public face; the scheduler and the API use only these.
 
@@ -111,17 +113,32 @@ pub struct Finalized {
 }
 
 /// Why a handler call produced nothing usable. The units involved stay unchanged.
+///
+/// Only the guest's own misbehaviour is a *crash* ([`HandlerFault::is_crash`]): a trap
+/// (malformed output the canonical ABI cannot lift is a trap too), the CPU budget, the memory
+/// cap, a deadline hit while guest code ran. A deadline hit while the guest awaited host HTTP
+/// is the provider's slowness ([`HandlerFault::ProviderDeadline`]) and never counts against
+/// the handler or the units.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HandlerFault {
-    /// The guest trapped (panic, unreachable, out of bounds, memory cap hit, …).
+    /// The guest trapped (panic, unreachable, out of bounds, a value it cannot return, …).
     #[error("trap: {0}")]
     Trap(String),
-    /// The call ran past its wall-clock deadline (CPU loop or slow awaited I/O).
+    /// The call ran past its wall-clock deadline with no host HTTP request in flight: the
+    /// guest's own code (or its instantiation) took the time.
     #[error("deadline of {0:?} exceeded")]
     Deadline(std::time::Duration),
+    /// The call ran past its wall-clock deadline while the guest awaited a host HTTP request:
+    /// the provider was slow. Not the guest's fault.
+    #[error("deadline of {0:?} exceeded while awaiting the provider over HTTP")]
+    ProviderDeadline(std::time::Duration),
     /// The guest's own code ran past its CPU budget (awaited host I/O is not counted).
     #[error("guest CPU budget of {0:?} exceeded")]
     CpuBudget(std::time::Duration),
+    /// The call would have passed the store's memory cap (all memories and tables together)
+    /// or its instance, memory or table count.
+    #[error("resource cap: {0}")]
+    ResourceCap(String),
     /// The call returned an `err`.
     #[error("handler error: {0}")]
     Error(String),
@@ -136,22 +153,28 @@ impl HandlerFault {
         match self {
             HandlerFault::Trap(_) => "trap",
             HandlerFault::Deadline(_) => "deadline",
+            HandlerFault::ProviderDeadline(_) => "provider_deadline",
             HandlerFault::CpuBudget(_) => "cpu",
+            HandlerFault::ResourceCap(_) => "memory",
             HandlerFault::Error(_) => "error",
             HandlerFault::Instantiate(_) => "instantiate",
         }
     }
 
-    /// A fault that already cost a full budget (wall deadline or guest CPU): not worth
-    /// retrying on a smaller batch within the same tick.
-    pub fn is_exhaustion(&self) -> bool {
-        matches!(self, HandlerFault::Deadline(_) | HandlerFault::CpuBudget(_))
+    /// The provider's slowness, not the guest's: counts neither towards quarantine nor
+    /// against the units' retry budget.
+    pub fn is_provider_slowness(&self) -> bool {
+        matches!(self, HandlerFault::ProviderDeadline(_))
     }
 
-    /// A fault of the handler's code itself (trap, deadline, CPU, instantiation), as opposed
-    /// to an `err` it returned on purpose: what counts towards quarantine.
+    /// A fault of the handler's code itself (trap, CPU budget, memory cap, a deadline spent in
+    /// guest code, instantiation), as opposed to an `err` it returned on purpose or a provider
+    /// that kept it waiting: what counts towards quarantine.
     pub fn is_crash(&self) -> bool {
-        !matches!(self, HandlerFault::Error(_))
+        !matches!(
+            self,
+            HandlerFault::Error(_) | HandlerFault::ProviderDeadline(_)
+        )
     }
 }
 
@@ -163,8 +186,10 @@ pub mod handler;
 mod host_impl;
 #[cfg(test)]
 mod kling_tests;
+mod limiter;
 mod load;
 mod output;
+mod ownership;
 pub mod quarantine;
 pub mod registry;
 #[cfg(test)]

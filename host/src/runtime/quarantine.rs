@@ -1,5 +1,12 @@
-//! Quarantine: a handler version whose calls crash (trap, deadline, CPU budget) K times in a row
-//! is taken out of service and the previous good version of the same handler restored.
+//! Quarantine: a handler version whose calls crash K times in a row is taken out of service and
+//! the previous good version of the same handler restored.
+//!
+//! Only the guest's own faults count ([`HandlerFault::is_crash`]): a trap (malformed output
+//! included), the CPU budget, the memory cap, a deadline spent in guest code. A deadline hit
+//! while the guest awaited host HTTP is the provider's slowness: it neither counts nor resets
+//! the count. `on_callback` is not counted at all: outsiders choose when it runs and with what
+//! body, so its faults say nothing about the guest's steady state (they are still logged and
+//! measured, and the callback is answered with an error).
 //!
 //! Counting happens on the call path ([`Health::record`], two atomics per call, no lock); the
 //! decision is sent once per version as a [`Tripped`] to whoever supervises the registry (the
@@ -22,9 +29,9 @@ pub struct Tripped {
     pub count: u32,
 }
 
-/// The guest functions, each counted apart: a version whose `tick` always traps must not be
-/// kept alive by the `plan` calls that succeed in between.
-const FUNCTIONS: [&str; 5] = ["describe", "plan", "tick", "finalize", "on_callback"];
+/// The guest functions counted, each apart: a version whose `tick` always traps must not be
+/// kept alive by the `plan` calls that succeed in between. `on_callback` is not among them.
+const FUNCTIONS: [&str; 4] = ["describe", "plan", "tick", "finalize"];
 
 /// Consecutive crashing calls of one loaded version, per guest function.
 #[derive(Debug, Default)]
@@ -37,19 +44,18 @@ pub(crate) struct Health {
 impl Health {
     /// Record how a call of `function` ended. Returns the count when this call makes the
     /// version trip (exactly once per version); a successful call or an ordinary `err` of the
-    /// same function resets its count.
+    /// same function resets its count; the provider's slowness leaves it as it was.
     pub fn record(
         &self,
         function: &str,
         fault: Option<&HandlerFault>,
         threshold: u32,
     ) -> Option<u32> {
-        let slot = FUNCTIONS
-            .iter()
-            .position(|f| *f == function)
-            .unwrap_or(FUNCTIONS.len() - 1);
+        // Functions outside the list (`on_callback`) are not counted.
+        let slot = FUNCTIONS.iter().position(|f| *f == function)?;
         let counter = &self.consecutive[slot];
         match fault {
+            Some(f) if f.is_provider_slowness() => None,
             Some(f) if f.is_crash() => {
                 let n = counter.fetch_add(1, Ordering::AcqRel) + 1;
                 let trips = n >= threshold.max(1)
@@ -100,5 +106,25 @@ mod tests {
         assert_eq!(h.record("tick", Some(&trap), 3), Some(3));
         // Never twice.
         assert_eq!(h.record("tick", Some(&trap), 3), None);
+    }
+
+    #[test]
+    fn provider_slowness_and_callbacks_do_not_count() {
+        let h = Health::default();
+        let slow = HandlerFault::ProviderDeadline(Default::default());
+        let trap = HandlerFault::Trap("boom".into());
+        for _ in 0..10 {
+            assert_eq!(h.record("tick", Some(&slow), 3), None);
+            assert_eq!(h.record("on_callback", Some(&trap), 3), None);
+        }
+        assert_eq!(h.consecutive(), 0);
+        // Slowness in between neither counts nor hides the guest's own crashes.
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        assert_eq!(h.record("tick", Some(&slow), 3), None);
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        let cpu = HandlerFault::CpuBudget(Default::default());
+        assert_eq!(h.record("tick", Some(&cpu), 3), Some(3));
+        let cap = HandlerFault::ResourceCap("memory cap".into());
+        assert!(cap.is_crash());
     }
 }

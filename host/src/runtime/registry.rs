@@ -3,8 +3,9 @@
 //!
 //! Writers (the initial load, the plugins watcher, quarantine) serialize on one mutex that also
 //! guards the bookkeeping of a reload: the previous good versions of each handler (what a
-//! quarantine restores), the quarantined hashes, and a [`VersionRecord`] for every file version
-//! seen. Each state change is also appended to the database history when one is attached.
+//! quarantine restores), the quarantined hashes, the file that owns each handler name (see
+//! `ownership.rs`), and a [`VersionRecord`] for every file version seen. Each state change is
+//! also appended to the database history when one is attached.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use parking_lot::Mutex;
 use super::Runtime;
 use super::handler::{Handler, now_ms};
 use super::load::sha256_hex;
+use super::ownership::{HISTORY_ROWS_READ, check_claim, owners_from_history, removed_reason};
 use super::quarantine::Tripped;
 use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
 use crate::store::{DynStore, HandlerVersionRow};
@@ -61,6 +63,8 @@ struct Book {
     quarantined: HashSet<String>,
     /// sha256 last tried for each path (a changed file is tried again; the same one is not).
     files: BTreeMap<PathBuf, String>,
+    /// The file that owns each handler name (first served it, or is pinned to it).
+    owners: BTreeMap<String, PathBuf>,
     /// Every version seen, oldest first (bounded).
     records: Vec<VersionRecord>,
 }
@@ -82,6 +86,33 @@ impl Registry {
     /// Journal every version state change into `store` from now on.
     pub fn attach_history(&self, store: DynStore) {
         let _ = self.history.set(store);
+    }
+
+    /// Take the owners of handler names from the attached history, before the plugins
+    /// directory is first loaded, so ownership survives a restart (see `ownership.rs`). Without
+    /// a history, or when it cannot be read (logged), owners start empty.
+    pub async fn restore_owners(&self) {
+        let Some(store) = self.history.get() else {
+            return;
+        };
+        match store.handler_version_list(None, HISTORY_ROWS_READ).await {
+            Ok(rows) => {
+                let owners = owners_from_history(&rows);
+                tracing::debug!(owners = owners.len(), "handler name owners restored");
+                let mut book = self.book.lock();
+                for (name, path) in owners {
+                    book.owners.entry(name).or_insert(path);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the handler history; handler names are owned by the first file loaded")
+            }
+        }
+    }
+
+    /// The file owning each handler name now.
+    pub fn owners(&self) -> BTreeMap<String, PathBuf> {
+        self.book.lock().owners.clone()
     }
 
     /// The current snapshot (cheap; lock-free).
@@ -221,14 +252,23 @@ impl Registry {
         };
         let inserted = {
             let mut book = self.book.lock();
-            self.insert_locked(&mut book, handler.clone())
-                .map(|replaced| {
-                    let mut journal = vec![record_of(&book, &handler.sha256, path)];
-                    if let Some(r) = replaced.filter(|r| r.sha256 != handler.sha256) {
-                        journal.push(record_of(&book, &r.sha256, &r.path));
-                    }
-                    journal
-                })
+            let name = handler.info.name.clone();
+            check_claim(
+                &book.owners,
+                runtime.handlers.get(&name),
+                &name,
+                path,
+                &handler.sha256,
+            )
+            .and_then(|()| self.insert_locked(&mut book, handler.clone()))
+            .map(|replaced| {
+                book.owners.insert(name, path.to_path_buf());
+                let mut journal = vec![record_of(&book, &handler.sha256, path)];
+                if let Some(r) = replaced.filter(|r| r.sha256 != handler.sha256) {
+                    journal.push(record_of(&book, &r.sha256, &r.path));
+                }
+                journal
+            })
         };
         let journal = match inserted {
             Ok(journal) => journal,
@@ -254,10 +294,31 @@ impl Registry {
         let journal = {
             let mut book = self.book.lock();
             book.files.remove(path);
+            // The names this file owned are free again, served or not (quarantined); files
+            // refused for claiming them are tried again at their next event or rescan.
+            let freed: Vec<String> = book
+                .owners
+                .iter()
+                .filter(|(_, owner)| owner.as_path() == path)
+                .map(|(name, _)| name.clone())
+                .collect();
+            book.owners.retain(|_, owner| owner != path);
+            let retry: Vec<PathBuf> = book
+                .records
+                .iter()
+                .filter(|r| {
+                    r.state == VersionState::Refused
+                        && r.name.as_ref().is_some_and(|n| freed.contains(n))
+                })
+                .map(|r| PathBuf::from(&r.path))
+                .collect();
+            for p in retry {
+                book.files.remove(&p);
+            }
             let snap = self.current.load_full();
             let handler = snap.by_name.values().find(|h| h.path == path)?.clone();
             self.remove_locked(&handler.info.name)?;
-            let reason = format!("file {} removed", path.display());
+            let reason = removed_reason(path);
             set_state(
                 &mut book,
                 &handler,

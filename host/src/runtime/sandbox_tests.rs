@@ -164,7 +164,13 @@ async fn the_wall_deadline_covers_awaited_http() {
     )
     .await
     .expect_err("the call runs past its deadline while awaiting HTTP");
-    assert_eq!(fault, HandlerFault::Deadline(Duration::from_millis(500)));
+    // Cut off while awaiting the provider: the provider's slowness, not a guest crash.
+    assert_eq!(
+        fault,
+        HandlerFault::ProviderDeadline(Duration::from_millis(500))
+    );
+    assert!(!fault.is_crash());
+    assert_eq!(handler.consecutive_faults(), 0, "slowness does not count");
 }
 
 #[tokio::test]
@@ -328,5 +334,101 @@ async fn compiled_code_is_cached_on_disk_across_runtimes() {
     assert_eq!(
         written, after,
         "a cache hit does not compile and write again"
+    );
+}
+
+/// Instantiate a hand-written component in a store set up exactly as a handler call's, with a
+/// memory cap of `memory_mb`, and classify how it failed as a handler call would.
+async fn instantiate_odd(memory_mb: usize, wat: &str) -> Result<(), HandlerFault> {
+    let limits = RuntimeLimits {
+        memory_bytes: memory_mb * 1024 * 1024,
+        ..RuntimeLimits::default()
+    };
+    let runtime = Runtime::new(limits.clone(), BTreeMap::new()).expect("runtime");
+    let bytes = wat::parse_str(wat).expect("the test component parses");
+    let component = wasmtime::component::Component::new(&runtime.shared.engine, bytes)
+        .expect("the test component compiles");
+    let name: Arc<str> = Arc::from("odd");
+    let config = Arc::new(HandlerConfig::default());
+    let mut store =
+        runtime
+            .shared
+            .new_store(&name, &config, Instant::now() + Duration::from_secs(30));
+    match runtime
+        .shared
+        .linker
+        .instantiate_async(&mut store, &component)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(super::handler::instantiate_fault(e, &limits, store.data())),
+    }
+}
+
+/// A component whose one core module has `body` (memories, tables, a start function).
+fn component_with(body: &str) -> String {
+    format!("(component (core module $m {body}) (core instance (instantiate $m)))")
+}
+
+fn resource_cap(answer: Result<(), HandlerFault>) -> String {
+    match answer {
+        Err(HandlerFault::ResourceCap(message)) => message,
+        other => panic!("expected the call cut at the store's cap, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn many_memories_together_are_cut_at_the_cap() {
+    // Five memories of 1 MiB: each under a 4 MiB cap, together over it.
+    let memories = "(memory 16) ".repeat(5);
+    let message = resource_cap(instantiate_odd(4, &component_with(&memories)).await);
+    assert!(
+        message.contains("memory cap of 4 MiB exceeded by a linear memory"),
+        "{message}"
+    );
+    // Four fit.
+    let memories = "(memory 16) ".repeat(4);
+    instantiate_odd(4, &component_with(&memories))
+        .await
+        .expect("4 MiB in four memories fits a 4 MiB cap");
+}
+
+#[tokio::test]
+async fn a_swarm_of_empty_memories_is_cut_at_the_count() {
+    // Empty memories cost no bytes but each reserves address space.
+    let memories = "(memory 0) ".repeat(40);
+    let message = resource_cap(instantiate_odd(4, &component_with(&memories)).await);
+    assert!(message.contains("memory count too high"), "{message}");
+    assert!(message.contains("16 memories"), "{message}");
+}
+
+#[tokio::test]
+async fn a_large_table_is_cut_at_the_cap() {
+    // A million elements: 8 MB of table against a 4 MiB cap.
+    let message =
+        resource_cap(instantiate_odd(4, &component_with("(table 1000000 funcref)")).await);
+    assert!(
+        message.contains("by a table of 1000000 elements"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn growing_several_memories_is_cut_at_the_cap() {
+    // Four memories of one page, each grown by 20 pages (1.3 MiB each) in the start function:
+    // the fourth growth passes 4 MiB and traps.
+    let body = r#"
+        (memory $a 1) (memory $b 1) (memory $c 1) (memory $d 1)
+        (func $grow
+            (drop (memory.grow $a (i32.const 20)))
+            (drop (memory.grow $b (i32.const 20)))
+            (drop (memory.grow $c (i32.const 20)))
+            (drop (memory.grow $d (i32.const 20))))
+        (start $grow)
+    "#;
+    let message = resource_cap(instantiate_odd(4, &component_with(body)).await);
+    assert!(
+        message.contains("memory cap of 4 MiB exceeded by a linear memory"),
+        "{message}"
     );
 }

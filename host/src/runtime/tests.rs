@@ -357,7 +357,14 @@ async fn a_memory_bomb_traps_at_the_cap() {
     let fault = tick_one(&handler, r#"{"behavior": "alloc"}"#)
         .await
         .expect_err("an allocating tick faults");
-    assert!(matches!(fault, HandlerFault::Trap(_)), "{fault:?}");
+    let HandlerFault::ResourceCap(message) = &fault else {
+        panic!("expected the memory cap, got {fault:?}");
+    };
+    assert!(
+        message.contains("memory cap of 16 MiB exceeded"),
+        "{message}"
+    );
+    assert!(fault.is_crash());
 }
 
 #[tokio::test]

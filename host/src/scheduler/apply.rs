@@ -3,7 +3,9 @@
 //! Shared by the tick (`run_once`) and provider callbacks: validate each change against the unit
 //! it names ([`crate::model::validate`]), refuse and count illegal ones, and map the legal ones
 //! to [`UnitUpdate`]s that the store applies in one transaction. Handler faults are mapped here
-//! too: the units keep their status, spend one retry, and fail when the budget is spent.
+//! too: the units keep their status; a single-unit call's own fault spends one retry and fails
+//! the unit when the budget is spent; a slow provider spends nothing. Units past their
+//! `stage_deadline` fail here too.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,7 +14,9 @@ use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus, UnitView, v
 use crate::runtime::{HandlerFault, HandlerInfo};
 use crate::store::UnitUpdate;
 
-use super::policy::{capacity_delay_ms, poll_delay_ms, retry_delay_ms};
+use super::policy::{
+    capacity_delay_ms, poll_delay_ms, retry_delay_ms, slow_provider_delay_ms, stage_expired,
+};
 
 /// A change the host refused.
 #[derive(Clone, Debug)]
@@ -198,8 +202,13 @@ fn update_for(
     u
 }
 
-/// Updates for the units of a batch whose handler call faulted: status unchanged, one retry
-/// spent, the next attempt backed off; failed once the retry budget is spent.
+/// Updates for the units of a handler call that faulted; their status is unchanged.
+///
+/// Only the units of a single-unit call are charged for the guest's own fault (one retry
+/// spent, backed off, failed once the budget is spent): the tick splits a faulting batch until
+/// the fault is pinned on the unit that causes it, so a larger faulting call charges nobody.
+/// A call cut off while awaiting a slow provider charges nothing either: the units are tried
+/// again after [`slow_provider_delay_ms`], until their `stage_deadline`.
 pub fn fault_updates(
     cfg: &SchedulerConfig,
     units: &[&Unit],
@@ -207,10 +216,10 @@ pub fn fault_updates(
     now: i64,
 ) -> Vec<UnitUpdate> {
     let message = format!("handler fault: {fault}");
+    let charged = units.len() == 1 && !fault.is_provider_slowness();
     units
         .iter()
         .map(|unit| {
-            let attempts = unit.attempts.saturating_add(1);
             let error = ProviderError {
                 code: Some(format!("handler_{}", fault.kind())),
                 message: message.clone(),
@@ -219,10 +228,18 @@ pub fn fault_updates(
                 unit_id: unit.id.clone(),
                 from: Some(unit.status),
                 from_stage: Some(unit.stage.clone()),
-                attempts: Some(attempts),
                 error: Some(Some(error_json(&error))),
+                to: Some(unit.status),
+                detail: Some(message.clone()),
                 ..UnitUpdate::default()
             };
+            if !charged {
+                let waited = unit.submitted_at.map_or(0, |t| now.saturating_sub(t));
+                u.next_at = Some(now + slow_provider_delay_ms(cfg, waited));
+                return u;
+            }
+            let attempts = unit.attempts.saturating_add(1);
+            u.attempts = Some(attempts);
             if attempts > cfg.retry_budget {
                 u.to = Some(UnitStatus::Failed);
                 u.detail = Some(format!(
@@ -230,13 +247,49 @@ pub fn fault_updates(
                     cfg.retry_budget
                 ));
             } else {
-                u.to = Some(unit.status);
                 u.next_at = Some(now + retry_delay_ms(cfg, attempts, None));
-                u.detail = Some(message.clone());
             }
             u
         })
         .collect()
+}
+
+/// Split off the units of a batch that have been submitted in their stage longer than
+/// `stage_deadline`, with the updates that fail them; the rest go to the handler.
+pub fn expire_stage_deadline<T>(
+    cfg: &SchedulerConfig,
+    batch: Vec<T>,
+    unit_of: impl Fn(&T) -> &Unit,
+    now: i64,
+) -> (Vec<T>, Vec<UnitUpdate>) {
+    let mut kept = Vec::with_capacity(batch.len());
+    let mut failed = Vec::new();
+    for item in batch {
+        let unit = unit_of(&item);
+        if !stage_expired(cfg, unit, now) {
+            kept.push(item);
+            continue;
+        }
+        let message = format!(
+            "stage {} had no result within scheduler.stage_deadline of {}",
+            unit.stage,
+            humantime::format_duration(cfg.stage_deadline)
+        );
+        let error = ProviderError {
+            code: Some("stage_deadline".into()),
+            message: message.clone(),
+        };
+        failed.push(UnitUpdate {
+            unit_id: unit.id.clone(),
+            from: Some(unit.status),
+            from_stage: Some(unit.stage.clone()),
+            to: Some(UnitStatus::Failed),
+            error: Some(Some(error_json(&error))),
+            detail: Some(message),
+            ..UnitUpdate::default()
+        });
+    }
+    (kept, failed)
 }
 
 #[cfg(test)]
@@ -388,6 +441,48 @@ mod tests {
         assert_eq!(
             fault_updates(&cfg, &[&u], &f, 0)[0].to,
             Some(UnitStatus::Failed)
+        );
+    }
+
+    #[test]
+    fn only_single_unit_calls_are_charged_and_slowness_never() {
+        let cfg = SchedulerConfig {
+            retry_budget: 0,
+            ..SchedulerConfig::default()
+        };
+        let a = unit("a", Some("j"), "a");
+        let b = unit("b", Some("j"), "a");
+        let trap = HandlerFault::Trap("x".into());
+        for up in fault_updates(&cfg, &[&a, &b], &trap, 0) {
+            assert_eq!((up.to, up.attempts), (Some(UnitStatus::Submitted), None));
+        }
+        let slow = HandlerFault::ProviderDeadline(std::time::Duration::from_secs(30));
+        let up = &fault_updates(&cfg, &[&a], &slow, 0)[0];
+        assert_eq!((up.to, up.attempts), (Some(UnitStatus::Submitted), None));
+        assert!(up.next_at.is_some_and(|t| t > 0));
+        assert_eq!(
+            fault_updates(&cfg, &[&a], &trap, 0)[0].to,
+            Some(UnitStatus::Failed)
+        );
+    }
+
+    #[test]
+    fn units_past_the_stage_deadline_fail_with_that_reason() {
+        let cfg = SchedulerConfig::default();
+        let deadline = i64::try_from(cfg.stage_deadline.as_millis()).expect("fits");
+        let mut old = unit("old", Some("j"), "a");
+        old.submitted_at = Some(1_000);
+        let mut fresh = unit("fresh", Some("j"), "a");
+        fresh.submitted_at = Some(1_000 + deadline);
+        let (kept, failed) = expire_stage_deadline(&cfg, vec![old, fresh], |u| u, 1_000 + deadline);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].id, "fresh");
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].to, Some(UnitStatus::Failed));
+        let error = failed[0].error.clone().flatten().unwrap_or_default();
+        assert!(
+            error.contains("stage_deadline") && error.contains("2h"),
+            "{error}"
         );
     }
 }

@@ -42,6 +42,24 @@ pub fn retry_delay_ms(cfg: &SchedulerConfig, attempt: u32, hint_ms: Option<u64>)
     }
 }
 
+/// Delay before a unit whose call was cut off while awaiting a slow provider is tried again.
+/// No retry is spent, so the delay grows with the time the unit has already waited on the
+/// provider in this stage (`waited_ms`, since its submit marker): a tenth of it, between
+/// `retry_base` and `retry_max`.
+pub fn slow_provider_delay_ms(cfg: &SchedulerConfig, waited_ms: i64) -> i64 {
+    let floor = ms(cfg.retry_base).max(1);
+    (waited_ms.max(0) / 10).clamp(floor, ms(cfg.retry_max).max(floor))
+}
+
+/// Whether a submitted unit has been in its stage's current submission longer than
+/// `stage_deadline` (a unit waiting in `pending` is never expired).
+pub fn stage_expired(cfg: &SchedulerConfig, unit: &crate::model::Unit, now: i64) -> bool {
+    unit.status == crate::model::UnitStatus::Submitted
+        && unit
+            .submitted_at
+            .is_some_and(|t| now.saturating_sub(t) >= ms(cfg.stage_deadline))
+}
+
 /// Delay before a capacity-rejected unit is offered again. Short: capacity frees as soon as
 /// any job ends, and the pool's own accounting already limits how many are offered.
 pub fn capacity_delay_ms(cfg: &SchedulerConfig, hint_ms: Option<u64>) -> i64 {
@@ -82,6 +100,14 @@ mod tests {
         assert_eq!(retry_delay_ms(&cfg, 2, None), 4_000);
         assert_eq!(retry_delay_ms(&cfg, 30, None), 120_000);
         assert_eq!(retry_delay_ms(&cfg, 1, Some(10_000)), 10_000);
+    }
+
+    #[test]
+    fn slow_provider_delays_grow_with_the_wait() {
+        let cfg = SchedulerConfig::default();
+        assert_eq!(slow_provider_delay_ms(&cfg, 0), 2_000);
+        assert_eq!(slow_provider_delay_ms(&cfg, 600_000), 60_000);
+        assert_eq!(slow_provider_delay_ms(&cfg, i64::MAX), 120_000);
     }
 
     #[test]

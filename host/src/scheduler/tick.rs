@@ -21,7 +21,7 @@ use crate::runtime::{BatchUnit, Handler, HandlerFault, TickContext};
 use crate::store::UnitUpdate;
 
 use super::Scheduler;
-use super::apply::{fault_updates, plan_updates};
+use super::apply::{expire_stage_deadline, fault_updates, plan_updates};
 
 /// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
 /// resolved: room for the marking instance's last write.
@@ -180,6 +180,9 @@ impl Scheduler {
             .iter()
             .map(|b| (b.unit.id.clone(), b.unit.task_id.clone()))
             .collect();
+        // Units past their stage deadline fail here instead of going to the handler.
+        let (batch, expired) =
+            expire_stage_deadline(&s.config.scheduler, batch, |b: &BatchUnit| &b.unit, now);
 
         // 3: one call per handler (task types of one pool may belong to different handlers).
         let mut by_handler: BTreeMap<String, (Arc<Handler>, Vec<BatchUnit>)> = BTreeMap::new();
@@ -213,7 +216,7 @@ impl Scheduler {
             .iter()
             .map(|(u, t)| (u.as_str(), t.as_str()))
             .collect();
-        let mut updates = Vec::new();
+        let mut updates = expired;
         for r in results {
             report.refused += r.refused;
             report.faults += r.faults;
@@ -269,10 +272,14 @@ impl Scheduler {
         Ok(report)
     }
 
-    /// Call `tick` and plan the updates. When a call over several units faults with a trap or
-    /// an error, the batch is split in halves and each half retried (units without a job id go
-    /// `in-doubt`, so nothing is submitted twice): one poisonous unit must not fail the pool.
-    /// A deadline is not retried (it already cost a full deadline).
+    /// Call `tick` and plan the updates. When a call over several units faults through the
+    /// guest's own doing (trap, CPU budget, memory cap, deadline in guest code, error), the
+    /// batch is split in halves and each half retried (units without a job id go `in-doubt`,
+    /// so nothing is submitted twice) until the fault is pinned on single units: one poisonous
+    /// unit must not fail the pool, and only the unit that faults alone is charged. Isolating
+    /// costs at most two calls per halving, each under its own budget. A provider that kept
+    /// the call waiting past its deadline is not split for (smaller batches would wait on the
+    /// same provider) and charges nobody.
     fn call_isolating<'a>(
         &'a self,
         h: Arc<Handler>,
@@ -299,7 +306,7 @@ impl Scheduler {
                         faults: 0,
                     }
                 }
-                Err(fault) if units.len() > 1 && !fault.is_exhaustion() => {
+                Err(fault) if units.len() > 1 && !fault.is_provider_slowness() => {
                     tracing::warn!(handler = %h.info.name, units = units.len(), %fault, "handler call faulted; isolating");
                     let mut units = units;
                     for b in &mut units {

@@ -33,6 +33,8 @@ pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.01;
 ///   the ambiguous case a client must resolve by querying its `external_task_id`.
 /// - `slow_rate`/`slow_ms`: the request takes effect, then the answer waits `slow_ms` real
 ///   milliseconds (a client timeout shorter than that sees a timeout after the effect).
+/// - `slow_first`: the first N requests are slow that way whatever `slow_rate` draws, the
+///   rest are not made slow by it: a provider that is slow for a while, then healthy.
 /// - `failure_after_accept_rate`: an accepted task later ends `failed` with a
 ///   `task_status_msg` (content moderation and the like).
 #[derive(Clone, Debug, clap::Args)]
@@ -67,6 +69,9 @@ pub struct SimOptions {
     /// Delay of a slow answer, in real milliseconds (not scaled).
     #[arg(long, default_value_t = SLOW_MS_DEFAULT)]
     pub slow_ms: u64,
+    /// The first N `/v1/…` requests are answered slowly (`slow_ms`), then healthily.
+    #[arg(long, default_value_t = 0)]
+    pub slow_first: u32,
     /// Share of accepted tasks that end `failed` with a `task_status_msg` (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub failure_after_accept_rate: f64,
@@ -91,6 +96,7 @@ impl Default for SimOptions {
             malformed_rate: 0.0,
             slow_rate: 0.0,
             slow_ms: SLOW_MS_DEFAULT,
+            slow_first: 0,
             failure_after_accept_rate: 0.0,
             long_tail_rate: LONG_TAIL_RATE_DEFAULT,
             webhook_secret: None,

@@ -59,6 +59,8 @@ pub(crate) struct Shared {
 
 struct Inner {
     rng: StdRng,
+    /// `/v1/…` requests seen so far (for `slow_first`).
+    requests: u64,
     /// Next numeric id (task ids, voice ids, element ids).
     next_id: u64,
     tasks: HashMap<String, SimTask>,
@@ -98,6 +100,7 @@ impl Sim {
         let next_id = 800_000_000_000_000_000 + (opts.seed % 100_000_000_000) * 1_000_000;
         let inner = Inner {
             rng: StdRng::seed_from_u64(opts.seed),
+            requests: 0,
             next_id,
             tasks: HashMap::new(),
             order: HashMap::new(),
@@ -148,7 +151,9 @@ impl Sim {
             }
         });
         let malformed = o.malformed_rate > 0.0 && rng.random::<f64>() < o.malformed_rate;
-        let slow = o.slow_rate > 0.0 && rng.random::<f64>() < o.slow_rate;
+        let drawn_slow = o.slow_rate > 0.0 && rng.random::<f64>() < o.slow_rate;
+        inner.requests += 1;
+        let slow = drawn_slow || inner.requests <= u64::from(o.slow_first);
         if fail.is_some() {
             inner.stats.faults.http_5xx += 1;
         }

@@ -23,17 +23,24 @@ struct Outbound {
 
 impl Host for CallState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
-        self.outbound().send(req).await
+        // Lowered only on completion: see `CallState::http_in_flight`.
+        self.http_in_flight += 1;
+        let answer = self.outbound().send(req).await;
+        self.http_in_flight -= 1;
+        answer
     }
 
     async fn send_batch(&mut self, reqs: Vec<Request>) -> Vec<Result<Response, HttpError>> {
         let out = self.outbound();
         let concurrency = self.shared.limits.http_batch_concurrency.max(1);
+        self.http_in_flight += 1;
         // `buffered` keeps the answers in request order.
-        futures::stream::iter(reqs.into_iter().map(|r| out.send(r)))
+        let answers = futures::stream::iter(reqs.into_iter().map(|r| out.send(r)))
             .buffered(concurrency)
             .collect()
-            .await
+            .await;
+        self.http_in_flight -= 1;
+        answers
     }
 }
 

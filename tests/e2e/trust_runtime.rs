@@ -1,0 +1,319 @@
+//! The runtime side of the trust boundary, end to end: handler names belong to files (a copy of
+//! kling-video under another name is refused, across a restart too; `file =`/`sha256 =` pin
+//! the handler), a provider slow for several deadlines quarantines nothing and fails no unit,
+//! and a unit past its `stage_deadline` fails with that reason.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use slotd::config::Config;
+use slotd::services::Services;
+use slotd::sim::SimHandle;
+
+use crate::kling::{kling_config, sim_options, video_payload};
+use crate::support::*;
+
+/// An in-process slotd with its real loops and plugins watcher, over a directory the test owns
+/// (so a second one can start over the same database and plugins).
+struct Slotd {
+    base: String,
+    client: reqwest::Client,
+    services: Services,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Slotd {
+    async fn start(dir: &Path, sim: &SimHandle, tweak: impl FnOnce(&mut Config)) -> Slotd {
+        let mut config = kling_config(dir, sim, 4);
+        tweak(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let services = slotd::app::build_with_clock(config, system_clock())
+            .await
+            .expect("build");
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(slotd::run_with(
+            services.clone(),
+            Some(listener),
+            async move {
+                rx.await.ok();
+            },
+        ));
+        Slotd {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            services,
+            stop,
+            server,
+        }
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    /// The path kling-video is served from now.
+    fn kling_video_path(&self) -> Option<PathBuf> {
+        self.services
+            .registry
+            .by_name("kling-video")
+            .map(|h| h.path.clone())
+    }
+
+    async fn shutdown(self) {
+        self.stop.send(()).ok();
+        self.server
+            .await
+            .expect("join")
+            .expect("slotd stopped cleanly");
+    }
+}
+
+/// The `?all=true` entry of the file `name` in state `state`, once the registry lists it.
+async fn version_entry(slotd: &Slotd, name: &str, state: &str) -> Value {
+    eventually(
+        Duration::from_secs(30),
+        &format!("{name} listed as {state}"),
+        async || {
+            let all = slotd.get("/v1/handlers?all=true").await;
+            all.as_array()?
+                .iter()
+                .find(|v| {
+                    v["path"].as_str().is_some_and(|p| p.ends_with(name)) && v["state"] == state
+                })
+                .cloned()
+        },
+    )
+    .await
+}
+
+/// Run `shots` video shots through the simulator and return the task's view once terminal.
+async fn run_video(slotd: &Slotd, shots: usize, deadline: Duration) -> Value {
+    let id = post_task(
+        &slotd.client,
+        &slotd.base,
+        "video",
+        json!({ "payload": video_payload(shots) }),
+    )
+    .await;
+    eventually(deadline, "the video task terminal", async || {
+        let v = slotd.get(&format!("/v1/tasks/{id}")).await;
+        matches!(
+            v["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        )
+        .then_some(v)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_file_declaring_kling_video_is_refused_and_the_first_keeps_serving() {
+    let sim = slotd::sim::start(sim_options(81)).await.expect("simulator");
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let first = Slotd::start(dir.path(), &sim, |_| {}).await;
+    let owner = dir.path().join("plugins").join("kling-video.wasm");
+    assert_eq!(first.kling_video_path(), Some(owner.clone()));
+
+    // The same component under a name that sorts first, dropped in while slotd runs.
+    let squatter = dir.path().join("plugins").join("aa-kling-video.wasm");
+    std::fs::copy(built_plugin("kling-video"), &squatter).expect("copy");
+    let refused = version_entry(&first, "aa-kling-video.wasm", "refused").await;
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&owner.display().to_string())
+            && reason.contains(&squatter.display().to_string()),
+        "the refusal names both files: {refused}"
+    );
+    assert_eq!(refused["name"], "kling-video", "{refused}");
+    assert_eq!(first.kling_video_path(), Some(owner.clone()));
+    let view = run_video(&first, 2, Duration::from_secs(60)).await;
+    assert_eq!(view["status"], "completed", "{view}");
+    first.shutdown().await;
+
+    // A restart over the same database and plugins: the squatter still sorts first, and the
+    // name still belongs to the file that first served it.
+    let second = Slotd::start(dir.path(), &sim, |_| {}).await;
+    assert_eq!(second.kling_video_path(), Some(owner.clone()));
+    let refused = version_entry(&second, "aa-kling-video.wasm", "refused").await;
+    assert!(
+        refused["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&owner.display().to_string())),
+        "{refused}"
+    );
+
+    // Removing the owner frees the name: the squatter, written again, takes it.
+    std::fs::remove_file(&owner).expect("remove the owner");
+    eventually(
+        Duration::from_secs(30),
+        "kling-video unloaded",
+        async || second.kling_video_path().is_none().then_some(()),
+    )
+    .await;
+    std::fs::copy(
+        built_plugin("kling-video"),
+        dir.path().join("plugins").join("tmp"),
+    )
+    .expect("copy");
+    let _ = std::fs::remove_file(&squatter);
+    std::fs::rename(dir.path().join("plugins").join("tmp"), &squatter).expect("rename");
+    eventually(
+        Duration::from_secs(30),
+        "the freed name taken",
+        async || (second.kling_video_path() == Some(squatter.clone())).then_some(()),
+    )
+    .await;
+    second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_handler_loads_only_from_its_file_and_content() {
+    let sim = slotd::sim::start(sim_options(82)).await.expect("simulator");
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugins");
+    // Sorts after kling-video.wasm: first-come alone would pick the other file.
+    let pinned = plugins.join("zz-kling-video.wasm");
+    std::fs::copy(built_plugin("kling-video"), &pinned).expect("copy");
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        std::fs::read(&pinned).expect("read"),
+    ));
+
+    let slotd = Slotd::start(dir.path(), &sim, |c| {
+        let h = c.handlers.get_mut("kling-video").expect("configured");
+        h.file = Some("zz-kling-video.wasm".into());
+        h.sha256 = Some(sha.clone());
+    })
+    .await;
+    assert_eq!(slotd.kling_video_path(), Some(pinned.clone()));
+    let refused = version_entry(&slotd, "/kling-video.wasm", "refused").await;
+    assert!(
+        refused["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("handlers.kling-video.file")),
+        "{refused}"
+    );
+    let view = run_video(&slotd, 1, Duration::from_secs(60)).await;
+    assert_eq!(view["status"], "completed", "{view}");
+    slotd.shutdown().await;
+
+    // The wrong content pinned: nothing may serve kling-video.
+    let other = tempfile::TempDir::new().expect("tmp");
+    std::fs::create_dir_all(other.path().join("plugins")).expect("plugins");
+    std::fs::copy(
+        built_plugin("kling-video"),
+        other.path().join("plugins").join("zz-kling-video.wasm"),
+    )
+    .expect("copy");
+    let slotd = Slotd::start(other.path(), &sim, |c| {
+        let h = c.handlers.get_mut("kling-video").expect("configured");
+        h.file = Some("zz-kling-video.wasm".into());
+        h.sha256 = Some("0".repeat(64));
+    })
+    .await;
+    assert_eq!(slotd.kling_video_path(), None);
+    let refused = version_entry(&slotd, "zz-kling-video.wasm", "refused").await;
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("handlers.kling-video.sha256") && reason.contains(&sha),
+        "{refused}"
+    );
+    slotd.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_slow_for_several_deadlines_quarantines_nothing_and_fails_no_unit() {
+    // The first 6 requests answer after 1.5 s, past a 300 ms call deadline (the per-request
+    // HTTP timeout stays 15 s, so the call is cut off while awaiting the provider); then the
+    // simulator is healthy.
+    let slow = 6;
+    let sim = slotd::sim::start(slotd::sim::SimOptions {
+        slow_first: slow,
+        slow_ms: 1_500,
+        ..sim_options(83)
+    })
+    .await
+    .expect("simulator");
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let slotd = Slotd::start(dir.path(), &sim, |c| {
+        c.limits.call_deadline = Duration::from_millis(300);
+        // Two crashing calls would quarantine, one charged fault would fail a unit.
+        c.limits.quarantine_after = 2;
+        c.scheduler.retry_budget = 1;
+    })
+    .await;
+    let view = run_video(&slotd, 2, Duration::from_secs(90)).await;
+    let stats = sim.stats();
+    assert!(
+        stats.faults.slow >= u64::from(slow),
+        "the simulator was slow {} times",
+        stats.faults.slow
+    );
+    assert_eq!(view["status"], "completed", "no unit failed: {view}");
+    let metrics = slotd
+        .client
+        .get(format!("{}/metrics", slotd.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let deadlines = metrics
+        .lines()
+        .filter(|l| l.starts_with("slotd_handler_faults_total") && l.contains("provider_deadline"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>();
+    assert!(deadlines >= 2.0, "several calls were cut off: {deadlines}");
+    let versions = slotd.get("/v1/handlers?all=true").await;
+    let quarantined: Vec<&Value> = versions
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|v| v["state"] == "quarantined")
+        .collect();
+    assert!(quarantined.is_empty(), "{quarantined:?}");
+    assert!(slotd.kling_video_path().is_some());
+    slotd.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_past_its_stage_deadline_fails_with_that_reason() {
+    let m = Manual::start_with(5, 100, |c| {
+        c.scheduler.stage_deadline = Duration::from_secs(600);
+    })
+    .await;
+    // A provider job that keeps answering "running".
+    let id = m
+        .submit("fixture", json!({"count": 1, "polls": 1000}))
+        .await;
+    m.round(&["fixture"], 10).await;
+    m.round(&["fixture"], 10).await;
+    let t = m.task(&id).await;
+    assert_eq!(t["results"][0]["status"], "submitted", "{t}");
+    // Nine minutes on: still within the deadline, polled, running.
+    m.round(&["fixture"], 9 * 60 * 1000).await;
+    assert_eq!(m.task(&id).await["results"][0]["status"], "submitted");
+    // Past ten minutes since the submit: failed, with the reason.
+    m.round(&["fixture"], 2 * 60 * 1000).await;
+    let t = m.task(&id).await;
+    assert_eq!(t["results"][0]["status"], "failed", "{t}");
+    assert_eq!(t["results"][0]["error"]["code"], "stage_deadline", "{t}");
+    let message = t["results"][0]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("scheduler.stage_deadline of 10m"), "{t}");
+    assert_eq!(m.services.slots.used("fixture").await.ok(), Some(0));
+}
