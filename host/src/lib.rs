@@ -15,6 +15,7 @@
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`callback_token`]: the tokens in callback URLs that say which units a callback may change.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`app`]: building the services from the config, running until shutdown.
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
@@ -22,6 +23,7 @@
 
 pub mod api;
 pub mod app;
+pub mod callback_token;
 pub mod clock;
 pub mod config;
 pub mod demo;
