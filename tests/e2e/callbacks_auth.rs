@@ -155,8 +155,13 @@ async fn callbacks_without_a_valid_token_are_refused_and_change_nothing() {
     // cut short, and a valid token presented on another handler's route.
     let token = token_of(&unit.callback_url);
     let mut flipped = token.to_string();
-    let last = if flipped.ends_with('A') { "B" } else { "A" };
-    flipped.replace_range(flipped.len() - 1.., last);
+    let at = flipped.len() - 10;
+    let other = if flipped.as_bytes()[at] == b'A' {
+        "B"
+    } else {
+        "A"
+    };
+    flipped.replace_range(at..at + 1, other);
     let garbled = [
         format!("{base}/v1/callbacks/kling-video/garbage"),
         format!("{base}/v1/callbacks/kling-video/{flipped}"),
@@ -265,10 +270,26 @@ async fn a_replayed_token_cannot_touch_the_unit_after_it_moved() {
     )
     .await;
     assert_eq!((status, &answer["applied"]), (200, &json!(0)), "{answer}");
-    assert_eq!(
-        snapshot(&run, &id).await,
-        running,
-        "the old token moved the new attempt"
+    let after = snapshot(&run, &id).await;
+    // While the provider still runs the job, nothing but a forgery could have moved the unit.
+    let provider_running = run
+        .sim
+        .jobs()
+        .iter()
+        .any(|j| j.task_id == second.job && j.ended.is_none());
+    if provider_running {
+        assert_eq!(after, running, "the old token moved the new attempt");
+    }
+    // And whatever happens next is the provider's doing: the attempt fails like every job here.
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    assert_eq!(views[0]["status"], "failed", "{}", views[0]);
+    let log = snapshot(&run, &id).await.to_string();
+    assert!(!log.contains("\"succeeded\""), "the unit succeeded: {log}");
+    assert!(
+        !log.contains(ATTACKER_URL),
+        "the attacker's URL was recorded: {log}"
     );
     run.stop().await;
 }

@@ -418,6 +418,10 @@ async fn callbacks_need_fewer_queries_than_polling() {
         let stats = run.stop().await.stats();
         if callbacks {
             assert!(stats.callbacks_sent > 0);
+            assert_eq!(
+                stats.callbacks_rejected, 0,
+                "slotd refused a genuine callback"
+            );
         }
         queries.push(stats.single_queries + stats.list_queries);
     }
