@@ -215,7 +215,9 @@ mod tests {
         ];
         let signed = changes(&broken, &headers, body, &crate::video::success);
         assert!(
-            signed.as_ref().is_err_and(|e| e.contains("could not be used")),
+            signed
+                .as_ref()
+                .is_err_and(|e| e.contains("could not be used")),
             "{signed:?}"
         );
         // The host's own "not configured" answer keeps meaning "no signature required".
