@@ -12,6 +12,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::callback_token::CallbackKey;
 use crate::clock::{DynClock, SystemClock};
 use crate::config::Config;
 use crate::hot::HotStatus;
@@ -50,6 +51,7 @@ pub async fn build(config: Config) -> anyhow::Result<Services> {
 /// [`build`] with an injected clock (tests).
 pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Result<Services> {
     config.finish();
+    config.check_secrets()?;
     let store = crate::store::open(&config.database_url)
         .await
         .with_context(|| format!("opening the database {}", config.database_url))?;
@@ -86,6 +88,9 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         tracing::warn!(dir = %config.plugins_dir.display(), "plugins directory does not exist; no handlers loaded");
     }
     let objects = crate::objects::Objects::open(&config.object_store)?;
+    let callback_key = CallbackKey::load(&store, clock.now_ms())
+        .await
+        .context("reading the callback key from the database")?;
     Ok(Services {
         config: Arc::new(config),
         store,
@@ -97,6 +102,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         objects,
         hot,
         keyspace,
+        callback_key,
         metrics: metrics_handle(),
     })
 }

@@ -77,6 +77,24 @@ impl Secret {
     pub fn expose(&self) -> &[u8] {
         self.0.as_bytes()
     }
+
+    /// The HMAC key this secret stands for: a `whsec_<base64>` value is a Standard Webhooks
+    /// signing key, whose key is the decoded bytes after the prefix (and must not be empty);
+    /// any other value is used as written. Checked at start-up ([`Config::validate`]), so a
+    /// malformed `whsec_` secret is refused there, naming its key, not at the first callback.
+    pub fn signing_key(&self) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+        use base64::Engine as _;
+        let Some(encoded) = self.0.strip_prefix("whsec_") else {
+            return Ok(std::borrow::Cow::Borrowed(self.expose()));
+        };
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|e| format!("a whsec_ secret must be base64 after the prefix: {e}"))?;
+        if key.is_empty() {
+            return Err("a whsec_ secret must not be empty after the prefix".into());
+        }
+        Ok(std::borrow::Cow::Owned(key))
+    }
 }
 
 impl fmt::Debug for Secret {
@@ -721,6 +739,7 @@ impl Config {
         if let Some(u) = &self.public_url {
             url::Url::parse(u).with_context(|| format!("public_url: {u:?} is not a URL"))?;
         }
+        self.check_secrets()?;
         if !(self.database_url.starts_with("sqlite:")
             || self.database_url.starts_with("postgres:")
             || self.database_url.starts_with("postgresql:"))
@@ -729,6 +748,20 @@ impl Config {
                 "database_url: {:?} is neither sqlite://… nor postgres://…",
                 self.database_url
             );
+        }
+        Ok(())
+    }
+
+    /// Refuse signing secrets that cannot key anything (a malformed `whsec_` value), naming
+    /// the key. Part of [`Config::validate`]; also run when slotd is assembled from a
+    /// [`Config`] built in code.
+    pub fn check_secrets(&self) -> anyhow::Result<()> {
+        for (handler, h) in &self.handlers {
+            for (key, secret) in &h.secrets {
+                if let Err(e) = secret.signing_key() {
+                    bail!("handlers.{handler}.{key}: {e}");
+                }
+            }
         }
         Ok(())
     }
@@ -874,6 +907,35 @@ mod tests {
         assert!(!h.settings.contains_key("file") && !h.settings.contains_key("sha256"));
         let d = Config::from_parts(None, &env_of(&[])).expect("defaults");
         assert_eq!(d.scheduler.stage_deadline, STAGE_DEADLINE_DEFAULT);
+    }
+
+    #[test]
+    fn whsec_secrets_are_decoded_and_malformed_ones_refused_by_key() {
+        // base64("hello") = "aGVsbG8="
+        let key = |v: &str| Secret::new(v).signing_key().map(|k| k.into_owned());
+        assert_eq!(key("whsec_aGVsbG8="), Ok(b"hello".to_vec()));
+        assert_eq!(
+            key("SK"),
+            Ok(b"SK".to_vec()),
+            "other secrets are used as written"
+        );
+        assert!(key("whsec_not base64!").is_err_and(|e| e.contains("base64")));
+        assert!(key("whsec_").is_err_and(|e| e.contains("empty")));
+        let bad = |value: &str| {
+            let file = format!("[handlers.kling-video]\nwebhook_secret = \"{value}\"");
+            Config::from_parts(Some(&file), &env_of(&[]))
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"))
+        };
+        assert!(bad("whsec_aGVsbG8=").is_ok());
+        for value in ["whsec_%%%", "whsec_"] {
+            let err = bad(value).expect_err("refused at start-up");
+            assert!(err.contains("handlers.kling-video.webhook_secret"), "{err}");
+            assert!(
+                !err.contains(value) || value == "whsec_",
+                "secret echoed: {err}"
+            );
+        }
     }
 
     #[test]

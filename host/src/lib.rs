@@ -15,6 +15,7 @@
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`callback_token`]: the tokens in callback URLs that say which units a callback may change.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`check`]: `slotd check`, the read-only audit of a database against the invariants.
 //! - [`app`]: building the services from the config, running until shutdown.
@@ -23,6 +24,7 @@
 
 pub mod api;
 pub mod app;
+pub mod callback_token;
 pub mod check;
 pub mod clock;
 pub mod config;

@@ -28,6 +28,9 @@ pub struct Services {
     /// The shared Redis keyspace when slotd runs at scale (`redis_url` set): scheduler
     /// instances take pool leases on it. `None`: one process drives every pool.
     pub keyspace: Option<Arc<crate::keyspace::Keyspace>>,
+    /// Signs and checks the tokens in callback URLs; the same key on every instance (it lives
+    /// in the database).
+    pub callback_key: crate::callback_token::CallbackKey,
     /// Renders `/metrics`; `None` when no recorder is installed (some tests).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }

@@ -87,6 +87,16 @@ pub struct Run {
 
 impl Run {
     pub async fn start(opts: SimOptions, video_slots: u32, callbacks: bool) -> Run {
+        Run::start_with(opts, video_slots, callbacks, |_| {}).await
+    }
+
+    /// [`Run::start`] with a last adjustment of the config (e.g. a handler secret).
+    pub async fn start_with(
+        opts: SimOptions,
+        video_slots: u32,
+        callbacks: bool,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Run {
         let dir = tempfile::TempDir::new().expect("tmp");
         let sim = slotd::sim::start(opts).await.expect("simulator");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -97,6 +107,7 @@ impl Run {
         if callbacks {
             config.public_url = Some(format!("http://{addr}"));
         }
+        adjust(&mut config);
         let services = slotd::app::build_with_clock(config, system_clock())
             .await
             .expect("build");
@@ -407,6 +418,10 @@ async fn callbacks_need_fewer_queries_than_polling() {
         let stats = run.stop().await.stats();
         if callbacks {
             assert!(stats.callbacks_sent > 0);
+            assert_eq!(
+                stats.callbacks_rejected, 0,
+                "slotd refused a genuine callback"
+            );
         }
         queries.push(stats.single_queries + stats.list_queries);
     }

@@ -5,6 +5,7 @@ mod pg;
 mod support;
 
 mod api_http;
+mod callbacks_auth;
 mod check_cli;
 mod core_flow;
 mod crash;

@@ -1,7 +1,13 @@
-//! `POST /v1/callbacks/{handler}`: provider webhooks. The body goes to the handler's
-//! `on-callback` (which verifies any signature with host signing and maps it to changes), and
-//! the changes are applied like a tick's. No API key: providers cannot send one; a handler that
-//! needs authenticity checks the provider's signature.
+//! `POST /v1/callbacks/{handler}/{token}`: provider webhooks, authenticated by construction
+//! (SPEC section 17).
+//!
+//! The token is the one slotd minted into the callback URL it handed the handler (see
+//! [`crate::callback_token`]). It is checked before anything else: without a valid one the
+//! answer is 401 and the handler is not even called. With one, the body goes to the handler's
+//! `on-callback` (which also checks the provider's Standard Webhooks signature where a webhook
+//! secret is configured) and the changes it returns are applied like a tick's, but only to the
+//! units the token names. The bare `POST /v1/callbacks/{handler}` of earlier versions carries
+//! no token and is always refused. No API key: providers cannot send one.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -11,13 +17,16 @@ use axum::{Json, Router};
 use serde::Serialize;
 
 use super::error::ApiError;
+use crate::callback_token;
 use crate::runtime::HandlerFault;
 use crate::scheduler::apply_callback;
 use crate::services::Services;
 
 /// Routes under `/v1/callbacks`.
 pub fn router() -> Router<Services> {
-    Router::new().route("/v1/callbacks/{handler}", post(receive))
+    Router::new()
+        .route("/v1/callbacks/{handler}", post(without_token))
+        .route("/v1/callbacks/{handler}/{token}", post(receive))
 }
 
 /// What a webhook did (for the provider's logs and for tests).
@@ -28,12 +37,25 @@ struct Received {
     refused: usize,
 }
 
+async fn without_token(Path(name): Path<String>) -> ApiError {
+    tracing::warn!(handler = %name, "callback without a token refused");
+    metrics::counter!("slotd_callbacks_refused_total", "reason" => "no-token").increment(1);
+    ApiError::CallbackToken(
+        "callback URL carries no token; use the URL slotd handed the handler".into(),
+    )
+}
+
 async fn receive(
     State(services): State<Services>,
-    Path(name): Path<String>,
+    Path((name, token)): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Received>, ApiError> {
+    let scope = callback_token::verify(&services.callback_key, &name, &token).map_err(|e| {
+        tracing::warn!(handler = %name, error = %e, "callback with a bad token refused");
+        metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-token").increment(1);
+        ApiError::CallbackToken(e.to_string())
+    })?;
     let handler = services
         .registry
         .by_name(&name)
@@ -62,7 +84,7 @@ async fn receive(
         }
     };
     let now = services.clock.now_ms();
-    let report = apply_callback(&services, &handler, changes, now)
+    let report = apply_callback(&services, &handler, &scope, changes, now)
         .await
         .map_err(|e| {
             tracing::error!(handler = %name, error = %e, "applying a callback failed");

@@ -29,6 +29,9 @@ pub enum ApiError {
     /// No usable API key.
     #[error("missing or invalid API key")]
     Unauthorized,
+    /// A provider callback without a valid callback token (SPEC section 17).
+    #[error("{0}")]
+    CallbackToken(String),
     /// No such resource for this tenant (another tenant's task looks the same as none).
     #[error("{0}")]
     NotFound(String),
@@ -76,7 +79,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::CallbackToken(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -91,6 +94,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } => ("bad-request", "Bad request"),
             ApiError::Unauthorized => ("unauthorized", "Unauthorized"),
+            ApiError::CallbackToken(_) => ("callback-token", "Unauthorized"),
             ApiError::NotFound(_) => ("not-found", "Not found"),
             ApiError::MethodNotAllowed => ("method-not-allowed", "Method not allowed"),
             ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Payload too large"),

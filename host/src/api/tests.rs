@@ -121,6 +121,7 @@ async fn harness_with(config: Config) -> Harness {
         objects,
         hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
         keyspace: None,
+        callback_key: crate::callback_token::CallbackKey::random(),
         metrics: None,
     };
     Harness {

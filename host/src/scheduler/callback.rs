@@ -2,9 +2,15 @@
 //! provider job id or idempotency key; they are validated and applied exactly like a tick's,
 //! then the pool is woken so a freed slot is refilled at once. Polling stays the safety net,
 //! so a lost or repeated callback costs nothing but a little latency.
+//!
+//! A callback arrives through a token (see [`crate::callback_token`]) and changes only the
+//! units its [`Scope`] covers: `submitted` units of the token's pool whose current submit
+//! attempt it names. A change for any other unit is ignored, and each applied update is
+//! guarded by the attempt's `submitted_at`, so a resubmission racing the callback is safe.
 
 use std::collections::BTreeSet;
 
+use crate::callback_token::Scope;
 use crate::model::{Change, UnitStatus};
 use crate::runtime::{CallbackChange, Handler};
 use crate::services::Services;
@@ -20,15 +26,17 @@ pub const FINALIZE_WAKE: &str = "slotd:finalize";
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallbackReport {
     pub applied: usize,
-    /// Changes for units not found or no longer submitted (late or repeated webhooks).
+    /// Changes for units not found, no longer submitted (late or repeated webhooks), or not
+    /// named by the callback's token.
     pub ignored: usize,
     pub refused: usize,
 }
 
-/// Apply the changes a handler derived from a webhook.
+/// Apply the changes a handler derived from a webhook that came through a token of `scope`.
 pub async fn apply_callback(
     services: &Services,
     handler: &Handler,
+    scope: &Scope,
     changes: Vec<CallbackChange>,
     now: i64,
 ) -> Result<CallbackReport, TickError> {
@@ -52,6 +60,14 @@ pub async fn apply_callback(
             )
             .await?;
         match found {
+            Some(u) if u.status == UnitStatus::Submitted && !scope.covers(&u) => {
+                // Submitted, but not through this token: another batch's token, or an attempt
+                // the token predates. Worth a warning: it is a misdirected or forged callback.
+                tracing::warn!(handler = %handler.info.name, unit = %u.id, pool = %scope.pool,
+                    "callback change for a unit its token does not name; ignored");
+                metrics::counter!("slotd_callback_changes_out_of_scope_total", "handler" => handler.info.name.clone()).increment(1);
+                report.ignored += 1;
+            }
             Some(u) if u.status == UnitStatus::Submitted && seen.insert(u.id.clone()) => {
                 mapped.push(Change {
                     unit_id: u.id.clone(),
@@ -68,13 +84,24 @@ pub async fn apply_callback(
         return Ok(report);
     }
     let refs: Vec<&crate::model::Unit> = units.iter().collect();
-    let planned = plan_updates(
+    let mut planned = plan_updates(
         &services.config.scheduler,
         &handler.info,
         &refs,
         mapped,
         now,
     );
+    for u in &mut planned.updates {
+        let unit = units.iter().find(|x| x.id == u.unit_id);
+        u.from_submitted_at = unit.and_then(|x| x.submitted_at);
+        // The event log says which transitions a callback made (a poll's look the same).
+        if u.detail.is_some() || u.to != u.from {
+            u.detail = Some(match u.detail.take() {
+                Some(d) => format!("{d} (callback)"),
+                None => "by callback".to_string(),
+            });
+        }
+    }
     report.refused = planned.refused.len();
     for r in &planned.refused {
         tracing::warn!(handler = %handler.info.name, unit = %r.unit_id, reason = %r.reason, "illegal callback change refused");

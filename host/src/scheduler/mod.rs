@@ -27,6 +27,8 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
+use crate::callback_token::{self, Scope};
+use crate::runtime::BatchUnit;
 use crate::services::Services;
 use crate::store::Fence;
 
@@ -139,13 +141,25 @@ impl Scheduler {
         metrics::gauge!("slotd_pool_effective_max", "pool" => pool.to_string()).set(f64::from(cap));
     }
 
-    /// Where the provider can call back for `handler`, when slotd has a public URL.
-    fn callback_url(&self, handler: &str) -> Option<String> {
-        self.services
-            .config
-            .public_url
-            .as_ref()
-            .map(|base| format!("{}/v1/callbacks/{handler}", base.trim_end_matches('/')))
+    /// Where the provider can call back for `handler`'s call over `units` of `pool`, when
+    /// slotd has a public URL: the URL carries a token naming the submit attempts the call may
+    /// create jobs for (the units without a job id), and a callback through it may change only
+    /// those units (see [`crate::callback_token`]).
+    fn callback_url(&self, handler: &str, pool: &str, units: &[BatchUnit]) -> Option<String> {
+        let base = self.services.config.public_url.as_ref()?;
+        let scope = Scope::for_call(
+            handler,
+            pool,
+            units
+                .iter()
+                .filter(|b| b.unit.provider_job_id.is_none())
+                .filter_map(|b| b.unit.submitted_at),
+        );
+        let token = callback_token::mint(&self.services.callback_key, &scope);
+        Some(format!(
+            "{}/v1/callbacks/{handler}/{token}",
+            base.trim_end_matches('/')
+        ))
     }
 
     /// Make the pool's slot holders equal to the database's submitted units, at start-up and

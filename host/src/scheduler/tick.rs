@@ -205,7 +205,7 @@ impl Scheduler {
             let ctx = ctx.clone();
             async move {
                 let mut c = TickContext { ..ctx };
-                c.callback_url = self.callback_url(&h.info.name);
+                c.callback_url = self.callback_url(&h.info.name, &c.pool, &units);
                 self.call_isolating(h, c, units, now).await
             }
         });

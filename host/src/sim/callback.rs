@@ -38,7 +38,12 @@ impl Sim {
                 r = req.body(body).send() => r,
             };
             match sent {
-                Ok(_) => sim.count(|s| s.callbacks_sent += 1),
+                Ok(answer) => sim.count(|s| {
+                    s.callbacks_sent += 1;
+                    if !answer.status().is_success() {
+                        s.callbacks_rejected += 1;
+                    }
+                }),
                 Err(e) => {
                     tracing::debug!(%url, error = %e, "sim: callback not delivered");
                     sim.count(|s| s.callbacks_failed += 1);

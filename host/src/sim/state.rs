@@ -337,6 +337,7 @@ impl Sim {
                 started: secs(t.started),
                 ended: t.ended.map(secs),
                 planned_seconds: t.planned_seconds,
+                callback_url: t.callback_url.clone(),
             })
             .collect();
         jobs.sort_by(|a, b| {

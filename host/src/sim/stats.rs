@@ -51,6 +51,8 @@ pub struct SimStats {
     pub downloads: u64,
     /// Callbacks that got an HTTP answer (any status).
     pub callbacks_sent: u64,
+    /// Of those, callbacks answered with a status other than 2xx (refused by the receiver).
+    pub callbacks_rejected: u64,
     /// Callbacks that got no answer (connection refused, timeout).
     pub callbacks_failed: u64,
     /// Sum over tasks of the time they held a slot, simulated seconds (running tasks count up
@@ -95,4 +97,7 @@ pub struct SimJob {
     pub ended: Option<f64>,
     /// Its drawn duration (create to end).
     pub planned_seconds: f64,
+    /// The `callback_url` its create carried, if any.
+    #[serde(default)]
+    pub callback_url: Option<String>,
 }

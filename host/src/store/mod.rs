@@ -178,6 +178,9 @@ pub struct UnitUpdate {
     pub from: Option<UnitStatus>,
     pub to: Option<UnitStatus>,
     pub from_stage: Option<String>,
+    /// Guard: applied only if the unit's `submitted_at` is still this (a callback may change
+    /// only the submit attempt its token names, not a resubmission that raced it).
+    pub from_submitted_at: Option<i64>,
     pub stage: Option<String>,
     pub pool: Option<String>,
     /// `Some(None)` clears the job id (a new stage).
@@ -360,6 +363,16 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
     /// The event log of one task (every unit), oldest first.
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
+
+    /// The host key named `name` (SPEC section 17: one key shared by every instance, e.g. the
+    /// callback token key). Stores `candidate` first if there is none, atomically: of
+    /// concurrent callers one candidate wins and every caller gets the stored key.
+    async fn host_key_get_or_create(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        now: i64,
+    ) -> StoreResult<Vec<u8>>;
 
     /// Append one state change of a handler version to the history (hot reload, SPEC
     /// section 7: every loaded version is recorded; refusals and quarantines too, so an

@@ -20,6 +20,7 @@ mod apply;
 mod fences;
 mod finalize;
 mod handlers;
+mod keys;
 mod rows;
 mod tasks;
 #[cfg(test)]
@@ -129,6 +130,15 @@ impl TaskStore for PostgresStore {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn host_key_get_or_create(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        now: i64,
+    ) -> StoreResult<Vec<u8>> {
+        keys::host_key_get_or_create(&self.pool, name, candidate, now).await
     }
 
     async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {

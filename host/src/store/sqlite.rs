@@ -15,6 +15,7 @@
 mod fences;
 mod finalize;
 mod handlers;
+mod keys;
 mod rows;
 mod tasks;
 #[cfg(test)]
@@ -262,6 +263,15 @@ impl TaskStore for SqliteStore {
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
         units::unit_events(&self.reader, task_id).await
+    }
+
+    async fn host_key_get_or_create(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        now: i64,
+    ) -> StoreResult<Vec<u8>> {
+        keys::host_key_get_or_create(&self.writer, name, candidate, now).await
     }
 
     async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {

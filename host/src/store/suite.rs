@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod callbacks;
 mod claims;
 mod fencing;
 mod finalize;
@@ -19,6 +20,7 @@ use super::{
 };
 use crate::model::{Unit, UnitStatus};
 
+pub(crate) use callbacks::{apply_guard_submit_attempt, host_key_shared};
 pub(crate) use claims::concurrent_claims_are_disjoint;
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
@@ -61,6 +63,8 @@ macro_rules! store_suite {
             fence_concurrent_advance_monotonic,
             handler_version_history,
             concurrent_claims_are_disjoint,
+            host_key_shared,
+            apply_guard_submit_attempt,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

@@ -28,6 +28,8 @@ pub struct FakeHost {
     pub responder: Responder,
     pub batches: RefCell<Vec<Vec<Request>>>,
     pub now_ms: u64,
+    /// When set, every signing call fails with this message (a broken secret).
+    pub signing_error: Option<String>,
 }
 
 impl Default for FakeHost {
@@ -38,6 +40,7 @@ impl Default for FakeHost {
             responder: Box::new(|_| Err(HttpError::Transport("no responder".into()))),
             batches: RefCell::new(Vec::new()),
             now_ms: 1_781_080_794_000,
+            signing_error: None,
         }
     }
 }
@@ -69,9 +72,13 @@ impl Host for FakeHost {
     }
 
     fn hmac_sha256(&self, secret: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+        if let Some(e) = &self.signing_error {
+            return Err(e.clone());
+        }
+        // The host's wording for a missing secret (what handlers may rely on).
         match self.secrets.get(secret) {
             Some(key) => Ok(hmac(key, data)),
-            None => Err(format!("no secret {secret:?}")),
+            None => Err(format!("no secret {secret:?} is configured")),
         }
     }
 

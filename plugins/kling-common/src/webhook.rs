@@ -2,16 +2,16 @@
 //! `callback-change` addressed by `task_id` and `external_task_id`; repeats are harmless (the
 //! host ignores changes for units that already left `submitted`).
 //!
-//! Signing follows Standard Webhooks (`webhook-id`, `webhook-timestamp`,
-//! `webhook-signature: v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`) with the secret
-//! `webhook_secret`, computed by the host's `signing.hmac-sha256` so the guest never holds it.
-//! When no `webhook_secret` is configured, callbacks are accepted unsigned.
+//! Authenticity comes first from the host: the callback URL carries a token the host checks
+//! before this code runs, and the host applies the changes only to the units the token names.
+//! On top of that, where a `webhook_secret` is configured, the Standard Webhooks signature is
+//! required (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256 of
+//! "{id}.{timestamp}.{body}">`), computed by the host's `signing.hmac-sha256` so the guest
+//! never holds the secret (the host keys it with the decoded bytes of a `whsec_` value).
 //!
-//! Limitation: Standard Webhooks keys the HMAC with the base64 *decode* of the part after
-//! `whsec_`; the host's signing import keys it with the configured value's bytes as they are.
-//! Signatures therefore verify only if the host decodes `whsec_` secrets (see the report); until
-//! then a configured `webhook_secret` makes every callback fail verification (refused with
-//! 400), and polling alone keeps units moving.
+//! Fail closed: only the host's "no such secret" answer (its message starts with `no secret `,
+//! as the WIT documents) means "no secret configured, signatures not required". Any other
+//! signing error refuses the callback.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -24,6 +24,21 @@ use crate::types::{CallbackChange, Host};
 pub const SECRET_NAME: &str = "webhook_secret";
 /// Timestamps further than this from the guest's clock are refused (the scheme's advice).
 pub const TOLERANCE_SECS: i64 = 5 * 60;
+
+/// The start of the host's signing error for a secret that is not configured.
+const UNCONFIGURED: &str = "no secret ";
+
+/// What to do when signing with the webhook secret failed: a missing secret means signatures
+/// are not required (`Ok(None)`); any other failure refuses the callback.
+fn unconfigured_or_refuse(err: String) -> Result<Option<Vec<u8>>, String> {
+    if err.starts_with(UNCONFIGURED) {
+        Ok(None)
+    } else {
+        Err(format!(
+            "callback refused: the webhook_secret could not be used to verify it ({err})"
+        ))
+    }
+}
 
 fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
     headers
@@ -39,9 +54,13 @@ pub fn verify(host: &dyn Host, headers: &[(String, String)], body: &[u8]) -> Res
     let signature = header(headers, "webhook-signature");
     let (Some(id), Some(timestamp), Some(signature)) = (id, timestamp, signature) else {
         // Unsigned: acceptable only when no secret is configured.
-        return match host.hmac_sha256(SECRET_NAME, b"probe") {
-            Err(_) => Ok(()),
-            Ok(_) => Err(
+        let probe = host
+            .hmac_sha256(SECRET_NAME, b"probe")
+            .map(Some)
+            .or_else(unconfigured_or_refuse)?;
+        return match probe {
+            None => Ok(()),
+            Some(_) => Err(
                 "unsigned callback refused: a webhook_secret is configured, so webhook-id, \
                  webhook-timestamp and webhook-signature are required"
                     .into(),
@@ -53,10 +72,14 @@ pub fn verify(host: &dyn Host, headers: &[(String, String)], body: &[u8]) -> Res
         .map_err(|_| format!("webhook-timestamp {timestamp:?} is not an integer"))?;
     let mut content = format!("{id}.{ts}.").into_bytes();
     content.extend_from_slice(body);
-    let mac = match host.hmac_sha256(SECRET_NAME, &content) {
-        Ok(mac) => mac,
+    let mac = match host
+        .hmac_sha256(SECRET_NAME, &content)
+        .map(Some)
+        .or_else(unconfigured_or_refuse)?
+    {
+        Some(mac) => mac,
         // No secret configured: the signature cannot be checked and is not required.
-        Err(_) => return Ok(()),
+        None => return Ok(()),
     };
     if let Some(now_ms) = host.wall_clock_ms() {
         let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
@@ -165,5 +188,40 @@ mod tests {
         let mut stale = headers.clone();
         stale[1].1 = (now - 600).to_string();
         assert!(changes(&guarded, &stale, body, &crate::video::success).is_err());
+    }
+
+    #[test]
+    fn a_signing_failure_other_than_no_secret_refuses_the_callback() {
+        let body = br#"{"task_id":"9","task_status":"succeed","task_info":{"external_task_id":"k"},"task_result":{"videos":[{"url":"http://x/9.mp4","duration":"5"}]},"final_unit_deduction":"1"}"#;
+        let broken = FakeHost {
+            signing_error: Some(
+                "secret \"webhook_secret\" of handler \"kling-video\": a whsec_ secret must be \
+                 base64 after the prefix"
+                    .into(),
+            ),
+            ..FakeHost::default()
+        };
+        let unsigned = changes(&broken, &[], body, &crate::video::success);
+        assert!(
+            unsigned
+                .as_ref()
+                .is_err_and(|e| e.contains("could not be used")),
+            "{unsigned:?}"
+        );
+        let headers = vec![
+            ("webhook-id".to_string(), "m1".to_string()),
+            ("webhook-timestamp".to_string(), "1781080794".to_string()),
+            ("webhook-signature".to_string(), "v1,AAAA".to_string()),
+        ];
+        let signed = changes(&broken, &headers, body, &crate::video::success);
+        assert!(
+            signed
+                .as_ref()
+                .is_err_and(|e| e.contains("could not be used")),
+            "{signed:?}"
+        );
+        // The host's own "not configured" answer keeps meaning "no signature required".
+        let open = FakeHost::default();
+        assert!(changes(&open, &headers, body, &crate::video::success).is_ok());
     }
 }
