@@ -5,6 +5,7 @@ mod pg;
 mod support;
 
 mod api_http;
+mod cancel_slots;
 mod core_flow;
 mod crash;
 mod handler_faults;

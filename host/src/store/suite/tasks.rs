@@ -3,9 +3,15 @@
 
 use super::*;
 
-pub(crate) async fn cancel_releases_submitted(store: DynStore) {
-    create(&store, task("t1", "acme", VIDEO, POOL, 4, 0)).await;
-    submit(&store, &["t1-u0", "t1-u2"], T0).await;
+/// Cancel ends at once every unit that holds no provider job (pending, succeeded, finalizing)
+/// and leaves the `submitted` ones submitted, holding their slots, until their provider jobs
+/// end: the provider keeps running them whatever slotd decides.
+pub(crate) async fn cancel_keeps_submitted_until_the_job_ends(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 5, 0)).await;
+    submit(&store, &["t1-u0", "t1-u2", "t1-u4"], T0).await;
+    let mut accepted = update("t1-u4", UnitStatus::Submitted, UnitStatus::Submitted);
+    accepted.provider_job_id = Some(Some("job-4".into()));
+    apply(&store, accepted, T0 + 1).await;
     apply(
         &store,
         update("t1-u2", UnitStatus::Submitted, UnitStatus::Failed),
@@ -19,48 +25,34 @@ pub(crate) async fn cancel_releases_submitted(store: DynStore) {
         .unwrap();
     assert_eq!(ids(&claimed), ["t1-u3"]);
 
-    let cancelled = store
+    store
         .task_cancel("acme", "t1", T0 + 30)
         .await
         .unwrap()
         .unwrap();
+    let units = store.task_units("t1").await.unwrap();
+    let statuses: Vec<UnitStatus> = units.iter().map(|u| u.status).collect();
     assert_eq!(
-        cancelled.units, 3,
-        "submitted, pending and finalizing; not the failed one"
+        statuses,
+        [
+            UnitStatus::Submitted,
+            UnitStatus::Cancelled,
+            UnitStatus::Failed,
+            UnitStatus::Cancelled,
+            UnitStatus::Submitted,
+        ],
+        "pending and finalizing end at once; submitted ones wait for their jobs"
     );
-    assert_eq!(
-        cancelled.released,
-        [(POOL.to_string(), "t1-u0".to_string())]
-    );
-    let counts = store.task_get("acme", "t1").await.unwrap().unwrap().counts;
-    assert_eq!((counts.cancelled, counts.failed, counts.total()), (3, 1, 4));
+    let mut held = store.unit_list_submitted_ids(POOL).await.unwrap();
+    held.sort();
+    assert_eq!(held, ["t1-u0", "t1-u4"], "their slots stay held");
     assert!(
         !store
             .unit_complete("t1-u3", "fin-a", "{}", T0 + 40)
             .await
-            .unwrap()
+            .unwrap(),
+        "a cancelled finalization cannot complete"
     );
-    assert!(
-        store
-            .unit_list_submitted_ids(POOL)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-
-    let again = store
-        .task_cancel("acme", "t1", T0 + 50)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((again.units, again.released.len()), (0, 0));
-    let events = store.unit_events("t1").await.unwrap();
-    let cancels: Vec<_> = events
-        .iter()
-        .filter(|e| e.to_status == "cancelled")
-        .collect();
-    assert_eq!(cancels.len(), 3);
-    assert!(cancels.iter().all(|e| e.at == T0 + 30));
 }
 
 pub(crate) async fn retry_bumps_submit_attempt(store: DynStore) {
