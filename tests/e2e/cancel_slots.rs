@@ -25,7 +25,8 @@ fn statuses(view: &Value) -> Vec<String> {
 }
 
 async fn cancel(m: &Manual, id: &str) -> Value {
-    let (status, view) = api_call(&m.services, "POST", &format!("/v1/tasks/{id}/cancel"), None).await;
+    let (status, view) =
+        api_call(&m.services, "POST", &format!("/v1/tasks/{id}/cancel"), None).await;
     assert_eq!(status, 200, "cancel answered {status}: {view}");
     view
 }
@@ -50,9 +51,9 @@ async fn cancelled_units_hold_their_slots_until_the_jobs_end() {
     assert_eq!(view["cancel_requested"], true, "{view}");
     assert_eq!(view["status"], "running", "{view}");
     assert!(
-        view["message"]
-            .as_str()
-            .is_some_and(|s| s.contains("cancelling: 3 units waiting for their provider jobs to end")),
+        view["message"].as_str().is_some_and(
+            |s| s.contains("cancelling: 3 units waiting for their provider jobs to end")
+        ),
         "{view}"
     );
     assert_eq!(m.services.slots.used(POOL).await.ok(), Some(4));
@@ -67,7 +68,10 @@ async fn cancelled_units_hold_their_slots_until_the_jobs_end() {
         let tf = m.task(&a_fail).await;
         let tb = m.task(&b).await;
         let stats = m.stub.stats();
-        assert_eq!(stats.capacity_refusals, 0, "a submit met the account's limit");
+        assert_eq!(
+            stats.capacity_refusals, 0,
+            "a submit met the account's limit"
+        );
         assert!(stats.in_flight <= 4, "{} jobs in flight", stats.in_flight);
         let waiting = statuses(&ta)
             .iter()
@@ -97,20 +101,35 @@ async fn cancelled_units_hold_their_slots_until_the_jobs_end() {
         assert_eq!(t["status"], "cancelled", "{t}");
         assert_eq!(t["cancel_requested"], true, "{t}");
         for r in t["results"].as_array().expect("results") {
-            assert!(r.get("artifacts").is_none(), "a cancelled unit was finalized: {r}");
+            assert!(
+                r.get("artifacts").is_none(),
+                "a cancelled unit was finalized: {r}"
+            );
             assert!(r["provider_task_id"].is_string(), "{r}");
         }
     }
 
-    m.run_until(&[POOL], 200, async |m| m.task(&b).await["status"] == "completed")
-        .await;
+    m.run_until(&[POOL], 200, async |m| {
+        m.task(&b).await["status"] == "completed"
+    })
+    .await;
     let stats = m.stub.stats();
     assert_eq!(stats.capacity_refusals, 0);
     assert!(stats.max_in_flight <= 4, "{}", stats.max_in_flight);
-    assert_eq!(stats.creates, 8, "A's four and B's four, nothing resubmitted");
-    assert!(stats.creates_by_key.values().all(|&n| n == 1), "a key was created twice");
+    assert_eq!(
+        stats.creates, 8,
+        "A's four and B's four, nothing resubmitted"
+    );
+    assert!(
+        stats.creates_by_key.values().all(|&n| n == 1),
+        "a key was created twice"
+    );
     assert_eq!(stats.downloads, 4, "B's four; nothing of A was downloaded");
-    assert_eq!(m.services.slots.used(POOL).await.ok(), Some(0), "no slot leaked");
+    assert_eq!(
+        m.services.slots.used(POOL).await.ok(),
+        Some(0),
+        "no slot leaked"
+    );
 }
 
 /// A cancelled unit that was marked submitted but has no provider job recorded (in doubt: a
@@ -121,8 +140,17 @@ async fn cancelled_units_hold_their_slots_until_the_jobs_end() {
 async fn an_in_doubt_cancelled_unit_is_never_submitted() {
     let m = Manual::start(2, 2).await;
     let a = m.submit(POOL, json!({"count": 1, "polls": 0})).await;
-    let (_, units) = api_call(&m.services, "GET", &format!("/v1/tasks/{a}?units=true"), None).await;
-    let unit_id = units["units"][0]["id"].as_str().expect("unit id").to_string();
+    let (_, units) = api_call(
+        &m.services,
+        "GET",
+        &format!("/v1/tasks/{a}?units=true"),
+        None,
+    )
+    .await;
+    let unit_id = units["units"][0]["id"]
+        .as_str()
+        .expect("unit id")
+        .to_string();
     let now = slotd::clock::Clock::now_ms(m.clock.as_ref());
     // The marker of a call that never answered (the scheduler died in it).
     let marked = m
@@ -143,8 +171,10 @@ async fn an_in_doubt_cancelled_unit_is_never_submitted() {
     // Within the marking call's deadline the unit waits; past it, it ends without a create.
     m.round(&[POOL], 100).await;
     assert_eq!(statuses(&m.task(&a).await), ["submitted"]);
-    m.run_until(&[POOL], 100, async |m| m.task(&a).await["status"] == "cancelled")
-        .await;
+    m.run_until(&[POOL], 100, async |m| {
+        m.task(&a).await["status"] == "cancelled"
+    })
+    .await;
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 0, "a cancelled unit was submitted");
     assert_eq!(m.services.slots.used(POOL).await.ok(), Some(0));
@@ -159,14 +189,18 @@ async fn cancel_then_fill_against_the_simulator(callbacks: bool) {
     opts.time_scale = 0.02;
     let run = Run::start(opts, 20, callbacks).await;
     let a = run.submit("video", video_payload(20)).await;
-    eventually(Duration::from_secs(30), "A's 20 jobs at the simulator", async || {
-        let v = run.task(&a).await;
-        let results = v["results"].as_array()?;
-        results
-            .iter()
-            .all(|r| r["status"] == "submitted" && r["provider_task_id"].is_string())
-            .then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "A's 20 jobs at the simulator",
+        async || {
+            let v = run.task(&a).await;
+            let results = v["results"].as_array()?;
+            results
+                .iter()
+                .all(|r| r["status"] == "submitted" && r["provider_task_id"].is_string())
+                .then_some(())
+        },
+    )
     .await;
     let r = run
         .client
@@ -188,8 +222,15 @@ async fn cancel_then_fill_against_the_simulator(callbacks: bool) {
     );
     assert_eq!(views[1]["status"], "completed", "{}", views[1]);
     let stats = run.sim.stats();
-    assert_eq!(stats.rate_limited_1303, 0, "a submit met the account's limit");
-    assert!(stats.max_running <= 20, "simulator saw {} at once", stats.max_running);
+    assert_eq!(
+        stats.rate_limited_1303, 0,
+        "a submit met the account's limit"
+    );
+    assert!(
+        stats.max_running <= 20,
+        "simulator saw {} at once",
+        stats.max_running
+    );
     assert_eq!(stats.creates, 40, "A's 20 and B's 20, nothing resubmitted");
     if callbacks {
         assert!(stats.callbacks_sent > 0);

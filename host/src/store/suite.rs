@@ -15,7 +15,8 @@ mod tasks;
 use std::any::Any;
 
 use super::{
-    Created, DynStore, HandlerVersionRow, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, DynStore, HandlerVersionRow, NewTask, NewUnit,
+    StoreError, TaskFilter, UnitUpdate,
 };
 use crate::model::{Unit, UnitStatus};
 

@@ -129,7 +129,8 @@ pub(super) async fn unit_list_due(
 const APPLY_EVENT_SQL: &str = "INSERT INTO unit_events \
          (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
      SELECT id, task_id, ?1, status, COALESCE(?2, status), COALESCE(?3, stage), ?4, ?5 \
-     FROM units WHERE id = ?6 AND (?7 IS NULL OR status = ?7) AND (?8 IS NULL OR stage = ?8)";
+     FROM units WHERE id = ?6 AND (?7 IS NULL OR status = ?7) AND (?8 IS NULL OR stage = ?8) \
+         AND (NOT ?9 OR cancel_requested_at IS NULL)";
 
 /// One guarded update. Every `?n IS NULL`/flag pair leaves a column alone; one static
 /// statement serves every shape of update. Leaving `finalizing` drops the lease.
@@ -150,7 +151,8 @@ const APPLY_UNIT_SQL: &str = "UPDATE units SET \
          lease_owner = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_owner END, \
          lease_until = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_until END, \
          updated_at = ?17 \
-     WHERE id = ?18 AND (?19 IS NULL OR status = ?19) AND (?20 IS NULL OR stage = ?20)";
+     WHERE id = ?18 AND (?19 IS NULL OR status = ?19) AND (?20 IS NULL OR stage = ?20) \
+         AND (NOT ?21 OR cancel_requested_at IS NULL)";
 
 /// Apply each update under its guard, all in one transaction: an event row and the update for
 /// each unit whose guard holds, nothing for the others.
@@ -181,6 +183,7 @@ pub(super) async fn unit_apply(
                 .bind(&u.unit_id)
                 .bind(u.from.map(UnitStatus::as_str))
                 .bind(&u.from_stage)
+                .bind(u.unless_cancel_requested)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected()
@@ -210,6 +213,7 @@ pub(super) async fn unit_apply(
             .bind(&u.unit_id)
             .bind(u.from.map(UnitStatus::as_str))
             .bind(&u.from_stage)
+            .bind(u.unless_cancel_requested)
             .execute(&mut *tx)
             .await?
             .rows_affected();
