@@ -332,6 +332,7 @@ mod tests {
             cost: None,
             created_at: 0,
             updated_at: 0,
+            cancel_requested_at: None,
         };
         assert!(s.covers(&u));
         u.submitted_at = Some(4_000);

@@ -6,6 +6,7 @@ mod support;
 
 mod api_http;
 mod callbacks_auth;
+mod cancel_slots;
 mod check_cli;
 mod core_flow;
 mod crash;

@@ -36,8 +36,12 @@ pub struct TaskSummary {
     pub completed: u32,
     /// Units in the task.
     pub total: u32,
-    /// Human progress line ("3/12 completed, 2 running, 7 waiting").
+    /// Human progress line ("3/12 completed, 2 running, 7 waiting"); after a cancel, it
+    /// starts with how many units wait for their provider jobs to end.
     pub message: String,
+    /// The client asked to cancel the task. Its status stays `running` while units wait for
+    /// their provider jobs to end (they keep their slots), then becomes `cancelled`.
+    pub cancel_requested: bool,
     pub priority: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
@@ -55,7 +59,8 @@ impl TaskSummary {
             status: task.counts.task_status(),
             completed: task.counts.completed,
             total: task.counts.total(),
-            message: task.counts.message(),
+            message: task.counts.message_for(task.cancel_requested_at.is_some()),
+            cancel_requested: task.cancel_requested_at.is_some(),
             priority: task.priority,
             idempotency_key: task.idempotency_key.clone(),
             created_at: task.created_at,
@@ -166,6 +171,7 @@ mod tests {
             error: None,
             result: None,
             cost: None,
+            cancel_requested_at: None,
             created_at: 1,
             updated_at: 2,
         }
@@ -184,6 +190,7 @@ mod tests {
             idempotency_key: None,
             priority: 0,
             callback_url: None,
+            cancel_requested_at: None,
             created_at: 1,
             updated_at: 2,
             counts,

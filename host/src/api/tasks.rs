@@ -4,7 +4,7 @@
 //! Every lookup is by (tenant, id): another tenant's task is answered exactly like a missing
 //! one (404), so ids reveal nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use axum::Json;
 use axum::Router;
@@ -184,8 +184,9 @@ fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> 
     })
 }
 
-/// `POST /v1/tasks/{id}/cancel`: cancel every unit not yet finished, free the slots of the
-/// submitted ones at once and wake their pools so waiting work takes them.
+/// `POST /v1/tasks/{id}/cancel`: cancel every unit not yet finished. Units whose job is at the
+/// provider (`submitted`) keep their slots until the job ends, because the provider keeps
+/// running it; the scheduler then ends them `cancelled`. Repeating it changes nothing.
 async fn cancel(
     State(services): State<Services>,
     Tenant(tenant): Tenant,
@@ -198,20 +199,12 @@ async fn cancel(
         .await
         .map_err(log_store_error("cancelling task"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
-
-    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (pool, unit_id) in cancelled.released {
-        by_pool.entry(pool).or_default().push(unit_id);
-    }
-    for (pool, ids) in &by_pool {
-        // The database already says these units are cancelled; a slot store hiccup only delays
-        // the slots' return until the next reconciliation, so it does not fail the request.
-        if let Err(e) = services.slots.release(pool, ids).await {
-            tracing::warn!(pool = %pool, error = %e, "releasing cancelled units' slots failed");
-        }
-        services.wake.pool(pool);
-    }
-    tracing::info!(task_id = %id, units = cancelled.units, "task cancelled");
+    tracing::info!(
+        task_id = %id,
+        units = cancelled.units,
+        waiting = cancelled.waiting,
+        "task cancelled"
+    );
     services.hot.invalidate([id.as_str()]).await;
 
     let task = find(&services, &tenant, &id).await?;

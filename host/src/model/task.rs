@@ -10,7 +10,8 @@ use super::UnitStatus;
 pub enum TaskStatus {
     /// No unit has started yet.
     Pending,
-    /// Some unit has started and not all are terminal.
+    /// Some unit has started and not all are terminal. A cancelled task stays here while its
+    /// `submitted` units wait for their provider jobs to end (they hold slots until then).
     Running,
     /// Every unit completed.
     Completed,
@@ -98,9 +99,26 @@ impl UnitCounts {
 
     /// Human progress line for the seed frontend's `message` field.
     pub fn message(&self) -> String {
-        let mut parts = vec![format!("{}/{} completed", self.completed, self.total())];
+        self.message_for(false)
+    }
+
+    /// The progress line of a task whose cancel was requested or not. Once cancelled, the
+    /// `submitted` units are the ones waiting for their provider jobs to end, and the line
+    /// says so first.
+    pub fn message_for(&self, cancel_requested: bool) -> String {
+        let progress = format!("{}/{} completed", self.completed, self.total());
+        let mut parts = Vec::new();
+        let mut running = self.submitted;
+        if cancel_requested && self.submitted > 0 {
+            parts.push(match self.submitted {
+                1 => "cancelling: 1 unit waiting for its provider job to end".to_string(),
+                n => format!("cancelling: {n} units waiting for their provider jobs to end"),
+            });
+            running = 0;
+        }
+        parts.push(progress);
         for (n, what) in [
-            (self.submitted, "running"),
+            (running, "running"),
             (self.succeeded + self.finalizing, "storing"),
             (self.pending, "waiting"),
             (self.failed, "failed"),
@@ -165,5 +183,26 @@ mod tests {
         use UnitStatus::*;
         let m = counts(&[(Completed, 3), (Submitted, 2), (Pending, 7), (Failed, 1)]).message();
         assert_eq!(m, "3/13 completed, 2 running, 7 waiting, 1 failed");
+    }
+
+    /// A cancelled task whose submitted units wait for their jobs: still running (slots are
+    /// held), and the line says what it waits for; once they end, it is cancelled.
+    #[test]
+    fn cancelling_task_says_what_it_waits_for() {
+        use UnitStatus::*;
+        let waiting = counts(&[(Submitted, 3), (Cancelled, 2), (Failed, 1)]);
+        assert_eq!(waiting.task_status(), TaskStatus::Running);
+        assert_eq!(
+            waiting.message_for(true),
+            "cancelling: 3 units waiting for their provider jobs to end, 0/6 completed, \
+             1 failed, 2 cancelled"
+        );
+        assert_eq!(
+            counts(&[(Submitted, 1)]).message_for(true),
+            "cancelling: 1 unit waiting for its provider job to end, 0/1 completed"
+        );
+        let done = counts(&[(Completed, 1), (Cancelled, 5)]);
+        assert_eq!(done.task_status(), TaskStatus::Cancelled);
+        assert_eq!(done.message_for(true), done.message());
     }
 }

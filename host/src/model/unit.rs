@@ -40,6 +40,10 @@ pub struct Unit {
     /// Result JSON, once succeeded (and, after finalization, with the stored artifacts).
     pub result: Option<String>,
     pub cost: Option<String>,
+    /// When the client cancelled the unit while it was `submitted` (its job at the provider):
+    /// it keeps its slot and is polled until the job ends, then becomes `cancelled`; it is
+    /// never finalized and never submitted again.
+    pub cancel_requested_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }

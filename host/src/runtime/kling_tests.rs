@@ -128,6 +128,7 @@ fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         error: None,
         result: None,
         cost: None,
+        cancel_requested_at: None,
         created_at: now,
         updated_at: now,
     }

@@ -54,6 +54,7 @@ fn unit(spec: &str) -> Unit {
         error: None,
         result: None,
         cost: None,
+        cancel_requested_at: None,
         created_at: 0,
         updated_at: 0,
     }

@@ -75,6 +75,7 @@ fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         error: None,
         result: None,
         cost: None,
+        cancel_requested_at: None,
         created_at: 0,
         updated_at: 0,
     }

@@ -84,10 +84,70 @@ pub fn plan_updates(
             });
             continue;
         }
-        out.updates
-            .push(update_for(cfg, handler, unit, change, now));
+        let mut update = update_for(cfg, handler, unit, change, now);
+        honour_cancel(unit, &mut update);
+        out.updates.push(update);
     }
     out
+}
+
+/// The cancel rule, shared by every path that plans a unit's update (tick, callback, fault):
+/// a unit the client cancelled while it was `submitted` keeps its slot while its provider job
+/// runs, and whatever would take it out of `submitted` (the job succeeded or failed, a next
+/// stage, back to pending) ends it `cancelled` instead: never finalized, never requeued. The
+/// provider's result and error stay on the unit for the record. An update planned without a
+/// cancel in view is guarded by [`UnitUpdate::unless_cancel_requested`], so a cancel landing
+/// during the handler call makes the store skip it and the next poll plans it with the cancel.
+///
+/// A future contract with a provider-side cancel ends the unit the same way: its "cancel
+/// confirmed" answer is one more outcome that leaves `submitted`.
+pub fn honour_cancel(unit: &Unit, u: &mut UnitUpdate) {
+    let Some(to) = u.to.filter(|t| *t != UnitStatus::Submitted) else {
+        return;
+    };
+    if unit.status != UnitStatus::Submitted {
+        return;
+    }
+    if unit.cancel_requested_at.is_none() {
+        u.unless_cancel_requested = true;
+        return;
+    }
+    let ended = match to {
+        UnitStatus::Pending => "the provider did not take the job".to_string(),
+        other => format!("its provider job ended ({other})"),
+    };
+    u.to = Some(UnitStatus::Cancelled);
+    u.detail = Some(format!("cancelled by client: {ended}; slot released"));
+    // Stay in the stage and pool whose slot it held, with the job id for the record.
+    u.stage = None;
+    u.pool = None;
+    u.provider_job_id = None;
+    u.next_at = None;
+}
+
+/// Updates for cancel-requested units that are in doubt (marked submitted, no provider job id
+/// recorded) and past the wait for the call that marked them. They are not handed to the
+/// handler: the contract's in-doubt resolution submits when the lookup finds nothing, and a
+/// cancelled unit must never be submitted again. If that earlier submit did reach the
+/// provider, the job runs without a slot until it ends; the provider's "over capacity" answer
+/// then sends a later unit back to pending, without failing it.
+pub fn cancel_unsent(units: &[Unit]) -> Vec<UnitUpdate> {
+    units
+        .iter()
+        .map(|unit| UnitUpdate {
+            unit_id: unit.id.clone(),
+            from: Some(UnitStatus::Submitted),
+            from_stage: Some(unit.stage.clone()),
+            to: Some(UnitStatus::Cancelled),
+            submitted_at: Some(None),
+            detail: Some(
+                "cancelled by client: no provider job was recorded for the submission; \
+                 not looked up again, since that would submit it; slot released"
+                    .into(),
+            ),
+            ..UnitUpdate::default()
+        })
+        .collect()
 }
 
 fn base(unit: &Unit, change: &Change) -> UnitUpdate {
@@ -249,6 +309,7 @@ pub fn fault_updates(
             } else {
                 u.next_at = Some(now + retry_delay_ms(cfg, attempts, None));
             }
+            honour_cancel(unit, &mut u);
             u
         })
         .collect()
@@ -279,7 +340,7 @@ pub fn expire_stage_deadline<T>(
             code: Some("stage_deadline".into()),
             message: message.clone(),
         };
-        failed.push(UnitUpdate {
+        let mut update = UnitUpdate {
             unit_id: unit.id.clone(),
             from: Some(unit.status),
             from_stage: Some(unit.stage.clone()),
@@ -287,7 +348,10 @@ pub fn expire_stage_deadline<T>(
             error: Some(Some(error_json(&error))),
             detail: Some(message),
             ..UnitUpdate::default()
-        });
+        };
+        // A unit the client cancelled ends cancelled, not failed, whatever ends its wait.
+        honour_cancel(unit, &mut update);
+        failed.push(update);
     }
     (kept, failed)
 }
@@ -340,6 +404,7 @@ mod tests {
             error: None,
             result: None,
             cost: None,
+            cancel_requested_at: None,
             created_at: 0,
             updated_at: 0,
         }
@@ -423,6 +488,101 @@ mod tests {
         u.attempts = 1;
         let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
         assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
+    }
+
+    /// A cancel-requested unit leaves `submitted` only as `cancelled`, with the provider's
+    /// result kept for the record; polls keep it submitted; units nobody cancelled get the
+    /// guard that refuses their update if a cancel lands meanwhile.
+    #[test]
+    fn cancel_requested_units_end_cancelled() {
+        let cfg = SchedulerConfig::default();
+        let requested = |job: Option<&str>, stage: &str| {
+            let mut u = unit("u1", job, stage);
+            u.cancel_requested_at = Some(5);
+            u
+        };
+        let err = ProviderError {
+            code: Some("1301".into()),
+            message: "bad".into(),
+        };
+        for (u, outcome) in [
+            (
+                requested(Some("j"), "b"),
+                Outcome::Succeeded {
+                    result: r#"{"url":"https://x"}"#.into(),
+                },
+            ),
+            (
+                requested(Some("j"), "a"),
+                Outcome::Fail { error: err.clone() },
+            ),
+            (
+                requested(None, "a"),
+                Outcome::CapacityRejected { after_ms: None },
+            ),
+            (
+                requested(Some("j"), "a"),
+                Outcome::NextStage { stage: "b".into() },
+            ),
+        ] {
+            let p = plan_updates(&cfg, &info(), &[&u], vec![ch("u1", outcome)], 100);
+            assert!(p.refused.is_empty(), "{:?}", p.refused);
+            let up = &p.updates[0];
+            assert_eq!(up.to, Some(UnitStatus::Cancelled), "{up:?}");
+            assert_eq!((up.stage.as_ref(), up.pool.as_ref()), (None, None));
+            assert_eq!(up.provider_job_id, None, "the job id stays for the record");
+            assert!(!up.unless_cancel_requested);
+        }
+        let mut u = requested(Some("j"), "b");
+        let p = plan_updates(
+            &cfg,
+            &info(),
+            &[&u],
+            vec![ch(
+                "u1",
+                Outcome::Succeeded {
+                    result: "{}".into(),
+                },
+            )],
+            0,
+        );
+        assert_eq!(p.updates[0].result.as_deref(), Some("{}"));
+        let p = plan_updates(
+            &cfg,
+            &info(),
+            &[&u],
+            vec![ch("u1", Outcome::Running { after_ms: None })],
+            0,
+        );
+        assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+        let f = HandlerFault::Trap("x".into());
+        u.attempts = cfg.retry_budget;
+        assert_eq!(
+            fault_updates(&cfg, &[&u], &f, 0)[0].to,
+            Some(UnitStatus::Cancelled)
+        );
+
+        let plain = unit("u2", Some("j"), "a");
+        let p = plan_updates(
+            &cfg,
+            &info(),
+            &[&plain],
+            vec![ch("u2", Outcome::Fail { error: err })],
+            0,
+        );
+        assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
+        assert!(p.updates[0].unless_cancel_requested);
+        let p = plan_updates(
+            &cfg,
+            &info(),
+            &[&plain],
+            vec![ch("u2", Outcome::Running { after_ms: None })],
+            0,
+        );
+        assert!(
+            !p.updates[0].unless_cancel_requested,
+            "staying submitted (a job id, a poll) is never refused"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::runtime::{BatchUnit, Handler, HandlerFault, TickContext};
 use crate::store::UnitUpdate;
 
 use super::Scheduler;
-use super::apply::{expire_stage_deadline, fault_updates, plan_updates};
+use super::apply::{cancel_unsent, expire_stage_deadline, fault_updates, plan_updates};
 
 /// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
 /// resolved: room for the marking instance's last write.
@@ -136,6 +136,8 @@ impl Scheduler {
                 .unit_list_due(pool, &types, now, s.config.scheduler.max_batch)
                 .await?
         };
+        // Cancel-requested units in doubt: ended here, never handed to a handler.
+        let mut unsent: Vec<Unit> = Vec::new();
         let mut batch: Vec<BatchUnit> = fresh
             .into_iter()
             .map(|unit| BatchUnit {
@@ -165,10 +167,14 @@ impl Scheduler {
                 report.waiting_in_doubt += 1;
                 continue;
             }
+            if in_doubt && unit.cancel_requested_at.is_some() {
+                unsent.push(unit);
+                continue;
+            }
             batch.push(BatchUnit { unit, in_doubt });
         }
         report.polled = batch.len() - report.claimed;
-        if batch.is_empty() {
+        if batch.is_empty() && unsent.is_empty() {
             report.used_after = self.slots_used(pool).await?;
             report.duration = started.elapsed();
             self.publish_tick(&report);
@@ -178,7 +184,9 @@ impl Scheduler {
         // Unit → task, to invalidate the hot snapshots of the tasks this tick changes.
         let by_task_ids: Vec<(String, String)> = batch
             .iter()
-            .map(|b| (b.unit.id.clone(), b.unit.task_id.clone()))
+            .map(|b| &b.unit)
+            .chain(&unsent)
+            .map(|u| (u.id.clone(), u.task_id.clone()))
             .collect();
         // Units past their stage deadline fail here instead of going to the handler.
         let (batch, expired) =
@@ -217,23 +225,29 @@ impl Scheduler {
             .map(|(u, t)| (u.as_str(), t.as_str()))
             .collect();
         let mut updates = expired;
+        updates.extend(cancel_unsent(&unsent));
         for r in results {
             report.refused += r.refused;
             report.faults += r.faults;
             report.capacity_rejected += r.capacity_rejected;
             updates.extend(r.updates);
         }
-        let leaving: Vec<String> = updates
-            .iter()
-            .filter(|u| u.to.is_some_and(|t| t != UnitStatus::Submitted))
-            .map(|u| u.unit_id.clone())
-            .collect();
         let succeeded = updates
             .iter()
             .filter(|u| u.to == Some(UnitStatus::Succeeded))
             .count();
         let applied = s.store.unit_apply(&updates, now, fence.as_ref()).await?;
         report.applied = applied.applied.len();
+        // Only applied updates free slots: a skipped one either met a unit someone else moved
+        // out of `submitted` (who released it) or a cancel that landed during the call, whose
+        // unit still holds its slot while its job runs.
+        let moved: HashSet<&str> = applied.applied.iter().map(String::as_str).collect();
+        let leaving: Vec<String> = updates
+            .iter()
+            .filter(|u| u.to.is_some_and(|t| t != UnitStatus::Submitted))
+            .filter(|u| moved.contains(u.unit_id.as_str()))
+            .map(|u| u.unit_id.clone())
+            .collect();
         report.succeeded = succeeded;
         s.hot
             .invalidate(
@@ -250,8 +264,7 @@ impl Scheduler {
             }
         }
 
-        // 5: release the slots of units that left `submitted` (applied or not: a skipped
-        // update means someone else moved the unit, e.g. a cancel, which released it too).
+        // 5: release the slots of units that left `submitted`.
         if !leaving.is_empty() {
             report.released += leaving.len();
             s.slots.release(pool, &leaving).await?;

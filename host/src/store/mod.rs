@@ -120,6 +120,8 @@ pub struct TaskRecord {
     pub idempotency_key: Option<String>,
     pub priority: i32,
     pub callback_url: Option<String>,
+    /// When the client first asked to cancel the task (Unix ms), if it did.
+    pub cancel_requested_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
     /// Unit counts by status (status and progress derive from these).
@@ -198,6 +200,10 @@ pub struct UnitUpdate {
     pub submitted_at: Option<Option<i64>>,
     /// Text for the event log row written with this update.
     pub detail: Option<String>,
+    /// Applied only if no cancel has been requested for the unit: an update planned before a
+    /// cancel landed must not finalize, fail or requeue a unit the client cancelled (the next
+    /// poll plans it again, cancel in view). See `scheduler::apply::honour_cancel`.
+    pub unless_cancel_requested: bool,
 }
 
 /// What [`TaskStore::unit_apply`] did.
@@ -209,13 +215,20 @@ pub struct ApplyReport {
     pub skipped: Vec<String>,
 }
 
-/// Units released by a cancellation, per pool, so their slots can be freed at once.
-#[derive(Clone, Debug, Default)]
+/// What a cancellation did. No slot is freed by it: a `submitted` unit's job keeps running at
+/// the provider, so the unit keeps its slot until the scheduler sees the job end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cancelled {
+    /// Units moved to `cancelled` now (pending, succeeded, finalizing).
     pub units: u32,
-    /// (pool, unit id) of the units that were `submitted` and held a slot.
-    pub released: Vec<(String, String)>,
+    /// `submitted` units newly marked cancel-requested: they end `cancelled` when their
+    /// provider jobs end.
+    pub waiting: u32,
 }
+
+/// The event log's detail for a `submitted` unit a cancel reached (it keeps its status).
+pub const CANCEL_WAIT_DETAIL: &str =
+    "cancel requested by client; the unit keeps its slot until its provider job ends";
 
 /// Unit counts per (pool, status), for metrics.
 #[derive(Clone, Debug)]
@@ -264,11 +277,15 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>>;
     /// A tenant's tasks, newest first.
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage>;
-    /// Cancel every non-terminal unit of a tenant's task. `None` if there is no such task.
+    /// Cancel a tenant's task: record the request on the task (once), move its pending,
+    /// succeeded and finalizing units to `cancelled`, and mark its `submitted` units
+    /// cancel-requested (they keep their slots until their jobs end). Repeating it changes
+    /// nothing. `None` if there is no such task.
     async fn task_cancel(&self, tenant: &str, id: &str, now: i64)
     -> StoreResult<Option<Cancelled>>;
-    /// Move the failed units of a tenant's task back to pending with the next submit attempt.
-    /// Returns how many, or `None` if there is no such task.
+    /// Move the failed units of a tenant's task back to pending with the next submit attempt;
+    /// none once the task was cancelled (cancel is final). Returns how many, or `None` if there
+    /// is no such task.
     async fn task_retry_failed(&self, tenant: &str, id: &str, now: i64)
     -> StoreResult<Option<u32>>;
 

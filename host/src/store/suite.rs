@@ -16,7 +16,8 @@ mod tasks;
 use std::any::Any;
 
 use super::{
-    Created, DynStore, HandlerVersionRow, NewTask, NewUnit, StoreError, TaskFilter, UnitUpdate,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, DynStore, HandlerVersionRow, NewTask, NewUnit,
+    StoreError, TaskFilter, UnitUpdate,
 };
 use crate::model::{Unit, UnitStatus};
 
@@ -29,7 +30,7 @@ pub(crate) use finalize::{finalize_lease, finalize_release};
 pub(crate) use reads::{
     counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
 };
-pub(crate) use tasks::{cancel_releases_submitted, retry_bumps_submit_attempt};
+pub(crate) use tasks::{cancel_keeps_submitted_until_the_job_ends, retry_bumps_submit_attempt};
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
 pub(crate) struct TestDb {
@@ -51,7 +52,7 @@ macro_rules! store_suite {
             apply_guard_and_events,
             apply_pure_polls,
             find_by_provider,
-            cancel_releases_submitted,
+            cancel_keeps_submitted_until_the_job_ends,
             retry_bumps_submit_attempt,
             finalize_lease,
             finalize_release,

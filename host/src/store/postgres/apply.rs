@@ -19,16 +19,17 @@ const APPLY_SQL: &str = "WITH input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
              $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
              $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
-             $18::bool[], $19::int8[], $20::text[], $21::bool[], $23::int8[]) \
+             $18::bool[], $19::int8[], $20::text[], $21::bool[], $23::int8[], $24::bool[]) \
          WITH ORDINALITY AS u (id, from_status, from_stage, to_status, stage, pool, set_job, \
              job, state, result, set_error, error, cost, next_at, attempts, polls, \
              submit_attempt, set_submitted, submitted_at, detail, eventful, from_submitted, \
-             ord) \
+             no_cancel, ord) \
      ), old AS ( \
          SELECT units.id, units.status FROM units JOIN input ON input.id = units.id \
          WHERE (input.from_status IS NULL OR units.status = input.from_status) \
            AND (input.from_stage IS NULL OR units.stage = input.from_stage) \
            AND (input.from_submitted IS NULL OR units.submitted_at = input.from_submitted) \
+           AND (NOT input.no_cancel OR units.cancel_requested_at IS NULL) \
          ORDER BY units.id FOR UPDATE OF units \
      ), moved AS ( \
          UPDATE units SET \
@@ -149,6 +150,7 @@ async fn apply_batch(
         .bind(flag(eventful))
         .bind(now)
         .bind(num(|u| u.from_submitted_at))
+        .bind(flag(|u| u.unless_cancel_requested))
         .fetch_all(conn)
         .await?)
 }

@@ -12,7 +12,7 @@ use crate::store::{StoreError, StoreResult, TaskRecord};
 /// The columns of `units` that make a [`Unit`], in `SELECT` and `RETURNING` lists.
 pub(super) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
      priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
-     submitted_at, error, result, cost, created_at, updated_at";
+     submitted_at, error, result, cost, cancel_requested_at, created_at, updated_at";
 
 /// [`UNIT_COLS`] qualified with `units.`, for statements that join other relations with
 /// columns of the same names (`RETURNING` of an `UPDATE … FROM`).
@@ -26,7 +26,7 @@ pub(super) fn unit_cols_of_units() -> String {
 
 /// The columns of `tasks` that make a [`TaskRecord`] (counts are filled separately).
 pub(super) const TASK_COLS: &str = "seq, id, tenant, type, payload, idempotency_key, priority, \
-     callback_url, created_at, updated_at";
+     callback_url, cancel_requested_at, created_at, updated_at";
 
 /// SQL list of the terminal statuses, for `status NOT IN (…)`.
 pub(super) const TERMINAL_SQL: &str = "('completed', 'failed', 'cancelled')";
@@ -75,6 +75,7 @@ pub(super) fn unit_from_row(row: &PgRow) -> StoreResult<Unit> {
         error: row.try_get("error")?,
         result: row.try_get("result")?,
         cost: row.try_get("cost")?,
+        cancel_requested_at: row.try_get("cancel_requested_at")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         id,
@@ -97,6 +98,7 @@ pub(super) fn task_from_row(row: &PgRow) -> StoreResult<(i64, TaskRecord)> {
         idempotency_key: row.try_get("idempotency_key")?,
         priority: row.try_get("priority")?,
         callback_url: row.try_get("callback_url")?,
+        cancel_requested_at: row.try_get("cancel_requested_at")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         counts: UnitCounts::default(),

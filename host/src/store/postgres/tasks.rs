@@ -13,8 +13,8 @@ use super::rows::{
 };
 use crate::model::{Unit, UnitStatus};
 use crate::store::{
-    Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, StoreError, StoreResult,
-    TaskFilter, TaskPage, TaskRecord,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
+    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
 
 /// The task row, its units (from parallel arrays, index = array position) and one "created"
@@ -217,6 +217,10 @@ async fn task_touch(
     Ok(())
 }
 
+/// Cancel with the task row and its live units locked: the request recorded on the task
+/// (first time kept), the units without a provider job cancelled, the `submitted` ones marked.
+/// A unit being marked submitted concurrently is either locked here first (and then skipped by
+/// the marker) or read here already `submitted`; it is never missed.
 pub(super) async fn task_cancel(
     mut tx: Transaction<'static, Postgres>,
     tenant: &str,
@@ -227,27 +231,33 @@ pub(super) async fn task_cancel(
         tx.rollback().await?;
         return Ok(None);
     }
-    let mut rows = sqlx::query(&format!(
-        "SELECT id, idx, pool, status FROM units \
+    let first = sqlx::query(
+        "UPDATE tasks SET cancel_requested_at = $2 \
+         WHERE id = $1 AND cancel_requested_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let rows = sqlx::query(&format!(
+        "SELECT id, status, cancel_requested_at FROM units \
          WHERE task_id = $1 AND status NOT IN {TERMINAL_SQL} ORDER BY id FOR UPDATE"
     ))
     .bind(id)
     .fetch_all(&mut *tx)
     .await?;
-    // Locked in id order; reported in index order, like the SQLite store.
-    rows.sort_by_key(|r| r.try_get::<i32, _>("idx").unwrap_or(i32::MAX));
-    let mut cancelled = Cancelled::default();
-    let mut ids = Vec::with_capacity(rows.len());
+    let mut ends = Vec::new();
+    let mut waits = Vec::new();
     for row in &rows {
         let unit_id: String = row.try_get("id")?;
         let status: String = row.try_get("status")?;
-        if parse_status(&format!("unit {unit_id}"), &status)? == UnitStatus::Submitted {
-            cancelled
-                .released
-                .push((row.try_get("pool")?, unit_id.clone()));
+        let requested: Option<i64> = row.try_get("cancel_requested_at")?;
+        match parse_status(&format!("unit {unit_id}"), &status)? {
+            UnitStatus::Submitted if requested.is_none() => waits.push(unit_id),
+            UnitStatus::Submitted => {}
+            _ => ends.push(unit_id),
         }
-        ids.push(unit_id);
-        cancelled.units += 1;
     }
     // The locked rows cannot change under us, so the events read the statuses being left.
     sqlx::query(
@@ -255,8 +265,18 @@ pub(super) async fn task_cancel(
          SELECT id, task_id, $2, status, 'cancelled', stage, 'cancelled by client' \
          FROM units WHERE id = ANY($1) ORDER BY idx",
     )
-    .bind(&ids)
+    .bind(&ends)
     .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, $2, status, status, stage, $3 \
+         FROM units WHERE id = ANY($1) ORDER BY idx",
+    )
+    .bind(&waits)
+    .bind(now)
+    .bind(CANCEL_WAIT_DETAIL)
     .execute(&mut *tx)
     .await?;
     sqlx::query(
@@ -264,13 +284,28 @@ pub(super) async fn task_cancel(
              updated_at = $2 \
          WHERE id = ANY($1)",
     )
-    .bind(&ids)
+    .bind(&ends)
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    task_touch(&mut tx, id, now).await?;
+    // `updated_at` stays: an untouched in-doubt unit (submitted_at = updated_at) may still be
+    // in the call of the instance that marked it, and must keep looking so.
+    sqlx::query("UPDATE units SET cancel_requested_at = $2 WHERE id = ANY($1)")
+        .bind(&waits)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    if first > 0 || !ends.is_empty() || !waits.is_empty() {
+        task_touch(&mut tx, id, now).await?;
+    }
     tx.commit().await?;
-    Ok(Some(cancelled))
+    let count = |n: usize| {
+        u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("task {id}: {n} units cancelled")))
+    };
+    Ok(Some(Cancelled {
+        units: count(ends.len())?,
+        waiting: count(waits.len())?,
+    }))
 }
 
 pub(super) async fn task_retry_failed(
@@ -284,7 +319,9 @@ pub(super) async fn task_retry_failed(
         return Ok(None);
     }
     let ids: Vec<String> = sqlx::query_scalar(
-        "SELECT id FROM units WHERE task_id = $1 AND status = 'failed' ORDER BY id FOR UPDATE",
+        "SELECT id FROM units WHERE task_id = $1 AND status = 'failed' \
+           AND NOT EXISTS (SELECT 1 FROM tasks WHERE id = $1 AND cancel_requested_at IS NOT NULL) \
+         ORDER BY id FOR UPDATE",
     )
     .bind(id)
     .fetch_all(&mut *tx)

@@ -6,13 +6,12 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{
-    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, json_list, parse_status, task_from_row,
-    units_from_rows,
+    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, json_list, task_from_row, units_from_rows,
 };
 use crate::model::{Unit, UnitStatus};
 use crate::store::{
-    Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, NewUnit, StoreError,
-    StoreResult, TaskFilter, TaskPage, TaskRecord,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, NewUnit,
+    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
 
 /// A unit as bound into the `json_each` of the units insert.
@@ -235,6 +234,9 @@ async fn task_touch(tx: &mut Transaction<'static, Sqlite>, id: &str, now: i64) -
     Ok(())
 }
 
+/// Cancel under the single writer: the request recorded on the task (first time kept), the
+/// units without a provider job cancelled, the `submitted` ones marked. Each event insert reads
+/// the statuses its update then changes, so it goes first, under the same guard.
 pub(super) async fn task_cancel(
     mut tx: Transaction<'static, Sqlite>,
     tenant: &str,
@@ -245,45 +247,68 @@ pub(super) async fn task_cancel(
         tx.rollback().await?;
         return Ok(None);
     }
-    // The event rows read the old statuses, so they go in before the update, under the same
-    // guard; the single writer makes both statements see the same units.
+    let first = sqlx::query(
+        "UPDATE tasks SET cancel_requested_at = ?2 \
+         WHERE id = ?1 AND cancel_requested_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     sqlx::query(&format!(
         "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
          SELECT id, task_id, ?2, status, 'cancelled', stage, 'cancelled by client' \
-         FROM units WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL} ORDER BY idx"
+         FROM units WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL} \
+           AND status <> 'submitted' ORDER BY idx"
     ))
     .bind(id)
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    let rows = sqlx::query(&format!(
-        "SELECT id, pool, status FROM units \
-         WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL} ORDER BY idx"
-    ))
+    sqlx::query(
+        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, ?2, status, status, stage, ?3 \
+         FROM units WHERE task_id = ?1 AND status = 'submitted' \
+           AND cancel_requested_at IS NULL ORDER BY idx",
+    )
     .bind(id)
-    .fetch_all(&mut *tx)
+    .bind(now)
+    .bind(CANCEL_WAIT_DETAIL)
+    .execute(&mut *tx)
     .await?;
-    let mut cancelled = Cancelled::default();
-    for row in &rows {
-        let unit_id: String = row.try_get("id")?;
-        let status: String = row.try_get("status")?;
-        if parse_status(&format!("unit {unit_id}"), &status)? == UnitStatus::Submitted {
-            cancelled.released.push((row.try_get("pool")?, unit_id));
-        }
-        cancelled.units += 1;
-    }
-    sqlx::query(&format!(
+    let units = sqlx::query(&format!(
         "UPDATE units SET status = 'cancelled', lease_owner = NULL, lease_until = NULL, \
              updated_at = ?2 \
-         WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL}"
+         WHERE task_id = ?1 AND status NOT IN {TERMINAL_SQL} AND status <> 'submitted'"
     ))
     .bind(id)
     .bind(now)
     .execute(&mut *tx)
-    .await?;
-    task_touch(&mut tx, id, now).await?;
+    .await?
+    .rows_affected();
+    // `updated_at` stays: an untouched in-doubt unit (submitted_at = updated_at) may still be
+    // in the call of the instance that marked it, and must keep looking so.
+    let waiting = sqlx::query(
+        "UPDATE units SET cancel_requested_at = ?2 \
+         WHERE task_id = ?1 AND status = 'submitted' AND cancel_requested_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if first + units + waiting > 0 {
+        task_touch(&mut tx, id, now).await?;
+    }
     tx.commit().await?;
-    Ok(Some(cancelled))
+    let count = |n: u64| {
+        u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("task {id}: {n} units cancelled")))
+    };
+    Ok(Some(Cancelled {
+        units: count(units)?,
+        waiting: count(waiting)?,
+    }))
 }
 
 pub(super) async fn task_retry_failed(
@@ -302,7 +327,9 @@ pub(super) async fn task_retry_failed(
              (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
          SELECT id, task_id, ?2, 'failed', 'pending', stage, \
              'retry requested: submit attempt ' || (submit_attempt + 1), error \
-         FROM units WHERE task_id = ?1 AND status = 'failed' ORDER BY idx",
+         FROM units WHERE task_id = ?1 AND status = 'failed' \
+           AND NOT EXISTS (SELECT 1 FROM tasks WHERE id = ?1 AND cancel_requested_at IS NOT NULL) \
+         ORDER BY idx",
     )
     .bind(id)
     .bind(now)
@@ -313,7 +340,8 @@ pub(super) async fn task_retry_failed(
              attempts = 0, polls = 0, provider_job_id = NULL, error = NULL, result = NULL, \
              submitted_at = NULL, lease_owner = NULL, lease_until = NULL, \
              finalize_attempts = 0, next_at = ?2, updated_at = ?2 \
-         WHERE task_id = ?1 AND status = 'failed'",
+         WHERE task_id = ?1 AND status = 'failed' \
+           AND NOT EXISTS (SELECT 1 FROM tasks WHERE id = ?1 AND cancel_requested_at IS NOT NULL)",
     )
     .bind(id)
     .bind(now)

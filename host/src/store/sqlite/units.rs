@@ -130,7 +130,7 @@ const APPLY_EVENT_SQL: &str = "INSERT INTO unit_events \
          (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
      SELECT id, task_id, ?1, status, COALESCE(?2, status), COALESCE(?3, stage), ?4, ?5 \
      FROM units WHERE id = ?6 AND (?7 IS NULL OR status = ?7) AND (?8 IS NULL OR stage = ?8) \
-         AND (?9 IS NULL OR submitted_at = ?9)";
+         AND (?9 IS NULL OR submitted_at = ?9) AND (NOT ?10 OR cancel_requested_at IS NULL)";
 
 /// One guarded update. Every `?n IS NULL`/flag pair leaves a column alone; one static
 /// statement serves every shape of update. Leaving `finalizing` drops the lease.
@@ -152,7 +152,7 @@ const APPLY_UNIT_SQL: &str = "UPDATE units SET \
          lease_until = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_until END, \
          updated_at = ?17 \
      WHERE id = ?18 AND (?19 IS NULL OR status = ?19) AND (?20 IS NULL OR stage = ?20) \
-         AND (?21 IS NULL OR submitted_at = ?21)";
+         AND (?21 IS NULL OR submitted_at = ?21) AND (NOT ?22 OR cancel_requested_at IS NULL)";
 
 /// Apply each update under its guard, all in one transaction: an event row and the update for
 /// each unit whose guard holds, nothing for the others.
@@ -184,6 +184,7 @@ pub(super) async fn unit_apply(
                 .bind(u.from.map(UnitStatus::as_str))
                 .bind(&u.from_stage)
                 .bind(u.from_submitted_at)
+                .bind(u.unless_cancel_requested)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected()
@@ -214,6 +215,7 @@ pub(super) async fn unit_apply(
             .bind(u.from.map(UnitStatus::as_str))
             .bind(&u.from_stage)
             .bind(u.from_submitted_at)
+            .bind(u.unless_cancel_requested)
             .execute(&mut *tx)
             .await?
             .rows_affected();

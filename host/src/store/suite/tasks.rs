@@ -3,9 +3,15 @@
 
 use super::*;
 
-pub(crate) async fn cancel_releases_submitted(store: DynStore) {
-    create(&store, task("t1", "acme", VIDEO, POOL, 4, 0)).await;
-    submit(&store, &["t1-u0", "t1-u2"], T0).await;
+/// Cancel ends at once every unit that holds no provider job (pending, succeeded, finalizing)
+/// and leaves the `submitted` ones submitted, holding their slots, until their provider jobs
+/// end: the provider keeps running them whatever slotd decides.
+pub(crate) async fn cancel_keeps_submitted_until_the_job_ends(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 5, 0)).await;
+    submit(&store, &["t1-u0", "t1-u2", "t1-u4"], T0).await;
+    let mut accepted = update("t1-u4", UnitStatus::Submitted, UnitStatus::Submitted);
+    accepted.provider_job_id = Some(Some("job-4".into()));
+    apply(&store, accepted, T0 + 1).await;
     apply(
         &store,
         update("t1-u2", UnitStatus::Submitted, UnitStatus::Failed),
@@ -25,42 +31,113 @@ pub(crate) async fn cancel_releases_submitted(store: DynStore) {
         .unwrap()
         .unwrap();
     assert_eq!(
-        cancelled.units, 3,
-        "submitted, pending and finalizing; not the failed one"
+        cancelled,
+        Cancelled {
+            units: 2,
+            waiting: 2
+        },
+        "pending and finalizing now; two submitted wait"
     );
+    let units = store.task_units("t1").await.unwrap();
+    let statuses: Vec<UnitStatus> = units.iter().map(|u| u.status).collect();
     assert_eq!(
-        cancelled.released,
-        [(POOL.to_string(), "t1-u0".to_string())]
+        statuses,
+        [
+            UnitStatus::Submitted,
+            UnitStatus::Cancelled,
+            UnitStatus::Failed,
+            UnitStatus::Cancelled,
+            UnitStatus::Submitted,
+        ],
+        "pending and finalizing end at once; submitted ones wait for their jobs"
     );
-    let counts = store.task_get("acme", "t1").await.unwrap().unwrap().counts;
-    assert_eq!((counts.cancelled, counts.failed, counts.total()), (3, 1, 4));
+    let mut held = store.unit_list_submitted_ids(POOL).await.unwrap();
+    held.sort();
+    assert_eq!(held, ["t1-u0", "t1-u4"], "their slots stay held");
     assert!(
         !store
             .unit_complete("t1-u3", "fin-a", "{}", T0 + 40)
             .await
-            .unwrap()
+            .unwrap(),
+        "a cancelled finalization cannot complete"
     );
-    assert!(
-        store
-            .unit_list_submitted_ids(POOL)
-            .await
-            .unwrap()
-            .is_empty()
+    for u in [&units[0], &units[4]] {
+        assert_eq!(u.cancel_requested_at, Some(T0 + 30), "{}", u.id);
+    }
+    assert_eq!(units[1].cancel_requested_at, None);
+    assert_eq!(
+        units[0].updated_at, T0,
+        "an untouched in-doubt unit must keep looking untouched"
     );
+    let record = store.task_get("acme", "t1").await.unwrap().unwrap();
+    assert_eq!(record.cancel_requested_at, Some(T0 + 30));
+    assert_eq!((record.counts.submitted, record.counts.cancelled), (2, 2));
 
+    // Cancel again: nothing new, the first request's time kept, no new events.
+    let events_before = store.unit_events("t1").await.unwrap().len();
     let again = store
         .task_cancel("acme", "t1", T0 + 50)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((again.units, again.released.len()), (0, 0));
+    assert_eq!(again, Cancelled::default());
+    assert_eq!(store.unit_events("t1").await.unwrap().len(), events_before);
+    let record = store.task_get("acme", "t1").await.unwrap().unwrap();
+    assert_eq!(record.cancel_requested_at, Some(T0 + 30));
     let events = store.unit_events("t1").await.unwrap();
-    let cancels: Vec<_> = events
+    let details: Vec<(&str, &str)> = events
         .iter()
-        .filter(|e| e.to_status == "cancelled")
+        .filter(|e| e.at == T0 + 30)
+        .map(|e| (e.unit_id.as_str(), e.to_status.as_str()))
         .collect();
-    assert_eq!(cancels.len(), 3);
-    assert!(cancels.iter().all(|e| e.at == T0 + 30));
+    assert_eq!(
+        details.len(),
+        4,
+        "one event per unit the cancel reached: {details:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.detail.as_deref() == Some(CANCEL_WAIT_DETAIL))
+            .all(|e| e.to_status == "submitted")
+    );
+
+    // An update planned before the cancel (guarded) is refused; the scheduler's rewrite, made
+    // with the cancel in view, ends the unit.
+    let mut stale = update("t1-u4", UnitStatus::Submitted, UnitStatus::Succeeded);
+    stale.unless_cancel_requested = true;
+    let report = store.unit_apply(&[stale], T0 + 60, None).await.unwrap();
+    assert_eq!(report.skipped, ["t1-u4"]);
+    let mut unguarded = update("t1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
+    unguarded.provider_job_id = Some(Some("job-0".into()));
+    unguarded.unless_cancel_requested = false;
+    apply(&store, unguarded, T0 + 60).await;
+    apply(
+        &store,
+        update("t1-u4", UnitStatus::Submitted, UnitStatus::Cancelled),
+        T0 + 70,
+    )
+    .await;
+    assert_eq!(
+        store.unit_list_submitted_ids(POOL).await.unwrap(),
+        ["t1-u0"]
+    );
+    // A guarded update of a unit nobody cancelled applies as before.
+    create(&store, task("t2", "acme", VIDEO, POOL, 1, 0)).await;
+    submit(&store, &["t2-u0"], T0).await;
+    let mut fresh = update("t2-u0", UnitStatus::Submitted, UnitStatus::Succeeded);
+    fresh.unless_cancel_requested = true;
+    apply(&store, fresh, T0 + 80).await;
+
+    // Cancel is final: a retry revives none of the cancelled task's failed units.
+    assert_eq!(
+        store
+            .task_retry_failed("acme", "t1", T0 + 90)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    assert_eq!(unit(&store, "t1", 2).await.status, UnitStatus::Failed);
 }
 
 pub(crate) async fn retry_bumps_submit_attempt(store: DynStore) {
