@@ -50,6 +50,10 @@ pub async fn apply_callback(
     let mut units = Vec::new();
     let mut mapped = Vec::new();
     let mut seen = BTreeSet::new();
+    // Job ids a callback names for units that have none recorded yet (an in-doubt unit whose
+    // job ends before a poll found it): recorded with whatever the change does, so no unit
+    // ends without the provider task id it ran as.
+    let mut jobs: std::collections::BTreeMap<String, String> = Default::default();
     for c in changes {
         let found = services
             .store
@@ -69,6 +73,11 @@ pub async fn apply_callback(
                 report.ignored += 1;
             }
             Some(u) if u.status == UnitStatus::Submitted && seen.insert(u.id.clone()) => {
+                if u.provider_job_id.is_none()
+                    && let Some(job) = &c.provider_job_id
+                {
+                    jobs.insert(u.id.clone(), job.clone());
+                }
                 mapped.push(Change {
                     unit_id: u.id.clone(),
                     outcome: c.outcome,
@@ -94,6 +103,11 @@ pub async fn apply_callback(
     for u in &mut planned.updates {
         let unit = units.iter().find(|x| x.id == u.unit_id);
         u.from_submitted_at = unit.and_then(|x| x.submitted_at);
+        if u.provider_job_id.is_none()
+            && let Some(job) = jobs.get(&u.unit_id)
+        {
+            u.provider_job_id = Some(Some(job.clone()));
+        }
         // The event log says which transitions a callback made (a poll's look the same).
         if u.detail.is_some() || u.to != u.from {
             u.detail = Some(match u.detail.take() {

@@ -98,9 +98,20 @@ pub fn change_for(
     hint_ms: u64,
     success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
 ) -> Change {
-    let (outcome, state) = outcome_for(unit.job_id.is_some(), task, Some(hint_ms), |t| {
-        success(unit, t)
-    });
+    // A unit whose job id is not recorded yet (found by external id after a crash or an
+    // unreadable create answer) records it first, whatever the task's status: a change carries
+    // one outcome, and a unit that went straight to `succeeded` or `failed` would end without
+    // the provider task id its results name. The next poll reports the end. (Callbacks carry
+    // the job id beside the outcome, so the host records it there.)
+    if unit.job_id.is_none() {
+        return Change {
+            unit_id: unit.id.clone(),
+            outcome: Outcome::Accepted(task.task_id.clone()),
+            state: None,
+            cost: None,
+        };
+    }
+    let (outcome, state) = outcome_for(true, task, Some(hint_ms), |t| success(unit, t));
     Change {
         unit_id: unit.id.clone(),
         outcome,
@@ -109,22 +120,18 @@ pub fn change_for(
     }
 }
 
-/// The outcome of a task object, shared by ticks and callbacks. A task whose job id is not
-/// recorded yet (found by external id after a crash or an unreadable create answer) is
-/// reported `accepted` whatever its status, recording the id: a change carries one outcome,
-/// and a unit that went straight to `succeeded` or `failed` would end without the provider
-/// task id its results and a later reconciliation need. The next poll reports the end.
-/// Otherwise a running task is `running(hint)`.
+/// The outcome of a task object, shared by ticks and callbacks. A running task whose job id
+/// is not recorded yet is reported `accepted` (recording it), otherwise `running(hint)`.
 pub fn outcome_for(
     job_id_known: bool,
     task: &TaskObject,
     hint_ms: Option<u64>,
     success: impl FnOnce(&TaskObject) -> Success,
 ) -> (Outcome, Option<String>) {
-    if !job_id_known {
-        return (Outcome::Accepted(task.task_id.clone()), None);
-    }
     match task.status {
+        Status::Submitted | Status::Processing if !job_id_known => {
+            (Outcome::Accepted(task.task_id.clone()), None)
+        }
         Status::Submitted | Status::Processing => (Outcome::Running(hint_ms), None),
         Status::Succeed => match success(task) {
             Ok(done) => done,
