@@ -155,7 +155,12 @@ fn ensure_wasm_target() -> Result<(), String> {
     let sysroot = Command::new(&rustc)
         .args(["--print", "sysroot"])
         .output()
-        .map_err(|e| format!("could not run {} --print sysroot: {e}", rustc.to_string_lossy()))?;
+        .map_err(|e| {
+            format!(
+                "could not run {} --print sysroot: {e}",
+                rustc.to_string_lossy()
+            )
+        })?;
     if !sysroot.status.success() {
         return Err(format!(
             "`{} --print sysroot` exited with {}",
@@ -164,7 +169,11 @@ fn ensure_wasm_target() -> Result<(), String> {
         ));
     }
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
-    let target_lib = sysroot.join("lib").join("rustlib").join(WASM_TARGET).join("lib");
+    let target_lib = sysroot
+        .join("lib")
+        .join("rustlib")
+        .join(WASM_TARGET)
+        .join("lib");
     if target_lib.is_dir() {
         return Ok(());
     }

@@ -42,6 +42,18 @@ pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(10);
 /// Prefix of every Redis key slotd writes, so several deployments (or tests) share a server.
 pub const REDIS_PREFIX_DEFAULT: &str = "slotd:";
 pub const ARTIFACT_MAX_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
+/// Longest a client may take to send a request's headers (slowloris); a kept-alive connection
+/// idle this long between requests is closed too.
+pub const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// Requests handled at once by one process; more are answered 503 with `Retry-After` at once
+/// rather than queued.
+pub const MAX_CONCURRENT_REQUESTS_DEFAULT: usize = 512;
+/// Sustained requests per second one tenant may make (with API keys).
+pub const RATE_LIMIT_PER_SECOND_DEFAULT: f64 = 100.0;
+/// Requests one tenant may make in a burst above the sustained rate.
+pub const RATE_LIMIT_BURST_DEFAULT: u32 = 200;
+/// Longest tenant name (`api_keys[i].tenant`): tenants name directories and metric labels.
+pub const TENANT_NAME_MAX: usize = 63;
 
 /// Which parts of slotd a process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -200,6 +212,45 @@ impl Default for RuntimeLimits {
     }
 }
 
+/// The HTTP front door (`[api]`): how long headers may take, how many requests run at once,
+/// and how fast each tenant may call.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// See [`HEADER_READ_TIMEOUT_DEFAULT`].
+    pub header_read_timeout: Duration,
+    /// See [`MAX_CONCURRENT_REQUESTS_DEFAULT`].
+    pub max_concurrent_requests: usize,
+    /// Per-tenant token bucket, applied only when `[[api_keys]]` are configured (the single
+    /// local tenant of a loopback slotd is not limited). `None`: off (`rate_limit = false`).
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
+            max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
+            rate_limit: Some(RateLimit::default()),
+        }
+    }
+}
+
+/// A token bucket: `burst` requests at once, refilled at `per_second`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: u32,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit {
+            per_second: RATE_LIMIT_PER_SECOND_DEFAULT,
+            burst: RATE_LIMIT_BURST_DEFAULT,
+        }
+    }
+}
+
 /// A pool's operator settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -217,15 +268,16 @@ pub struct HandlerConfig {
     pub allowed_hosts: Vec<String>,
 }
 
-/// An API key and the tenant it acts for.
+/// An API key and the tenant it acts for (`Debug` shows the key as `Secret(***)`).
 #[derive(Clone, Debug)]
 pub struct ApiKey {
     pub key: Secret,
     pub tenant: String,
 }
 
-/// Everything slotd needs to run.
-#[derive(Clone, Debug)]
+/// Everything slotd needs to run. `Debug` redacts the passwords of the URLs it holds (see
+/// [`crate::redact`]); API keys and handler secrets are [`Secret`]s.
+#[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub database_url: String,
@@ -248,6 +300,7 @@ pub struct Config {
     pub pools: BTreeMap<String, PoolConfig>,
     pub handlers: BTreeMap<String, HandlerConfig>,
     pub api_keys: Vec<ApiKey>,
+    pub api: ApiConfig,
     pub max_body_bytes: usize,
     pub max_units_per_task: usize,
     /// Emit JSON logs.
@@ -274,6 +327,7 @@ impl Default for Config {
             pools: BTreeMap::new(),
             handlers: BTreeMap::new(),
             api_keys: Vec::new(),
+            api: ApiConfig::default(),
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
             max_units_per_task: MAX_UNITS_PER_TASK_DEFAULT,
             log_json: false,
@@ -307,6 +361,17 @@ struct FileConfig {
     handlers: BTreeMap<String, toml::Table>,
     #[serde(default)]
     api_keys: Vec<FileApiKey>,
+    #[serde(default)]
+    api: FileApi,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileApi {
+    header_read_timeout: Option<String>,
+    max_concurrent_requests: Option<usize>,
+    /// `false`, or `{ per_second = …, burst = … }` (read by [`rate_limit`]).
+    rate_limit: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -351,6 +416,32 @@ struct FilePool {
 struct FileApiKey {
     key: toml::Value,
     tenant: String,
+}
+
+/// `[api] rate_limit`: `false` turns it off, `true` keeps the defaults, a table sets
+/// `per_second` and/or `burst`.
+fn rate_limit(value: &toml::Value) -> anyhow::Result<Option<RateLimit>> {
+    const KEY: &str = "api.rate_limit";
+    let table = match value {
+        toml::Value::Boolean(false) => return Ok(None),
+        toml::Value::Boolean(true) => return Ok(Some(RateLimit::default())),
+        toml::Value::Table(t) => t,
+        _ => bail!("{KEY}: expected false or {{ per_second = 100, burst = 200 }}"),
+    };
+    let mut limit = RateLimit::default();
+    for (k, v) in table {
+        match (k.as_str(), v) {
+            ("per_second", toml::Value::Float(f)) => limit.per_second = *f,
+            ("per_second", toml::Value::Integer(i)) => limit.per_second = *i as f64,
+            ("burst", toml::Value::Integer(i)) => {
+                limit.burst = u32::try_from(*i)
+                    .with_context(|| format!("{KEY}.burst: {i} is out of range"))?;
+            }
+            ("per_second" | "burst", _) => bail!("{KEY}.{k}: expected a number"),
+            _ => bail!("{KEY}: unknown key {k:?} (expected per_second, burst)"),
+        }
+    }
+    Ok(Some(limit))
 }
 
 /// Parse a duration such as `10s`, `50ms` or `1m 30s`, naming the key on error.
@@ -418,6 +509,51 @@ fn handler_config(
         }
     }
     Ok(out)
+}
+
+/// A tenant name: 1 to [`TENANT_NAME_MAX`] ASCII letters, digits, `-` or `_` (it becomes a
+/// path segment of stored artifacts and a metric label, so nothing else is safe).
+pub fn check_tenant_name(key: &str, name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.len() > TENANT_NAME_MAX {
+        bail!(
+            "{key}: {name:?} must be 1 to {TENANT_NAME_MAX} characters long, got {}",
+            name.len()
+        );
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        bail!("{key}: {name:?} contains {bad:?}; use letters, digits, '-' and '_' only");
+    }
+    Ok(())
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::redact::redact_url;
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("redis_prefix", &self.redis_prefix)
+            .field("plugins_dir", &self.plugins_dir)
+            .field("cache_dir", &self.cache_dir)
+            .field("object_store", &redact_url(&self.object_store))
+            .field("public_url", &self.public_url.as_deref().map(redact_url))
+            .field("role", &self.role)
+            .field("allow_unauthenticated", &self.allow_unauthenticated)
+            .field("scheduler", &self.scheduler)
+            .field("limits", &self.limits)
+            .field("pools", &self.pools)
+            .field("handlers", &self.handlers)
+            .field("api_keys", &self.api_keys)
+            .field("api", &self.api)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_units_per_task", &self.max_units_per_task)
+            .field("log_json", &self.log_json)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Config {
@@ -570,6 +706,17 @@ impl Config {
             c.limits.quarantine_after = v;
         }
 
+        let a = &file.api;
+        if let Some(t) = &a.header_read_timeout {
+            c.api.header_read_timeout = parse_duration("api.header_read_timeout", t)?;
+        }
+        if let Some(v) = a.max_concurrent_requests {
+            c.api.max_concurrent_requests = v;
+        }
+        if let Some(v) = &a.rate_limit {
+            c.api.rate_limit = rate_limit(v)?;
+        }
+
         for (name, p) in file.pools {
             c.pools.insert(
                 name,
@@ -638,12 +785,32 @@ impl Config {
             if k.key.expose().len() < 8 {
                 bail!("api_keys[{i}].key is too short (at least 8 characters)");
             }
-            if k.tenant.trim().is_empty() {
-                bail!("api_keys[{i}].tenant must not be empty");
+            check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
+        }
+        if self.api.header_read_timeout < Duration::from_millis(10) {
+            bail!("api.header_read_timeout must be at least 10ms");
+        }
+        if self.api.max_concurrent_requests == 0 {
+            bail!("api.max_concurrent_requests must be at least 1");
+        }
+        if let Some(r) = &self.api.rate_limit {
+            if !(r.per_second.is_finite() && r.per_second > 0.0) {
+                bail!(
+                    "api.rate_limit.per_second must be a positive number, got {}",
+                    r.per_second
+                );
+            }
+            if r.burst == 0 {
+                bail!("api.rate_limit.burst must be at least 1");
             }
         }
         if let Some(u) = &self.public_url {
-            url::Url::parse(u).with_context(|| format!("public_url: {u:?} is not a URL"))?;
+            url::Url::parse(u).with_context(|| {
+                format!(
+                    "public_url: {:?} is not a URL",
+                    crate::redact::redact_url(u)
+                )
+            })?;
         }
         if !(self.database_url.starts_with("sqlite:")
             || self.database_url.starts_with("postgres:")
@@ -651,7 +818,7 @@ impl Config {
         {
             bail!(
                 "database_url: {:?} is neither sqlite://… nor postgres://…",
-                self.database_url
+                crate::redact::redact_url(&self.database_url)
             );
         }
         Ok(())
@@ -764,6 +931,97 @@ mod tests {
         assert!(bad("tick = 3", &[]).contains("unknown field"));
         assert!(bad("database_url = \"mysql://x\"", &[]).contains("database_url"));
         assert!(bad("[[api_keys]]\nkey = \"short\"\ntenant = \"a\"", &[]).contains("api_keys[0]"));
+    }
+
+    #[test]
+    fn tenant_names_are_checked_naming_the_key() {
+        let keys = |tenants: &[&str]| {
+            let mut file = String::new();
+            for (i, t) in tenants.iter().enumerate() {
+                file.push_str(&format!(
+                    "[[api_keys]]\nkey = \"key-number-{i}\"\ntenant = {t:?}\n"
+                ));
+            }
+            Config::from_parts(Some(&file), &env_of(&[])).map_err(|e| format!("{e:#}"))
+        };
+        let long = "t".repeat(TENANT_NAME_MAX);
+        assert!(keys(&["team-a", "Team_B", "7", &long]).is_ok());
+        let too_long = "t".repeat(TENANT_NAME_MAX + 1);
+        for bad in ["", "a b", "../etc", "a/b", "tëam", "a.b", too_long.as_str()] {
+            let err = keys(&["ok", "fine", bad]).expect_err(bad);
+            assert!(err.contains("api_keys[2].tenant"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn api_section() {
+        let c = Config::from_parts(None, &env_of(&[])).expect("defaults");
+        assert_eq!(c.api.header_read_timeout, HEADER_READ_TIMEOUT_DEFAULT);
+        assert_eq!(
+            c.api.max_concurrent_requests,
+            MAX_CONCURRENT_REQUESTS_DEFAULT
+        );
+        assert_eq!(c.api.rate_limit, Some(RateLimit::default()));
+        let file = r#"
+            [api]
+            header_read_timeout = "3s"
+            max_concurrent_requests = 64
+            rate_limit = { per_second = 5, burst = 10 }
+        "#;
+        let c = Config::from_parts(Some(file), &env_of(&[])).expect("valid");
+        assert_eq!(c.api.header_read_timeout, Duration::from_secs(3));
+        assert_eq!(c.api.max_concurrent_requests, 64);
+        assert_eq!(
+            c.api.rate_limit,
+            Some(RateLimit {
+                per_second: 5.0,
+                burst: 10
+            })
+        );
+        let off = Config::from_parts(Some("[api]\nrate_limit = false"), &env_of(&[]));
+        assert_eq!(off.expect("valid").api.rate_limit, None);
+        let bad = |file: &str| {
+            format!(
+                "{:#}",
+                Config::from_parts(Some(file), &env_of(&[])).expect_err(file)
+            )
+        };
+        assert!(
+            bad("[api]\nrate_limit = { per_second = 0 }").contains("api.rate_limit.per_second")
+        );
+        assert!(bad("[api]\nrate_limit = { burst = 0 }").contains("api.rate_limit.burst"));
+        assert!(bad("[api]\nrate_limit = { rate = 1 }").contains("api.rate_limit"));
+        assert!(bad("[api]\nmax_concurrent_requests = 0").contains("api.max_concurrent_requests"));
+        assert!(bad("[api]\nheader_read_timeout = \"soon\"").contains("api.header_read_timeout"));
+    }
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let file = r#"
+            database_url = "postgres://slotd:db-pass-123@db.internal:5432/slotd"
+            redis_url = "redis://:redis-pass-456@cache.internal:6379/0"
+            [handlers.kling-video]
+            access_key = "AK"
+            secret_key = { env = "KLING_SECRET_KEY" }
+            webhook_secret = "whsec-value-789"
+            [[api_keys]]
+            key = "api-key-value-000"
+            tenant = "a"
+        "#;
+        let env = env_of(&[("KLING_SECRET_KEY", "kling-secret-abc")]);
+        let c = Config::from_parts(Some(file), &env).expect("valid");
+        let shown = format!("{c:?} {c:#?}");
+        for secret in [
+            "db-pass-123",
+            "redis-pass-456",
+            "kling-secret-abc",
+            "whsec-value-789",
+            "api-key-value-000",
+        ] {
+            assert!(!shown.contains(secret), "{secret} leaked in {shown}");
+        }
+        assert!(shown.contains("postgres://slotd:***@db.internal:5432/slotd"));
+        assert!(shown.contains("redis://:***@cache.internal:6379/0"));
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
-//! - [`app`]: building the services from the config, running until shutdown.
+//! - [`app`]: building the services from the config, running until shutdown; [`serve`]: the
+//!   HTTP/1.1 listener loop (header-read timeout, graceful shutdown).
+//! - [`redact`]: passwords out of printed URLs.
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
@@ -30,8 +32,10 @@ pub mod keyspace;
 pub mod lease;
 pub mod model;
 pub mod objects;
+pub mod redact;
 pub mod runtime;
 pub mod scheduler;
+pub mod serve;
 pub mod services;
 pub mod sim;
 pub mod slots;
