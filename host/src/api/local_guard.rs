@@ -199,6 +199,27 @@ mod tests {
     }
 
     #[test]
+    fn which_rules_apply() {
+        let mut config = Config::default();
+        assert_eq!(
+            LocalGuard::for_config(&config),
+            Some(LocalGuard { check_host: true })
+        );
+        // `--allow-unauthenticated` beyond loopback: the names it is reached by are unknown,
+        // but a browser's cross-site writes are still refused.
+        config.listen = ([0, 0, 0, 0], 8080).into();
+        assert_eq!(
+            LocalGuard::for_config(&config),
+            Some(LocalGuard { check_host: false })
+        );
+        config.api_keys.push(crate::config::ApiKey {
+            key: crate::config::Secret::new("key-of-tenant-a"),
+            tenant: "a".into(),
+        });
+        assert_eq!(LocalGuard::for_config(&config), None);
+    }
+
+    #[test]
     fn json_media_types() {
         for ok in [
             "application/json",
