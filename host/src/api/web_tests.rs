@@ -433,6 +433,33 @@ async fn loopback_mode_is_not_rate_limited() {
     }
 }
 
+/// What the store itself says when it is asked to write a task of `units` units directly.
+async fn store_write_error(h: &Harness, units: usize) -> String {
+    let task = crate::store::NewTask {
+        id: uuid::Uuid::now_v7().to_string(),
+        tenant: super::LOCAL_TENANT.into(),
+        task_type: "fixture".into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: (0..units)
+            .map(|_| crate::store::NewUnit {
+                id: uuid::Uuid::now_v7().to_string(),
+                pool: "fixture".into(),
+                stage: "main".into(),
+                spec: "{}".into(),
+                state: "{}".into(),
+            })
+            .collect(),
+        now: 1_000_000,
+    };
+    match h.store.task_create(task).await {
+        Err(crate::store::StoreError::Unavailable(reason)) => reason,
+        other => panic!("expected StoreError::Unavailable, got {other:?}"),
+    }
+}
+
 /// The writer connection of the harness's store (its pragmas are per connection).
 fn writer(h: &Harness) -> &sqlx::SqlitePool {
     h.store.writer_for_tests()
@@ -464,6 +491,9 @@ async fn sqlite_disk_full_is_503_with_retry_after() {
         !detail.contains("full"),
         "no internals in the answer: {detail}"
     );
+    // It was the disk-full condition (SQLITE_FULL, 13) that the store reported as unavailable.
+    let reason = store_write_error(&h, 500).await;
+    assert!(reason.contains("code: 13"), "{reason}");
 
     // Room again: the same request is accepted.
     if let Err(e) = sqlx::query("PRAGMA max_page_count = 1073741823")
@@ -498,6 +528,8 @@ async fn sqlite_busy_is_503_with_retry_after() {
     let r = h.send("POST", "/v1/tasks/fixture", &[JSON], CREATE).await;
     r.problem(503);
     assert_eq!(r.retry_after(), Some(1));
+    let reason = store_write_error(&h, 1).await;
+    assert!(reason.contains("code: 5"), "SQLITE_BUSY: {reason}");
 
     if let Err(e) = sqlx::query("COMMIT").execute(&mut other).await {
         panic!("releasing the lock: {e}");
