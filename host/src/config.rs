@@ -11,6 +11,12 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+mod api;
+pub use self::api::{
+    ApiConfig, HEADER_READ_TIMEOUT_DEFAULT, MAX_CONCURRENT_REQUESTS_DEFAULT,
+    RATE_LIMIT_BURST_DEFAULT, RATE_LIMIT_PER_SECOND_DEFAULT, RateLimit,
+};
+
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://slotd.db";
 pub const PLUGINS_DIR_DEFAULT: &str = "plugins";
@@ -42,17 +48,7 @@ pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(10);
 /// Prefix of every Redis key slotd writes, so several deployments (or tests) share a server.
 pub const REDIS_PREFIX_DEFAULT: &str = "slotd:";
 pub const ARTIFACT_MAX_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
-/// Longest a client may take to send a request's headers (slowloris); a kept-alive connection
-/// idle this long between requests is closed too.
-pub const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
-/// Requests handled at once by one process; more are answered 503 with `Retry-After` at once
-/// rather than queued.
-pub const MAX_CONCURRENT_REQUESTS_DEFAULT: usize = 512;
-/// Sustained requests per second one tenant may make (with API keys).
-pub const RATE_LIMIT_PER_SECOND_DEFAULT: f64 = 100.0;
-/// Requests one tenant may make in a burst above the sustained rate.
-pub const RATE_LIMIT_BURST_DEFAULT: u32 = 200;
-/// Longest tenant name (`api_keys[i].tenant`): tenants name directories and metric labels.
+/// Longest tenant name (`api_keys[i].tenant`).
 pub const TENANT_NAME_MAX: usize = 63;
 
 /// Which parts of slotd a process runs.
@@ -212,45 +208,6 @@ impl Default for RuntimeLimits {
     }
 }
 
-/// The HTTP front door (`[api]`): how long headers may take, how many requests run at once,
-/// and how fast each tenant may call.
-#[derive(Clone, Debug)]
-pub struct ApiConfig {
-    /// See [`HEADER_READ_TIMEOUT_DEFAULT`].
-    pub header_read_timeout: Duration,
-    /// See [`MAX_CONCURRENT_REQUESTS_DEFAULT`].
-    pub max_concurrent_requests: usize,
-    /// Per-tenant token bucket, applied only when `[[api_keys]]` are configured (the single
-    /// local tenant of a loopback slotd is not limited). `None`: off (`rate_limit = false`).
-    pub rate_limit: Option<RateLimit>,
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        ApiConfig {
-            header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
-            max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
-            rate_limit: Some(RateLimit::default()),
-        }
-    }
-}
-
-/// A token bucket: `burst` requests at once, refilled at `per_second`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RateLimit {
-    pub per_second: f64,
-    pub burst: u32,
-}
-
-impl Default for RateLimit {
-    fn default() -> Self {
-        RateLimit {
-            per_second: RATE_LIMIT_PER_SECOND_DEFAULT,
-            burst: RATE_LIMIT_BURST_DEFAULT,
-        }
-    }
-}
-
 /// A pool's operator settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -362,16 +319,7 @@ struct FileConfig {
     #[serde(default)]
     api_keys: Vec<FileApiKey>,
     #[serde(default)]
-    api: FileApi,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileApi {
-    header_read_timeout: Option<String>,
-    max_concurrent_requests: Option<usize>,
-    /// `false`, or `{ per_second = …, burst = … }` (read by [`rate_limit`]).
-    rate_limit: Option<toml::Value>,
+    api: api::FileApi,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -416,32 +364,6 @@ struct FilePool {
 struct FileApiKey {
     key: toml::Value,
     tenant: String,
-}
-
-/// `[api] rate_limit`: `false` turns it off, `true` keeps the defaults, a table sets
-/// `per_second` and/or `burst`.
-fn rate_limit(value: &toml::Value) -> anyhow::Result<Option<RateLimit>> {
-    const KEY: &str = "api.rate_limit";
-    let table = match value {
-        toml::Value::Boolean(false) => return Ok(None),
-        toml::Value::Boolean(true) => return Ok(Some(RateLimit::default())),
-        toml::Value::Table(t) => t,
-        _ => bail!("{KEY}: expected false or {{ per_second = 100, burst = 200 }}"),
-    };
-    let mut limit = RateLimit::default();
-    for (k, v) in table {
-        match (k.as_str(), v) {
-            ("per_second", toml::Value::Float(f)) => limit.per_second = *f,
-            ("per_second", toml::Value::Integer(i)) => limit.per_second = *i as f64,
-            ("burst", toml::Value::Integer(i)) => {
-                limit.burst = u32::try_from(*i)
-                    .with_context(|| format!("{KEY}.burst: {i} is out of range"))?;
-            }
-            ("per_second" | "burst", _) => bail!("{KEY}.{k}: expected a number"),
-            _ => bail!("{KEY}: unknown key {k:?} (expected per_second, burst)"),
-        }
-    }
-    Ok(Some(limit))
 }
 
 /// Parse a duration such as `10s`, `50ms` or `1m 30s`, naming the key on error.
@@ -511,8 +433,9 @@ fn handler_config(
     Ok(out)
 }
 
-/// A tenant name: 1 to [`TENANT_NAME_MAX`] ASCII letters, digits, `-` or `_` (it becomes a
-/// path segment of stored artifacts and a metric label, so nothing else is safe).
+/// A tenant name: 1 to [`TENANT_NAME_MAX`] ASCII letters, digits, `-` or `_`. It becomes a
+/// path segment of stored artifacts (`{tenant}/{task}/…`) and appears in logs, so nothing that
+/// could climb a directory or break a line is allowed.
 pub fn check_tenant_name(key: &str, name: &str) -> anyhow::Result<()> {
     if name.is_empty() || name.len() > TENANT_NAME_MAX {
         bail!(
@@ -706,16 +629,7 @@ impl Config {
             c.limits.quarantine_after = v;
         }
 
-        let a = &file.api;
-        if let Some(t) = &a.header_read_timeout {
-            c.api.header_read_timeout = parse_duration("api.header_read_timeout", t)?;
-        }
-        if let Some(v) = a.max_concurrent_requests {
-            c.api.max_concurrent_requests = v;
-        }
-        if let Some(v) = &a.rate_limit {
-            c.api.rate_limit = rate_limit(v)?;
-        }
+        c.api.apply(&file.api)?;
 
         for (name, p) in file.pools {
             c.pools.insert(
@@ -787,23 +701,7 @@ impl Config {
             }
             check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
         }
-        if self.api.header_read_timeout < Duration::from_millis(10) {
-            bail!("api.header_read_timeout must be at least 10ms");
-        }
-        if self.api.max_concurrent_requests == 0 {
-            bail!("api.max_concurrent_requests must be at least 1");
-        }
-        if let Some(r) = &self.api.rate_limit {
-            if !(r.per_second.is_finite() && r.per_second > 0.0) {
-                bail!(
-                    "api.rate_limit.per_second must be a positive number, got {}",
-                    r.per_second
-                );
-            }
-            if r.burst == 0 {
-                bail!("api.rate_limit.burst must be at least 1");
-            }
-        }
+        self.api.validate()?;
         if let Some(u) = &self.public_url {
             url::Url::parse(u).with_context(|| {
                 format!(
@@ -951,48 +849,6 @@ mod tests {
             let err = keys(&["ok", "fine", bad]).expect_err(bad);
             assert!(err.contains("api_keys[2].tenant"), "{bad:?}: {err}");
         }
-    }
-
-    #[test]
-    fn api_section() {
-        let c = Config::from_parts(None, &env_of(&[])).expect("defaults");
-        assert_eq!(c.api.header_read_timeout, HEADER_READ_TIMEOUT_DEFAULT);
-        assert_eq!(
-            c.api.max_concurrent_requests,
-            MAX_CONCURRENT_REQUESTS_DEFAULT
-        );
-        assert_eq!(c.api.rate_limit, Some(RateLimit::default()));
-        let file = r#"
-            [api]
-            header_read_timeout = "3s"
-            max_concurrent_requests = 64
-            rate_limit = { per_second = 5, burst = 10 }
-        "#;
-        let c = Config::from_parts(Some(file), &env_of(&[])).expect("valid");
-        assert_eq!(c.api.header_read_timeout, Duration::from_secs(3));
-        assert_eq!(c.api.max_concurrent_requests, 64);
-        assert_eq!(
-            c.api.rate_limit,
-            Some(RateLimit {
-                per_second: 5.0,
-                burst: 10
-            })
-        );
-        let off = Config::from_parts(Some("[api]\nrate_limit = false"), &env_of(&[]));
-        assert_eq!(off.expect("valid").api.rate_limit, None);
-        let bad = |file: &str| {
-            format!(
-                "{:#}",
-                Config::from_parts(Some(file), &env_of(&[])).expect_err(file)
-            )
-        };
-        assert!(
-            bad("[api]\nrate_limit = { per_second = 0 }").contains("api.rate_limit.per_second")
-        );
-        assert!(bad("[api]\nrate_limit = { burst = 0 }").contains("api.rate_limit.burst"));
-        assert!(bad("[api]\nrate_limit = { rate = 1 }").contains("api.rate_limit"));
-        assert!(bad("[api]\nmax_concurrent_requests = 0").contains("api.max_concurrent_requests"));
-        assert!(bad("[api]\nheader_read_timeout = \"soon\"").contains("api.header_read_timeout"));
     }
 
     #[test]
