@@ -54,7 +54,12 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     config.check_secrets()?;
     let store = crate::store::open(&config.database_url)
         .await
-        .with_context(|| format!("opening the database {}", config.database_url))?;
+        .with_context(|| {
+            format!(
+                "opening the database {}",
+                crate::redact::redact_url(&config.database_url)
+            )
+        })?;
     // With Redis: shared slots, pool leases and hot snapshots. Redis need not answer yet (it
     // holds nothing the database cannot rebuild); the scheduler waits for it.
     let keyspace = match &config.redis_url {
@@ -165,11 +170,13 @@ pub async fn run_with(
         } else {
             crate::api::probe_router(services.clone())
         };
-        let stop = token.clone();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-            .context("serving the API")?;
+        crate::serve::serve(
+            listener,
+            app,
+            services.config.api.header_read_timeout,
+            token.clone(),
+        )
+        .await;
     } else {
         token.cancelled().await;
     }

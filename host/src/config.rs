@@ -11,6 +11,12 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+mod api;
+pub use self::api::{
+    ApiConfig, HEADER_READ_TIMEOUT_DEFAULT, MAX_CONCURRENT_REQUESTS_DEFAULT,
+    RATE_LIMIT_BURST_DEFAULT, RATE_LIMIT_PER_SECOND_DEFAULT, RateLimit,
+};
+
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://slotd.db";
 pub const PLUGINS_DIR_DEFAULT: &str = "plugins";
@@ -46,6 +52,8 @@ pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(10);
 /// Prefix of every Redis key slotd writes, so several deployments (or tests) share a server.
 pub const REDIS_PREFIX_DEFAULT: &str = "slotd:";
 pub const ARTIFACT_MAX_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
+/// Longest tenant name (`api_keys[i].tenant`).
+pub const TENANT_NAME_MAX: usize = 63;
 
 /// Which parts of slotd a process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -282,15 +290,16 @@ impl HandlerConfig {
     }
 }
 
-/// An API key and the tenant it acts for.
+/// An API key and the tenant it acts for (`Debug` shows the key as `Secret(***)`).
 #[derive(Clone, Debug)]
 pub struct ApiKey {
     pub key: Secret,
     pub tenant: String,
 }
 
-/// Everything slotd needs to run.
-#[derive(Clone, Debug)]
+/// Everything slotd needs to run. `Debug` redacts the passwords of the URLs it holds (see
+/// [`crate::redact`]); API keys and handler secrets are [`Secret`]s.
+#[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub database_url: String,
@@ -313,6 +322,7 @@ pub struct Config {
     pub pools: BTreeMap<String, PoolConfig>,
     pub handlers: BTreeMap<String, HandlerConfig>,
     pub api_keys: Vec<ApiKey>,
+    pub api: ApiConfig,
     pub max_body_bytes: usize,
     pub max_units_per_task: usize,
     /// Emit JSON logs.
@@ -339,6 +349,7 @@ impl Default for Config {
             pools: BTreeMap::new(),
             handlers: BTreeMap::new(),
             api_keys: Vec::new(),
+            api: ApiConfig::default(),
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
             max_units_per_task: MAX_UNITS_PER_TASK_DEFAULT,
             log_json: false,
@@ -372,6 +383,8 @@ struct FileConfig {
     handlers: BTreeMap<String, toml::Table>,
     #[serde(default)]
     api_keys: Vec<FileApiKey>,
+    #[serde(default)]
+    api: api::FileApi,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -496,6 +509,52 @@ fn handler_config(
         }
     }
     Ok(out)
+}
+
+/// A tenant name: 1 to [`TENANT_NAME_MAX`] ASCII letters, digits, `-` or `_`. It becomes a
+/// path segment of stored artifacts (`{tenant}/{task}/…`) and appears in logs, so nothing that
+/// could climb a directory or break a line is allowed.
+pub fn check_tenant_name(key: &str, name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.len() > TENANT_NAME_MAX {
+        bail!(
+            "{key}: {name:?} must be 1 to {TENANT_NAME_MAX} characters long, got {}",
+            name.len()
+        );
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        bail!("{key}: {name:?} contains {bad:?}; use letters, digits, '-' and '_' only");
+    }
+    Ok(())
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::redact::redact_url;
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("redis_prefix", &self.redis_prefix)
+            .field("plugins_dir", &self.plugins_dir)
+            .field("cache_dir", &self.cache_dir)
+            .field("object_store", &redact_url(&self.object_store))
+            .field("public_url", &self.public_url.as_deref().map(redact_url))
+            .field("role", &self.role)
+            .field("allow_unauthenticated", &self.allow_unauthenticated)
+            .field("scheduler", &self.scheduler)
+            .field("limits", &self.limits)
+            .field("pools", &self.pools)
+            .field("handlers", &self.handlers)
+            .field("api_keys", &self.api_keys)
+            .field("api", &self.api)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_units_per_task", &self.max_units_per_task)
+            .field("log_json", &self.log_json)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Config {
@@ -653,6 +712,8 @@ impl Config {
             c.limits.quarantine_after = v;
         }
 
+        c.api.apply(&file.api)?;
+
         for (name, p) in file.pools {
             c.pools.insert(
                 name,
@@ -732,12 +793,16 @@ impl Config {
             if k.key.expose().len() < 8 {
                 bail!("api_keys[{i}].key is too short (at least 8 characters)");
             }
-            if k.tenant.trim().is_empty() {
-                bail!("api_keys[{i}].tenant must not be empty");
-            }
+            check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
         }
+        self.api.validate()?;
         if let Some(u) = &self.public_url {
-            url::Url::parse(u).with_context(|| format!("public_url: {u:?} is not a URL"))?;
+            url::Url::parse(u).with_context(|| {
+                format!(
+                    "public_url: {:?} is not a URL",
+                    crate::redact::redact_url(u)
+                )
+            })?;
         }
         self.check_secrets()?;
         if !(self.database_url.starts_with("sqlite:")
@@ -746,7 +811,7 @@ impl Config {
         {
             bail!(
                 "database_url: {:?} is neither sqlite://… nor postgres://…",
-                self.database_url
+                crate::redact::redact_url(&self.database_url)
             );
         }
         Ok(())
@@ -936,6 +1001,55 @@ mod tests {
                 "secret echoed: {err}"
             );
         }
+    }
+
+    #[test]
+    fn tenant_names_are_checked_naming_the_key() {
+        let keys = |tenants: &[&str]| {
+            let mut file = String::new();
+            for (i, t) in tenants.iter().enumerate() {
+                file.push_str(&format!(
+                    "[[api_keys]]\nkey = \"key-number-{i}\"\ntenant = {t:?}\n"
+                ));
+            }
+            Config::from_parts(Some(&file), &env_of(&[])).map_err(|e| format!("{e:#}"))
+        };
+        let long = "t".repeat(TENANT_NAME_MAX);
+        assert!(keys(&["team-a", "Team_B", "7", &long]).is_ok());
+        let too_long = "t".repeat(TENANT_NAME_MAX + 1);
+        for bad in ["", "a b", "../etc", "a/b", "tëam", "a.b", too_long.as_str()] {
+            let err = keys(&["ok", "fine", bad]).expect_err(bad);
+            assert!(err.contains("api_keys[2].tenant"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let file = r#"
+            database_url = "postgres://slotd:db-pass-123@db.internal:5432/slotd"
+            redis_url = "redis://:redis-pass-456@cache.internal:6379/0"
+            [handlers.kling-video]
+            access_key = "AK"
+            secret_key = { env = "KLING_SECRET_KEY" }
+            webhook_secret = "whsec-value-789"
+            [[api_keys]]
+            key = "api-key-value-000"
+            tenant = "a"
+        "#;
+        let env = env_of(&[("KLING_SECRET_KEY", "kling-secret-abc")]);
+        let c = Config::from_parts(Some(file), &env).expect("valid");
+        let shown = format!("{c:?} {c:#?}");
+        for secret in [
+            "db-pass-123",
+            "redis-pass-456",
+            "kling-secret-abc",
+            "whsec-value-789",
+            "api-key-value-000",
+        ] {
+            assert!(!shown.contains(secret), "{secret} leaked in {shown}");
+        }
+        assert!(shown.contains("postgres://slotd:***@db.internal:5432/slotd"));
+        assert!(shown.contains("redis://:***@cache.internal:6379/0"));
     }
 
     #[test]

@@ -39,8 +39,10 @@ pub struct Keyspace {
 impl Keyspace {
     /// Parse `url` (`redis://host:port/db`); does not connect.
     pub fn new(url: &str, prefix: &str) -> anyhow::Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| anyhow::anyhow!("redis_url {url:?} is not a Redis URL: {e}"))?;
+        let client = redis::Client::open(url).map_err(|e| {
+            let shown = crate::redact::redact_url(url);
+            anyhow::anyhow!("redis_url {shown:?} is not a Redis URL: {e}")
+        })?;
         Ok(Keyspace {
             client,
             conn: OnceCell::new(),

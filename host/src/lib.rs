@@ -18,7 +18,9 @@
 //! - [`callback_token`]: the tokens in callback URLs that say which units a callback may change.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`check`]: `slotd check`, the read-only audit of a database against the invariants.
-//! - [`app`]: building the services from the config, running until shutdown.
+//! - [`app`]: building the services from the config, running until shutdown; [`serve`]: the
+//!   HTTP/1.1 listener loop (header-read timeout, graceful shutdown).
+//! - [`redact`]: passwords out of printed URLs.
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 
@@ -34,8 +36,10 @@ pub mod keyspace;
 pub mod lease;
 pub mod model;
 pub mod objects;
+pub mod redact;
 pub mod runtime;
 pub mod scheduler;
+pub mod serve;
 pub mod services;
 pub mod sim;
 pub mod slots;

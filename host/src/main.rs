@@ -347,7 +347,10 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             let config = Config::load(cli.config.as_deref())?;
             init_tracing(config.log_json);
             slotd::store::open(&config.database_url).await?;
-            println!("migrations applied to {}", config.database_url);
+            println!(
+                "migrations applied to {}",
+                slotd::redact::redact_url(&config.database_url)
+            );
             Ok(())
         }
         Command::Check(args) => {

@@ -7,6 +7,7 @@
 //! prefix.
 
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
@@ -32,18 +33,24 @@ impl FromRequestParts<Services> for Tenant {
         let keys = &services.config.api_keys;
         let tenant = if keys.is_empty() {
             LOCAL_TENANT.to_string()
+        } else if let Some(Tenant(known)) = parts.extensions.get::<Tenant>() {
+            // Admission already matched the key (to charge the tenant's rate limit).
+            known.clone()
         } else {
-            let presented = parts
-                .headers
-                .get(AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(bearer_token)
-                .ok_or(ApiError::Unauthorized)?;
-            tenant_for_key(keys, presented).ok_or(ApiError::Unauthorized)?
+            tenant_of(&parts.headers, keys).ok_or(ApiError::Unauthorized)?
         };
         tracing::Span::current().record("tenant", tenant.as_str());
         Ok(Tenant(tenant))
     }
+}
+
+/// The tenant whose key the request's `Authorization: Bearer` header presents, if any.
+pub fn tenant_of(headers: &HeaderMap, keys: &[ApiKey]) -> Option<String> {
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token)?;
+    tenant_for_key(keys, presented)
 }
 
 /// The token of a `Bearer` authorization value (scheme is case-insensitive, RFC 7235).

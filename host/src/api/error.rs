@@ -47,6 +47,32 @@ pub enum ApiError {
         detail: String,
         field: Option<String>,
     },
+    /// Without API keys, a `Host` that is not a loopback name (a DNS-rebinding page would
+    /// send its own domain). 421: the request was directed at a server that will not answer
+    /// for that name.
+    #[error(
+        "Host {host:?} is not a loopback name; without API keys slotd answers only localhost, \
+         127.0.0.1 and [::1] (DNS-rebinding protection)"
+    )]
+    MisdirectedHost { host: String },
+    /// Without API keys, a write whose `Origin` is another site (a cross-site page).
+    #[error(
+        "Origin {origin:?} is not a loopback origin; without API keys slotd refuses \
+         cross-site writes"
+    )]
+    CrossOrigin { origin: String },
+    /// Without API keys, a write whose body is not declared JSON (what an HTML form can send).
+    #[error(
+        "a request body must be sent with Content-Type: application/json (got {found}); \
+         without API keys slotd refuses other types (cross-site form protection)"
+    )]
+    UnsupportedMediaType { found: String },
+    /// The tenant spent its request budget (`[api] rate_limit`); retry after the given time.
+    #[error("rate limit exceeded for this API key; retry in {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    /// More requests in flight than `[api] max_concurrent_requests`; retry shortly.
+    #[error("too many requests in flight; retry shortly")]
+    Overloaded,
     /// A dependency is down (database, handler); retry later.
     #[error("{0}")]
     Unavailable(String),
@@ -84,7 +110,13 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Unavailable(_) | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::MisdirectedHost { .. } => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::CrossOrigin { .. } => StatusCode::FORBIDDEN,
+            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable(_) | ApiError::Timeout | ApiError::Overloaded => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -99,6 +131,13 @@ impl ApiError {
             ApiError::MethodNotAllowed => ("method-not-allowed", "Method not allowed"),
             ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Payload too large"),
             ApiError::Unprocessable { .. } => ("validation", "Validation failed"),
+            ApiError::MisdirectedHost { .. } => ("misdirected-host", "Host not served"),
+            ApiError::CrossOrigin { .. } => ("cross-origin", "Cross-origin write refused"),
+            ApiError::UnsupportedMediaType { .. } => {
+                ("unsupported-media-type", "Unsupported media type")
+            }
+            ApiError::RateLimited { .. } => ("rate-limited", "Too many requests"),
+            ApiError::Overloaded => ("overloaded", "Server busy"),
             ApiError::Unavailable(_) => ("unavailable", "Service unavailable"),
             ApiError::Timeout => ("timeout", "Request timed out"),
             ApiError::Internal => ("internal", "Internal error"),
@@ -150,8 +189,11 @@ impl IntoResponse for ApiError {
                     HeaderValue::from_static("Bearer realm=\"slotd\""),
                 );
             }
-            ApiError::Unavailable(_) | ApiError::Timeout => {
+            ApiError::Unavailable(_) | ApiError::Timeout | ApiError::Overloaded => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::RateLimited { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
             }
             _ => {}
         }

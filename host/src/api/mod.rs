@@ -10,15 +10,22 @@
 //! - `pools.rs`, `handlers.rs`: what runs where; `health.rs`: `/healthz`, `/readyz`,
 //!   `/metrics`.
 //!
-//! Cross-cutting layers: a `slotd.http` request span (tenant recorded once known), a request
-//! deadline answered as problem+json, the body size cap, and `slotd_api_requests_total`.
+//! - `local_guard.rs`: the loopback default's web rules (loopback `Host`, JSON writes);
+//!   `admission.rs`: the bound on requests in flight and per-tenant rate limits.
+//!
+//! Cross-cutting layers, outermost first: a `slotd.http` request span (tenant recorded once
+//! known), `slotd_api_requests_total`, the loopback rules (without API keys), admission, a
+//! request deadline answered as problem+json, the body size cap. The header-read timeout is
+//! the listener's (see [`crate::serve`]).
 
+mod admission;
 pub mod auth;
 mod callbacks;
 mod dashboard;
 pub mod error;
 mod handlers;
 mod health;
+mod local_guard;
 mod pools;
 mod task_create;
 mod task_view;
@@ -26,6 +33,8 @@ mod tasks;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod web_tests;
 
 use std::time::Duration;
 
@@ -40,6 +49,7 @@ use crate::config::Config;
 use crate::services::Services;
 
 pub use self::auth::{LOCAL_TENANT, Tenant};
+pub use self::local_guard::LocalGuard;
 pub use self::task_view::{TaskSummary, TaskView};
 
 /// The shortest deadline a request gets. Creating a task waits for the handler's `plan`, so
@@ -52,6 +62,8 @@ pub const REQUEST_TIMEOUT_SLACK: Duration = Duration::from_secs(5);
 pub fn router(services: Services) -> Router {
     let body_limit = services.config.max_body_bytes;
     let deadline = request_timeout(&services.config);
+    let admission = admission::Admission::for_config(&services.config);
+    let guard = LocalGuard::for_config(&services.config);
     Router::new()
         .merge(tasks::router())
         .merge(callbacks::router())
@@ -63,6 +75,8 @@ pub fn router(services: Services) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(deadline, enforce_deadline))
+        .layer(middleware::from_fn_with_state(admission, admission::admit))
+        .layer(middleware::from_fn_with_state(guard, guard_local))
         .layer(middleware::from_fn(record_request))
         .layer(
             TraceLayer::new_for_http()
@@ -84,7 +98,11 @@ pub fn router(services: Services) -> Router {
 /// What a scheduler-only process serves: `/healthz`, `/readyz` and `/metrics`, no API, so
 /// orchestrators can probe it and Prometheus scrape it.
 pub fn probe_router(services: Services) -> Router {
-    health::router().fallback(not_found).with_state(services)
+    let guard = LocalGuard::for_config(&services.config);
+    health::router()
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(guard, guard_local))
+        .with_state(services)
 }
 
 /// The deadline of one request (see [`REQUEST_TIMEOUT_DEFAULT`]).
@@ -108,6 +126,18 @@ async fn enforce_deadline(State(deadline): State<Duration>, req: Request, next: 
             tracing::warn!(deadline = ?deadline, "request deadline exceeded");
             ApiError::Timeout.into_response()
         }
+    }
+}
+
+/// The loopback rules, when they apply (no API keys).
+async fn guard_local(
+    State(guard): State<Option<LocalGuard>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match guard {
+        Some(guard) => local_guard::enforce(State(guard), req, next).await,
+        None => next.run(req).await,
     }
 }
 

@@ -49,7 +49,7 @@ enum Conn {
 
 /// Read tasks, units, events and fences of the database `url` names.
 pub async fn snapshot(url: &str) -> anyhow::Result<Snapshot> {
-    let shown = redact(url);
+    let shown = crate::redact::redact_url(url);
     let mut conn = connect(url)
         .await
         .with_context(|| format!("connecting to {shown}"))?;
@@ -62,7 +62,7 @@ pub async fn snapshot(url: &str) -> anyhow::Result<Snapshot> {
 pub async fn submitted_ids(url: &str, pool: &str) -> anyhow::Result<BTreeSet<String>> {
     let mut conn = connect(url)
         .await
-        .with_context(|| format!("connecting to {}", redact(url)))?;
+        .with_context(|| format!("connecting to {}", crate::redact::redact_url(url)))?;
     let rows: Vec<(String, String)> = rows!(&mut conn, SUBMITTED_SQL, |r| Ok::<_, sqlx::Error>((
         r.try_get::<String, _>("id")?,
         r.try_get::<String, _>("pool")?
@@ -138,16 +138,4 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         events: by_unit,
         fences: fences.into_iter().collect(),
     })
-}
-
-/// The URL with any password replaced, for error messages.
-fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            // Only fails for URLs that cannot have a password, which this one has.
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
 }

@@ -50,6 +50,12 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(ref db) if db.code().is_some_and(|c| is_unavailable_code(&c)) => {
                 StoreError::Unavailable(e.to_string())
             }
+            sqlx::Error::Database(ref db)
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+                    && db.code().is_some_and(|c| is_sqlite_unavailable_code(&c)) =>
+            {
+                StoreError::Unavailable(e.to_string())
+            }
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
                 StoreError::Corrupt(e.to_string())
             }
@@ -63,6 +69,15 @@ impl From<sqlx::Error> for StoreError {
 /// (57P01-57P03) and no connection slots left (53300).
 fn is_unavailable_code(code: &str) -> bool {
     code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+}
+
+/// SQLite result codes that mean "the file cannot be written right now", not "this query is
+/// wrong": busy (5) and locked (6) past the busy timeout, an I/O error (10) and a full disk
+/// (13). SQLite reports extended codes (`SQLITE_IOERR_WRITE` is 778); the primary code is the
+/// low byte.
+fn is_sqlite_unavailable_code(code: &str) -> bool {
+    code.parse::<i32>()
+        .is_ok_and(|c| matches!(c & 0xff, 5 | 6 | 10 | 13))
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -407,22 +422,24 @@ pub trait TaskStore: Send + Sync + 'static {
 pub type DynStore = Arc<dyn TaskStore>;
 
 /// Open the store a database URL names (`sqlite://…` or `postgres://…`) and migrate it.
+/// Errors show the URL with its password redacted.
 pub async fn open(url: &str) -> anyhow::Result<DynStore> {
+    let shown = crate::redact::redact_url(url);
     if url.starts_with("sqlite:") {
         let store = sqlite::SqliteStore::connect(url).await?;
         store
             .migrate()
             .await
-            .map_err(|e| anyhow::anyhow!("database_url {url:?}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("database_url {shown:?}: {e}"))?;
         Ok(Arc::new(store))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
         let store = postgres::PostgresStore::connect(url).await?;
         store
             .migrate()
             .await
-            .map_err(|e| anyhow::anyhow!("database_url {url:?}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("database_url {shown:?}: {e}"))?;
         Ok(Arc::new(store))
     } else {
-        anyhow::bail!("database_url {url:?}: expected a sqlite:// or postgres:// URL")
+        anyhow::bail!("database_url {shown:?}: expected a sqlite:// or postgres:// URL")
     }
 }

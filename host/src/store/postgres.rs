@@ -73,8 +73,9 @@ impl PostgresStore {
     /// Connect to the database a `postgres://…` URL names (`?options=-c search_path=…`
     /// selects a schema). Does not migrate.
     pub async fn connect(url: &str) -> anyhow::Result<PostgresStore> {
+        let shown = crate::redact::redact_url(url);
         let options = PgConnectOptions::from_str(url)
-            .map_err(|e| anyhow::anyhow!("database_url {url:?} is not a PostgreSQL URL: {e}"))?
+            .map_err(|e| anyhow::anyhow!("database_url {shown:?} is not a PostgreSQL URL: {e}"))?
             // A process paused (or hung) inside a transaction must not hold its row locks
             // forever: the server ends such a session, which releases the pool's fence row for
             // the next leader. Waiting on a lock is bounded too, so a tick fails and retries
@@ -88,7 +89,7 @@ impl PostgresStore {
             ]);
         Self::connect_with(options, Self::pool_options())
             .await
-            .map_err(|e| anyhow::anyhow!("connecting to PostgreSQL at {url:?}: {e}"))
+            .map_err(|e| anyhow::anyhow!("connecting to PostgreSQL at {shown:?}: {e}"))
     }
 
     /// Connect with explicit options (one connection is opened now, to fail early).

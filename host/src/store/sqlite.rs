@@ -60,8 +60,9 @@ impl SqliteStore {
     /// with `synchronous=NORMAL` (durable against a process crash; a power cut may lose the last
     /// commits but never corrupts), foreign keys on, and a busy timeout. Does not migrate.
     pub async fn connect(url: &str) -> anyhow::Result<SqliteStore> {
+        let shown = crate::redact::redact_url(url);
         let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| anyhow::anyhow!("database_url {url:?} is not a SQLite URL: {e}"))?
+            .map_err(|e| anyhow::anyhow!("database_url {shown:?} is not a SQLite URL: {e}"))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -76,7 +77,7 @@ impl SqliteStore {
             .max_lifetime(None)
             .connect_with(options.clone())
             .await
-            .map_err(|e| anyhow::anyhow!("opening SQLite database {url:?}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("opening SQLite database {shown:?}: {e}"))?;
         let reader = if in_memory {
             writer.clone()
         } else {
@@ -84,7 +85,7 @@ impl SqliteStore {
                 .max_connections(READERS)
                 .connect_with(options)
                 .await
-                .map_err(|e| anyhow::anyhow!("opening SQLite database {url:?} for reads: {e}"))?
+                .map_err(|e| anyhow::anyhow!("opening SQLite database {shown:?} for reads: {e}"))?
         };
         Ok(SqliteStore { writer, reader })
     }
@@ -93,6 +94,13 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
+    }
+
+    /// The writer connection, for tests that change its per-connection pragmas (a full disk
+    /// with `max_page_count`, a short `busy_timeout`).
+    #[cfg(test)]
+    pub(crate) fn writer_for_tests(&self) -> &SqlitePool {
+        &self.writer
     }
 
     /// A write transaction on the writer connection.

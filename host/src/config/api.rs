@@ -1,0 +1,186 @@
+//! `[api]`: the HTTP front door's limits: how long a client may take over its headers, how
+//! many requests run at once, and how fast each tenant may call (see `api/admission.rs` and
+//! `serve.rs` for where they are enforced).
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use super::parse_duration;
+
+/// Longest a client may take to send a request's headers (slowloris); a kept-alive connection
+/// idle this long between requests is closed too.
+pub const HEADER_READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// Requests handled at once by one process; more are answered 503 with `Retry-After` at once
+/// rather than queued.
+pub const MAX_CONCURRENT_REQUESTS_DEFAULT: usize = 512;
+/// Sustained requests per second one tenant may make (with API keys).
+pub const RATE_LIMIT_PER_SECOND_DEFAULT: f64 = 100.0;
+/// Requests one tenant may make in a burst above the sustained rate.
+pub const RATE_LIMIT_BURST_DEFAULT: u32 = 200;
+
+/// The HTTP front door (`[api]`): how long headers may take, how many requests run at once,
+/// and how fast each tenant may call.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// See [`HEADER_READ_TIMEOUT_DEFAULT`].
+    pub header_read_timeout: Duration,
+    /// See [`MAX_CONCURRENT_REQUESTS_DEFAULT`].
+    pub max_concurrent_requests: usize,
+    /// Per-tenant token bucket, applied only when `[[api_keys]]` are configured (the single
+    /// local tenant of a loopback slotd is not limited). `None`: off (`rate_limit = false`).
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
+            max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
+            rate_limit: Some(RateLimit::default()),
+        }
+    }
+}
+
+/// A token bucket: `burst` requests at once, refilled at `per_second`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: u32,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit {
+            per_second: RATE_LIMIT_PER_SECOND_DEFAULT,
+            burst: RATE_LIMIT_BURST_DEFAULT,
+        }
+    }
+}
+
+impl ApiConfig {
+    /// Apply the file's `[api]` section.
+    pub(super) fn apply(&mut self, file: &FileApi) -> anyhow::Result<()> {
+        if let Some(t) = &file.header_read_timeout {
+            self.header_read_timeout = parse_duration("api.header_read_timeout", t)?;
+        }
+        if let Some(v) = file.max_concurrent_requests {
+            self.max_concurrent_requests = v;
+        }
+        if let Some(v) = &file.rate_limit {
+            self.rate_limit = rate_limit(v)?;
+        }
+        Ok(())
+    }
+
+    /// Check values that parse but make no sense, naming the key.
+    pub(super) fn validate(&self) -> anyhow::Result<()> {
+        if self.header_read_timeout < Duration::from_millis(10) {
+            bail!("api.header_read_timeout must be at least 10ms");
+        }
+        if self.max_concurrent_requests == 0 {
+            bail!("api.max_concurrent_requests must be at least 1");
+        }
+        if let Some(r) = &self.rate_limit {
+            if !(r.per_second.is_finite() && r.per_second > 0.0) {
+                bail!(
+                    "api.rate_limit.per_second must be a positive number, got {}",
+                    r.per_second
+                );
+            }
+            if r.burst == 0 {
+                bail!("api.rate_limit.burst must be at least 1");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file form of `[api]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileApi {
+    header_read_timeout: Option<String>,
+    max_concurrent_requests: Option<usize>,
+    /// `false`, or `{ per_second = …, burst = … }` (read by [`rate_limit`]).
+    rate_limit: Option<toml::Value>,
+}
+
+/// `[api] rate_limit`: `false` turns it off, `true` keeps the defaults, a table sets
+/// `per_second` and/or `burst`.
+fn rate_limit(value: &toml::Value) -> anyhow::Result<Option<RateLimit>> {
+    const KEY: &str = "api.rate_limit";
+    let table = match value {
+        toml::Value::Boolean(false) => return Ok(None),
+        toml::Value::Boolean(true) => return Ok(Some(RateLimit::default())),
+        toml::Value::Table(t) => t,
+        _ => bail!("{KEY}: expected false or {{ per_second = 100, burst = 200 }}"),
+    };
+    let mut limit = RateLimit::default();
+    for (k, v) in table {
+        match (k.as_str(), v) {
+            ("per_second", toml::Value::Float(f)) => limit.per_second = *f,
+            ("per_second", toml::Value::Integer(i)) => limit.per_second = *i as f64,
+            ("burst", toml::Value::Integer(i)) => {
+                limit.burst = u32::try_from(*i)
+                    .with_context(|| format!("{KEY}.burst: {i} is out of range"))?;
+            }
+            ("per_second" | "burst", _) => bail!("{KEY}.{k}: expected a number"),
+            _ => bail!("{KEY}: unknown key {k:?} (expected per_second, burst)"),
+        }
+    }
+    Ok(Some(limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn env_of(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn api_section() {
+        let c = Config::from_parts(None, &env_of).expect("defaults");
+        assert_eq!(c.api.header_read_timeout, HEADER_READ_TIMEOUT_DEFAULT);
+        assert_eq!(
+            c.api.max_concurrent_requests,
+            MAX_CONCURRENT_REQUESTS_DEFAULT
+        );
+        assert_eq!(c.api.rate_limit, Some(RateLimit::default()));
+        let file = r#"
+            [api]
+            header_read_timeout = "3s"
+            max_concurrent_requests = 64
+            rate_limit = { per_second = 5, burst = 10 }
+        "#;
+        let c = Config::from_parts(Some(file), &env_of).expect("valid");
+        assert_eq!(c.api.header_read_timeout, Duration::from_secs(3));
+        assert_eq!(c.api.max_concurrent_requests, 64);
+        assert_eq!(
+            c.api.rate_limit,
+            Some(RateLimit {
+                per_second: 5.0,
+                burst: 10
+            })
+        );
+        let off = Config::from_parts(Some("[api]\nrate_limit = false"), &env_of);
+        assert_eq!(off.expect("valid").api.rate_limit, None);
+        let bad = |file: &str| {
+            format!(
+                "{:#}",
+                Config::from_parts(Some(file), &env_of).expect_err(file)
+            )
+        };
+        assert!(
+            bad("[api]\nrate_limit = { per_second = 0 }").contains("api.rate_limit.per_second")
+        );
+        assert!(bad("[api]\nrate_limit = { burst = 0 }").contains("api.rate_limit.burst"));
+        assert!(bad("[api]\nrate_limit = { rate = 1 }").contains("api.rate_limit"));
+        assert!(bad("[api]\nmax_concurrent_requests = 0").contains("api.max_concurrent_requests"));
+        assert!(bad("[api]\nheader_read_timeout = \"soon\"").contains("api.header_read_timeout"));
+    }
+}
