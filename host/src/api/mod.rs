@@ -32,6 +32,8 @@ mod task_view;
 mod tasks;
 
 #[cfg(test)]
+mod test_harness;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod web_tests;

@@ -5,41 +5,22 @@
 //! The store is the real SQLite store in a temp dir ("database down" closes its pool) and the
 //! handler is the real compiled fixture component.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::router;
-use crate::clock::ManualClock;
+use super::test_harness::{Harness, harness_with};
 use crate::config::{ApiKey, Config, Secret};
 use crate::model::UnitStatus;
-use crate::runtime::{Handler, Registry, Runtime};
 use crate::services::Services;
 use crate::slots::SlotStore;
-use crate::slots::local::LocalSlots;
-use crate::store::sqlite::SqliteStore;
 use crate::store::{NewTask, NewUnit, TaskStore, UnitUpdate};
-use crate::wake::Wake;
 
 const KEY_A: &str = "key-of-tenant-a";
 const KEY_B: &str = "key-of-tenant-b";
 const FIXTURE_POOL: &str = "fixture";
-
-/// Everything a test needs: the app and direct handles on what it changes.
-struct Harness {
-    app: Router,
-    services: Services,
-    store: Arc<SqliteStore>,
-    slots: Arc<LocalSlots>,
-    wake: Arc<Wake>,
-    _dir: tempfile::TempDir,
-}
 
 struct Reply {
     status: StatusCode,
@@ -62,75 +43,6 @@ impl Reply {
         assert_eq!(self.json["status"], status);
         assert!(self.json["type"].is_string() && self.json["title"].is_string());
         &self.json
-    }
-}
-
-/// The store under test: SQLite in a temp dir, migrated.
-async fn test_store(dir: &Path) -> Arc<SqliteStore> {
-    let url = format!("sqlite://{}", dir.join("api.db").display());
-    let store = match SqliteStore::connect(&url).await {
-        Ok(s) => s,
-        Err(e) => panic!("opening {url}: {e:#}"),
-    };
-    if let Err(e) = store.migrate().await {
-        panic!("migrating: {e}");
-    }
-    Arc::new(store)
-}
-
-/// The real fixture component: task type `fixture`, one stage on pool `fixture`.
-async fn fixture_handler(runtime: &Runtime) -> Arc<Handler> {
-    let path = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
-    match runtime.load_file(&path).await {
-        Ok(h) => h,
-        Err(e) => panic!("{e:#}"),
-    }
-}
-
-async fn harness_with(config: Config) -> Harness {
-    let dir = match tempfile::TempDir::new() {
-        Ok(d) => d,
-        Err(e) => panic!("temp dir: {e}"),
-    };
-    let store = test_store(dir.path()).await;
-    let objects = match crate::objects::Objects::open(&format!(
-        "file://{}",
-        dir.path().join("objects").display()
-    )) {
-        Ok(o) => o,
-        Err(e) => panic!("object store: {e:#}"),
-    };
-    let slots = Arc::new(LocalSlots::new());
-    let runtime = match Runtime::new(config.limits.clone(), BTreeMap::new()) {
-        Ok(r) => r,
-        Err(e) => panic!("building the runtime: {e:#}"),
-    };
-    let registry = Arc::new(Registry::new());
-    if let Err(e) = registry.insert(fixture_handler(&runtime).await) {
-        panic!("registering the fixture handler: {e}");
-    }
-    let wake = Wake::new();
-    let services = Services {
-        config: Arc::new(config),
-        store: store.clone(),
-        slots: slots.clone(),
-        runtime,
-        registry,
-        wake: wake.clone(),
-        clock: ManualClock::new(1_000_000),
-        objects,
-        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
-        keyspace: None,
-        callback_key: crate::callback_token::CallbackKey::random(),
-        metrics: None,
-    };
-    Harness {
-        app: router(services.clone()),
-        services,
-        store,
-        slots,
-        wake,
-        _dir: dir,
     }
 }
 
@@ -216,17 +128,6 @@ impl Harness {
         match self.store.task_units(task_id).await {
             Ok(units) => units.into_iter().map(|u| u.id).collect(),
             Err(e) => panic!("reading units: {e}"),
-        }
-    }
-
-    async fn task_count(&self, tenant: &str) -> usize {
-        let filter = crate::store::TaskFilter {
-            limit: 500,
-            ..Default::default()
-        };
-        match self.store.task_list(tenant, &filter).await {
-            Ok(page) => page.tasks.len(),
-            Err(e) => panic!("listing tasks: {e}"),
         }
     }
 }

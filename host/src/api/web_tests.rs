@@ -6,26 +6,16 @@
 //! Real parts throughout: the SQLite store in a temp dir, the compiled fixture handler, the
 //! listener `app::run_with` serves on (`socket.rs`).
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::router;
-use crate::clock::ManualClock;
+use super::test_harness::{self, Harness};
 use crate::config::{ApiKey, Config, RateLimit, Role, Secret};
-use crate::runtime::{Registry, Runtime};
-use crate::services::Services;
-use crate::slots::local::LocalSlots;
 use crate::store::TaskStore;
-use crate::store::sqlite::SqliteStore;
-use crate::wake::Wake;
 
 mod socket;
 
@@ -34,13 +24,6 @@ const KEY_B: &str = "key-of-tenant-b";
 const CREATE: &str = r#"{"payload":{"count":1}}"#;
 /// How long a test waits for an effect before failing.
 const DEADLINE: Duration = Duration::from_secs(10);
-
-struct Harness {
-    app: Router,
-    services: Services,
-    store: Arc<SqliteStore>,
-    _dir: tempfile::TempDir,
-}
 
 struct Reply {
     status: StatusCode,
@@ -68,62 +51,10 @@ impl Reply {
     }
 }
 
+/// The shared harness as the web rules see it: an API-only process.
 async fn harness_with(mut config: Config) -> Harness {
-    let dir = match tempfile::TempDir::new() {
-        Ok(d) => d,
-        Err(e) => panic!("temp dir: {e}"),
-    };
-    // No plugins directory: the fixture is registered directly, and nothing is watched.
-    config.plugins_dir = dir.path().join("no-plugins");
     config.role = Role::Api;
-    let url = format!("sqlite://{}", dir.path().join("web.db").display());
-    let store = match SqliteStore::connect(&url).await {
-        Ok(s) => Arc::new(s),
-        Err(e) => panic!("opening {url}: {e:#}"),
-    };
-    if let Err(e) = store.migrate().await {
-        panic!("migrating: {e}");
-    }
-    let objects = match crate::objects::Objects::open(&format!(
-        "file://{}",
-        dir.path().join("objects").display()
-    )) {
-        Ok(o) => o,
-        Err(e) => panic!("object store: {e:#}"),
-    };
-    let runtime = match Runtime::new(config.limits.clone(), BTreeMap::new()) {
-        Ok(r) => r,
-        Err(e) => panic!("building the runtime: {e:#}"),
-    };
-    let fixture = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
-    let registry = Arc::new(Registry::new());
-    match runtime.load_file(&fixture).await {
-        Ok(h) => {
-            if let Err(e) = registry.insert(h) {
-                panic!("registering the fixture: {e}");
-            }
-        }
-        Err(e) => panic!("{e:#}"),
-    }
-    let services = Services {
-        config: Arc::new(config),
-        store: store.clone(),
-        slots: Arc::new(LocalSlots::new()),
-        runtime,
-        registry,
-        wake: Wake::new(),
-        clock: ManualClock::new(1_000_000),
-        objects,
-        hot: Arc::new(crate::hot::HotStatus::disabled()),
-        keyspace: None,
-        metrics: None,
-    };
-    Harness {
-        app: router(services.clone()),
-        services,
-        store,
-        _dir: dir,
-    }
+    test_harness::harness_with(config).await
 }
 
 fn with_keys() -> Config {
@@ -144,7 +75,13 @@ fn with_keys() -> Config {
 
 impl Harness {
     /// Send a request with exactly these headers (nothing added).
-    async fn send(&self, method: &str, uri: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    async fn send_raw(
+        &self,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
         let mut req = Request::builder().method(method).uri(uri);
         for (k, v) in headers {
             req = req.header(*k, *v);
@@ -176,17 +113,6 @@ impl Harness {
             json,
         }
     }
-
-    async fn task_count(&self, tenant: &str) -> usize {
-        let filter = crate::store::TaskFilter {
-            limit: 500,
-            ..Default::default()
-        };
-        match self.store.task_list(tenant, &filter).await {
-            Ok(page) => page.tasks.len(),
-            Err(e) => panic!("listing tasks: {e}"),
-        }
-    }
 }
 
 const JSON: (&str, &str) = ("content-type", "application/json");
@@ -202,7 +128,7 @@ async fn loopback_mode_answers_only_loopback_host_names() {
         "dash.localhost:8080",
     ] {
         for path in ["/v1/tasks", "/healthz", "/readyz", "/v1/pools"] {
-            let r = h.send("GET", path, &[("host", host)], "").await;
+            let r = h.send_raw("GET", path, &[("host", host)], "").await;
             assert_eq!(r.status, StatusCode::OK, "{host} {path}: {}", r.json);
         }
     }
@@ -213,13 +139,13 @@ async fn loopback_mode_answers_only_loopback_host_names() {
         "localhost.evil.example",
     ] {
         for path in ["/v1/tasks", "/healthz", "/metrics", "/"] {
-            let r = h.send("GET", path, &[("host", host)], "").await;
+            let r = h.send_raw("GET", path, &[("host", host)], "").await;
             let detail = r.problem(421);
             assert!(detail.contains("loopback"), "{detail}");
         }
     }
     let r = h
-        .send(
+        .send_raw(
             "POST",
             "/v1/tasks/fixture",
             &[("host", "evil.example"), JSON],
@@ -241,7 +167,7 @@ async fn loopback_mode_refuses_cross_site_writes() {
         "multipart/form-data; boundary=x",
     ] {
         let r = h
-            .send(
+            .send_raw(
                 "POST",
                 "/v1/tasks/fixture",
                 &[host, ("content-type", content_type)],
@@ -251,11 +177,13 @@ async fn loopback_mode_refuses_cross_site_writes() {
         let detail = r.problem(415);
         assert!(detail.contains("application/json"), "{detail}");
     }
-    let r = h.send("POST", "/v1/tasks/fixture", &[host], CREATE).await;
+    let r = h
+        .send_raw("POST", "/v1/tasks/fixture", &[host], CREATE)
+        .await;
     r.problem(415);
     // Even an empty form is a declared non-JSON body.
     let r = h
-        .send(
+        .send_raw(
             "POST",
             "/v1/tasks/not-a-task/cancel",
             &[host, ("content-type", "application/x-www-form-urlencoded")],
@@ -267,7 +195,7 @@ async fn loopback_mode_refuses_cross_site_writes() {
 
     // A bodyless write from another site's page (a no-cors fetch) carries its Origin.
     let r = h
-        .send(
+        .send_raw(
             "POST",
             "/v1/tasks/not-a-task/cancel",
             &[host, ("origin", "https://evil.example")],
@@ -279,7 +207,7 @@ async fn loopback_mode_refuses_cross_site_writes() {
     // JSON, with parameters or a +json subtype, passes; so does a local tool's bodyless POST.
     for content_type in ["application/json", "application/json; charset=utf-8"] {
         let r = h
-            .send(
+            .send_raw(
                 "POST",
                 "/v1/tasks/fixture",
                 &[host, ("content-type", content_type)],
@@ -289,7 +217,7 @@ async fn loopback_mode_refuses_cross_site_writes() {
         assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.json);
     }
     let r = h
-        .send(
+        .send_raw(
             "POST",
             "/v1/tasks/not-a-task/cancel",
             &[host, ("origin", "http://localhost:8080")],
@@ -298,7 +226,7 @@ async fn loopback_mode_refuses_cross_site_writes() {
         .await;
     r.problem(404);
     let r = h
-        .send("POST", "/v1/tasks/not-a-task/retry", &[host], "")
+        .send_raw("POST", "/v1/tasks/not-a-task/retry", &[host], "")
         .await;
     r.problem(404);
     assert_eq!(h.task_count(super::LOCAL_TENANT).await, 2);
@@ -311,7 +239,7 @@ async fn callbacks_are_exempt_from_the_loopback_rules() {
     // whatever Content-Type it likes; whatever answers, it is not the loopback rules'.
     for content_type in ["application/json", "text/plain"] {
         let r = h
-            .send(
+            .send_raw(
                 "POST",
                 "/v1/callbacks/fixture",
                 &[
@@ -336,7 +264,7 @@ async fn with_keys_host_and_content_type_keep_todays_rules() {
     let h = harness_with(with_keys()).await;
     let auth = ("authorization", "Bearer key-of-tenant-a");
     let r = h
-        .send(
+        .send_raw(
             "GET",
             "/v1/tasks",
             &[("host", "slotd.example.com"), auth],
@@ -346,7 +274,7 @@ async fn with_keys_host_and_content_type_keep_todays_rules() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     // A non-JSON body is a body that is not JSON: 400 from the request parser, as today.
     let r = h
-        .send(
+        .send_raw(
             "POST",
             "/v1/tasks/fixture",
             &[
@@ -359,7 +287,7 @@ async fn with_keys_host_and_content_type_keep_todays_rules() {
         .await;
     r.problem(400);
     let r = h
-        .send(
+        .send_raw(
             "POST",
             "/v1/tasks/fixture",
             &[
@@ -384,32 +312,32 @@ async fn each_tenant_has_its_own_rate_limit() {
     let h = harness_with(config).await;
     let a = [("authorization", "Bearer key-of-tenant-a")];
     for _ in 0..3 {
-        let r = h.send("GET", "/v1/tasks", &a, "").await;
+        let r = h.send_raw("GET", "/v1/tasks", &a, "").await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     }
-    let r = h.send("GET", "/v1/tasks", &a, "").await;
+    let r = h.send_raw("GET", "/v1/tasks", &a, "").await;
     let detail = r.problem(429);
     assert!(detail.contains("rate limit"), "{detail}");
     let wait = r.retry_after().unwrap_or(0);
     assert!((900..=1000).contains(&wait), "Retry-After {wait}");
     // Writes count too and store nothing when refused.
     let r = h
-        .send("POST", "/v1/tasks/fixture", &[a[0], JSON], CREATE)
+        .send_raw("POST", "/v1/tasks/fixture", &[a[0], JSON], CREATE)
         .await;
     r.problem(429);
     assert_eq!(h.task_count("a").await, 0);
 
     // Another tenant is unaffected; probes are never limited.
     let b = [("authorization", "Bearer key-of-tenant-b")];
-    let r = h.send("GET", "/v1/tasks", &b, "").await;
+    let r = h.send_raw("GET", "/v1/tasks", &b, "").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     for _ in 0..5 {
-        let r = h.send("GET", "/healthz", &a, "").await;
+        let r = h.send_raw("GET", "/healthz", &a, "").await;
         assert_eq!(r.status, StatusCode::OK);
     }
     // A wrong key is not charged to anyone: 401 as before.
     let r = h
-        .send(
+        .send_raw(
             "GET",
             "/v1/tasks",
             &[("authorization", "Bearer nope-nope-nope")],
@@ -428,7 +356,7 @@ async fn loopback_mode_is_not_rate_limited() {
     });
     let h = harness_with(config).await;
     for _ in 0..10 {
-        let r = h.send("GET", "/v1/tasks", &[], "").await;
+        let r = h.send_raw("GET", "/v1/tasks", &[], "").await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     }
 }
@@ -484,7 +412,7 @@ async fn sqlite_disk_full_is_503_with_retry_after() {
     }
     // 500 units: far more rows than the pages the file has room for.
     let big = r#"{"payload":{"count":500}}"#;
-    let r = h.send("POST", "/v1/tasks/fixture", &[JSON], big).await;
+    let r = h.send_raw("POST", "/v1/tasks/fixture", &[JSON], big).await;
     let detail = r.problem(503);
     assert_eq!(r.retry_after(), Some(1));
     assert!(
@@ -502,7 +430,7 @@ async fn sqlite_disk_full_is_503_with_retry_after() {
     {
         panic!("max_page_count: {e}");
     }
-    let r = h.send("POST", "/v1/tasks/fixture", &[JSON], big).await;
+    let r = h.send_raw("POST", "/v1/tasks/fixture", &[JSON], big).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.json);
 }
 
@@ -525,7 +453,9 @@ async fn sqlite_busy_is_503_with_retry_after() {
     if let Err(e) = sqlx::query("BEGIN EXCLUSIVE").execute(&mut other).await {
         panic!("taking the lock: {e}");
     }
-    let r = h.send("POST", "/v1/tasks/fixture", &[JSON], CREATE).await;
+    let r = h
+        .send_raw("POST", "/v1/tasks/fixture", &[JSON], CREATE)
+        .await;
     r.problem(503);
     assert_eq!(r.retry_after(), Some(1));
     let reason = store_write_error(&h, 1).await;
@@ -534,6 +464,8 @@ async fn sqlite_busy_is_503_with_retry_after() {
     if let Err(e) = sqlx::query("COMMIT").execute(&mut other).await {
         panic!("releasing the lock: {e}");
     }
-    let r = h.send("POST", "/v1/tasks/fixture", &[JSON], CREATE).await;
+    let r = h
+        .send_raw("POST", "/v1/tasks/fixture", &[JSON], CREATE)
+        .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.json);
 }

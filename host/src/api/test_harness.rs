@@ -1,0 +1,113 @@
+//! The API test harness shared by `tests.rs` and `web_tests.rs`: the real router over the
+//! real SQLite store in a temp dir, in-process slots, and the real compiled fixture handler.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Router;
+
+use super::router;
+use crate::clock::ManualClock;
+use crate::config::Config;
+use crate::runtime::{Handler, Registry, Runtime};
+use crate::services::Services;
+use crate::slots::local::LocalSlots;
+use crate::store::TaskStore;
+use crate::store::sqlite::SqliteStore;
+use crate::wake::Wake;
+
+/// Everything a test needs: the app and direct handles on what it changes.
+pub(super) struct Harness {
+    pub app: Router,
+    pub services: Services,
+    pub store: Arc<SqliteStore>,
+    pub slots: Arc<LocalSlots>,
+    pub wake: Arc<Wake>,
+    pub _dir: tempfile::TempDir,
+}
+
+/// The store under test: SQLite in a temp dir, migrated.
+pub(super) async fn test_store(dir: &Path) -> Arc<SqliteStore> {
+    let url = format!("sqlite://{}", dir.join("api.db").display());
+    let store = match SqliteStore::connect(&url).await {
+        Ok(s) => s,
+        Err(e) => panic!("opening {url}: {e:#}"),
+    };
+    if let Err(e) = store.migrate().await {
+        panic!("migrating: {e}");
+    }
+    Arc::new(store)
+}
+
+/// The real fixture component: task type `fixture`, one stage on pool `fixture`.
+pub(super) async fn fixture_handler(runtime: &Runtime) -> Arc<Handler> {
+    let path = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
+    match runtime.load_file(&path).await {
+        Ok(h) => h,
+        Err(e) => panic!("{e:#}"),
+    }
+}
+
+pub(super) async fn harness_with(mut config: Config) -> Harness {
+    let dir = match tempfile::TempDir::new() {
+        Ok(d) => d,
+        Err(e) => panic!("temp dir: {e}"),
+    };
+    // No plugins directory: the fixture is registered directly, and nothing is watched.
+    config.plugins_dir = dir.path().join("no-plugins");
+    let store = test_store(dir.path()).await;
+    let objects = match crate::objects::Objects::open(&format!(
+        "file://{}",
+        dir.path().join("objects").display()
+    )) {
+        Ok(o) => o,
+        Err(e) => panic!("object store: {e:#}"),
+    };
+    let slots = Arc::new(LocalSlots::new());
+    let runtime = match Runtime::new(config.limits.clone(), BTreeMap::new()) {
+        Ok(r) => r,
+        Err(e) => panic!("building the runtime: {e:#}"),
+    };
+    let registry = Arc::new(Registry::new());
+    if let Err(e) = registry.insert(fixture_handler(&runtime).await) {
+        panic!("registering the fixture handler: {e}");
+    }
+    let wake = Wake::new();
+    let services = Services {
+        config: Arc::new(config),
+        store: store.clone(),
+        slots: slots.clone(),
+        runtime,
+        registry,
+        wake: wake.clone(),
+        clock: ManualClock::new(1_000_000),
+        objects,
+        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+        keyspace: None,
+        callback_key: crate::callback_token::CallbackKey::random(),
+        metrics: None,
+    };
+    Harness {
+        app: router(services.clone()),
+        services,
+        store,
+        slots,
+        wake,
+        _dir: dir,
+    }
+}
+
+impl Harness {
+    /// How many tasks `tenant` has (at most 500).
+    pub async fn task_count(&self, tenant: &str) -> usize {
+        let filter = crate::store::TaskFilter {
+            limit: 500,
+            ..Default::default()
+        };
+        match self.store.task_list(tenant, &filter).await {
+            Ok(page) => page.tasks.len(),
+            Err(e) => panic!("listing tasks: {e}"),
+        }
+    }
+}
