@@ -7,6 +7,7 @@ mod support;
 mod api_http;
 mod core_flow;
 mod crash;
+mod finalize_trust;
 mod handler_faults;
 mod kling;
 mod reload_hot;
