@@ -57,9 +57,8 @@ async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>) {
 
 /// An allowlisted server that answers `/files/{id}` and `/bounce` with a 302 to `target`.
 async fn bouncer(target: SocketAddr) -> SocketAddr {
-    let found = move |to: String| {
-        (StatusCode::FOUND, [(header::LOCATION, to)], "moved").into_response()
-    };
+    let found =
+        move |to: String| (StatusCode::FOUND, [(header::LOCATION, to)], "moved").into_response();
     let app = Router::new()
         .route(
             "/files/{id}",
@@ -86,7 +85,10 @@ async fn until_succeeded(m: &Manual, id: &str) {
     for _ in 0..50 {
         m.clock.advance(50);
         let now = m.clock.as_ref().now_ms();
-        m.scheduler.run_once("fixture", now).await.expect("run_once");
+        m.scheduler
+            .run_once("fixture", now)
+            .await
+            .expect("run_once");
         if m.task(id).await["results"][0]["status"] == "succeeded" {
             return;
         }
@@ -172,10 +174,7 @@ async fn handler_send_sees_the_redirect_and_does_not_follow_it() {
 
 /// The file server of the slow download: the first request streams whatever the test sends
 /// on the channel, ending when the test drops its sender; later requests answer 503.
-fn trickling_server(
-    body: mpsc::Receiver<Bytes>,
-    hits: Arc<AtomicUsize>,
-) -> Router {
+fn trickling_server(body: mpsc::Receiver<Bytes>, hits: Arc<AtomicUsize>) -> Router {
     let body = Arc::new(parking_lot::Mutex::new(Some(body)));
     Router::new().route(
         "/files/{id}",
@@ -219,9 +218,11 @@ async fn slow_download_keeps_its_lease_and_stores_once() {
         .await
         .expect("finalize_once");
     assert_eq!(report.started, 1);
-    eventually(Duration::from_secs(10), "the download to start", async || {
-        (hits.load(Ordering::SeqCst) == 1).then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the download to start",
+        async || (hits.load(Ordering::SeqCst) == 1).then_some(()),
+    )
     .await;
 
     // Five steps of 200 ms on the injected clock: more than three lease periods. After each,
@@ -231,16 +232,16 @@ async fn slow_download_keeps_its_lease_and_stores_once() {
     for step in 0..5u8 {
         let chunk = Bytes::from(vec![step; 1000]);
         sent.extend_from_slice(&chunk);
-        chunks.send(chunk).await.expect("the download is still reading");
+        chunks
+            .send(chunk)
+            .await
+            .expect("the download is still reading");
         m.clock.advance(LEASE_MS * 2 / 3);
         let seen = *renewals.borrow_and_update();
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            renewals.wait_for(|n| *n > seen),
-        )
-        .await
-        .expect("a lease renewal within 10 s")
-        .expect("the scheduler is alive");
+        tokio::time::timeout(Duration::from_secs(10), renewals.wait_for(|n| *n > seen))
+            .await
+            .expect("a lease renewal within 10 s")
+            .expect("the scheduler is alive");
         let again = m
             .scheduler
             .finalize_once(m.clock.as_ref().now_ms())
@@ -299,7 +300,10 @@ async fn unwritable_object_store_then_retry_on(database_url: Option<String>) {
     let view = m.task(&id).await;
     assert_eq!(view["status"], "failed", "{view}");
     let unit = &view["results"][0];
-    assert_eq!(unit["status"], "succeeded", "the provider result is kept: {view}");
+    assert_eq!(
+        unit["status"], "succeeded",
+        "the provider result is kept: {view}"
+    );
     assert!(unit["url"].is_string(), "{view}");
     assert!(unit["provider_task_id"].is_string(), "{view}");
     assert_eq!(view["error"]["code"], "finalize", "{view}");

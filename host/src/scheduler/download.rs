@@ -41,10 +41,7 @@ fn check(url: &Url, allowed: &[String], allow_key: &str) -> Result<(), String> {
         ));
     }
     if !crate::runtime::host_allowed(url, allowed) {
-        return Err(format!(
-            "host {} is not in {allow_key}",
-            host_port(url)
-        ));
+        return Err(format!("host {} is not in {allow_key}", host_port(url)));
     }
     Ok(())
 }
@@ -93,4 +90,95 @@ pub(crate) async fn get_allowed(
     Err(format!(
         "download of {url} gave up after {MAX_REDIRECTS} redirects"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+
+    use super::*;
+
+    fn found(to: &'static str) -> axum::response::Response {
+        (StatusCode::FOUND, [(header::LOCATION, to)]).into_response()
+    }
+
+    /// `/a` → `/b` (relative) → 200; `/loop` → itself; `/file` → a `file:` URL. Counts hits.
+    async fn server() -> Result<(SocketAddr, Arc<AtomicUsize>), std::io::Error> {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        let app = Router::new()
+            .route("/a", get(|| async { found("/b") }))
+            .route("/b", get(|| async { "landed" }))
+            .route("/loop", get(|| async { found("/loop") }))
+            .route("/file", get(|| async { found("file:///etc/passwd") }))
+            .layer(axum::middleware::from_fn(
+                move |req, next: axum::middleware::Next| {
+                    h.fetch_add(1, Ordering::SeqCst);
+                    async move { next.run(req).await }
+                },
+            ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok((addr, hits))
+    }
+
+    async fn fetch(addr: SocketAddr, path: &str) -> Result<reqwest::Response, String> {
+        let url = Url::parse(&format!("http://{addr}{path}")).map_err(|e| e.to_string())?;
+        let allowed = [addr.to_string()];
+        get_allowed(&client(), url, &allowed, "k", Duration::from_secs(10)).await
+    }
+
+    #[tokio::test]
+    async fn redirects_within_the_allowlist_are_followed() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let (addr, hits) = server().await?;
+        let resp = fetch(addr, "/a").await?;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.text().await?, "landed");
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_redirect_loop_gives_up() -> Result<(), Box<dyn std::error::Error>> {
+        let (addr, hits) = server().await?;
+        let err = fetch(addr, "/loop").await.err().unwrap_or_default();
+        assert!(err.contains("gave up after 5 redirects"), "{err}");
+        assert_eq!(hits.load(Ordering::SeqCst), MAX_REDIRECTS + 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn only_http_is_followed() -> Result<(), Box<dyn std::error::Error>> {
+        let (addr, _) = server().await?;
+        let err = fetch(addr, "/file").await.err().unwrap_or_default();
+        assert!(
+            err.contains("file:///etc/passwd is not an http(s) URL"),
+            "{err}"
+        );
+        let first = client();
+        let url = Url::parse("http://127.0.0.2:9/x")?;
+        let err = get_allowed(
+            &first,
+            url,
+            &[],
+            "handlers.h.allowed_hosts",
+            Duration::from_secs(1),
+        )
+        .await
+        .err()
+        .unwrap_or_default();
+        assert_eq!(err, "host 127.0.0.2:9 is not in handlers.h.allowed_hosts");
+        Ok(())
+    }
 }

@@ -270,7 +270,11 @@ impl Scheduler {
             loop {
                 ticks.tick().await;
                 let until = s.clock.now_ms().saturating_add(ms(lease));
-                match s.store.unit_finalize_renew(unit_id, &self.owner, until).await {
+                match s
+                    .store
+                    .unit_finalize_renew(unit_id, &self.owner, until)
+                    .await
+                {
                     Ok(true) => {
                         self.finalize_renewals.send_modify(|n| *n += 1);
                     }

@@ -338,8 +338,12 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Extend the finalization lease `owner` holds on unit `id` to `lease_until` (a finalizer
     /// whose download outlasts the lease renews it while streaming). Returns false, changing
     /// nothing, if `owner` no longer holds it: the finalizer then abandons its work.
-    async fn unit_finalize_renew(&self, id: &str, owner: &str, lease_until: i64)
-    -> StoreResult<bool>;
+    async fn unit_finalize_renew(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> StoreResult<bool>;
     /// Give a finalization back, if `owner` still holds the lease: `finalizing -> succeeded`
     /// with `error` recorded, due again at `next_at`; or, when `give_up` is set (attempts
     /// spent), parked at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT) so no

@@ -173,7 +173,10 @@ pub(crate) async fn finalize_renew(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
     succeed(&store, "t1-u0").await;
     assert!(
-        !store.unit_finalize_renew("t1-u0", "a", T0 + 500).await.unwrap(),
+        !store
+            .unit_finalize_renew("t1-u0", "a", T0 + 500)
+            .await
+            .unwrap(),
         "not finalizing yet"
     );
     let claimed = store
@@ -182,10 +185,18 @@ pub(crate) async fn finalize_renew(store: DynStore) {
         .unwrap();
     assert_eq!(ids(&claimed), ["t1-u0"]);
     assert!(
-        !store.unit_finalize_renew("t1-u0", "b", T0 + 500).await.unwrap(),
+        !store
+            .unit_finalize_renew("t1-u0", "b", T0 + 500)
+            .await
+            .unwrap(),
         "b holds no lease"
     );
-    assert!(store.unit_finalize_renew("t1-u0", "a", T0 + 500).await.unwrap());
+    assert!(
+        store
+            .unit_finalize_renew("t1-u0", "a", T0 + 500)
+            .await
+            .unwrap()
+    );
     assert!(
         store
             .unit_claim_finalize("b", T0 + 900, T0 + 400, 10)
@@ -200,8 +211,18 @@ pub(crate) async fn finalize_renew(store: DynStore) {
         .await
         .unwrap();
     assert_eq!(ids(&rescued), ["t1-u0"]);
-    assert!(!store.unit_finalize_renew("t1-u0", "a", T0 + 1000).await.unwrap());
-    assert!(store.unit_finalize_renew("t1-u0", "b", T0 + 1000).await.unwrap());
+    assert!(
+        !store
+            .unit_finalize_renew("t1-u0", "a", T0 + 1000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .unit_finalize_renew("t1-u0", "b", T0 + 1000)
+            .await
+            .unwrap()
+    );
 }
 
 /// Retry finalizes a parked unit again (attempts reset, provider job and result kept, no new
@@ -224,7 +245,12 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
         .await
         .unwrap();
     assert_eq!(ids(&claimed), ["t1-u0", "t1-u2"]);
-    assert!(store.unit_complete("t1-u2", "a", "{}", T0 + 11).await.unwrap());
+    assert!(
+        store
+            .unit_complete("t1-u2", "a", "{}", T0 + 11)
+            .await
+            .unwrap()
+    );
     let err = r#"{"code":"finalize","message":"object store: not a directory"}"#;
     assert!(
         store
@@ -241,7 +267,10 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
     assert_eq!(t.counts.task_status(), crate::model::TaskStatus::Failed);
 
     assert_eq!(
-        store.task_retry_failed("acme", "t1", T0 + 20).await.unwrap(),
+        store
+            .task_retry_failed("acme", "t1", T0 + 20)
+            .await
+            .unwrap(),
         Some(2)
     );
     let u0 = unit(&store, "t1", 0).await;
@@ -279,7 +308,10 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
     );
     // Nothing parked: a second retry only resubmits failed units (none now).
     assert_eq!(
-        store.task_retry_failed("acme", "t1", T0 + 30).await.unwrap(),
+        store
+            .task_retry_failed("acme", "t1", T0 + 30)
+            .await
+            .unwrap(),
         Some(0)
     );
 }
