@@ -251,49 +251,4 @@ impl Scheduler {
         }
         Ok(out)
     }
-
-    /// Run `work` (the handler's finalize and the downloads) while renewing the unit's lease
-    /// every third of `finalize_lease`, so a download slower than the lease keeps it. If a
-    /// renewal finds the lease gone (another finalizer took the unit), `work` is dropped,
-    /// aborting its download, and the answer says so.
-    async fn under_lease<T>(
-        &self,
-        unit_id: &str,
-        work: impl std::future::Future<Output = Result<T, String>>,
-    ) -> Result<T, String> {
-        let s = &self.services;
-        let lease = s.config.scheduler.finalize_lease;
-        let every = (lease / 3).max(Duration::from_millis(1));
-        let renew = async {
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                let until = s.clock.now_ms().saturating_add(ms(lease));
-                match s
-                    .store
-                    .unit_finalize_renew(unit_id, &self.owner, until)
-                    .await
-                {
-                    Ok(true) => {
-                        self.finalize_renewals.send_modify(|n| *n += 1);
-                    }
-                    Ok(false) => {
-                        return format!(
-                            "finalization lease of unit {unit_id} lost to another finalizer; \
-                             download abandoned"
-                        );
-                    }
-                    // The lease may well still hold; the next renewal tries again, and a lost
-                    // lease is caught when the result is recorded.
-                    Err(e) => tracing::warn!(error = %e, "renewing the finalization lease failed"),
-                }
-            }
-        };
-        tokio::select! {
-            biased;
-            done = work => done,
-            lost = renew => Err(lost),
-        }
-    }
 }

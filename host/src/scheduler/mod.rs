@@ -11,6 +11,7 @@ mod finalize;
 mod leasing;
 mod policy;
 mod pools;
+mod renewal;
 mod service;
 mod tick;
 
