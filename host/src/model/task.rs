@@ -120,7 +120,10 @@ impl UnitCounts {
         let mut parts = vec![format!("{}/{} completed", self.completed, self.total())];
         for (n, what) in [
             (self.submitted, "running"),
-            (self.succeeded - self.parked + self.finalizing, "storing"),
+            (
+                self.succeeded.saturating_sub(self.parked) + self.finalizing,
+                "storing",
+            ),
             (self.pending, "waiting"),
             (self.failed, "failed"),
             (self.parked, "not stored (retry to store)"),
