@@ -139,9 +139,11 @@ pub struct SchedulerConfig {
     pub reconcile_interval: Duration,
     /// Finalizations running at once (never on provider slots).
     pub finalize_concurrency: usize,
-    /// How long a finalizer's lease lasts before another may take the unit over.
+    /// How long a finalizer's lease lasts before another may take the unit over (a dead
+    /// finalizer's); a live one renews it every third of this while it downloads.
     pub finalize_lease: Duration,
-    /// Finalization attempts before the unit fails.
+    /// Finalization attempts before giving up: the unit then stays `succeeded` with the
+    /// reason, until `POST /v1/tasks/{id}/retry` finalizes it again.
     pub finalize_attempts: u32,
     /// A pool lease's lifetime (with Redis): renewed every third of it; a dead scheduler's
     /// pools are taken over within two lease periods.
@@ -768,6 +770,10 @@ impl Config {
         }
         if s.finalize_concurrency == 0 {
             bail!("scheduler.finalize_concurrency must be at least 1");
+        }
+        // Renewed every third of itself while a download streams: not a busy loop.
+        if s.finalize_lease < Duration::from_millis(100) {
+            bail!("scheduler.finalize_lease must be at least 100ms");
         }
         if self.limits.memory_bytes < 1024 * 1024 {
             bail!("limits.memory_mb must be at least 1");

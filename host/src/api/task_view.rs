@@ -15,7 +15,8 @@ pub struct TaskView {
     pub summary: TaskSummary,
     /// One entry per unit, by index.
     pub results: Vec<Value>,
-    /// For a failed task: the first failed unit's error (`{code?, message}`).
+    /// For a failed task: the error (`{code?, message}`) of the first unit that failed or
+    /// whose finalization gave up (code `finalize`; retrying the task finalizes it again).
     pub error: Option<Value>,
     /// Sum of the provider-reported costs, when any unit reported one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,7 +78,7 @@ impl TaskView {
         let error = if summary.status == TaskStatus::Failed {
             units
                 .iter()
-                .filter(|u| u.status == UnitStatus::Failed)
+                .filter(|u| u.status == UnitStatus::Failed || u.finalize_parked())
                 .min_by_key(|u| u.index)
                 .map(|u| error_value(u.error.as_deref()))
         } else {
@@ -180,7 +181,11 @@ mod tests {
     fn record(units: &[Unit]) -> TaskRecord {
         let mut counts = UnitCounts::default();
         for u in units {
-            counts.add(u.status, 1);
+            if u.finalize_parked() {
+                counts.add_parked(1);
+            } else {
+                counts.add(u.status, 1);
+            }
         }
         TaskRecord {
             id: "t".into(),
@@ -219,6 +224,24 @@ mod tests {
         assert_eq!(json["error"]["message"], "bad prompt");
         assert_eq!(json["cost"], 2.0);
         assert!(json.get("units").is_none());
+    }
+
+    #[test]
+    fn parked_finalization_fails_the_task_with_its_reason() {
+        let done = unit(0, UnitStatus::Completed);
+        let mut parked = unit(1, UnitStatus::Succeeded);
+        parked.next_at = crate::model::FINALIZE_PARKED_AT;
+        parked.provider_job_id = Some("job-1".into());
+        parked.result = Some(r#"{"url":"http://p/f"}"#.into());
+        parked.error = Some(r#"{"code":"finalize","message":"object store: disk"}"#.into());
+        let units = vec![done, parked];
+        let view = TaskView::new(&record(&units), units, false);
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert_eq!(json["status"], "failed");
+        assert_eq!(json["error"]["code"], "finalize");
+        assert_eq!(json["results"][1]["status"], "succeeded");
+        assert_eq!(json["results"][1]["url"], "http://p/f");
+        assert_eq!(json["results"][1]["error"]["code"], "finalize");
     }
 
     #[test]

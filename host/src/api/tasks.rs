@@ -1,4 +1,5 @@
-//! The task resource: read one, list, cancel, retry failed units, read the event log.
+//! The task resource: read one, list, cancel, retry failed units (and re-finalize units whose
+//! finalization gave up), read the event log.
 //! Creation lives in `task_create.rs`, the response shapes in `task_view.rs`.
 //!
 //! Every lookup is by (tenant, id): another tenant's task is answered exactly like a missing
@@ -212,7 +213,8 @@ async fn cancel(
     Ok(Json(TaskView::new(&task, units, false)))
 }
 
-/// `POST /v1/tasks/{id}/retry`: failed units back to pending with a fresh submit attempt.
+/// `POST /v1/tasks/{id}/retry`: failed units back to pending with a fresh submit attempt;
+/// units whose finalization gave up are finalized again (no new provider job).
 async fn retry(
     State(services): State<Services>,
     Tenant(tenant): Tenant,
@@ -235,6 +237,9 @@ async fn retry(
             .collect();
         for pool in pools {
             services.wake.pool(pool);
+        }
+        if units.iter().any(|u| u.status == UnitStatus::Succeeded) {
+            services.wake.pool(crate::scheduler::FINALIZE_WAKE);
         }
         tracing::info!(task_id = %id, retried, "failed units retried");
     }

@@ -69,7 +69,9 @@ impl UnitStatus {
     /// The legal moves of SPEC section 2.
     ///
     /// `Submitted -> Submitted` and `Pending -> Pending` are legal: they record a provider job
-    /// id, a poll, a stage change or a retry delay without leaving the status.
+    /// id, a poll, a stage change or a retry delay without leaving the status; so are
+    /// `Succeeded -> Succeeded` (a parked finalization made due again by a retry) and
+    /// `Finalizing -> Finalizing` (an expired lease taken over).
     pub fn can_move_to(self, to: UnitStatus) -> bool {
         use UnitStatus::*;
         match (self, to) {
@@ -78,7 +80,8 @@ impl UnitStatus {
             (Pending, Pending | Submitted) => true,
             // Back to pending: capacity rejected, retryable submit error, next stage.
             (Submitted, Pending | Submitted | Succeeded | Failed) => true,
-            (Succeeded, Finalizing | Failed) => true,
+            // Succeeded -> succeeded: a retry makes a unit whose finalization gave up due again.
+            (Succeeded, Succeeded | Finalizing | Failed) => true,
             // A lost lease returns the unit to succeeded for another finalizer; a dead
             // finalizer's expired lease is taken over by another (finalizing again).
             (Finalizing, Finalizing | Completed | Failed | Succeeded) => true,
@@ -125,6 +128,7 @@ mod tests {
         (Submitted, Succeeded),
         (Submitted, Failed),
         (Submitted, Cancelled),
+        (Succeeded, Succeeded),
         (Succeeded, Finalizing),
         (Succeeded, Failed),
         (Succeeded, Cancelled),

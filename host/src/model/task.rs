@@ -15,7 +15,8 @@ pub enum TaskStatus {
     Running,
     /// Every unit completed.
     Completed,
-    /// Every unit is terminal and at least one failed (partial results are kept).
+    /// Every unit is settled (terminal, or `succeeded` with its finalization given up) and at
+    /// least one failed or gave up finalization (partial results are kept).
     Failed,
     /// Every unit is terminal, none failed, at least one cancelled.
     Cancelled,
@@ -43,6 +44,11 @@ pub struct UnitCounts {
     pub completed: u32,
     pub failed: u32,
     pub cancelled: u32,
+    /// Of `succeeded`, the units whose finalization gave up ([`Unit::finalize_parked`]): not
+    /// terminal (a retry finalizes them again) but no longer moving on their own.
+    ///
+    /// [`Unit::finalize_parked`]: super::Unit::finalize_parked
+    pub parked: u32,
 }
 
 impl UnitCounts {
@@ -70,9 +76,20 @@ impl UnitCounts {
             + self.cancelled
     }
 
+    /// Count more `succeeded` units whose finalization gave up.
+    pub fn add_parked(&mut self, n: u32) {
+        self.succeeded += n;
+        self.parked += n;
+    }
+
     /// Units whose life has ended.
     pub fn terminal(&self) -> u32 {
         self.completed + self.failed + self.cancelled
+    }
+
+    /// Units that will not move without the client: terminal ones and parked ones.
+    pub fn settled(&self) -> u32 {
+        self.terminal() + self.parked
     }
 
     /// The derived task status.
@@ -81,10 +98,12 @@ impl UnitCounts {
         if total == 0 {
             return TaskStatus::Pending;
         }
-        if self.terminal() == total {
+        // A unit whose finalization gave up ends the task like a failed one (its error is the
+        // task's, its provider result is kept), so a task never shows `running` forever.
+        if self.settled() == total {
             return if self.completed == total {
                 TaskStatus::Completed
-            } else if self.failed > 0 {
+            } else if self.failed > 0 || self.parked > 0 {
                 TaskStatus::Failed
             } else {
                 TaskStatus::Cancelled
@@ -119,9 +138,13 @@ impl UnitCounts {
         parts.push(progress);
         for (n, what) in [
             (running, "running"),
-            (self.succeeded + self.finalizing, "storing"),
+            (
+                self.succeeded.saturating_sub(self.parked) + self.finalizing,
+                "storing",
+            ),
             (self.pending, "waiting"),
             (self.failed, "failed"),
+            (self.parked, "not stored (retry to store)"),
             (self.cancelled, "cancelled"),
         ] {
             if n > 0 {
@@ -175,6 +198,22 @@ mod tests {
         assert_eq!(
             counts(&[(Failed, 1), (Finalizing, 1)]).task_status(),
             TaskStatus::Running
+        );
+    }
+
+    #[test]
+    fn parked_finalization_ends_the_task_failed() {
+        use UnitStatus::*;
+        let mut c = counts(&[(Completed, 2)]);
+        c.add_parked(1);
+        assert_eq!(c.task_status(), TaskStatus::Failed);
+        assert_eq!(c.message(), "2/3 completed, 1 not stored (retry to store)");
+        // While another unit still moves, the task runs.
+        c.add(Succeeded, 1);
+        assert_eq!(c.task_status(), TaskStatus::Running);
+        assert_eq!(
+            c.message(),
+            "2/4 completed, 1 storing, 1 not stored (retry to store)"
         );
     }
 

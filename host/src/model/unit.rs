@@ -48,7 +48,19 @@ pub struct Unit {
     pub updated_at: i64,
 }
 
+/// `next_at` of a `succeeded` unit whose finalization gave up (its attempts spent): never due,
+/// so no finalizer claims it until an explicit retry makes it due again. It keeps its provider
+/// result and the reason in `error`. The largest integer a JSON reader (JavaScript) holds
+/// exactly: far enough (about 285,000 years) and shown faithfully with `?units=true`.
+pub const FINALIZE_PARKED_AT: i64 = 9_007_199_254_740_991;
+
 impl Unit {
+    /// Whether the provider job succeeded but finalization gave up: the unit waits, `succeeded`
+    /// with the reason in `error`, for `POST /v1/tasks/{id}/retry` to finalize it again.
+    pub fn finalize_parked(&self) -> bool {
+        self.status == UnitStatus::Succeeded && self.next_at >= FINALIZE_PARKED_AT
+    }
+
     /// The key sent to the provider as its client-side job id (Kling `external_task_id`).
     pub fn idempotency_key(&self) -> String {
         idempotency_key(&self.id, &self.stage, self.submit_attempt)

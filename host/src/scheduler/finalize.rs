@@ -3,7 +3,13 @@
 //!
 //! A unit is claimed with a durable lease (owner, expiry). If this process dies, the lease
 //! expires and another finalizer (or this one after a restart) claims it again, so nothing stays
-//! `finalizing` forever (the seed's problem 3).
+//! `finalizing` forever (the seed's problem 3). A live finalizer renews its lease while it works,
+//! so a download slower than the lease is never taken over (and done twice).
+//!
+//! When the attempts are spent the unit stays `succeeded`, keeping its provider result, with the
+//! reason in `error` and `next_at` at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT):
+//! no finalizer claims it until `POST /v1/tasks/{id}/retry` makes it due again. The provider job
+//! is not redone for a storage or download problem.
 
 use std::time::Duration;
 
@@ -14,6 +20,7 @@ use crate::objects::{StoredObject, artifact_key};
 use crate::runtime::{Artifact, Finalized, TickContext};
 
 use super::Scheduler;
+use super::download;
 use super::policy::retry_delay_ms;
 
 /// What one `finalize_once` started.
@@ -126,23 +133,20 @@ impl Scheduler {
         let s = &self.services;
         let cfg = &s.config.scheduler;
         let now = s.clock.now_ms();
-        let outcome = match s.registry.for_type(&unit.task_type) {
-            None => Err(format!("no handler serves task type {:?}", unit.task_type)),
-            Some(h) => {
-                let ctx = TickContext {
-                    pool: unit.pool.clone(),
-                    now_ms: u64::try_from(now).unwrap_or(0),
-                    callback_url: None,
-                };
-                match h.finalize(&ctx, &unit).await {
-                    Err(f) => Err(f.to_string()),
-                    Ok(fin) => self
-                        .store_artifacts(&h.info.name, &unit, &fin)
-                        .await
-                        .map(|stored| (fin, stored)),
-                }
-            }
+        let work = async {
+            let Some(h) = s.registry.for_type(&unit.task_type) else {
+                return Err(format!("no handler serves task type {:?}", unit.task_type));
+            };
+            let ctx = TickContext {
+                pool: unit.pool.clone(),
+                now_ms: u64::try_from(now).unwrap_or(0),
+                callback_url: None,
+            };
+            let fin = h.finalize(&ctx, &unit).await.map_err(|f| f.to_string())?;
+            let stored = self.store_artifacts(&h.info.name, &unit, &fin).await?;
+            Ok((fin, stored))
         };
+        let outcome = self.under_lease(&unit.id, work).await;
         let store = &s.store;
         let result = match outcome {
             Ok((fin, stored)) => {
@@ -152,20 +156,31 @@ impl Scheduler {
                     .await
             }
             Err(reason) => {
-                // The claim set `attempts` to this finalization attempt (1-based).
+                // The claim set `attempts` to this finalization attempt (1-based). Once they
+                // are spent the unit stays `succeeded` with its provider result and the reason,
+                // parked until `POST /v1/tasks/{id}/retry`: the provider job is never redone
+                // for a storage problem.
                 let attempt = unit.attempts.max(1);
-                let fail = attempt >= cfg.finalize_attempts;
+                let give_up = attempt >= cfg.finalize_attempts;
+                let message = if give_up {
+                    format!(
+                        "finalization gave up after {attempt} attempts (retry the task to \
+                         finalize again): {reason}"
+                    )
+                } else {
+                    reason.clone()
+                };
                 let error =
-                    serde_json::json!({ "code": "finalize", "message": reason }).to_string();
+                    serde_json::json!({ "code": "finalize", "message": message }).to_string();
                 let now = s.clock.now_ms();
-                tracing::warn!(attempt, fail, %reason, "finalization failed");
+                tracing::warn!(attempt, give_up, %reason, "finalization failed");
                 store
                     .unit_finalize_release(
                         &unit.id,
                         &self.owner,
                         &error,
                         now + retry_delay_ms(cfg, attempt, None),
-                        fail,
+                        give_up,
                         now,
                     )
                     .await
@@ -188,7 +203,8 @@ impl Scheduler {
 
 impl Scheduler {
     /// Download every artifact into the object store, streaming, under the handler's
-    /// allowlist (a handler cannot make the host fetch from anywhere else).
+    /// allowlist: every hop, redirects included (a handler cannot make the host fetch from
+    /// anywhere else).
     async fn store_artifacts(
         &self,
         handler: &str,
@@ -203,23 +219,20 @@ impl Scheduler {
             .get(handler)
             .map(|h| h.allowed_hosts.as_slice())
             .unwrap_or(&[]);
+        let allow_key = format!("handlers.{handler}.allowed_hosts");
         let mut out = Vec::with_capacity(fin.artifacts.len());
         for a in &fin.artifacts {
             let url = url::Url::parse(&a.url)
                 .map_err(|e| format!("artifact {:?}: bad url {:?}: {e}", a.name, a.url))?;
-            if !crate::runtime::host_allowed(&url, allowed) {
-                return Err(format!(
-                    "artifact {:?}: host of {} is not in handlers.{handler}.allowed_hosts",
-                    a.name, a.url
-                ));
-            }
-            let resp = self
-                .downloads
-                .get(url)
-                .timeout(cfg.artifact_timeout)
-                .send()
-                .await
-                .map_err(|e| format!("artifact {:?}: download failed: {e}", a.name))?;
+            let resp = download::get_allowed(
+                &self.downloads,
+                url,
+                allowed,
+                &allow_key,
+                cfg.artifact_timeout,
+            )
+            .await
+            .map_err(|e| format!("artifact {:?}: {e}", a.name))?;
             if !resp.status().is_success() {
                 return Err(format!(
                     "artifact {:?}: download answered {}",

@@ -6,10 +6,12 @@
 
 mod apply;
 mod callback;
+mod download;
 mod finalize;
 mod leasing;
 mod policy;
 mod pools;
+mod renewal;
 mod service;
 mod tick;
 
@@ -49,8 +51,11 @@ pub struct Scheduler {
     pub(crate) finalize_tasks: TaskTracker,
     /// Adaptive capacity: (cap, until) per pool after a provider's capacity refusal.
     capacity_caps: Mutex<HashMap<String, (u32, i64)>>,
-    /// HTTP client for artifact downloads (the host's, not a handler's).
+    /// HTTP client for artifact downloads (the host's, not a handler's); it follows no
+    /// redirects itself, see `download.rs`.
     pub(crate) downloads: reqwest::Client,
+    /// Finalization lease renewals so far (a test signal: wait for one instead of sleeping).
+    finalize_renewals: tokio::sync::watch::Sender<u64>,
     /// The fencing token this instance holds per pool (its pool lease's), passed with every
     /// scheduler write so a stale one is refused. No entry: unfenced (embedded, one instance).
     fences: Mutex<HashMap<String, Fence>>,
@@ -75,7 +80,8 @@ impl Scheduler {
             last_reconcile: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
-            downloads: reqwest::Client::new(),
+            downloads: download::client(),
+            finalize_renewals: tokio::sync::watch::Sender::new(0),
             capacity_caps: Mutex::new(HashMap::new()),
             fences: Mutex::new(HashMap::new()),
         })
@@ -95,6 +101,11 @@ impl Scheduler {
     /// The fence for `pool`'s writes, if this instance holds one.
     pub(crate) fn fence(&self, pool: &str) -> Option<Fence> {
         self.fences.lock().get(pool).cloned()
+    }
+
+    /// Counts this instance's finalization lease renewals, so a test can wait for the next one.
+    pub fn finalize_renewals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.finalize_renewals.subscribe()
     }
 
     /// The services this scheduler uses.

@@ -298,9 +298,11 @@ pub trait TaskStore: Send + Sync + 'static {
     /// nothing. `None` if there is no such task.
     async fn task_cancel(&self, tenant: &str, id: &str, now: i64)
     -> StoreResult<Option<Cancelled>>;
-    /// Move the failed units of a tenant's task back to pending with the next submit attempt;
-    /// none once the task was cancelled (cancel is final). Returns how many, or `None` if there
-    /// is no such task.
+    /// Move the failed units of a tenant's task back to pending with the next submit attempt,
+    /// and make its units whose finalization gave up (parked `succeeded` ones) due for
+    /// finalization again with their attempts reset, keeping their provider job and result;
+    /// none once the task was cancelled (cancel is final). Returns how many units moved, or
+    /// `None` if there is no such task.
     async fn task_retry_failed(&self, tenant: &str, id: &str, now: i64)
     -> StoreResult<Option<u32>>;
 
@@ -368,15 +370,26 @@ pub trait TaskStore: Send + Sync + 'static {
         result: &str,
         now: i64,
     ) -> StoreResult<bool>;
-    /// Give a finalization back: `finalizing -> succeeded` (retry at `next_at`) or, when
-    /// `fail` is set, `finalizing -> failed`, if `owner` still holds the lease.
+    /// Extend the finalization lease `owner` holds on unit `id` to `lease_until` (a finalizer
+    /// whose download outlasts the lease renews it while streaming). Returns false, changing
+    /// nothing, if `owner` no longer holds it: the finalizer then abandons its work.
+    async fn unit_finalize_renew(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> StoreResult<bool>;
+    /// Give a finalization back, if `owner` still holds the lease: `finalizing -> succeeded`
+    /// with `error` recorded, due again at `next_at`; or, when `give_up` is set (attempts
+    /// spent), parked at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT) so no
+    /// finalizer claims it until [`TaskStore::task_retry_failed`]. The provider result stays.
     async fn unit_finalize_release(
         &self,
         id: &str,
         owner: &str,
         error: &str,
         next_at: i64,
-        fail: bool,
+        give_up: bool,
         now: i64,
     ) -> StoreResult<bool>;
 

@@ -290,13 +290,22 @@ impl TaskStore for PostgresStore {
         finalize::unit_complete(&self.pool, id, owner, result, now).await
     }
 
+    async fn unit_finalize_renew(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> StoreResult<bool> {
+        finalize::unit_finalize_renew(&self.pool, id, owner, lease_until).await
+    }
+
     async fn unit_finalize_release(
         &self,
         id: &str,
         owner: &str,
         error: &str,
         next_at: i64,
-        fail: bool,
+        give_up: bool,
         now: i64,
     ) -> StoreResult<bool> {
         let release = finalize::Release {
@@ -304,7 +313,7 @@ impl TaskStore for PostgresStore {
             owner,
             error,
             next_at,
-            fail,
+            give_up,
         };
         finalize::unit_finalize_release(&self.pool, release, now).await
     }

@@ -242,13 +242,22 @@ impl TaskStore for SqliteStore {
         finalize::unit_complete(self.begin().await?, id, owner, result, now).await
     }
 
+    async fn unit_finalize_renew(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> StoreResult<bool> {
+        finalize::unit_finalize_renew(self.begin().await?, id, owner, lease_until).await
+    }
+
     async fn unit_finalize_release(
         &self,
         id: &str,
         owner: &str,
         error: &str,
         next_at: i64,
-        fail: bool,
+        give_up: bool,
         now: i64,
     ) -> StoreResult<bool> {
         let release = finalize::Release {
@@ -256,7 +265,7 @@ impl TaskStore for SqliteStore {
             owner,
             error,
             next_at,
-            fail,
+            give_up,
         };
         finalize::unit_finalize_release(self.begin().await?, release, now).await
     }

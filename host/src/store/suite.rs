@@ -26,7 +26,9 @@ pub(crate) use claims::concurrent_claims_are_disjoint;
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
-pub(crate) use finalize::{finalize_lease, finalize_release};
+pub(crate) use finalize::{
+    finalize_give_up_then_retry, finalize_lease, finalize_release, finalize_renew,
+};
 pub(crate) use reads::{
     counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
 };
@@ -56,6 +58,8 @@ macro_rules! store_suite {
             retry_bumps_submit_attempt,
             finalize_lease,
             finalize_release,
+            finalize_renew,
+            finalize_give_up_then_retry,
             list_paging_and_filters,
             counts_by_pool,
             event_log_order,

@@ -10,7 +10,8 @@
 //!   "url"}`. A job holds a slot from its create until the poll that ends it: it answers
 //!   `running` to its first `polls` polls and ends on the next one (`polls` = 0: the first).
 //! - `GET /jobs/by-key/{key}` → the job created with that key, or 404.
-//! - `GET /files/{id}` → a few KB of bytes derived from the id (deterministic).
+//! - `GET /files/{id}` → a few KB of bytes derived from the id (deterministic). A test can
+//!   point the result URLs at another server instead ([`StubHandle::set_files_base`]).
 //! - `GET /stats` → [`StubStats`] as JSON, so a test can read them from another process.
 //!
 //! [`proxy::TcpProxy`] is the other test stand-in: a TCP proxy a test cuts and restores to make
@@ -103,6 +104,8 @@ struct Inner {
     jobs: HashMap<String, Job>,
     by_key: HashMap<String, String>,
     stats: StubStats,
+    /// Where result URLs point (`{files_base}/files/{id}`); the stub itself when `None`.
+    files_base: Option<String>,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -132,6 +135,7 @@ impl StubProvider {
             jobs: HashMap::new(),
             by_key: HashMap::new(),
             stats: StubStats::default(),
+            files_base: None,
         }));
         let app = router(AppState {
             inner: inner.clone(),
@@ -174,6 +178,12 @@ impl StubHandle {
     /// The listening address (its `host:port` goes into `allowed_hosts`).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Make succeeded jobs' result URLs `{base}/files/{id}` on another server (a test's file
+    /// server that redirects or trickles), or the stub's own again with `None`.
+    pub fn set_files_base(&self, base: Option<String>) {
+        self.inner.lock().files_base = base;
     }
 
     /// A copy of the counters.
@@ -254,8 +264,9 @@ async fn create(State(app): State<AppState>, Json(req): Json<CreateJob>) -> Resp
     Json(json!({"id": id})).into_response()
 }
 
-fn job_json(job: &Job, base_url: &str) -> serde_json::Value {
-    let url = (job.status == JobStatus::Succeeded).then(|| format!("{base_url}/files/{}", job.id));
+fn job_json(job: &Job, base_url: &str, files_base: Option<&str>) -> serde_json::Value {
+    let base = files_base.unwrap_or(base_url);
+    let url = (job.status == JobStatus::Succeeded).then(|| format!("{base}/files/{}", job.id));
     let (code, message) = match job.status {
         JobStatus::Failed => (
             Some(job.code.clone().unwrap_or_else(|| "failed".into())),
@@ -289,13 +300,13 @@ async fn poll(State(app): State<AppState>, Path(id): Path<String>) -> Response {
             job.polls_left -= 1;
         }
     }
-    Json(job_json(job, &app.base_url)).into_response()
+    Json(job_json(job, &app.base_url, s.files_base.as_deref())).into_response()
 }
 
 async fn by_key(State(app): State<AppState>, Path(key): Path<String>) -> Response {
     let s = app.inner.lock();
     match s.by_key.get(&key).and_then(|id| s.jobs.get(id)) {
-        Some(job) => Json(job_json(job, &app.base_url)).into_response(),
+        Some(job) => Json(job_json(job, &app.base_url, s.files_base.as_deref())).into_response(),
         None => (
             StatusCode::NOT_FOUND,
             Json(json!({"error": "no job with that key"})),

@@ -1,12 +1,12 @@
 //! Finalization leases: claim (`succeeded`, or `finalizing` under an expired lease, to
-//! `finalizing` with an owner), complete and release, both only by the lease's owner. Each is
+//! `finalizing` with an owner), renew, complete and release, all only by the lease's owner. Each is
 //! one statement; claims skip rows another finalizer is locking (`FOR UPDATE SKIP LOCKED`),
 //! so finalizers on many instances never wait on each other.
 
 use sqlx::postgres::PgPool;
 
 use super::rows::{UNIT_COLS, unit_cols_of_units, units_from_rows};
-use crate::model::Unit;
+use crate::model::{FINALIZE_PARKED_AT, Unit};
 use crate::store::StoreResult;
 
 /// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
@@ -84,50 +84,72 @@ pub(super) async fn unit_complete(
     Ok(done.is_some())
 }
 
+/// Push the lease of a unit `owner` is finalizing to `lease_until`, if it still holds it.
+pub(super) async fn unit_finalize_renew(
+    pool: &PgPool,
+    id: &str,
+    owner: &str,
+    lease_until: i64,
+) -> StoreResult<bool> {
+    let held = sqlx::query(
+        "UPDATE units SET lease_until = $3 \
+         WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(lease_until)
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(held > 0)
+}
+
 /// What [`unit_finalize_release`] is asked to do (named, since the trait passes six values).
 pub(super) struct Release<'a> {
     pub id: &'a str,
     pub owner: &'a str,
     /// Error JSON recorded on the unit and in the event.
     pub error: &'a str,
-    /// When another finalizer may try again (ignored when `fail`).
+    /// When another finalizer may try again (ignored when `give_up`).
     pub next_at: i64,
-    /// Give up: `failed` instead of back to `succeeded`.
-    pub fail: bool,
+    /// The attempts are spent: park the unit (`next_at` = [`FINALIZE_PARKED_AT`]) until an
+    /// explicit retry.
+    pub give_up: bool,
 }
 
-/// `finalizing -> succeeded` (retry at `next_at`) or `-> failed`, if `owner` still holds the
-/// lease.
+/// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the
+/// lease. The provider result stays.
 pub(super) async fn unit_finalize_release(
     pool: &PgPool,
     r: Release<'_>,
     now: i64,
 ) -> StoreResult<bool> {
-    let (to, detail) = if r.fail {
-        ("failed", "finalization failed")
+    let (next_at, detail) = if r.give_up {
+        (
+            FINALIZE_PARKED_AT,
+            "finalization gave up (attempts spent); waiting for a retry",
+        )
     } else {
-        ("succeeded", "finalization released for retry")
+        (r.next_at, "finalization released for retry")
     };
     let done: Option<i32> = sqlx::query_scalar(
         "WITH done AS ( \
-             UPDATE units SET status = $3, error = $4, \
-                 next_at = CASE WHEN $3 = 'succeeded' THEN $5 ELSE next_at END, \
-                 lease_owner = NULL, lease_until = NULL, updated_at = $6 \
+             UPDATE units SET status = 'succeeded', error = $3, next_at = $4, \
+                 lease_owner = NULL, lease_until = NULL, updated_at = $5 \
              WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2 \
              RETURNING id, task_id, stage \
          ), event AS ( \
              INSERT INTO unit_events \
                  (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
-             SELECT id, task_id, $6, 'finalizing', $3, stage, $7 || ' by ' || $2, $4 \
+             SELECT id, task_id, $5, 'finalizing', 'succeeded', stage, $6 || ' by ' || $2, $3 \
              FROM done \
          ) \
          SELECT 1 FROM done",
     )
     .bind(r.id)
     .bind(r.owner)
-    .bind(to)
     .bind(r.error)
-    .bind(r.next_at)
+    .bind(next_at)
     .bind(now)
     .bind(detail)
     .fetch_optional(pool)

@@ -11,7 +11,7 @@ use sqlx::{Postgres, Row, Transaction};
 use super::rows::{
     TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, parse_status, task_from_row, units_from_rows,
 };
-use crate::model::{Unit, UnitStatus};
+use crate::model::{FINALIZE_PARKED_AT, Unit, UnitStatus};
 use crate::store::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
@@ -99,18 +99,21 @@ async fn counts_for(pool: &PgPool, tasks: &mut [TaskRecord]) -> StoreResult<()> 
     }
     let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
     let rows = sqlx::query(
-        "SELECT task_id, status, COUNT(*) AS n FROM units \
-         WHERE task_id = ANY($1) GROUP BY task_id, status",
+        "SELECT task_id, status, (status = 'succeeded' AND next_at >= $2) AS parked, \
+             COUNT(*) AS n FROM units \
+         WHERE task_id = ANY($1) GROUP BY task_id, status, parked",
     )
     .bind(&ids)
+    .bind(FINALIZE_PARKED_AT)
     .fetch_all(pool)
     .await?;
     for row in rows {
         let task_id: String = row.try_get("task_id")?;
         let status: String = row.try_get("status")?;
+        let parked: bool = row.try_get("parked")?;
         let n: i64 = row.try_get("n")?;
         if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
-            add_count(&mut task.counts, &task_id, &status, n)?;
+            add_count(&mut task.counts, &task_id, &status, parked, n)?;
         }
     }
     Ok(())
@@ -350,10 +353,35 @@ pub(super) async fn task_retry_failed(
         .bind(now)
         .execute(&mut *tx)
         .await?;
+    }
+    // Units whose finalization gave up: due for finalization again, attempts reset, provider
+    // job and result kept (the error stays until a finalization succeeds).
+    let parked: Vec<String> = sqlx::query_scalar(
+        "WITH moved AS ( \
+             UPDATE units SET finalize_attempts = 0, attempts = 0, next_at = $2, \
+                 updated_at = $2 \
+             WHERE task_id = $1 AND status = 'succeeded' AND next_at >= $3 \
+             RETURNING id, task_id, idx, stage, error \
+         ), event AS ( \
+             INSERT INTO unit_events \
+                 (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+             SELECT id, task_id, $2, 'succeeded', 'succeeded', stage, \
+                 'retry requested: finalize again', error \
+             FROM moved ORDER BY idx \
+         ) \
+         SELECT id FROM moved",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(FINALIZE_PARKED_AT)
+    .fetch_all(&mut *tx)
+    .await?;
+    let moved = ids.len() + parked.len();
+    if moved > 0 {
         task_touch(&mut tx, id, now).await?;
     }
     tx.commit().await?;
-    let moved = u32::try_from(ids.len())
-        .map_err(|_| StoreError::Corrupt(format!("task {id}: {} units retried", ids.len())))?;
+    let moved = u32::try_from(moved)
+        .map_err(|_| StoreError::Corrupt(format!("task {id}: {moved} units retried")))?;
     Ok(Some(moved))
 }

@@ -1,10 +1,10 @@
 //! Finalization leases: claim (`succeeded`, or `finalizing` under an expired lease, to
-//! `finalizing` with an owner), complete and release, both only by the lease's owner.
+//! `finalizing` with an owner), renew, complete and release, all only by the lease's owner.
 
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{UNIT_COLS, json_list, units_from_rows};
-use crate::model::Unit;
+use crate::model::{FINALIZE_PARKED_AT, Unit};
 use crate::store::StoreResult;
 
 /// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
@@ -109,40 +109,64 @@ pub(super) async fn unit_complete(
     Ok(true)
 }
 
+/// Push the lease of a unit `owner` is finalizing to `lease_until`, if it still holds it.
+pub(super) async fn unit_finalize_renew(
+    mut tx: Transaction<'static, Sqlite>,
+    id: &str,
+    owner: &str,
+    lease_until: i64,
+) -> StoreResult<bool> {
+    let held = sqlx::query(
+        "UPDATE units SET lease_until = ?3 \
+         WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(lease_until)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(held > 0)
+}
+
 /// What [`unit_finalize_release`] is asked to do (named, since the trait passes six values).
 pub(super) struct Release<'a> {
     pub id: &'a str,
     pub owner: &'a str,
     /// Error JSON recorded on the unit and in the event.
     pub error: &'a str,
-    /// When another finalizer may try again (ignored when `fail`).
+    /// When another finalizer may try again (ignored when `give_up`).
     pub next_at: i64,
-    /// Give up: `failed` instead of back to `succeeded`.
-    pub fail: bool,
+    /// The attempts are spent: park the unit (`next_at` = [`FINALIZE_PARKED_AT`]) until an
+    /// explicit retry.
+    pub give_up: bool,
 }
 
-/// `finalizing -> succeeded` (retry at `next_at`) or `-> failed`, if `owner` still holds the
-/// lease.
+/// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the
+/// lease. The provider result stays.
 pub(super) async fn unit_finalize_release(
     mut tx: Transaction<'static, Sqlite>,
     r: Release<'_>,
     now: i64,
 ) -> StoreResult<bool> {
-    let (to, detail) = if r.fail {
-        ("failed", "finalization failed")
+    let (next_at, detail) = if r.give_up {
+        (
+            FINALIZE_PARKED_AT,
+            "finalization gave up (attempts spent); waiting for a retry",
+        )
     } else {
-        ("succeeded", "finalization released for retry")
+        (r.next_at, "finalization released for retry")
     };
     let held = sqlx::query(
         "INSERT INTO unit_events \
              (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
-         SELECT id, task_id, ?3, 'finalizing', ?4, stage, ?5 || ' by ' || ?2, ?6 \
+         SELECT id, task_id, ?3, 'finalizing', 'succeeded', stage, ?4 || ' by ' || ?2, ?5 \
          FROM units WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
     )
     .bind(r.id)
     .bind(r.owner)
     .bind(now)
-    .bind(to)
     .bind(detail)
     .bind(r.error)
     .execute(&mut *tx)
@@ -153,15 +177,13 @@ pub(super) async fn unit_finalize_release(
         return Ok(false);
     }
     sqlx::query(
-        "UPDATE units SET status = ?2, error = ?3, \
-             next_at = CASE WHEN ?2 = 'succeeded' THEN ?4 ELSE next_at END, \
-             lease_owner = NULL, lease_until = NULL, updated_at = ?5 \
+        "UPDATE units SET status = 'succeeded', error = ?2, next_at = ?3, \
+             lease_owner = NULL, lease_until = NULL, updated_at = ?4 \
          WHERE id = ?1",
     )
     .bind(r.id)
-    .bind(to)
     .bind(r.error)
-    .bind(r.next_at)
+    .bind(next_at)
     .bind(now)
     .execute(&mut *tx)
     .await?;

@@ -98,17 +98,23 @@ pub(super) fn task_from_row(row: &SqliteRow) -> StoreResult<(i64, TaskRecord)> {
     Ok((seq, task))
 }
 
-/// Add one `(status, count)` row of a grouped count query to `counts`.
+/// Add one `(status, parked, count)` row of a grouped count query to `counts` (`parked`:
+/// `succeeded` units whose finalization gave up, see [`crate::model::FINALIZE_PARKED_AT`]).
 pub(super) fn add_count(
     counts: &mut UnitCounts,
     task_id: &str,
     status: &str,
+    parked: bool,
     n: i64,
 ) -> StoreResult<()> {
     let status = parse_status(&format!("a unit of task {task_id}"), status)?;
     let n = u32::try_from(n)
         .map_err(|_| StoreError::Corrupt(format!("task {task_id}: unit count {n} out of range")))?;
-    counts.add(status, n);
+    if parked && status == UnitStatus::Succeeded {
+        counts.add_parked(n);
+    } else {
+        counts.add(status, n);
+    }
     Ok(())
 }
 

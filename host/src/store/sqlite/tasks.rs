@@ -8,7 +8,7 @@ use sqlx::{Row, Sqlite, Transaction};
 use super::rows::{
     TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, json_list, task_from_row, units_from_rows,
 };
-use crate::model::{Unit, UnitStatus};
+use crate::model::{FINALIZE_PARKED_AT, Unit, UnitStatus};
 use crate::store::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, NewUnit,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
@@ -119,19 +119,22 @@ async fn counts_for(pool: &SqlitePool, tasks: &mut [TaskRecord]) -> StoreResult<
     }
     let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
     let rows = sqlx::query(
-        "SELECT task_id, status, COUNT(*) AS n FROM units \
+        "SELECT task_id, status, (status = 'succeeded' AND next_at >= ?2) AS parked, \
+             COUNT(*) AS n FROM units \
          WHERE task_id IN (SELECT value FROM json_each(?1)) \
-         GROUP BY task_id, status",
+         GROUP BY task_id, status, parked",
     )
     .bind(json_list(&ids)?)
+    .bind(FINALIZE_PARKED_AT)
     .fetch_all(pool)
     .await?;
     for row in rows {
         let task_id: String = row.try_get("task_id")?;
         let status: String = row.try_get("status")?;
+        let parked: bool = row.try_get("parked")?;
         let n: i64 = row.try_get("n")?;
         if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
-            add_count(&mut task.counts, &task_id, &status, n)?;
+            add_count(&mut task.counts, &task_id, &status, parked, n)?;
         }
     }
     Ok(())
@@ -335,7 +338,7 @@ pub(super) async fn task_retry_failed(
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    let moved = sqlx::query(
+    let resubmitted = sqlx::query(
         "UPDATE units SET status = 'pending', submit_attempt = submit_attempt + 1, \
              attempts = 0, polls = 0, provider_job_id = NULL, error = NULL, result = NULL, \
              submitted_at = NULL, lease_owner = NULL, lease_until = NULL, \
@@ -348,6 +351,32 @@ pub(super) async fn task_retry_failed(
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    // Units whose finalization gave up: due for finalization again, attempts reset, provider
+    // job and result kept (the error stays until a finalization succeeds).
+    sqlx::query(
+        "INSERT INTO unit_events \
+             (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
+         SELECT id, task_id, ?2, 'succeeded', 'succeeded', stage, \
+             'retry requested: finalize again', error \
+         FROM units WHERE task_id = ?1 AND status = 'succeeded' AND next_at >= ?3 \
+         ORDER BY idx",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(FINALIZE_PARKED_AT)
+    .execute(&mut *tx)
+    .await?;
+    let refinalized = sqlx::query(
+        "UPDATE units SET finalize_attempts = 0, attempts = 0, next_at = ?2, updated_at = ?2 \
+         WHERE task_id = ?1 AND status = 'succeeded' AND next_at >= ?3",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(FINALIZE_PARKED_AT)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let moved = resubmitted + refinalized;
     if moved > 0 {
         task_touch(&mut tx, id, now).await?;
     }

@@ -1,7 +1,9 @@
 //! Finalization leases: claims of succeeded units, rescue of expired leases, completion and
-//! release by the lease's owner only.
+//! release by the lease's owner only; renewal; giving up (parked) and the retry that
+//! finalizes again.
 
 use super::*;
+use crate::model::FINALIZE_PARKED_AT;
 
 pub(crate) async fn finalize_lease(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
@@ -126,6 +128,8 @@ pub(crate) async fn finalize_release(store: DynStore) {
             .len(),
         1
     );
+    // The attempts are spent: the unit stays `succeeded` with its provider result and the
+    // reason, parked where no finalizer claims it.
     assert!(
         store
             .unit_finalize_release("t1-u0", "a", err, 0, true, T0 + 60)
@@ -133,7 +137,16 @@ pub(crate) async fn finalize_release(store: DynStore) {
             .unwrap()
     );
     let u = unit(&store, "t1", 0).await;
-    assert_eq!(u.status, UnitStatus::Failed);
+    assert_eq!(
+        (u.status, u.next_at, u.error.as_deref(), u.result.as_deref()),
+        (
+            UnitStatus::Succeeded,
+            FINALIZE_PARKED_AT,
+            Some(err),
+            Some(r#"{"url":"https://x/y.mp4"}"#)
+        )
+    );
+    assert!(u.finalize_parked());
     assert_eq!(
         store
             .unit_events("t1")
@@ -151,5 +164,154 @@ pub(crate) async fn finalize_release(store: DynStore) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+/// A lease is renewed only by its owner, and a renewed lease keeps other finalizers out past
+/// its first expiry.
+pub(crate) async fn finalize_renew(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
+    succeed(&store, "t1-u0").await;
+    assert!(
+        !store
+            .unit_finalize_renew("t1-u0", "a", T0 + 500)
+            .await
+            .unwrap(),
+        "not finalizing yet"
+    );
+    let claimed = store
+        .unit_claim_finalize("a", T0 + 100, T0 + 10, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), ["t1-u0"]);
+    assert!(
+        !store
+            .unit_finalize_renew("t1-u0", "b", T0 + 500)
+            .await
+            .unwrap(),
+        "b holds no lease"
+    );
+    assert!(
+        store
+            .unit_finalize_renew("t1-u0", "a", T0 + 500)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .unit_claim_finalize("b", T0 + 900, T0 + 400, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the renewed lease holds past its first expiry"
+    );
+    // Left to expire, the lease is taken over; the old owner's renewal then fails.
+    let rescued = store
+        .unit_claim_finalize("b", T0 + 900, T0 + 500, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&rescued), ["t1-u0"]);
+    assert!(
+        !store
+            .unit_finalize_renew("t1-u0", "a", T0 + 1000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .unit_finalize_renew("t1-u0", "b", T0 + 1000)
+            .await
+            .unwrap()
+    );
+}
+
+/// Retry finalizes a parked unit again (attempts reset, provider job and result kept, no new
+/// submit attempt) besides resubmitting failed units; the task reads `failed` while a unit is
+/// parked.
+pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    succeed(&store, "t1-u0").await;
+    // unit 1: failed at the provider; unit 2: completed.
+    submit(&store, &["t1-u1"], T0 + 3).await;
+    apply(
+        &store,
+        update("t1-u1", UnitStatus::Submitted, UnitStatus::Failed),
+        T0 + 4,
+    )
+    .await;
+    succeed(&store, "t1-u2").await;
+    let claimed = store
+        .unit_claim_finalize("a", T0 + 100, T0 + 10, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), ["t1-u0", "t1-u2"]);
+    assert!(
+        store
+            .unit_complete("t1-u2", "a", "{}", T0 + 11)
+            .await
+            .unwrap()
+    );
+    let err = r#"{"code":"finalize","message":"object store: not a directory"}"#;
+    assert!(
+        store
+            .unit_finalize_release("t1-u0", "a", err, 0, true, T0 + 12)
+            .await
+            .unwrap()
+    );
+
+    let t = store.task_get("acme", "t1").await.unwrap().unwrap();
+    assert_eq!(
+        (t.counts.succeeded, t.counts.parked, t.counts.failed),
+        (1, 1, 1)
+    );
+    assert_eq!(t.counts.task_status(), crate::model::TaskStatus::Failed);
+
+    assert_eq!(
+        store
+            .task_retry_failed("acme", "t1", T0 + 20)
+            .await
+            .unwrap(),
+        Some(2)
+    );
+    let u0 = unit(&store, "t1", 0).await;
+    assert_eq!(
+        (u0.status, u0.next_at, u0.submit_attempt),
+        (UnitStatus::Succeeded, T0 + 20, 0)
+    );
+    assert_eq!(u0.result.as_deref(), Some(r#"{"url":"https://x/y.mp4"}"#));
+    assert!(!u0.finalize_parked());
+    let u1 = unit(&store, "t1", 1).await;
+    assert_eq!((u1.status, u1.submit_attempt), (UnitStatus::Pending, 1));
+    let t = store.task_get("acme", "t1").await.unwrap().unwrap();
+    assert_eq!(t.counts.parked, 0);
+    assert_eq!(t.counts.task_status(), crate::model::TaskStatus::Running);
+
+    // Due again, with its attempts reset: the claim starts finalization attempt 1.
+    let again = store
+        .unit_claim_finalize("b", T0 + 200, T0 + 20, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&again), ["t1-u0"]);
+    assert_eq!(again[0].attempts, 1);
+    assert!(
+        store
+            .unit_complete("t1-u0", "b", r#"{"object_key":"k"}"#, T0 + 21)
+            .await
+            .unwrap()
+    );
+    let events = store.unit_events("t1").await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.detail.as_deref() == Some("retry requested: finalize again")),
+        "the retry is in the event log"
+    );
+    // Nothing parked: a second retry only resubmits failed units (none now).
+    assert_eq!(
+        store
+            .task_retry_failed("acme", "t1", T0 + 30)
+            .await
+            .unwrap(),
+        Some(0)
     );
 }
