@@ -6,6 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use serde_json::Value;
+use tower::ServiceExt;
 
 use super::router;
 use crate::clock::ManualClock;
@@ -99,6 +103,25 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
 }
 
 impl Harness {
+    /// Run one request through the router: status, headers, and the body as JSON (a
+    /// non-JSON body as a JSON string).
+    pub async fn call(&self, req: Request<Body>) -> (StatusCode, HeaderMap, Value) {
+        let what = format!("{} {}", req.method(), req.uri());
+        let response = match self.app.clone().oneshot(req).await {
+            Ok(r) => r,
+            Err(e) => match e {},
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = match axum::body::to_bytes(response.into_body(), usize::MAX).await {
+            Ok(b) => b,
+            Err(e) => panic!("reading the response of {what}: {e}"),
+        };
+        let json = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, headers, json)
+    }
+
     /// How many tasks `tenant` has (at most 500).
     pub async fn task_count(&self, tenant: &str) -> usize {
         let filter = crate::store::TaskFilter {

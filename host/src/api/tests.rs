@@ -77,18 +77,7 @@ impl Harness {
             Ok(r) => r,
             Err(e) => panic!("building request {method} {uri}: {e}"),
         };
-        let response = match self.app.clone().oneshot(req).await {
-            Ok(r) => r,
-            Err(e) => match e {},
-        };
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = match axum::body::to_bytes(response.into_body(), usize::MAX).await {
-            Ok(b) => b,
-            Err(e) => panic!("reading response of {method} {uri}: {e}"),
-        };
-        let json = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        let (status, headers, json) = self.call(req).await;
         Reply {
             status,
             headers,

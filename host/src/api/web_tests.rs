@@ -11,7 +11,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::Value;
-use tower::ServiceExt;
 
 use super::test_harness::{self, Harness};
 use crate::config::{ApiKey, Config, RateLimit, Role, Secret};
@@ -95,18 +94,7 @@ impl Harness {
             Ok(r) => r,
             Err(e) => panic!("building {method} {uri}: {e}"),
         };
-        let response = match self.app.clone().oneshot(req).await {
-            Ok(r) => r,
-            Err(e) => match e {},
-        };
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = match axum::body::to_bytes(response.into_body(), usize::MAX).await {
-            Ok(b) => b,
-            Err(e) => panic!("reading {method} {uri}: {e}"),
-        };
-        let json = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        let (status, headers, json) = self.call(req).await;
         Reply {
             status,
             headers,
@@ -445,7 +433,7 @@ async fn sqlite_busy_is_503_with_retry_after() {
     {
         panic!("busy_timeout: {e}");
     }
-    let url = format!("sqlite://{}", h._dir.path().join("web.db").display());
+    let url = format!("sqlite://{}", h._dir.path().join("api.db").display());
     let mut other = match sqlx::SqliteConnection::connect(&url).await {
         Ok(c) => c,
         Err(e) => panic!("second connection: {e}"),
