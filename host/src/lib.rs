@@ -23,6 +23,7 @@
 //! - [`redact`]: passwords out of printed URLs.
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
+//! - [`webhooks`]: Standard Webhooks signing and verification.
 
 pub mod api;
 pub mod app;
@@ -46,5 +47,6 @@ pub mod slots;
 pub mod store;
 pub mod stub;
 pub mod wake;
+pub mod webhooks;
 
 pub use app::{build, run, run_with};

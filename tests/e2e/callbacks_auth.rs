@@ -347,8 +347,48 @@ async fn signed_callbacks_work_on_top_of_tokens() {
         .into_iter()
         .find_map(|j| j.callback_url)
         .expect("a callback URL");
+    let events_before = run
+        .services
+        .store
+        .unit_events(&id)
+        .await
+        .expect("events")
+        .len();
     let (status, answer) = post(&run, &url, &forged_success("1", "x")).await;
-    assert_eq!(status, 400, "unsigned through a valid token: {answer}");
+    assert_eq!(status, 401, "unsigned through a valid token: {answer}");
+    // Signed with another key, and signed right but replayed from long ago: 401 too.
+    let body = forged_success("1", "x").to_string();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
+    let other = "whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldG90aGVyc2VjcmV0";
+    for (secret, ts) in [(other, now), (SECRET, now - 3_600)] {
+        let sig = slotd::webhooks::sign(secret, "msg-1", ts, body.as_bytes()).expect("sign");
+        let r = run
+            .client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("webhook-id", "msg-1")
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", sig)
+            .body(body.clone())
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), 401, "bad signature ({secret}, {ts})");
+    }
+    let events_after = run
+        .services
+        .store
+        .unit_events(&id)
+        .await
+        .expect("events")
+        .len();
+    assert_eq!(
+        events_before, events_after,
+        "a refused callback changed nothing"
+    );
     let stats = run.stop().await.stats();
     assert!(stats.callbacks_sent > 0);
     assert_eq!(stats.callbacks_rejected, 0, "a signed callback was refused");

@@ -233,35 +233,70 @@ async fn a_pinned_handler_loads_only_from_its_file_and_content() {
     slotd.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_slow_for_several_deadlines_quarantines_nothing_and_fails_no_unit() {
-    // The first 6 requests answer after 1.5 s, past a 300 ms call deadline (the per-request
-    // HTTP timeout stays 15 s, so the call is cut off while awaiting the provider); then the
-    // simulator is healthy.
-    let slow = 6;
+/// A Kling simulator whose first `slow` requests answer after `slow_ms`, then healthy, and a
+/// slotd configured by `tweak` with a retry budget of 1 and quarantine after 2 crashes: a
+/// 2-shot video must still complete.
+async fn slow_provider_run(
+    slow: u32,
+    slow_ms: u64,
+    tweak: impl FnOnce(&mut slotd::config::Config),
+) -> (Slotd, slotd::sim::SimHandle, Value) {
     let sim = slotd::sim::start(slotd::sim::SimOptions {
         slow_first: slow,
-        slow_ms: 1_500,
+        slow_ms,
         ..sim_options(83)
     })
     .await
     .expect("simulator");
     let dir = tempfile::TempDir::new().expect("tmp");
     let slotd = Slotd::start(dir.path(), &sim, |c| {
-        c.limits.call_deadline = Duration::from_millis(300);
         // Two crashing calls would quarantine, one charged fault would fail a unit.
         c.limits.quarantine_after = 2;
         c.scheduler.retry_budget = 1;
+        tweak(c);
     })
     .await;
     let view = run_video(&slotd, 2, Duration::from_secs(90)).await;
-    let stats = sim.stats();
     assert!(
-        stats.faults.slow >= u64::from(slow),
+        sim.stats().faults.slow >= u64::from(slow),
         "the simulator was slow {} times",
-        stats.faults.slow
+        sim.stats().faults.slow
     );
     assert_eq!(view["status"], "completed", "no unit failed: {view}");
+    (slotd, sim, view)
+}
+
+/// The per-request HTTP timeout is shorter than the call deadline (as by default): the handler
+/// sees `timeout` errors, which spend no retry budget, so no unit fails for slowness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_timeouts_of_a_slow_provider_fail_no_unit() {
+    let (slotd, _sim, view) = slow_provider_run(6, 1_000, |c| {
+        c.limits.http_timeout = Duration::from_millis(200);
+        c.limits.call_deadline = Duration::from_secs(2);
+    })
+    .await;
+    let events = slotd
+        .get(&format!(
+            "/v1/tasks/{}/events",
+            view["task_id"].as_str().unwrap_or_default()
+        ))
+        .await;
+    assert!(
+        events.to_string().contains("did not answer in time"),
+        "timeouts were seen and forgiven: {events}"
+    );
+    slotd.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_slow_for_several_deadlines_quarantines_nothing_and_fails_no_unit() {
+    // The first 6 requests answer after 1.5 s, past a 300 ms call deadline (the per-request
+    // HTTP timeout stays 15 s, so the call is cut off while awaiting the provider); then the
+    // simulator is healthy.
+    let (slotd, _sim, _view) = slow_provider_run(6, 1_500, |c| {
+        c.limits.call_deadline = Duration::from_millis(300);
+    })
+    .await;
     let metrics = slotd
         .client
         .get(format!("{}/metrics", slotd.base))

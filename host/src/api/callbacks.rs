@@ -3,9 +3,9 @@
 //!
 //! The token is the one slotd minted into the callback URL it handed the handler (see
 //! [`crate::callback_token`]). It is checked before anything else: without a valid one the
-//! answer is 401 and the handler is not even called. With one, the body goes to the handler's
-//! `on-callback` (which also checks the provider's Standard Webhooks signature where a webhook
-//! secret is configured) and the changes it returns are applied like a tick's, but only to the
+//! answer is 401 and the handler is not even called. Where the handler has a `webhook_secret`,
+//! the provider's Standard Webhooks signature is checked next, by the host, the same way (401,
+//! handler not called). With both, the body goes to the handler's `on-callback` and the changes it returns are applied like a tick's, but only to the
 //! units the token names. The bare `POST /v1/callbacks/{handler}` of earlier versions carries
 //! no token and is always refused. No API key: providers cannot send one.
 
@@ -45,6 +45,46 @@ async fn without_token(Path(name): Path<String>) -> ApiError {
     )
 }
 
+/// The secret under `[handlers.X]` whose presence makes the host require a Standard Webhooks
+/// signature on every callback for X (the same secret the handler may verify with).
+pub const WEBHOOK_SECRET: &str = "webhook_secret";
+
+/// Where the handler has a webhook secret, the provider's Standard Webhooks signature must
+/// verify before the handler sees the body: a missing or wrong one is 401, like a bad token.
+fn verify_signature(
+    services: &Services,
+    name: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let Some(secret) = services
+        .config
+        .handlers
+        .get(name)
+        .and_then(|h| h.secrets.get(WEBHOOK_SECRET))
+    else {
+        return Ok(());
+    };
+    // A malformed secret is refused at start-up; here it can only fail closed.
+    let key = secret.signing_key().map_err(|e| {
+        tracing::error!(handler = %name, error = %e, "webhook secret unusable; callback refused");
+        ApiError::CallbackToken(format!("handlers.{name}.{WEBHOOK_SECRET} is unusable"))
+    })?;
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    };
+    let now_secs = services.clock.now_ms() / 1000;
+    crate::webhooks::verify_headers(&key, header, body, now_secs).map_err(|e| {
+        tracing::warn!(handler = %name, error = %e, "callback with a bad signature refused");
+        metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-signature")
+            .increment(1);
+        ApiError::CallbackToken(format!("webhook signature: {e:#}"))
+    })
+}
+
 async fn receive(
     State(services): State<Services>,
     Path((name, token)): Path<(String, String)>,
@@ -60,6 +100,7 @@ async fn receive(
         .registry
         .by_name(&name)
         .ok_or_else(|| ApiError::NotFound(format!("no handler named {name:?} is loaded")))?;
+    verify_signature(&services, &name, &headers, &body)?;
     let headers: Vec<(String, String)> = headers
         .iter()
         .filter_map(|(k, v)| {

@@ -39,6 +39,10 @@ fn error_json(e: &ProviderError) -> String {
 }
 
 /// Map validated changes to updates. `units` are the units the handler was given.
+/// The error code of a `retry-after` that means "the provider did not answer in time" (WIT
+/// `outcome.retry-after`): it spends no retry budget.
+pub const TIMEOUT_CODE: &str = "timeout";
+
 pub fn plan_updates(
     cfg: &SchedulerConfig,
     handler: &HandlerInfo,
@@ -233,6 +237,15 @@ fn update_for(
             u.submitted_at = Some(None);
             u.next_at = Some(now + capacity_delay_ms(cfg, after_ms));
             u.detail = Some("provider over capacity; back to pending".into());
+        }
+        Outcome::RetryAfter { after_ms, error } if error.code.as_deref() == Some(TIMEOUT_CODE) => {
+            // Slowness, not failure (SPEC §17): no retry budget spent; the stage deadline
+            // bounds how long a provider may keep a unit waiting.
+            u.to = Some(UnitStatus::Submitted);
+            u.next_at = Some(now + retry_delay_ms(cfg, unit.attempts.saturating_add(1), after_ms));
+            u.detail =
+                Some("provider did not answer in time; retried, no retry budget spent".into());
+            u.error = Some(Some(error_json(&error)));
         }
         Outcome::RetryAfter { after_ms, error } => {
             let attempts = unit.attempts.saturating_add(1);
@@ -488,6 +501,33 @@ mod tests {
         u.attempts = 1;
         let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
         assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
+    }
+
+    /// A provider that does not answer in time never spends the retry budget: the unit stays
+    /// submitted however often it happens (the stage deadline bounds it); other transient
+    /// errors still do.
+    #[test]
+    fn timeouts_spend_no_retry_budget() {
+        let cfg = SchedulerConfig {
+            retry_budget: 1,
+            ..SchedulerConfig::default()
+        };
+        let mut u = unit("u1", Some("job"), "b");
+        u.attempts = 5;
+        let timeout = ch(
+            "u1",
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: ProviderError {
+                    code: Some(TIMEOUT_CODE.into()),
+                    message: "request timed out".into(),
+                },
+            },
+        );
+        let p = plan_updates(&cfg, &info(), &[&u], vec![timeout], 0);
+        assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+        assert_eq!(p.updates[0].attempts, None, "no attempt counted");
+        assert!(p.updates[0].next_at.is_some_and(|t| t > 0));
     }
 
     /// A cancel-requested unit leaves `submitted` only as `cancelled`, with the provider's

@@ -11,7 +11,7 @@
 //! - `routes`: the axum router; `faults`: the fault layer; `error`: Kling's error envelope.
 //! - `validate`: strict create-body validation (400/1201 naming the field).
 //! - `state`: the account (tasks, quota, timers, counters); `task`: one task and its timing.
-//! - `callback`: status-change callbacks; [`webhook`]: Standard Webhooks signing.
+//! - `callback`: status-change callbacks, signed with [`crate::webhooks`].
 //! - `files`: deterministic result content ([`file_content`], [`file_sha256`]).
 //! - `stats`: [`SimStats`], served at `GET /_sim/stats`.
 
@@ -26,7 +26,6 @@ mod state;
 mod stats;
 mod task;
 mod validate;
-pub mod webhook;
 
 #[cfg(test)]
 mod tests;

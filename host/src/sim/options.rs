@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
-use base64::Engine as _;
 
 /// Default listen address of `slotd sim kling`.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:18090";
@@ -134,22 +133,8 @@ impl SimOptions {
             }
         }
         if let Some(secret) = &self.webhook_secret {
-            webhook_key(secret).context("--webhook-secret")?;
+            crate::webhooks::webhook_key(secret).context("--webhook-secret")?;
         }
         Ok(())
     }
-}
-
-/// The HMAC key of a `whsec_…` secret: the base64 decode of what follows the prefix.
-pub(crate) fn webhook_key(secret: &str) -> anyhow::Result<Vec<u8>> {
-    let Some(encoded) = secret.strip_prefix("whsec_") else {
-        bail!("a webhook secret must start with `whsec_`");
-    };
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .context("the part after `whsec_` is not valid base64")?;
-    if key.is_empty() {
-        bail!("the webhook secret is empty after `whsec_`");
-    }
-    Ok(key)
 }

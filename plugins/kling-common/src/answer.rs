@@ -51,7 +51,13 @@ pub fn transport(e: &HttpError) -> Problem {
         HttpError::Timeout | HttpError::Transport(_) | HttpError::TooLarge(_) => Class::Transient,
         HttpError::Denied(_) | HttpError::Invalid(_) => Class::Permanent,
     };
-    Problem::new(class, Some("http"), e.to_string())
+    // `timeout` is the contract's code for slowness: the host spends no retry budget on it.
+    let code = if matches!(e, HttpError::Timeout) {
+        "timeout"
+    } else {
+        "http"
+    };
+    Problem::new(class, Some(code), e.to_string())
 }
 
 /// The `data` of a successful answer, or the classified problem.
@@ -225,6 +231,11 @@ mod tests {
         }
         assert_eq!(answer(404, "").map_err(|p| p.class), Err(Class::NotFound));
         assert_eq!(transport(&HttpError::Timeout).class, Class::Transient);
+        assert_eq!(
+            transport(&HttpError::Timeout).error.code.as_deref(),
+            Some("timeout"),
+            "the host keeps slowness off the retry budget by this code"
+        );
         assert_eq!(
             transport(&HttpError::Denied("x".into())).class,
             Class::Permanent
