@@ -84,6 +84,7 @@ async fn hundred_units_through_five_slots_on(database_url: Option<String>) {
         rounds >= 60,
         "finished in {rounds} rounds: too fast to be real"
     );
+    m.check().await;
 }
 
 /// The same through the real server and the real tick loop (real clock, early wake-ups).

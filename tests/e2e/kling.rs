@@ -182,7 +182,10 @@ impl Run {
         .await
     }
 
+    /// Audit the database and object store with `slotd check` (online, as an operator
+    /// would), then stop slotd.
     pub async fn stop(mut self) -> SimHandle {
+        assert_services_check_clean(&self.services).await;
         if let Some(s) = self.stop.take() {
             s.send(()).ok();
         }

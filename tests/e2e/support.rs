@@ -144,6 +144,11 @@ impl Manual {
         reports
     }
 
+    /// `slotd check` on this harness's database and object store.
+    pub async fn check(&self) {
+        assert_services_check_clean(&self.services).await;
+    }
+
     /// Run rounds until `done` says so, at most `max_rounds`.
     pub async fn run_until(
         &self,
@@ -284,6 +289,16 @@ pub fn spawn_slotd(config: &Path, log: &Path, extra: &[&str]) -> std::process::C
 /// finding. `objects` also verifies the artifacts; `pools` are the configured maxima.
 pub async fn assert_check_clean(database_url: &str, objects: Option<&str>, pools: &[(&str, u32)]) {
     use slotd::clock::Clock;
+    check_clean_at(database_url, objects, pools, SystemClock.now_ms()).await;
+}
+
+/// [`assert_check_clean`] at `now_ms` (the harness's clock, which may be a manual one).
+async fn check_clean_at(
+    database_url: &str,
+    objects: Option<&str>,
+    pools: &[(&str, u32)],
+    now_ms: i64,
+) {
     let opts = slotd::check::CheckOptions {
         database_url: database_url.to_string(),
         objects: objects.map(String::from),
@@ -291,7 +306,7 @@ pub async fn assert_check_clean(database_url: &str, objects: Option<&str>, pools
         redis_prefix: String::new(),
         pool_limits: pools.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
         finalize_grace: slotd::check::FINALIZE_GRACE_DEFAULT,
-        now_ms: SystemClock.now_ms(),
+        now_ms,
     };
     let report = slotd::check::run(&opts).await.expect("slotd check ran");
     let findings: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
@@ -302,6 +317,19 @@ pub async fn assert_check_clean(database_url: &str, objects: Option<&str>, pools
         findings.join("\n")
     );
     assert!(report.units > 0, "slotd check saw no units");
+}
+
+/// [`assert_check_clean`] on what a running slotd's configuration names: its database, its
+/// object store (artifacts verified) and its pools' limits.
+pub async fn assert_services_check_clean(services: &Services) {
+    let c = &services.config;
+    let pools: Vec<(&str, u32)> = c
+        .pools
+        .iter()
+        .map(|(name, p)| (name.as_str(), p.max_slots))
+        .collect();
+    let now = services.clock.now_ms();
+    check_clean_at(&c.database_url, Some(&c.object_store), &pools, now).await;
 }
 
 /// A port nothing listens on right now (for a `listen` address in a config file).

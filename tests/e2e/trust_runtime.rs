@@ -240,7 +240,7 @@ async fn slow_provider_run(
     slow: u32,
     slow_ms: u64,
     tweak: impl FnOnce(&mut slotd::config::Config),
-) -> (Slotd, slotd::sim::SimHandle, Value) {
+) -> (Slotd, slotd::sim::SimHandle, Value, tempfile::TempDir) {
     let sim = slotd::sim::start(slotd::sim::SimOptions {
         slow_first: slow,
         slow_ms,
@@ -263,14 +263,14 @@ async fn slow_provider_run(
         sim.stats().faults.slow
     );
     assert_eq!(view["status"], "completed", "no unit failed: {view}");
-    (slotd, sim, view)
+    (slotd, sim, view, dir)
 }
 
 /// The per-request HTTP timeout is shorter than the call deadline (as by default): the handler
 /// sees `timeout` errors, which spend no retry budget, so no unit fails for slowness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_timeouts_of_a_slow_provider_fail_no_unit() {
-    let (slotd, _sim, view) = slow_provider_run(6, 1_000, |c| {
+    let (slotd, _sim, view, _dir) = slow_provider_run(6, 1_000, |c| {
         c.limits.http_timeout = Duration::from_millis(200);
         c.limits.call_deadline = Duration::from_secs(2);
     })
@@ -293,7 +293,7 @@ async fn a_provider_slow_for_several_deadlines_quarantines_nothing_and_fails_no_
     // The first 6 requests answer after 1.5 s, past a 300 ms call deadline (the per-request
     // HTTP timeout stays 15 s, so the call is cut off while awaiting the provider); then the
     // simulator is healthy.
-    let (slotd, _sim, _view) = slow_provider_run(6, 1_500, |c| {
+    let (slotd, _sim, _view, _dir) = slow_provider_run(6, 1_500, |c| {
         c.limits.call_deadline = Duration::from_millis(300);
     })
     .await;

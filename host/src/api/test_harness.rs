@@ -14,11 +14,12 @@ use tower::ServiceExt;
 use super::router;
 use crate::clock::ManualClock;
 use crate::config::Config;
+use crate::model::UnitStatus;
 use crate::runtime::{Handler, Registry, Runtime};
 use crate::services::Services;
 use crate::slots::local::LocalSlots;
-use crate::store::TaskStore;
 use crate::store::sqlite::SqliteStore;
+use crate::store::{TaskStore, UnitUpdate};
 use crate::wake::Wake;
 
 /// Everything a test needs: the app and direct handles on what it changes.
@@ -131,6 +132,37 @@ impl Harness {
         match self.store.task_list(tenant, &filter).await {
             Ok(page) => page.tasks.len(),
             Err(e) => panic!("listing tasks: {e}"),
+        }
+    }
+}
+
+impl Harness {
+    /// Move a pending unit to `to` along legal moves only (the store refuses any other), the
+    /// last step carrying `last`'s fields (result, error, job id, …).
+    pub async fn drive(&self, unit_id: &str, to: UnitStatus, last: UnitUpdate) {
+        use UnitStatus::*;
+        let path: &[UnitStatus] = match to {
+            Completed => &[Submitted, Succeeded, Finalizing, Completed],
+            Failed => &[Submitted, Failed],
+            Succeeded => &[Submitted, Succeeded],
+            other => panic!("drive: no path to {other} in the tests"),
+        };
+        let mut from = Pending;
+        for (i, step) in path.iter().enumerate() {
+            let mut u = if i + 1 == path.len() {
+                last.clone()
+            } else {
+                UnitUpdate::default()
+            };
+            u.unit_id = unit_id.to_string();
+            u.from = Some(from);
+            u.to = Some(*step);
+            match self.store.unit_apply(&[u], 1_000_001, None).await {
+                Ok(r) if r.applied.len() == 1 => {}
+                Ok(r) => panic!("drive {unit_id} {from} -> {step}: {r:?}"),
+                Err(e) => panic!("drive {unit_id} {from} -> {step}: {e}"),
+            }
+            from = *step;
         }
     }
 }

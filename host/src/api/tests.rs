@@ -274,15 +274,11 @@ async fn reading_a_task_and_tenant_isolation() {
     let id = h.seed("a", 3).await;
     let units = h.unit_ids(&id).await;
     let update = UnitUpdate {
-        unit_id: units[0].clone(),
-        to: Some(UnitStatus::Completed),
         provider_job_id: Some(Some("job-0".into())),
         result: Some(r#"{"object_key":"a/t/0/video.mp4","bytes":3,"sha256":"00"}"#.into()),
         ..Default::default()
     };
-    if let Err(e) = h.store.unit_apply(&[update], 1_000_001, None).await {
-        panic!("applying: {e}");
-    }
+    h.drive(&units[0], UnitStatus::Completed, update).await;
 
     let r = h
         .send("GET", &format!("/v1/tasks/{id}"), Some(KEY_A), None)
@@ -452,19 +448,12 @@ async fn retry_moves_failed_units_back() {
     let id = h.seed("a", 2).await;
     let units = h.unit_ids(&id).await;
     let fail = UnitUpdate {
-        unit_id: units[1].clone(),
-        to: Some(UnitStatus::Failed),
         error: Some(Some(r#"{"code":"1201","message":"bad prompt"}"#.into())),
         ..Default::default()
     };
-    let done = UnitUpdate {
-        unit_id: units[0].clone(),
-        to: Some(UnitStatus::Completed),
-        ..Default::default()
-    };
-    if let Err(e) = h.store.unit_apply(&[fail, done], 1_000_001, None).await {
-        panic!("applying: {e}");
-    }
+    h.drive(&units[1], UnitStatus::Failed, fail).await;
+    h.drive(&units[0], UnitStatus::Completed, UnitUpdate::default())
+        .await;
     let r = h
         .send("GET", &format!("/v1/tasks/{id}"), Some(KEY_A), None)
         .await;

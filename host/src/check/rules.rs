@@ -128,8 +128,11 @@ pub fn idempotency(snap: &Snapshot) -> Vec<Finding> {
             };
             if let Some(k) = detail.strip_prefix(MARKER_PREFIX) {
                 key = Some(k);
-            } else if let (Some(k), Some(job)) = (key, detail.strip_prefix(ACCEPTED_PREFIX)) {
-                jobs.entry(k).or_default().insert(job);
+            } else if let (Some(k), Some(rest)) = (key, detail.strip_prefix(ACCEPTED_PREFIX)) {
+                // The id is the first word: a callback appends " (callback)".
+                if let Some(job) = rest.split_whitespace().next() {
+                    jobs.entry(k).or_default().insert(job);
+                }
             }
         }
         for (k, set) in jobs.into_iter().filter(|(_, s)| s.len() > 1) {

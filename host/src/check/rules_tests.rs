@@ -124,6 +124,23 @@ fn a_key_accepted_as_two_jobs_is_reported() {
     assert!(f[0].message.contains("42, 43"), "{}", f[0]);
 }
 
+/// The same job recorded by a poll and again by a callback is one job.
+#[test]
+fn a_job_recorded_by_poll_and_callback_is_one_job() {
+    let mut h = clean_history();
+    h.insert(
+        3,
+        ev(
+            10,
+            Some("submitted"),
+            "submitted",
+            Some("accepted as provider job 42 (callback)"),
+        ),
+    );
+    let s = snap(vec![unit("u1", "completed")], vec![("u1", h)]);
+    assert!(idempotency(&s).is_empty(), "{:?}", idempotency(&s));
+}
+
 #[test]
 fn a_resubmission_under_the_next_key_is_not_a_duplicate() {
     let mut h = clean_history();

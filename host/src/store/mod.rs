@@ -35,6 +35,10 @@ pub enum StoreError {
         token: i64,
         current: i64,
     },
+    /// The database refused a status change the state machine forbids (its trigger on
+    /// `units`, migration 0006): a bug in the writer, never applied.
+    #[error("refused by the state machine: {0}")]
+    IllegalTransition(String),
     #[error("database error: {0}")]
     Other(String),
 }
@@ -55,6 +59,10 @@ impl From<sqlx::Error> for StoreError {
                     && db.code().is_some_and(|c| is_sqlite_unavailable_code(&c)) =>
             {
                 StoreError::Unavailable(e.to_string())
+            }
+            sqlx::Error::Database(ref db) if db.message().contains("illegal unit transition") => {
+                metrics::counter!("slotd_illegal_writes_total").increment(1);
+                StoreError::IllegalTransition(db.message().to_string())
             }
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
                 StoreError::Corrupt(e.to_string())
@@ -228,6 +236,53 @@ pub struct ApplyReport {
     pub applied: Vec<String>,
     /// Ids whose guard no longer held (moved by someone else, e.g. cancelled); not written.
     pub skipped: Vec<String>,
+    /// Updates refused because their status move is not legal (SPEC §2); not written.
+    pub refused: Vec<RefusedWrite>,
+}
+
+/// An update [`TaskStore::unit_apply`] refused before writing it, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedWrite {
+    pub unit_id: String,
+    pub reason: String,
+}
+
+/// The updates of a batch whose status move is legal (SPEC §2), and the refusals of the rest:
+/// a move needs a `from` guard and `from.can_move_to(to)`. Every backend's `unit_apply`
+/// writes only the first part, whoever built the batch, and counts the second in
+/// `slotd_illegal_writes_total` (the database's own trigger refuses what gets past this).
+pub fn split_illegal(
+    updates: &[UnitUpdate],
+) -> (std::borrow::Cow<'_, [UnitUpdate]>, Vec<RefusedWrite>) {
+    let reason = |u: &UnitUpdate| -> Option<String> {
+        let to = u.to?;
+        match u.from {
+            None => Some(format!("a move to {to} without a `from` guard")),
+            Some(from) if from.can_move_to(to) => None,
+            Some(from) => Some(format!(
+                "{from} -> {to} is not a legal move (SPEC section 2)"
+            )),
+        }
+    };
+    if updates.iter().all(|u| reason(u).is_none()) {
+        return (std::borrow::Cow::Borrowed(updates), Vec::new());
+    }
+    let mut legal = Vec::with_capacity(updates.len());
+    let mut refused = Vec::new();
+    for u in updates {
+        match reason(u) {
+            None => legal.push(u.clone()),
+            Some(reason) => {
+                tracing::error!(unit = %u.unit_id, %reason, "illegal unit write refused");
+                metrics::counter!("slotd_illegal_writes_total").increment(1);
+                refused.push(RefusedWrite {
+                    unit_id: u.unit_id.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+    (std::borrow::Cow::Owned(legal), refused)
 }
 
 /// What a cancellation did. No slot is freed by it: a `submitted` unit's job keeps running at

@@ -236,12 +236,18 @@ impl TaskStore for PostgresStore {
         now: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<ApplyReport> {
+        let (updates, refused) = crate::store::split_illegal(updates);
         if updates.is_empty() {
-            return Ok(ApplyReport::default());
+            return Ok(ApplyReport {
+                refused,
+                ..ApplyReport::default()
+            });
         }
-        if fence.is_none() && !apply::has_repeats(updates) {
+        if fence.is_none() && !apply::has_repeats(&updates) {
             let mut conn = self.pool.acquire().await?;
-            return apply::unit_apply(&mut conn, updates, now).await;
+            let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
+            report.refused = refused;
+            return Ok(report);
         }
         let mut tx = self.pool.begin().await?;
         if let Some(fence) = fence
@@ -249,8 +255,9 @@ impl TaskStore for PostgresStore {
         {
             return Err(rollback(tx, e).await);
         }
-        let report = apply::unit_apply(&mut tx, updates, now).await?;
+        let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
         tx.commit().await?;
+        report.refused = refused;
         Ok(report)
     }
 

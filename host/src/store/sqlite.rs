@@ -197,12 +197,18 @@ impl TaskStore for SqliteStore {
         now: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<ApplyReport> {
+        let (updates, refused) = crate::store::split_illegal(updates);
         if updates.is_empty() {
-            return Ok(ApplyReport::default());
+            return Ok(ApplyReport {
+                refused,
+                ..ApplyReport::default()
+            });
         }
         let mut tx = self.begin().await?;
         fences::fence_check(&mut tx, fence).await?;
-        units::unit_apply(tx, updates, now).await
+        let mut report = units::unit_apply(tx, &updates, now).await?;
+        report.refused = refused;
+        Ok(report)
     }
 
     async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {

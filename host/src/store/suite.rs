@@ -10,6 +10,7 @@ mod callbacks;
 mod claims;
 mod fencing;
 mod finalize;
+mod moves;
 mod reads;
 mod tasks;
 
@@ -29,6 +30,7 @@ pub(crate) use fencing::{
 pub(crate) use finalize::{
     finalize_give_up_then_retry, finalize_lease, finalize_release, finalize_renew,
 };
+pub(crate) use moves::{assert_moves_match_the_model, illegal_moves_are_refused};
 pub(crate) use reads::{
     counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
 };
@@ -70,6 +72,7 @@ macro_rules! store_suite {
             concurrent_claims_are_disjoint,
             host_key_shared,
             apply_guard_submit_attempt,
+            illegal_moves_are_refused,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

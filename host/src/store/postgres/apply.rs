@@ -109,7 +109,11 @@ pub(super) async fn unit_apply(
         .filter(|u| !done.contains(u.unit_id.as_str()))
         .map(|u| u.unit_id.clone())
         .collect();
-    Ok(ApplyReport { applied, skipped })
+    Ok(ApplyReport {
+        applied,
+        skipped,
+        refused: Vec::new(),
+    })
 }
 
 /// One `APPLY_SQL` over `updates` (ids unique); the ids applied, in input order.

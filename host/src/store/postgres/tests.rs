@@ -208,3 +208,56 @@ async fn server_gone_and_back_is_survived() {
     store.ping().await.unwrap();
     store.close().await;
 }
+
+/// Any writer, even a hand-written UPDATE, is held to the state machine by the database: the
+/// trigger's table equals the model, an illegal change is refused (and named as such by the
+/// store's error mapping), a legal one passes.
+#[tokio::test]
+async fn the_database_refuses_illegal_moves_from_any_writer() {
+    let schema = Schema::create().await;
+    let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let raw = sqlx::PgPool::connect_with(schema.options()).await.unwrap();
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT from_status, to_status FROM unit_moves")
+            .fetch_all(&raw)
+            .await
+            .unwrap();
+    crate::store::suite::assert_moves_match_the_model(&rows);
+    let task = crate::store::NewTask {
+        id: "t1".into(),
+        tenant: "acme".into(),
+        task_type: "video".into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: vec![crate::store::NewUnit {
+            id: "t1-u0".into(),
+            pool: "p".into(),
+            stage: "main".into(),
+            spec: "{}".into(),
+            state: "{}".into(),
+        }],
+        now: 1,
+    };
+    store.task_create(task).await.unwrap();
+    let err = sqlx::query("UPDATE units SET status = 'completed' WHERE id = 't1-u0'")
+        .execute(&raw)
+        .await
+        .unwrap_err();
+    match StoreError::from(err) {
+        StoreError::IllegalTransition(msg) => {
+            assert!(msg.contains("pending -> completed"), "{msg}")
+        }
+        other => panic!("expected IllegalTransition, got {other:?}"),
+    }
+    sqlx::query("UPDATE units SET status = 'cancelled' WHERE id = 't1-u0'")
+        .execute(&raw)
+        .await
+        .unwrap();
+    raw.close().await;
+    store.close().await;
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use sqlx::Row;
 
 use super::SqliteStore;
-use crate::store::suite::{TestDb, assert_corrupt_names};
+use crate::store::suite::{TestDb, assert_corrupt_names, assert_moves_match_the_model};
 use crate::store::{DynStore, TaskStore, open};
 
 async fn sqlite_db() -> TestDb {
@@ -80,6 +80,11 @@ async fn corrupt_status_names_the_unit() {
     let raw = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
+    // A database corrupted by other means (an old backup, a hand edit without the trigger).
+    sqlx::query("DROP TRIGGER units_legal_move")
+        .execute(&raw)
+        .await
+        .unwrap();
     sqlx::query("UPDATE units SET status = 'exploded' WHERE id = 't1-u0'")
         .execute(&raw)
         .await
@@ -127,4 +132,55 @@ async fn hot_queries_use_their_indexes() {
     assert!(due.contains("USING INDEX units_pool_status_next"), "{due}");
     // Index order is poll order: nothing is sorted.
     assert!(!due.contains("TEMP B-TREE"), "{due}");
+}
+
+/// Any writer, even a hand-written UPDATE, is held to the state machine by the database: the
+/// trigger's table equals the model, an illegal change is refused (and named as such by the
+/// store's error mapping), a legal one passes.
+#[tokio::test]
+async fn the_database_refuses_illegal_moves_from_any_writer() {
+    let db = sqlite_db().await;
+    let dir = db.guard.downcast_ref::<tempfile::TempDir>().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("slotd.db").display());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT from_status, to_status FROM unit_moves")
+            .fetch_all(&raw)
+            .await
+            .unwrap();
+    assert_moves_match_the_model(&rows);
+    let task = crate::store::NewTask {
+        id: "t1".into(),
+        tenant: "acme".into(),
+        task_type: "video".into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: vec![crate::store::NewUnit {
+            id: "t1-u0".into(),
+            pool: "p".into(),
+            stage: "main".into(),
+            spec: "{}".into(),
+            state: "{}".into(),
+        }],
+        now: 1,
+    };
+    db.store.task_create(task).await.unwrap();
+    let err = sqlx::query("UPDATE units SET status = 'completed' WHERE id = 't1-u0'")
+        .execute(&raw)
+        .await
+        .unwrap_err();
+    match crate::store::StoreError::from(err) {
+        crate::store::StoreError::IllegalTransition(msg) => {
+            assert!(msg.contains("illegal unit transition"), "{msg}")
+        }
+        other => panic!("expected IllegalTransition, got {other:?}"),
+    }
+    let units = db.store.task_units("t1").await.unwrap();
+    assert_eq!(units[0].status, crate::model::UnitStatus::Pending);
+    sqlx::query("UPDATE units SET status = 'cancelled' WHERE id = 't1-u0'")
+        .execute(&raw)
+        .await
+        .unwrap();
 }

@@ -1,0 +1,66 @@
+//! The state machine enforced where rows are written (SPEC §2): `unit_apply` refuses and
+//! counts an update whose move is illegal, whoever built it, and writes the rest of its batch;
+//! the database's own trigger refuses an illegal status change from any writer, and its table
+//! of legal moves equals the model's.
+
+use super::{POOL, T0, VIDEO, create, task, unit, update};
+use crate::model::UnitStatus;
+use crate::store::{DynStore, UnitUpdate};
+
+pub(crate) async fn illegal_moves_are_refused(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    let unguarded = UnitUpdate {
+        unit_id: "t1-u2".into(),
+        to: Some(UnitStatus::Succeeded),
+        ..UnitUpdate::default()
+    };
+    let batch = [
+        update("t1-u0", UnitStatus::Pending, UnitStatus::Completed),
+        update("t1-u1", UnitStatus::Pending, UnitStatus::Cancelled),
+        unguarded,
+    ];
+    let report = store.unit_apply(&batch, T0 + 1, None).await.unwrap();
+    assert_eq!(
+        report.applied,
+        ["t1-u1"],
+        "the legal move of the batch is written"
+    );
+    let refused: Vec<&str> = report.refused.iter().map(|r| r.unit_id.as_str()).collect();
+    assert_eq!(refused, ["t1-u0", "t1-u2"]);
+    assert!(
+        report.refused[0].reason.contains("pending -> completed"),
+        "{:?}",
+        report.refused[0]
+    );
+    assert!(report.refused[1].reason.contains("without a `from` guard"));
+    assert_eq!(unit(&store, "t1", 0).await.status, UnitStatus::Pending);
+    assert_eq!(unit(&store, "t1", 2).await.status, UnitStatus::Pending);
+    // No event row for what was refused.
+    let events = store.unit_events("t1").await.unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.unit_id == "t1-u1" || e.from_status.is_none()),
+        "{events:?}"
+    );
+}
+
+/// The database's table of legal moves (`unit_moves`, as `(from, to)` rows) is exactly the
+/// model's `can_move_to` without the same-status writes, which are not moves.
+pub(crate) fn assert_moves_match_the_model(rows: &[(String, String)]) {
+    let mut table: Vec<(String, String)> = rows.to_vec();
+    table.sort();
+    let mut model = Vec::new();
+    for from in UnitStatus::ALL {
+        for to in UnitStatus::ALL {
+            if from != to && from.can_move_to(to) {
+                model.push((from.as_str().to_string(), to.as_str().to_string()));
+            }
+        }
+    }
+    model.sort();
+    assert_eq!(
+        table, model,
+        "unit_moves differs from UnitStatus::can_move_to"
+    );
+}
