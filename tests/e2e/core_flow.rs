@@ -59,6 +59,7 @@ async fn hundred_units_through_five_slots_on(database_url: Option<String>) {
         "a key was created twice"
     );
     assert_eq!(stats.capacity_refusals, 0);
+    assert_eq!(stats.duplicate_creates, 0, "a key was sent twice");
     for id in &ids {
         let t = m.task(id).await;
         assert_eq!(t["completed"], 25);
@@ -131,6 +132,7 @@ async fn hundred_units_real_server() {
     );
     assert_eq!(stats.creates, 100);
     assert!(stats.creates_by_key.values().all(|&n| n == 1));
+    assert_eq!(stats.duplicate_creates, 0, "a key was sent twice");
     let pools: serde_json::Value = client
         .get(format!("{base}/v1/pools"))
         .send()

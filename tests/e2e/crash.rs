@@ -95,6 +95,7 @@ async fn killed_mid_run_resumes_without_double_submission() {
         stats.creates_by_key.values().all(|&n| n == 1),
         "a unit was submitted twice"
     );
+    assert_eq!(stats.duplicate_creates, 0, "a key was sent twice");
     assert!(
         stats.max_in_flight <= 5,
         "provider saw {} in flight",

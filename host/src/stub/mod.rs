@@ -5,7 +5,7 @@
 //! An axum app on `127.0.0.1:0` with a per-account concurrency `limit`:
 //! - `POST /jobs` `{"key", "polls", "outcome": "succeed"|"fail", "code"?, "message"?}` →
 //!   200 `{"id"}`; 429 when `limit` jobs are in flight; 409 `{"id"}` for a key already used
-//!   (not counted as a create).
+//!   (not a create, but counted in `duplicate_creates` and `creates_by_key`).
 //! - `GET /jobs/{id}` → `{"id", "status": "running"|"succeeded"|"failed", "code", "message",
 //!   "url"}`. A job holds a slot from its create until the poll that ends it: it answers
 //!   `running` to its first `polls` polls and ends on the next one (`polls` = 0: the first).
@@ -57,8 +57,11 @@ impl Default for StubOptions {
 pub struct StubStats {
     /// Jobs created (duplicates and refusals excluded).
     pub creates: u32,
-    /// Creates per idempotency key: any value above 1 would be a double submission.
+    /// Create requests per idempotency key, the refused duplicates (409) included: any value
+    /// above 1 is a double submission attempt, whether or not the stub let it through.
     pub creates_by_key: BTreeMap<String, u32>,
+    /// Create requests refused with 409 because their key was already used.
+    pub duplicate_creates: u32,
     /// Creates refused with 429.
     pub capacity_refusals: u32,
     /// Jobs holding a slot now.
@@ -235,7 +238,9 @@ struct CreateJob {
 
 async fn create(State(app): State<AppState>, Json(req): Json<CreateJob>) -> Response {
     let mut s = app.inner.lock();
-    if let Some(id) = s.by_key.get(&req.key) {
+    if let Some(id) = s.by_key.get(&req.key).cloned() {
+        s.stats.duplicate_creates += 1;
+        *s.stats.creates_by_key.entry(req.key).or_default() += 1;
         return (StatusCode::CONFLICT, Json(json!({"id": id}))).into_response();
     }
     if s.stats.in_flight >= s.limit {

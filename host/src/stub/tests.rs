@@ -39,6 +39,10 @@ async fn capacity_duplicates_and_slot_release() {
     let (s4, dup) = create(&client, &base, "k1", 1).await;
     assert_eq!(s4, 409);
     assert_eq!(dup["id"], a["id"]);
+    // Refused, but counted: a double submission attempt must show in the stats.
+    let stats = stub.stats();
+    assert_eq!((stats.creates, stats.duplicate_creates), (2, 1));
+    assert_eq!(stats.creates_by_key.get("k1"), Some(&2));
 
     let id = a["id"].as_str().expect("create returns an id").to_string();
     // polls = 1: one `running`, then the poll that ends it and frees the slot.
