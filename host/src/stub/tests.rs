@@ -82,7 +82,14 @@ async fn capacity_duplicates_and_slot_release() {
     assert_eq!(stats.max_in_flight, 2);
     assert_eq!(stats.polls, 2);
     assert_eq!(stats.downloads, 1);
-    assert!(stats.creates_by_key.values().all(|n| *n == 1));
+    // k1 was sent twice (the 409 above); every other key once.
+    assert_eq!(stats.duplicate_creates, 1);
+    assert!(
+        stats
+            .creates_by_key
+            .iter()
+            .all(|(k, n)| *n == if k == "k1" { 2 } else { 1 })
+    );
 
     let (_, over_http) = get(&client, format!("{base}/stats")).await;
     let over_http: StubStats = serde_json::from_value(over_http).expect("stats JSON");
