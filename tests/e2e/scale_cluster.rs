@@ -209,9 +209,16 @@ impl Cluster {
         }
     }
 
-    /// The checks every scenario ends with: each shot created once, never above the limit,
-    /// no panic in any process.
-    pub fn assert_clean(&self, shots: u64) {
+    /// The checks every scenario ends with: each shot created once, never above the video
+    /// pool's own limit (18, below the account's 20, so a slot accounting error shows) and no
+    /// 1303, no panic in any process, and `slotd check` clean on the database.
+    pub async fn assert_clean(&self, shots: u64) {
+        assert_check_clean(
+            &self._db.url(),
+            None,
+            &[("kling:video", 18), ("kling:avatar", 2)],
+        )
+        .await;
         let stats = self.sim.stats();
         assert_eq!(stats.creates, shots, "every shot created once");
         assert!(
@@ -219,10 +226,11 @@ impl Cluster {
             "an external_task_id was created twice"
         );
         assert!(
-            stats.max_running <= 20,
-            "simulator saw {} at once",
+            stats.max_running <= 18,
+            "simulator saw {} at once; the pool allows 18",
             stats.max_running
         );
+        assert_eq!(stats.rate_limited_1303, 0, "the provider refused a submit");
         let log_text = std::fs::read_to_string(&self.log).unwrap_or_default();
         assert!(
             !log_text.contains("panicked"),
@@ -314,7 +322,7 @@ async fn two_schedulers_share_the_work_within_the_limit() {
     let c = Cluster::start(2, 21).await;
     let ids = c.submit_videos(15, 20).await;
     c.wait_completed(&ids).await;
-    c.assert_clean(300);
+    c.assert_clean(300).await;
     let video = c.holder_of("kling:video").await;
     let avatar = c.holder_of("kling:avatar").await;
     assert_ne!(video, avatar, "two pools, two schedulers: one each");
@@ -331,7 +339,7 @@ async fn a_killed_scheduler_s_pools_are_taken_over() {
     c.schedulers[holder].signal("KILL");
     c.schedulers[holder].child.wait().ok();
     c.wait_completed(&ids).await;
-    c.assert_clean(120);
+    c.assert_clean(120).await;
     // And a fresh scheduler joining later does not disturb anything.
     c.add_scheduler().await;
 }
@@ -355,7 +363,7 @@ async fn a_paused_scheduler_is_fenced_out() {
     c.wait_creates(creates_then + 10).await;
     c.schedulers[holder].signal("CONT");
     c.wait_completed(&ids).await;
-    c.assert_clean(120);
+    c.assert_clean(120).await;
     assert_ne!(other, holder);
 }
 
@@ -370,5 +378,5 @@ async fn a_redis_flush_mid_run_loses_nothing() {
     c.wait_creates(60).await;
     c.flush_redis().await;
     c.wait_completed(&ids).await;
-    c.assert_clean(120);
+    c.assert_clean(120).await;
 }
