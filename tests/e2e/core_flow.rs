@@ -176,3 +176,71 @@ async fn priority_goes_first() {
     assert_eq!(running(&h), 2, "{h}");
     assert_eq!(running(&l), 0, "{l}");
 }
+
+/// Fair share at the scheduler (SPEC §3): two tenants on one slot. The big tenant submits
+/// first, six units; the small one then three. Round-robin across tenants interleaves them
+/// (big, small, big, small, …) until the small one runs out; FIFO alone, or "each tenant's
+/// first unit, then FIFO", would both give another order.
+///
+/// Fails today: the fill query ranks units per tenant among the *pending* ones only, so when
+/// slots free one at a time the big tenant's next unit ties with the small tenant's first and
+/// wins on FIFO; the order comes out big ×6, small ×3. Fair share across ticks needs memory of
+/// whom the pool served last (a per-pool, per-tenant cursor), which belongs with the fill-query
+/// rewrite of the performance issue. Run it with `--ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fair share across ticks is not built yet: one slot at a time collapses to FIFO"]
+async fn two_tenants_share_one_slot_round_robin() {
+    use slotd::config::{ApiKey, Secret};
+    let m = Manual::start_with(1, 100, |c| {
+        c.api_keys = vec![
+            ApiKey {
+                key: Secret::new("key-big"),
+                tenant: "big".into(),
+            },
+            ApiKey {
+                key: Secret::new("key-small"),
+                tenant: "small".into(),
+            },
+        ];
+    })
+    .await;
+    let big = m.submit_as("key-big", "fixture", json!({"count": 6})).await;
+    let small = m
+        .submit_as("key-small", "fixture", json!({"count": 3}))
+        .await;
+    let store = m.services.store.clone();
+    let all_done = async |ids: [&String; 2]| {
+        for id in ids {
+            let units = store.task_units(id).await.expect("units");
+            if units
+                .iter()
+                .any(|u| u.status != slotd::model::UnitStatus::Completed)
+            {
+                return false;
+            }
+        }
+        true
+    };
+    m.run_until(&["fixture"], 300, async |_| all_done([&big, &small]).await)
+        .await;
+    // The order the units were marked submitted in, from the global event log.
+    let mut marks = Vec::new();
+    for (tenant, id) in [("big", &big), ("small", &small)] {
+        for e in store.unit_events(id).await.expect("events") {
+            if e.from_status.as_deref() == Some("pending") && e.to_status == "submitted" {
+                marks.push((e.id, tenant));
+            }
+        }
+    }
+    marks.sort();
+    let order: Vec<&str> = marks.iter().map(|(_, t)| *t).collect();
+    assert_eq!(
+        order,
+        [
+            "big", "small", "big", "small", "big", "small", "big", "big", "big"
+        ],
+        "one slot shared round-robin across tenants"
+    );
+    assert_eq!(m.stub.stats().max_in_flight, 1);
+    m.check().await;
+}

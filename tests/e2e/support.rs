@@ -117,6 +117,20 @@ impl Manual {
         body["task_id"].as_str().expect("task_id").to_string()
     }
 
+    /// Submit as the tenant of API key `key`.
+    pub async fn submit_as(&self, key: &str, task_type: &str, payload: Value) -> String {
+        let (status, body) = api_call_as(
+            &self.services,
+            "POST",
+            &format!("/v1/tasks/{task_type}"),
+            Some(serde_json::json!({ "payload": payload })),
+            Some(key),
+        )
+        .await;
+        assert_eq!(status, 202, "submit answered {status}: {body}");
+        body["task_id"].as_str().expect("task_id").to_string()
+    }
+
     pub async fn task(&self, id: &str) -> Value {
         let (status, body) =
             api_call(&self.services, "GET", &format!("/v1/tasks/{id}"), None).await;
@@ -175,8 +189,23 @@ pub async fn api_call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
+    api_call_as(services, method, path, body, None).await
+}
+
+/// [`api_call`] with a bearer API key.
+pub async fn api_call_as(
+    services: &Services,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    key: Option<&str>,
+) -> (u16, Value) {
     use tower::ServiceExt;
-    let req = axum::http::Request::builder()
+    let mut req = axum::http::Request::builder();
+    if let Some(key) = key {
+        req = req.header("authorization", format!("Bearer {key}"));
+    }
+    let req = req
         .method(method)
         .uri(path)
         .header("content-type", "application/json")
