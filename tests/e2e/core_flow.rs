@@ -180,18 +180,26 @@ async fn priority_goes_first() {
 /// Fair share at the scheduler (SPEC §3): two tenants on one slot. The big tenant submits
 /// first, six units; the small one then three. Round-robin across tenants interleaves them
 /// (big, small, big, small, …) until the small one runs out; FIFO alone, or "each tenant's
-/// first unit, then FIFO", would both give another order.
-///
-/// Fails today: the fill query ranks units per tenant among the *pending* ones only, so when
-/// slots free one at a time the big tenant's next unit ties with the small tenant's first and
-/// wins on FIFO; the order comes out big ×6, small ×3. Fair share across ticks needs memory of
-/// whom the pool served last (a per-pool, per-tenant cursor), which belongs with the fill-query
-/// rewrite of the performance issue. Run it with `--ignored`.
+/// first unit, then FIFO", would both give another order (the pool remembers whom it served
+/// last, `pool_tenant_served`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fair share across ticks is not built yet: one slot at a time collapses to FIFO"]
 async fn two_tenants_share_one_slot_round_robin() {
+    two_tenants_share_one_slot_on(None).await;
+}
+
+/// The same on PostgreSQL (a fresh schema).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_share_one_slot_round_robin_postgres() {
+    let schema = crate::pg::PgSchema::create().await;
+    two_tenants_share_one_slot_on(Some(schema.url())).await;
+}
+
+async fn two_tenants_share_one_slot_on(database_url: Option<String>) {
     use slotd::config::{ApiKey, Secret};
     let m = Manual::start_with(1, 100, |c| {
+        if let Some(url) = database_url {
+            c.database_url = url;
+        }
         c.api_keys = vec![
             ApiKey {
                 key: Secret::new("key-big"),

@@ -17,9 +17,14 @@ pub(super) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, s
 /// [`UNIT_COLS`] qualified with `units.`, for statements that join other relations with
 /// columns of the same names (`RETURNING` of an `UPDATE … FROM`).
 pub(super) fn unit_cols_of_units() -> String {
+    unit_cols_of("units")
+}
+
+/// [`UNIT_COLS`] qualified with `alias.`.
+pub(super) fn unit_cols_of(alias: &str) -> String {
     UNIT_COLS
         .split(", ")
-        .map(|c| format!("units.{c}"))
+        .map(|c| format!("{alias}.{c}"))
         .collect::<Vec<_>>()
         .join(", ")
 }

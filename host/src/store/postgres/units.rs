@@ -6,7 +6,8 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::rows::{
-    UNIT_COLS, parse_status, sort_like, unit_cols_of_units, unit_from_row, units_from_rows,
+    UNIT_COLS, parse_status, sort_like, unit_cols_of, unit_cols_of_units, unit_from_row,
+    units_from_rows,
 };
 use crate::model::Unit;
 use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent};
@@ -14,12 +15,13 @@ use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResul
 /// The fill-order query: `$1` pool, `$2` now, `$3` task types, `$4` limit.
 ///
 /// The window numbers each (priority, tenant)'s due units FIFO; ordering by that number
-/// interleaves tenants round-robin within a priority. `units_fill` delivers the rows in
+/// interleaves tenants round-robin within a priority, and among equal numbers the tenant served
+/// longest ago (`pool_tenant_served`) goes first, so round-robin holds across ticks too. `units_fill` delivers the rows in
 /// partition order, so the window needs no sort, and the final top-N sort is bounded by the
 /// LIMIT.
 pub(super) fn pending_sql() -> String {
     format!(
-        "SELECT {UNIT_COLS} FROM ( \
+        "SELECT {fill_cols} FROM ( \
              SELECT {UNIT_COLS}, \
                  ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) AS rn, \
                  task_seq \
@@ -27,7 +29,11 @@ pub(super) fn pending_sql() -> String {
              WHERE pool = $1 AND status = 'pending' AND next_at <= $2 \
                AND task_type = ANY($3) \
          ) AS fill \
-         ORDER BY priority DESC, rn, task_seq, idx LIMIT $4"
+         LEFT JOIN pool_tenant_served AS sv ON sv.pool = $1 AND sv.tenant = fill.tenant \
+         ORDER BY fill.priority DESC, fill.rn, COALESCE(sv.last_at, -1), fill.task_seq, \
+             fill.idx \
+         LIMIT $4",
+        fill_cols = unit_cols_of("fill")
     )
 }
 
@@ -82,6 +88,10 @@ pub(super) async fn unit_mark_submitted(
              SELECT id, task_id, $2, 'pending', 'submitted', stage, \
                  'submit marked: key ' || id || '-' || stage || '-' || submit_attempt \
              FROM moved \
+         ), served AS ( \
+             INSERT INTO pool_tenant_served (pool, tenant, last_at) \
+             SELECT DISTINCT pool, tenant, $2 FROM moved \
+             ON CONFLICT (pool, tenant) DO UPDATE SET last_at = EXCLUDED.last_at \
          ) \
          SELECT {UNIT_COLS} FROM moved",
         unit_cols_of_units()

@@ -20,14 +20,17 @@ pub(super) fn pending_sql() -> String {
     // the `limit` winners are then read from the table.
     format!(
         "SELECT {UNIT_COLS} FROM ( \
-             SELECT rowid AS rid, priority AS p, task_seq AS s, idx AS i, \
-                 ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) AS rn \
-             FROM units \
-             WHERE pool = ?1 AND status = 'pending' AND +next_at <= ?2 \
-               AND task_type IN (SELECT value FROM json_each(?3)) \
-             ORDER BY p DESC, rn, s, i LIMIT ?4 \
+             SELECT w.rid, w.p, w.rn, COALESCE(sv.last_at, -1) AS served, w.s, w.i FROM ( \
+                 SELECT rowid AS rid, priority AS p, tenant AS t, task_seq AS s, idx AS i, \
+                     ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) \
+                         AS rn \
+                 FROM units \
+                 WHERE pool = ?1 AND status = 'pending' AND +next_at <= ?2 \
+                   AND task_type IN (SELECT value FROM json_each(?3)) \
+             ) AS w LEFT JOIN pool_tenant_served AS sv ON sv.pool = ?1 AND sv.tenant = w.t \
+             ORDER BY w.p DESC, w.rn, served, w.s, w.i LIMIT ?4 \
          ) AS fill JOIN units ON units.rowid = fill.rid \
-         ORDER BY fill.p DESC, fill.rn, fill.s, fill.i"
+         ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i"
     )
 }
 
@@ -42,7 +45,9 @@ pub(super) fn due_sql() -> String {
 }
 
 /// Fill order in one statement. The window numbers each (priority, tenant)'s due units FIFO;
-/// ordering by that number interleaves tenants round-robin within a priority. `units_fill`
+/// ordering by that number interleaves tenants round-robin within a priority, and among equal
+/// numbers the tenant served longest ago (`pool_tenant_served`) goes first, so round-robin
+/// holds across ticks too, when slots free one at a time. `units_fill`
 /// delivers rows already in partition order, and the LIMIT keeps the final sort top-N.
 /// `+next_at` keeps the planner off the `next_at` range of `units_pool_status_next`: almost
 /// every pending unit is due, so that range filters nothing and would cost a second sort.
@@ -92,6 +97,18 @@ pub(super) async fn unit_mark_submitted(
     .bind(&ids_json)
     .bind(now)
     .fetch_all(&mut *tx)
+    .await?;
+    // The fair-share cursor: these tenants were served now (see migration 0007).
+    sqlx::query(
+        "INSERT INTO pool_tenant_served (pool, tenant, last_at) \
+         SELECT DISTINCT pool, tenant, ?2 FROM units \
+         WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'submitted' \
+           AND submitted_at = ?2 \
+         ON CONFLICT (pool, tenant) DO UPDATE SET last_at = excluded.last_at",
+    )
+    .bind(&ids_json)
+    .bind(now)
+    .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     let mut units = units_from_rows(&rows)?;
