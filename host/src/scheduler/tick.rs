@@ -95,32 +95,8 @@ impl Scheduler {
         self.maybe_reconcile(pool, now).await?;
 
         // 1-2: fill free slots in fill order, with the write-ahead submit marker.
-        let mut fresh: Vec<Unit> = Vec::new();
-        let used = self.slots_used(pool).await?;
-        let free = max.saturating_sub(used);
-        if free > 0 && !types.is_empty() {
-            let pending = s.store.unit_list_pending(pool, &types, now, free).await?;
-            if !pending.is_empty() {
-                let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
-                let granted = self.acquire_slots(pool, &ids, max).await?;
-                if !granted.is_empty() {
-                    fresh = s
-                        .store
-                        .unit_mark_submitted(&granted, now, fence.as_ref())
-                        .await?;
-                    let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
-                    let unused: Vec<String> = granted
-                        .iter()
-                        .filter(|id| !marked.contains(id.as_str()))
-                        .cloned()
-                        .collect();
-                    if !unused.is_empty() {
-                        report.released += unused.len();
-                        s.slots.release(pool, &unused).await?;
-                    }
-                }
-            }
-        }
+        let (fresh, unused) = self.fill(pool, &types, max, now, fence.as_ref()).await?;
+        report.released += unused;
         report.claimed = fresh.len();
         // Their tasks are running now: no snapshot may say otherwise.
         s.hot
@@ -283,6 +259,44 @@ impl Scheduler {
         report.duration = started.elapsed();
         self.publish_tick(&report);
         Ok(report)
+    }
+
+    /// Steps 1-2: grant free slots to pending units in fill order and write their submit
+    /// marker. Returns the units marked and how many grants went unused (released again:
+    /// units another writer moved meanwhile).
+    async fn fill(
+        &self,
+        pool: &str,
+        types: &[String],
+        max: u32,
+        now: i64,
+        fence: Option<&crate::store::Fence>,
+    ) -> Result<(Vec<Unit>, usize), TickError> {
+        let s = &self.services;
+        let free = max.saturating_sub(self.slots_used(pool).await?);
+        if free == 0 || types.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let pending = s.store.unit_list_pending(pool, types, now, free).await?;
+        if pending.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
+        let granted = self.acquire_slots(pool, &ids, max).await?;
+        if granted.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let fresh = s.store.unit_mark_submitted(&granted, now, fence).await?;
+        let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
+        let unused: Vec<String> = granted
+            .iter()
+            .filter(|id| !marked.contains(id.as_str()))
+            .cloned()
+            .collect();
+        if !unused.is_empty() {
+            s.slots.release(pool, &unused).await?;
+        }
+        Ok((fresh, unused.len()))
     }
 
     /// Call `tick` and plan the updates. When a call over several units faults through the

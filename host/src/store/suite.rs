@@ -96,7 +96,14 @@ fn types(list: &[&str]) -> Vec<String> {
 }
 
 /// A task of `n` units in `pool`, one stage "main".
-fn task(id: &str, tenant: &str, task_type: &str, pool: &str, n: usize, priority: i32) -> NewTask {
+pub(crate) fn task(
+    id: &str,
+    tenant: &str,
+    task_type: &str,
+    pool: &str,
+    n: usize,
+    priority: i32,
+) -> NewTask {
     NewTask {
         id: id.into(),
         tenant: tenant.into(),

@@ -226,23 +226,7 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
             .await
             .unwrap();
     crate::store::suite::assert_moves_match_the_model(&rows);
-    let task = crate::store::NewTask {
-        id: "t1".into(),
-        tenant: "acme".into(),
-        task_type: "video".into(),
-        payload: "{}".into(),
-        idempotency_key: None,
-        priority: 0,
-        callback_url: None,
-        units: vec![crate::store::NewUnit {
-            id: "t1-u0".into(),
-            pool: "p".into(),
-            stage: "main".into(),
-            spec: "{}".into(),
-            state: "{}".into(),
-        }],
-        now: 1,
-    };
+    let task = crate::store::suite::task("t1", "acme", "video", "p", 1, 0);
     store.task_create(task).await.unwrap();
     let err = sqlx::query("UPDATE units SET status = 'completed' WHERE id = 't1-u0'")
         .execute(&raw)

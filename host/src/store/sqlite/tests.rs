@@ -53,23 +53,7 @@ async fn in_memory_url_works_on_one_connection() {
 #[tokio::test]
 async fn corrupt_status_names_the_unit() {
     let db = sqlite_db().await;
-    let task = crate::store::NewTask {
-        id: "t1".into(),
-        tenant: "acme".into(),
-        task_type: "video".into(),
-        payload: "{}".into(),
-        idempotency_key: None,
-        priority: 0,
-        callback_url: None,
-        units: vec![crate::store::NewUnit {
-            id: "t1-u0".into(),
-            pool: "p".into(),
-            stage: "main".into(),
-            spec: "{}".into(),
-            state: "{}".into(),
-        }],
-        now: 1,
-    };
+    let task = crate::store::suite::task("t1", "acme", "video", "p", 1, 0);
     db.store.task_create(task).await.unwrap();
     let path = db
         .guard
@@ -149,23 +133,7 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
             .await
             .unwrap();
     assert_moves_match_the_model(&rows);
-    let task = crate::store::NewTask {
-        id: "t1".into(),
-        tenant: "acme".into(),
-        task_type: "video".into(),
-        payload: "{}".into(),
-        idempotency_key: None,
-        priority: 0,
-        callback_url: None,
-        units: vec![crate::store::NewUnit {
-            id: "t1-u0".into(),
-            pool: "p".into(),
-            stage: "main".into(),
-            spec: "{}".into(),
-            state: "{}".into(),
-        }],
-        now: 1,
-    };
+    let task = crate::store::suite::task("t1", "acme", "video", "p", 1, 0);
     db.store.task_create(task).await.unwrap();
     let err = sqlx::query("UPDATE units SET status = 'completed' WHERE id = 't1-u0'")
         .execute(&raw)
