@@ -1,0 +1,316 @@
+//! Planning updates from handler changes: outcomes, budgets, faults, cancels, deadlines.
+
+use super::*;
+use crate::runtime::{StageInfo, TaskTypeInfo};
+
+fn info() -> HandlerInfo {
+    HandlerInfo {
+        name: "h".into(),
+        version: "1".into(),
+        task_types: vec![TaskTypeInfo {
+            name: "t".into(),
+            stages: vec![
+                StageInfo {
+                    name: "a".into(),
+                    pool: "p1".into(),
+                },
+                StageInfo {
+                    name: "b".into(),
+                    pool: "p2".into(),
+                },
+            ],
+        }],
+        pools: vec![],
+    }
+}
+
+fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
+    Unit {
+        id: id.into(),
+        task_id: "t1".into(),
+        index: 0,
+        tenant: "x".into(),
+        task_type: "t".into(),
+        pool: "p1".into(),
+        stage: stage.into(),
+        status: UnitStatus::Submitted,
+        priority: 0,
+        spec: "{}".into(),
+        state: "{}".into(),
+        provider_job_id: job.map(String::from),
+        submit_attempt: 0,
+        attempts: 0,
+        polls: 0,
+        next_at: 0,
+        submitted_at: Some(0),
+        error: None,
+        result: None,
+        cost: None,
+        cancel_requested_at: None,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
+fn ch(id: &str, outcome: Outcome) -> Change {
+    Change {
+        unit_id: id.into(),
+        outcome,
+        state: None,
+        cost: None,
+    }
+}
+
+#[test]
+fn next_stage_moves_pool_and_clears_job() {
+    let cfg = SchedulerConfig::default();
+    let u = unit("u1", Some("j"), "a");
+    let p = plan_updates(
+        &cfg,
+        &info(),
+        &[&u],
+        vec![ch("u1", Outcome::NextStage { stage: "b".into() })],
+        100,
+    );
+    assert!(p.refused.is_empty());
+    let up = &p.updates[0];
+    assert_eq!(up.to, Some(UnitStatus::Pending));
+    assert_eq!(up.pool.as_deref(), Some("p2"));
+    assert_eq!(up.provider_job_id, Some(None));
+}
+
+#[test]
+fn illegal_duplicate_and_foreign_changes_are_refused() {
+    let cfg = SchedulerConfig::default();
+    let u = unit("u1", Some("j"), "a");
+    let p = plan_updates(
+        &cfg,
+        &info(),
+        &[&u],
+        vec![
+            ch(
+                "u1",
+                Outcome::NextStage {
+                    stage: "zzz".into(),
+                },
+            ),
+            ch("u1", Outcome::Running { after_ms: None }),
+            ch("u9", Outcome::Running { after_ms: None }),
+        ],
+        0,
+    );
+    // The first is illegal, the second a duplicate (one change per unit), u9 is foreign.
+    assert_eq!(p.refused.len(), 3, "{:?}", p.refused);
+    assert!(p.updates.is_empty());
+    assert!(p.refused[1].reason.contains("more than one change"));
+}
+
+#[test]
+fn retries_spend_the_budget_then_fail() {
+    let cfg = SchedulerConfig {
+        retry_budget: 1,
+        ..SchedulerConfig::default()
+    };
+    let mut u = unit("u1", None, "b");
+    let err = ProviderError {
+        code: Some("5000".into()),
+        message: "boom".into(),
+    };
+    let retry = || {
+        ch(
+            "u1",
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: err.clone(),
+            },
+        )
+    };
+    let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
+    assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+    u.attempts = 1;
+    let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
+    assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
+}
+
+/// A provider that does not answer in time never spends the retry budget: the unit stays
+/// submitted however often it happens (the stage deadline bounds it); other transient
+/// errors still do.
+#[test]
+fn timeouts_spend_no_retry_budget() {
+    let cfg = SchedulerConfig {
+        retry_budget: 1,
+        ..SchedulerConfig::default()
+    };
+    let mut u = unit("u1", Some("job"), "b");
+    u.attempts = 5;
+    let timeout = ch(
+        "u1",
+        Outcome::RetryAfter {
+            after_ms: None,
+            error: ProviderError {
+                code: Some(TIMEOUT_CODE.into()),
+                message: "request timed out".into(),
+            },
+        },
+    );
+    let p = plan_updates(&cfg, &info(), &[&u], vec![timeout], 0);
+    assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+    assert_eq!(p.updates[0].attempts, None, "no attempt counted");
+    assert!(p.updates[0].next_at.is_some_and(|t| t > 0));
+}
+
+/// A cancel-requested unit leaves `submitted` only as `cancelled`, with the provider's
+/// result kept for the record; polls keep it submitted; units nobody cancelled get the
+/// guard that refuses their update if a cancel lands meanwhile.
+#[test]
+fn cancel_requested_units_end_cancelled() {
+    let cfg = SchedulerConfig::default();
+    let requested = |job: Option<&str>, stage: &str| {
+        let mut u = unit("u1", job, stage);
+        u.cancel_requested_at = Some(5);
+        u
+    };
+    let err = ProviderError {
+        code: Some("1301".into()),
+        message: "bad".into(),
+    };
+    for (u, outcome) in [
+        (
+            requested(Some("j"), "b"),
+            Outcome::Succeeded {
+                result: r#"{"url":"https://x"}"#.into(),
+            },
+        ),
+        (
+            requested(Some("j"), "a"),
+            Outcome::Fail { error: err.clone() },
+        ),
+        (
+            requested(None, "a"),
+            Outcome::CapacityRejected { after_ms: None },
+        ),
+        (
+            requested(Some("j"), "a"),
+            Outcome::NextStage { stage: "b".into() },
+        ),
+    ] {
+        let p = plan_updates(&cfg, &info(), &[&u], vec![ch("u1", outcome)], 100);
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        let up = &p.updates[0];
+        assert_eq!(up.to, Some(UnitStatus::Cancelled), "{up:?}");
+        assert_eq!((up.stage.as_ref(), up.pool.as_ref()), (None, None));
+        assert_eq!(up.provider_job_id, None, "the job id stays for the record");
+        assert!(!up.unless_cancel_requested);
+    }
+    let mut u = requested(Some("j"), "b");
+    let p = plan_updates(
+        &cfg,
+        &info(),
+        &[&u],
+        vec![ch(
+            "u1",
+            Outcome::Succeeded {
+                result: "{}".into(),
+            },
+        )],
+        0,
+    );
+    assert_eq!(p.updates[0].result.as_deref(), Some("{}"));
+    let p = plan_updates(
+        &cfg,
+        &info(),
+        &[&u],
+        vec![ch("u1", Outcome::Running { after_ms: None })],
+        0,
+    );
+    assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+    let f = HandlerFault::Trap("x".into());
+    u.attempts = cfg.retry_budget;
+    assert_eq!(
+        fault_updates(&cfg, &[&u], &f, 0)[0].to,
+        Some(UnitStatus::Cancelled)
+    );
+
+    let plain = unit("u2", Some("j"), "a");
+    let p = plan_updates(
+        &cfg,
+        &info(),
+        &[&plain],
+        vec![ch("u2", Outcome::Fail { error: err })],
+        0,
+    );
+    assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
+    assert!(p.updates[0].unless_cancel_requested);
+    let p = plan_updates(
+        &cfg,
+        &info(),
+        &[&plain],
+        vec![ch("u2", Outcome::Running { after_ms: None })],
+        0,
+    );
+    assert!(
+        !p.updates[0].unless_cancel_requested,
+        "staying submitted (a job id, a poll) is never refused"
+    );
+}
+
+#[test]
+fn faults_keep_status_until_budget() {
+    let cfg = SchedulerConfig {
+        retry_budget: 2,
+        ..SchedulerConfig::default()
+    };
+    let mut u = unit("u1", Some("j"), "a");
+    let f = HandlerFault::Trap("x".into());
+    assert_eq!(
+        fault_updates(&cfg, &[&u], &f, 0)[0].to,
+        Some(UnitStatus::Submitted)
+    );
+    u.attempts = 2;
+    assert_eq!(
+        fault_updates(&cfg, &[&u], &f, 0)[0].to,
+        Some(UnitStatus::Failed)
+    );
+}
+
+#[test]
+fn only_single_unit_calls_are_charged_and_slowness_never() {
+    let cfg = SchedulerConfig {
+        retry_budget: 0,
+        ..SchedulerConfig::default()
+    };
+    let a = unit("a", Some("j"), "a");
+    let b = unit("b", Some("j"), "a");
+    let trap = HandlerFault::Trap("x".into());
+    for up in fault_updates(&cfg, &[&a, &b], &trap, 0) {
+        assert_eq!((up.to, up.attempts), (Some(UnitStatus::Submitted), None));
+    }
+    let slow = HandlerFault::ProviderDeadline(std::time::Duration::from_secs(30));
+    let up = &fault_updates(&cfg, &[&a], &slow, 0)[0];
+    assert_eq!((up.to, up.attempts), (Some(UnitStatus::Submitted), None));
+    assert!(up.next_at.is_some_and(|t| t > 0));
+    assert_eq!(
+        fault_updates(&cfg, &[&a], &trap, 0)[0].to,
+        Some(UnitStatus::Failed)
+    );
+}
+
+#[test]
+fn units_past_the_stage_deadline_fail_with_that_reason() {
+    let cfg = SchedulerConfig::default();
+    let deadline = i64::try_from(cfg.stage_deadline.as_millis()).expect("fits");
+    let mut old = unit("old", Some("j"), "a");
+    old.submitted_at = Some(1_000);
+    let mut fresh = unit("fresh", Some("j"), "a");
+    fresh.submitted_at = Some(1_000 + deadline);
+    let (kept, failed) = expire_stage_deadline(&cfg, vec![old, fresh], |u| u, 1_000 + deadline);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].id, "fresh");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].to, Some(UnitStatus::Failed));
+    let error = failed[0].error.clone().flatten().unwrap_or_default();
+    assert!(
+        error.contains("stage_deadline") && error.contains("2h"),
+        "{error}"
+    );
+}
