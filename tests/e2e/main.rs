@@ -10,6 +10,7 @@ mod cancel_slots;
 mod check_cli;
 mod core_flow;
 mod crash;
+mod fencing;
 mod finalize_trust;
 mod handler_faults;
 mod kling;

@@ -73,6 +73,26 @@ impl Scheduler {
         self.lease_state.held.lock().get(pool).map(|h| h.token)
     }
 
+    /// Try to take `pool`'s lease now, as the coordinator does when the pool is free: on a win
+    /// the database is fenced at the new token and this instance ticks the pool. The token
+    /// when won; `None` when another instance holds the lease, this one has no Redis, or the
+    /// database refused the token. (The coordinator loop does this by itself; tests and
+    /// tools call it to make a hand-over happen at a chosen moment.)
+    pub async fn take_lease(
+        &self,
+        pool: &str,
+    ) -> Result<Option<i64>, crate::keyspace::KeyspaceError> {
+        let Some(leases) = &self.leases else {
+            return Ok(None);
+        };
+        let now = self.services.clock.now_ms();
+        let Some(token) = leases.try_acquire(pool, now).await? else {
+            return Ok(None);
+        };
+        self.won_lease(leases, pool, token).await;
+        Ok(self.lease_token(pool))
+    }
+
     /// Forget a lease (lost or given up).
     pub(crate) fn drop_lease(&self, pool: &str, why: &str) {
         self.clear_fence(pool);

@@ -75,8 +75,20 @@ struct CallResult {
 
 impl Scheduler {
     /// One tick of `pool` at time `now` (Unix ms, the injected clock).
+    ///
+    /// Refused by fencing (a newer lease holder's token is in the database): nothing of this
+    /// tick was written, and this instance drops the pool's lease and fence, so it neither
+    /// ticks the pool again nor writes for it until it wins the lease anew.
     #[tracing::instrument(name = "slotd.tick", skip(self), fields(pool = %pool))]
     pub async fn run_once(&self, pool: &str, now: i64) -> Result<TickReport, TickError> {
+        let ticked = self.tick(pool, now).await;
+        if let Err(TickError::Store(crate::store::StoreError::Fenced { .. })) = &ticked {
+            self.drop_lease(pool, "fenced");
+        }
+        ticked
+    }
+
+    async fn tick(&self, pool: &str, now: i64) -> Result<TickReport, TickError> {
         let started = Instant::now();
         let s = &self.services;
         let limits = crate::scheduler::pool_limits(&s.config, &s.registry);

@@ -14,6 +14,9 @@
 //!   point the result URLs at another server instead ([`StubHandle::set_files_base`]).
 //! - `GET /stats` → [`StubStats`] as JSON, so a test can read them from another process.
 //!
+//! A test can hold creates at a gate ([`StubHandle::hold_creates`]) to stop a handler call in
+//! the middle of its provider request until it says go.
+//!
 //! [`proxy::TcpProxy`] is the other test stand-in: a TCP proxy a test cuts and restores to make
 //! a real server (PostgreSQL) go away and come back.
 
@@ -109,6 +112,36 @@ struct Inner {
     stats: StubStats,
     /// Where result URLs point (`{files_base}/files/{id}`); the stub itself when `None`.
     files_base: Option<String>,
+    /// While set, creates wait at this gate before doing anything ([`StubHandle::hold_creates`]).
+    gate: Option<Arc<CreateGate>>,
+}
+
+/// Holds `POST /jobs` requests until released: a test's way to stop a handler call in the
+/// middle, deterministically, while the caller waits at the provider.
+pub struct CreateGate {
+    /// Create requests that reached the gate so far.
+    arrived: tokio::sync::watch::Sender<u32>,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl CreateGate {
+    /// Wait until `n` create requests are waiting at (or went through) the gate.
+    pub async fn arrived(&self, n: u32) {
+        let mut rx = self.arrived.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|seen| *seen >= n).await;
+    }
+
+    /// Let every held and later create through.
+    pub fn release(&self) {
+        self.open.send_replace(true);
+    }
+
+    async fn pass(&self) {
+        self.arrived.send_modify(|n| *n += 1);
+        let mut rx = self.open.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -139,6 +172,7 @@ impl StubProvider {
             by_key: HashMap::new(),
             stats: StubStats::default(),
             files_base: None,
+            gate: None,
         }));
         let app = router(AppState {
             inner: inner.clone(),
@@ -189,6 +223,17 @@ impl StubHandle {
         self.inner.lock().files_base = base;
     }
 
+    /// From now on, hold every create at a gate until [`CreateGate::release`] (which also
+    /// removes the gate for later creates).
+    pub fn hold_creates(&self) -> Arc<CreateGate> {
+        let gate = Arc::new(CreateGate {
+            arrived: tokio::sync::watch::Sender::new(0),
+            open: tokio::sync::watch::Sender::new(false),
+        });
+        self.inner.lock().gate = Some(gate.clone());
+        gate
+    }
+
     /// A copy of the counters.
     pub fn stats(&self) -> StubStats {
         self.inner.lock().stats.clone()
@@ -237,6 +282,14 @@ struct CreateJob {
 }
 
 async fn create(State(app): State<AppState>, Json(req): Json<CreateJob>) -> Response {
+    let gate = app.inner.lock().gate.clone();
+    if let Some(gate) = gate {
+        gate.pass().await;
+        let mut s = app.inner.lock();
+        if s.gate.as_ref().is_some_and(|g| Arc::ptr_eq(g, &gate)) && *gate.open.borrow() {
+            s.gate = None;
+        }
+    }
     let mut s = app.inner.lock();
     if let Some(id) = s.by_key.get(&req.key).cloned() {
         s.stats.duplicate_creates += 1;
