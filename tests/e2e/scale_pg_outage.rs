@@ -115,20 +115,34 @@ allowed_hosts = ["{host}"]
         503,
         "creating a task without a database is a 503, not a 500"
     );
-    // Let the provider finish what it has while slotd cannot record anything.
+    // Once a tick has failed, no earlier tick of the pool is still under way (a pool's ticks
+    // run one at a time), so from here on nothing may be created at the provider: a create
+    // needs its write-ahead marker in the database first.
+    let failed_before = wait_tick_failures(&client, &base, 1).await;
+    let creates_cut = sim.stats().creates;
+    // Let the provider finish what it has while slotd cannot record anything, and the
+    // scheduler try (and fail) at least twice more.
     eventually(
         Duration::from_secs(60),
         "provider idle during the outage",
         async || (sim.stats().running == 0).then_some(()),
     )
     .await;
-    let creates_during = sim.stats().creates;
+    wait_tick_failures(&client, &base, failed_before + 2).await;
+    assert_eq!(
+        sim.stats().creates,
+        creates_cut,
+        "a job was created while the database was cut"
+    );
+    assert!(
+        creates_cut < 40,
+        "the outage came too late to test anything"
+    );
 
     // It comes back: the scheduler resumes by itself and everything completes.
     proxy.set_up(true);
     wait_all_completed(&client, &base, &ids, Duration::from_secs(120)).await;
     let stats = sim.stats();
-    assert!(stats.creates >= creates_during);
     assert_eq!(stats.creates, 40, "every shot created once");
     assert!(
         stats.creates_by_external_id.values().all(|&n| n == 1),
@@ -142,4 +156,33 @@ allowed_hosts = ["{host}"]
     );
     child.kill().ok();
     child.wait().ok();
+    let objects = format!("file://{}", dir.path().join("objects").display());
+    assert_check_clean(&db.url(), Some(&objects), &[("kling:video", 18)]).await;
+}
+
+/// Wait until the scheduler's failed ticks (`slotd_tick_failures_total`, all pools) reach
+/// `at_least`; returns the count seen. `/metrics` needs no database.
+async fn wait_tick_failures(client: &reqwest::Client, base: &str, at_least: u64) -> u64 {
+    eventually(
+        Duration::from_secs(60),
+        "failed scheduler ticks",
+        async || {
+            let text = client
+                .get(format!("{base}/metrics"))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            let seen: u64 = text
+                .lines()
+                .filter(|l| l.starts_with("slotd_tick_failures_total"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .map(|v| v as u64)
+                .sum();
+            (seen >= at_least).then_some(seen)
+        },
+    )
+    .await
 }

@@ -90,13 +90,15 @@ impl Scheduler {
                     errors = 0;
                 }
                 Err(super::TickError::Store(crate::store::StoreError::Fenced { .. })) => {
-                    // A newer scheduler holds this pool: its writes win, ours stop here.
+                    // A newer scheduler holds this pool: its writes win, ours stop here
+                    // (`run_once` dropped the lease).
                     tracing::warn!(pool = %pool, "writes refused by fencing; this instance lost the pool");
-                    self.drop_lease(&pool, "fenced");
                     continue;
                 }
                 Err(e) => {
                     errors = errors.saturating_add(1);
+                    metrics::counter!("slotd_tick_failures_total", "pool" => pool.clone())
+                        .increment(1);
                     let pause = cfg
                         .min_rest
                         .max(Duration::from_millis(100))
