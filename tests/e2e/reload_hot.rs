@@ -106,7 +106,9 @@ impl Live {
         .await;
     }
 
+    /// `slotd check` on its database and objects, then stop.
     async fn stop(mut self) {
+        assert_services_check_clean(&self.services).await;
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
@@ -126,6 +128,34 @@ fn install(from: &Path, to: &Path) {
     std::fs::rename(&tmp, to).expect("rename into place");
 }
 
+/// Units of `task` at the provider now (`submitted` with a job id), from the database.
+async fn at_provider(services: &Services, task: &str) -> Vec<String> {
+    services
+        .store
+        .task_units(task)
+        .await
+        .expect("units")
+        .into_iter()
+        .filter(|u| u.status == slotd::model::UnitStatus::Submitted)
+        .filter(|u| u.provider_job_id.is_some())
+        .map(|u| u.id)
+        .collect()
+}
+
+/// No unit of `ids` met a handler fault or any other error, by the database's event log.
+async fn assert_no_faults(services: &Services, ids: &[String]) {
+    for id in ids {
+        for e in services.store.unit_events(id).await.expect("events") {
+            let detail = e.detail.as_deref().unwrap_or_default();
+            assert!(!detail.contains("handler fault"), "a fault: {e:?}");
+            assert_eq!(e.error, None, "an error: {e:?}");
+        }
+    }
+}
+
+/// 200 units of load and, before each of 20 replacements, a carrier task whose jobs are
+/// running at the provider when the file is swapped: each swap overlaps units in flight, the
+/// new version picks them up where the old one left them, and nothing faults.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_units_survive_twenty_replacements() {
     let live = Live::start(|_| {}).await;
@@ -141,14 +171,32 @@ async fn two_hundred_units_survive_twenty_replacements() {
         } else {
             (&versions[1], "1.0.0")
         };
+        // Long jobs (100 polls), at the provider before the swap.
+        let carrier = live.submit(json!({"count": 3, "polls": 100})).await;
+        ids.push(carrier.clone());
+        let before = eventually(
+            Duration::from_secs(60),
+            "carrier jobs running",
+            async || {
+                let running = at_provider(&live.services, &carrier).await;
+                (!running.is_empty()).then_some(running)
+            },
+        )
+        .await;
         install(file, &target);
         live.wait_version(Some(want)).await;
+        let after = at_provider(&live.services, &carrier).await;
+        assert!(
+            before.iter().any(|u| after.contains(u)),
+            "swap {i}: no unit submitted under the old version was still in flight under {want}"
+        );
     }
     live.wait_done(&ids, Duration::from_secs(120)).await;
-    for id in &ids {
+    for id in &ids[..4] {
         let t = live.status(id).await;
         assert_eq!(t["completed"], 50, "{t}");
     }
+    assert_no_faults(&live.services, &ids).await;
     assert_eq!(live.active_version().await.as_deref(), Some("1.0.0"));
     let all = live.handlers(true).await;
     let seen: Vec<&str> = all
