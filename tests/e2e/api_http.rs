@@ -10,6 +10,7 @@ struct Server {
     base: String,
     client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    services: slotd::services::Services,
     _stub: slotd::stub::StubHandle,
     _dir: tempfile::TempDir,
 }
@@ -47,13 +48,18 @@ async fn server() -> Server {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(slotd::run_with(services, Some(listener), async move {
-        rx.await.ok();
-    }));
+    tokio::spawn(slotd::run_with(
+        services.clone(),
+        Some(listener),
+        async move {
+            rx.await.ok();
+        },
+    ));
     Server {
         base: format!("http://{addr}"),
         client: reqwest::Client::new(),
         stop: Some(tx),
+        services,
         _stub: stub,
         _dir: dir,
     }
@@ -98,6 +104,11 @@ impl Server {
             .send(reqwest::Method::GET, "/v1/tasks?limit=500", Some(key), None)
             .await;
         v["tasks"].as_array().map_or(0, Vec::len)
+    }
+
+    /// `slotd check` on the server's database: no finding, and what it read.
+    async fn check(&self) -> slotd::check::Report {
+        services_check(&self.services).await
     }
 }
 
@@ -157,6 +168,12 @@ async fn client_mistakes_get_clear_answers_and_store_nothing() {
         0,
         "a refused request stored something"
     );
+    let stored = s.check().await;
+    assert_eq!(
+        (stored.tasks, stored.units),
+        (0, 0),
+        "a refused request stored something"
+    );
 
     // A good one, then another tenant cannot see it.
     let (st, _, body) = s
@@ -182,6 +199,7 @@ async fn client_mistakes_get_clear_answers_and_store_nothing() {
         .await;
     assert_eq!(st, 404);
     assert_eq!(s.task_count("key-tenant-b").await, 0);
+    assert_eq!(s.check().await.units, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,4 +223,5 @@ async fn dashboard_is_served_and_reads_the_api() {
     for path in ["/v1/pools", "/v1/handlers", "/v1/tasks"] {
         assert!(page.contains(path), "the dashboard must read {path}");
     }
+    s.check().await;
 }

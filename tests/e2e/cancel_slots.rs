@@ -130,6 +130,7 @@ async fn cancelled_units_hold_their_slots_until_the_jobs_end() {
         Some(0),
         "no slot leaked"
     );
+    m.check().await;
 }
 
 /// A cancelled unit that was marked submitted but has no provider job recorded (in doubt: a
@@ -178,6 +179,7 @@ async fn an_in_doubt_cancelled_unit_is_never_submitted() {
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 0, "a cancelled unit was submitted");
     assert_eq!(m.services.slots.used(POOL).await.ok(), Some(0));
+    m.check().await;
 }
 
 /// The real Kling simulator and kling-video handler, real loops, pool = account limit (20):

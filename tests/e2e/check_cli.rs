@@ -37,6 +37,8 @@ async fn check_reports_each_corruption_of_a_real_database() {
     assert!(ok, "a clean run must pass: {out}");
     assert!(out.contains("4 units"), "{out}");
     assert!(out.contains("4 artifacts"), "{out}");
+    // The library agrees; from here on the database is corrupted on purpose.
+    m.check().await;
 
     let view = m.task(&id).await;
     let units = m

@@ -104,9 +104,13 @@ async fn hundred_units_real_server() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(slotd::run_with(services, Some(listener), async move {
-        stop_rx.await.ok();
-    }));
+    let server = tokio::spawn(slotd::run_with(
+        services.clone(),
+        Some(listener),
+        async move {
+            stop_rx.await.ok();
+        },
+    ));
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");
     let mut ids = Vec::new();
@@ -147,6 +151,7 @@ async fn hundred_units_real_server() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(fixture["used"], 0, "{pools}");
+    assert_services_check_clean(&services).await;
     stop_tx.send(()).ok();
     server.await.expect("join").expect("server stopped cleanly");
 }
@@ -175,6 +180,7 @@ async fn priority_goes_first() {
     };
     assert_eq!(running(&h), 2, "{h}");
     assert_eq!(running(&l), 0, "{l}");
+    m.check().await;
 }
 
 /// Fair share at the scheduler (SPEC §3): two tenants on one slot. The big tenant submits

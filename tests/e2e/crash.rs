@@ -57,6 +57,8 @@ async fn killed_mid_run_resumes_without_double_submission() {
         .expect("stub");
     let port = free_port();
     let config = write_config(dir.path(), &stub, port);
+    let db_url = format!("sqlite://{}", dir.path().join("slotd.db").display());
+    let objects_url = format!("file://{}", dir.path().join("objects").display());
     let log = dir.path().join("slotd.log");
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
@@ -79,6 +81,7 @@ async fn killed_mid_run_resumes_without_double_submission() {
         .await;
         child.kill().expect("SIGKILL slotd");
         child.wait().expect("reap");
+        assert_check_clean(&db_url, None, &[("fixture", 5)]).await;
         child = spawn(&config, &log);
         wait_healthy(&client, &base).await;
     }
@@ -115,6 +118,7 @@ async fn killed_mid_run_resumes_without_double_submission() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(fixture["used"], 0, "slot leaked: {pools}");
+    assert_check_clean(&db_url, Some(&objects_url), &[("fixture", 5)]).await;
     child.kill().ok();
     child.wait().ok();
 }
@@ -163,6 +167,8 @@ allowed_hosts = ["{host}"]
     );
     let config = dir.path().join("slotd.toml");
     std::fs::write(&config, text).expect("config");
+    let db_url = format!("sqlite://{}", dir.path().join("slotd.db").display());
+    let objects_url = format!("file://{}", dir.path().join("objects").display());
     let log = dir.path().join("slotd.log");
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
@@ -188,6 +194,7 @@ allowed_hosts = ["{host}"]
         .await;
         child.kill().expect("SIGKILL slotd");
         child.wait().expect("reap");
+        assert_check_clean(&db_url, None, &[("kling:video", 18)]).await;
         child = spawn(&config, &log);
         wait_healthy(&client, &base).await;
     }
@@ -211,6 +218,7 @@ allowed_hosts = ["{host}"]
         !log_text.contains("panicked"),
         "slotd panicked:\n{log_text}"
     );
+    assert_check_clean(&db_url, Some(&objects_url), &[("kling:video", 18)]).await;
     child.kill().ok();
     child.wait().ok();
 }

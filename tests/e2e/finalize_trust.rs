@@ -149,6 +149,7 @@ async fn artifact_redirect_outside_the_allowlist_is_refused() {
     );
     // The provider's result is kept: a retry may store it once the allowlist is fixed.
     assert_eq!(view["results"][0]["status"], "succeeded", "{view}");
+    m.check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,6 +171,7 @@ async fn handler_send_sees_the_redirect_and_does_not_follow_it() {
     let message = error["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("status 302"), "{message}");
     assert_eq!(outside_hits.load(Ordering::SeqCst), 0);
+    m.check().await;
 }
 
 /// The file server of the slow download: the first request streams whatever the test sends
@@ -262,6 +264,7 @@ async fn slow_download_keeps_its_lease_and_stores_once() {
     let stored = files_under(&m._dir.path().join("objects"));
     assert_eq!(stored.len(), 1, "one object: {stored:?}");
     assert_eq!(std::fs::read(&stored[0]).expect("object"), sent);
+    m.check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,4 +359,5 @@ async fn unwritable_object_store_then_retry_on(database_url: Option<String>) {
         want
     );
     assert_eq!(view["error"], Value::Null, "{view}");
+    m.check().await;
 }

@@ -18,12 +18,16 @@ fn unit_statuses(task: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Rounds needed for 10 units in pool `fixture-b`, with or without a faulting unit in `fixture`.
-async fn rounds_for_b(with_fault: Option<&str>) -> (usize, Manual) {
+/// Rounds needed for 10 units in pool `fixture-b`, with or without a faulting unit in `fixture`
+/// (whose task id is returned too).
+async fn rounds_for_b(with_fault: Option<&str>) -> (usize, Manual, Option<String>) {
     let m = Manual::start(5, 100).await;
+    let mut faulting = None;
     if let Some(behavior) = with_fault {
-        m.submit("fixture", json!({"count": 1, "behavior": behavior}))
-            .await;
+        faulting = Some(
+            m.submit("fixture", json!({"count": 1, "behavior": behavior}))
+                .await,
+        );
     }
     let b = m
         .submit("fixture-b", json!({"count": 10, "polls": 1}))
@@ -33,13 +37,16 @@ async fn rounds_for_b(with_fault: Option<&str>) -> (usize, Manual) {
             m.task(&b).await["status"] == "completed"
         })
         .await;
-    (rounds, m)
+    (rounds, m, faulting)
 }
 
-async fn fault_is_contained(behavior: &str) {
-    let (baseline, _) = rounds_for_b(None).await;
+/// `behavior` makes the fixture fault; `code` is the fault the host must have recorded on the
+/// unit for it (so a memory bomb is cut off by the memory cap, not by some other trap).
+async fn fault_is_contained(behavior: &str, code: &[&str]) {
+    let (baseline, base, _) = rounds_for_b(None).await;
+    base.check().await;
     let started = Instant::now();
-    let (rounds, m) = rounds_for_b(Some(behavior)).await;
+    let (rounds, m, faulting) = rounds_for_b(Some(behavior)).await;
     assert_eq!(
         rounds, baseline,
         "the faulting pool slowed the other pool down"
@@ -54,21 +61,28 @@ async fn fault_is_contained(behavior: &str) {
     // The host is alive and still answers.
     let (status, _) = api_call(&m.services, "GET", "/healthz", None).await;
     assert_eq!(status, 200);
+    let task = m.task(&faulting.expect("faulting task")).await;
+    let recorded = task["results"][0]["error"]["code"].as_str().unwrap_or("");
+    assert!(
+        code.contains(&recorded),
+        "the {behavior} unit should record one of {code:?}: {task}"
+    );
+    m.check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trap_is_cut_off_and_contained() {
-    fault_is_contained("trap").await;
+    fault_is_contained("trap", &["handler_trap"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endless_loop_is_cut_off_and_contained() {
-    fault_is_contained("loop").await;
+    fault_is_contained("loop", &["handler_deadline", "handler_cpu"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_bomb_is_cut_off_and_contained() {
-    fault_is_contained("alloc").await;
+    fault_is_contained("alloc", &["handler_memory"]).await;
 }
 
 /// A faulting call leaves its units unchanged; once the retry budget is spent the unit fails
@@ -92,6 +106,7 @@ async fn trap_leaves_units_unchanged_then_fails_alone() {
     let err = t["results"][0]["error"].to_string();
     assert!(err.contains("handler_trap"), "{t}");
     assert_eq!(m.services.slots.used("fixture").await.ok(), Some(0));
+    m.check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,6 +129,7 @@ async fn illegal_change_is_refused_and_counted() {
         text.contains("slotd_handler_illegal_changes_total"),
         "metric missing"
     );
+    m.check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,6 +148,7 @@ async fn host_outside_allowlist_is_denied() {
         err.contains("denied") || err.contains("allowed_hosts"),
         "{t}"
     );
+    m.check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,6 +179,7 @@ async fn secrets_are_signable_but_not_readable() {
         msg.contains(&expected),
         "signing through the host did not work: {msg}"
     );
+    m.check().await;
 }
 
 /// A provider failure fails only that unit; retry resubmits it with a new idempotency key.
@@ -196,4 +214,5 @@ async fn failed_units_are_recorded_and_retried_with_a_new_key() {
         2,
         "with a fresh idempotency key"
     );
+    m.check().await;
 }

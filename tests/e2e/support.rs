@@ -67,6 +67,20 @@ pub struct Manual {
     pub services: Services,
     pub scheduler: Arc<Scheduler>,
     pub clock: Arc<ManualClock>,
+    /// Set by [`Manual::check`]; a harness dropped without it fails the test (see `Drop`).
+    checked: std::sync::atomic::AtomicBool,
+}
+
+/// Every test that drives a [`Manual`] ends with `slotd check` on its database: a harness
+/// dropped at the end of a passing test without [`Manual::check`] having run fails that test.
+impl Drop for Manual {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && !self.checked.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!(
+                "test ended without Manual::check(): every end-to-end test ends with slotd check"
+            );
+        }
+    }
 }
 
 impl Manual {
@@ -101,6 +115,7 @@ impl Manual {
             services,
             scheduler,
             clock,
+            checked: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -161,6 +176,8 @@ impl Manual {
     /// `slotd check` on this harness's database and object store.
     pub async fn check(&self) {
         assert_services_check_clean(&self.services).await;
+        self.checked
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Run rounds until `done` says so, at most `max_rounds`.
@@ -328,6 +345,18 @@ async fn check_clean_at(
     pools: &[(&str, u32)],
     now_ms: i64,
 ) {
+    let report = check_report_at(database_url, objects, pools, now_ms).await;
+    assert!(report.units > 0, "slotd check saw no units");
+}
+
+/// `slotd check` on a database: panics with every finding, returns the report (how many
+/// tasks and units it read) when there are none.
+pub async fn check_report_at(
+    database_url: &str,
+    objects: Option<&str>,
+    pools: &[(&str, u32)],
+    now_ms: i64,
+) -> slotd::check::Report {
     let opts = slotd::check::CheckOptions {
         database_url: database_url.to_string(),
         objects: objects.map(String::from),
@@ -345,12 +374,19 @@ async fn check_clean_at(
         findings.len(),
         findings.join("\n")
     );
-    assert!(report.units > 0, "slotd check saw no units");
+    report
 }
 
 /// [`assert_check_clean`] on what a running slotd's configuration names: its database, its
 /// object store (artifacts verified) and its pools' limits.
 pub async fn assert_services_check_clean(services: &Services) {
+    let report = services_check(services).await;
+    assert!(report.units > 0, "slotd check saw no units");
+}
+
+/// `slotd check` on what a running slotd's configuration names, for a test that may have
+/// stored nothing: panics with every finding, returns what was read.
+pub async fn services_check(services: &Services) -> slotd::check::Report {
     let c = &services.config;
     let pools: Vec<(&str, u32)> = c
         .pools
@@ -358,7 +394,7 @@ pub async fn assert_services_check_clean(services: &Services) {
         .map(|(name, p)| (name.as_str(), p.max_slots))
         .collect();
     let now = services.clock.now_ms();
-    check_clean_at(&c.database_url, Some(&c.object_store), &pools, now).await;
+    check_report_at(&c.database_url, Some(&c.object_store), &pools, now).await
 }
 
 /// A port nothing listens on right now (for a `listen` address in a config file).

@@ -71,7 +71,9 @@ impl Slotd {
             .map(|h| h.path.clone())
     }
 
+    /// `slotd check` on its database and objects, then stop.
     async fn shutdown(self) {
+        services_check(&self.services).await;
         self.stop.send(()).ok();
         self.server
             .await
@@ -351,4 +353,5 @@ async fn a_unit_past_its_stage_deadline_fails_with_that_reason() {
         .unwrap_or_default();
     assert!(message.contains("scheduler.stage_deadline of 10m"), "{t}");
     assert_eq!(m.services.slots.used("fixture").await.ok(), Some(0));
+    m.check().await;
 }
