@@ -213,7 +213,10 @@ allowed_hosts = ["{host}"]
         stats.creates_by_external_id
     );
     assert!(stats.max_running <= 18);
-    assert_eq!(stats.rate_limited_1303, 0, "a submit met the account's limit of 20");
+    assert_eq!(
+        stats.rate_limited_1303, 0,
+        "a submit met the account's limit of 20"
+    );
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         !log_text.contains("panicked"),

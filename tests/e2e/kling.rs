@@ -342,7 +342,10 @@ async fn provider_faults_end_in_completion_or_a_recorded_reason() {
         stats.faults
     );
     assert!(stats.max_running <= 18);
-    assert_eq!(stats.rate_limited_1303, 0, "a submit met the account's limit of 20");
+    assert_eq!(
+        stats.rate_limited_1303, 0,
+        "a submit met the account's limit of 20"
+    );
     run.stop().await;
 }
 

@@ -375,6 +375,9 @@ async fn two_hundred_shots_against_the_simulator_survive_twenty_replacements() {
     assert_eq!(stats.creates, 200, "every shot created once");
     assert!(stats.creates_by_external_id.values().all(|&n| n == 1));
     assert!(stats.max_running <= 18);
-    assert_eq!(stats.rate_limited_1303, 0, "a submit met the account's limit of 20");
+    assert_eq!(
+        stats.rate_limited_1303, 0,
+        "a submit met the account's limit of 20"
+    );
     run.stop().await;
 }

@@ -306,6 +306,106 @@ mod tests {
         ));
     }
 
+    /// A JSON string of exactly `len` bytes.
+    fn json_of(len: usize) -> String {
+        format!("\"{}\"", "x".repeat(len - 2))
+    }
+
+    /// The documented limits, byte for byte (64 KiB state, 256 KiB result, 4 KiB text): at
+    /// the limit accepted, one byte over refused with the limit named.
+    #[test]
+    fn size_limits_hold_at_the_byte() {
+        let st = stages();
+        let v = view(&st, "element", Some("j"));
+        let mut c = change(Outcome::Running { after_ms: None });
+        c.state = Some(json_of(65_536));
+        assert_eq!(validate(&c, v), Ok(()));
+        c.state = Some(json_of(65_537));
+        assert_eq!(
+            validate(&c, v),
+            Err(IllegalChange::TooLarge {
+                what: "state",
+                len: 65_537,
+                max: 65_536
+            })
+        );
+        let done = |len| {
+            change(Outcome::Succeeded {
+                result: json_of(len),
+            })
+        };
+        assert_eq!(validate(&done(262_144), v), Ok(()));
+        assert_eq!(
+            validate(&done(262_145), v),
+            Err(IllegalChange::TooLarge {
+                what: "result",
+                len: 262_145,
+                max: 262_144
+            })
+        );
+        let accepted = |len| {
+            change(Outcome::Accepted {
+                job_id: "j".repeat(len),
+            })
+        };
+        let fresh = view(&st, "voice", None);
+        assert_eq!(validate(&accepted(4_096), fresh), Ok(()));
+        assert!(matches!(
+            validate(&accepted(4_097), fresh),
+            Err(IllegalChange::TooLarge { max: 4_096, .. })
+        ));
+    }
+
+    /// The outcome's name is what a refusal says it was (and what metrics are labelled by).
+    #[test]
+    fn refusals_name_the_outcome() {
+        let st = stages();
+        let mut v = view(&st, "voice", Some("j"));
+        v.status = UnitStatus::Completed;
+        let error = ProviderError {
+            code: None,
+            message: "x".into(),
+        };
+        let cases = [
+            (Outcome::Accepted { job_id: "j".into() }, "accepted"),
+            (Outcome::Running { after_ms: None }, "running"),
+            (
+                Outcome::Succeeded {
+                    result: "{}".into(),
+                },
+                "succeeded",
+            ),
+            (
+                Outcome::NextStage {
+                    stage: "element".into(),
+                },
+                "next_stage",
+            ),
+            (
+                Outcome::CapacityRejected { after_ms: None },
+                "capacity_rejected",
+            ),
+            (
+                Outcome::RetryAfter {
+                    after_ms: None,
+                    error: error.clone(),
+                },
+                "retry_after",
+            ),
+            (Outcome::Fail { error }, "fail"),
+        ];
+        for (outcome, name) in cases {
+            let refused = validate(&change(outcome), v).expect_err("not submitted");
+            assert_eq!(
+                refused,
+                IllegalChange::WrongStatus {
+                    outcome: name,
+                    status: UnitStatus::Completed
+                }
+            );
+        }
+    }
+
     #[test]
     fn capacity_rejection_only_before_acceptance() {
         let st = stages();

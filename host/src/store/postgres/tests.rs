@@ -245,3 +245,27 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
     raw.close().await;
     store.close().await;
 }
+
+/// How the server's errors map, read from real errors raised with each SQLSTATE: what means
+/// "not serving right now" (the API's 503, the scheduler's pause) against a query that is
+/// wrong, and the state machine's own refusal.
+#[tokio::test]
+async fn server_errors_map_by_sqlstate() {
+    let pool = sqlx::PgPool::connect(&base_url().await).await.unwrap();
+    let raise = async |code: &str, message: &str| -> StoreError {
+        let sql =
+            format!("DO $$ BEGIN RAISE EXCEPTION '{message}' USING ERRCODE = '{code}'; END $$");
+        StoreError::from(sqlx::query(&sql).execute(&pool).await.unwrap_err())
+    };
+    for code in ["08000", "08006", "57P01", "57P02", "57P03", "53300"] {
+        let e = raise(code, "going away").await;
+        assert!(matches!(e, StoreError::Unavailable(_)), "{code}: {e:?}");
+    }
+    for code in ["42601", "23505", "40001", "57014", "P0001"] {
+        let e = raise(code, "a wrong query").await;
+        assert!(matches!(e, StoreError::Other(_)), "{code}: {e:?}");
+    }
+    let e = raise("P0001", "illegal unit transition completed to submitted").await;
+    assert!(matches!(e, StoreError::IllegalTransition(_)), "{e:?}");
+    pool.close().await;
+}
