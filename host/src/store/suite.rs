@@ -23,7 +23,7 @@ use super::{
 use crate::model::{Unit, UnitStatus};
 
 pub(crate) use callbacks::{apply_guard_submit_attempt, host_key_shared};
-pub(crate) use claims::concurrent_claims_are_disjoint;
+pub(crate) use claims::{concurrent_claims_are_disjoint, fill_order_follows_submission_not_ids};
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
@@ -51,6 +51,7 @@ macro_rules! store_suite {
             create_and_idempotency,
             tenant_isolation,
             fill_order,
+            fill_order_follows_submission_not_ids,
             mark_submitted_guard,
             due_polls,
             apply_guard_and_events,

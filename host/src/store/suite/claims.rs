@@ -1,11 +1,31 @@
-//! Concurrent claimants: racing submit markers and finalization claims over the same units
-//! never hand one unit to two of them, and together they take every unit.
+//! Claims: the fill order when ids and submission order disagree, and concurrent claimants
+//! (racing submit markers and finalization claims over the same units never hand one unit to
+//! two of them, and together they take every unit).
 
 use std::collections::HashSet;
 
-use super::{POOL, T0, VIDEO, apply, create, task, update};
+use super::{POOL, T0, VIDEO, apply, create, ids, task, types, update};
 use crate::model::UnitStatus;
 use crate::store::DynStore;
+
+/// Fill order is decided by submission, never by id: tenant `zeta` submits first with ids that
+/// sort last, `alpha` after it with ids that sort first, then `zeta` again. Round-robin by
+/// rank within each tenant, in order of submission: FIFO alone, "each tenant's first unit,
+/// then FIFO" and id order all give other lists.
+pub(crate) async fn fill_order_follows_submission_not_ids(store: DynStore) {
+    create(&store, task("z9", "zeta", VIDEO, POOL, 3, 0)).await;
+    create(&store, task("a1", "alpha", VIDEO, POOL, 2, 0)).await;
+    create(&store, task("z0", "zeta", VIDEO, POOL, 1, 0)).await;
+    let got = store
+        .unit_list_pending(POOL, &types(&[VIDEO]), T0, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&got),
+        ["z9-u0", "a1-u0", "z9-u1", "a1-u1", "z9-u2", "z0-u0"],
+        "tenants in turn, each in its own submission order"
+    );
+}
 
 const RACERS: usize = 4;
 const UNITS: usize = 40;
