@@ -372,3 +372,7 @@ pub fn expire_stage_deadline<T>(
 #[cfg(test)]
 #[path = "apply_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "apply_golden_tests.rs"]
+mod golden_tests;

@@ -3,7 +3,7 @@
 use super::*;
 use crate::runtime::{StageInfo, TaskTypeInfo};
 
-fn info() -> HandlerInfo {
+pub(super) fn info() -> HandlerInfo {
     HandlerInfo {
         name: "h".into(),
         version: "1".into(),
@@ -24,7 +24,7 @@ fn info() -> HandlerInfo {
     }
 }
 
-fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
+pub(super) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
     Unit {
         id: id.into(),
         task_id: "t1".into(),
@@ -52,7 +52,7 @@ fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
     }
 }
 
-fn ch(id: &str, outcome: Outcome) -> Change {
+pub(super) fn ch(id: &str, outcome: Outcome) -> Change {
     Change {
         unit_id: id.into(),
         outcome,

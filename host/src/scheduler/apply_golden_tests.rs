@@ -1,0 +1,279 @@
+//! Every field of the update each outcome plans, compared whole: a field dropped or changed
+//! in `update_for`, `base` or `cancel_unsent` shows here (mutation testing found that the
+//! outcome tests, which look at a few fields each, let such changes through).
+
+use std::time::Duration;
+
+use super::tests::{ch, info, unit};
+use super::*;
+use crate::model::ProviderError;
+
+const NOW: i64 = 1_000_000;
+
+fn err(code: &str) -> ProviderError {
+    ProviderError {
+        code: Some(code.into()),
+        message: "m".into(),
+    }
+}
+
+/// The one update `plan_updates` makes of `change` (with state and cost) for `unit`.
+fn plan_one(cfg: &SchedulerConfig, unit: &Unit, outcome: Outcome) -> UnitUpdate {
+    let mut c = ch(&unit.id, outcome);
+    c.state = Some(r#"{"s":1}"#.into());
+    c.cost = Some("0.5".into());
+    let p = plan_updates(cfg, &info(), &[unit], vec![c], NOW);
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert_eq!(p.updates.len(), 1);
+    p.updates.into_iter().next().expect("one update")
+}
+
+/// What every update of a change to `u1` (submitted, in `stage`) starts from. An update that
+/// takes the unit out of `submitted` also carries `unless_cancel_requested` (the cancel rule).
+fn base_of(stage: &str) -> UnitUpdate {
+    UnitUpdate {
+        unit_id: "u1".into(),
+        from: Some(UnitStatus::Submitted),
+        from_stage: Some(stage.into()),
+        state: Some(r#"{"s":1}"#.into()),
+        cost: Some("0.5".into()),
+        ..UnitUpdate::default()
+    }
+}
+
+fn same(got: &UnitUpdate, want: &UnitUpdate) {
+    assert_eq!(format!("{got:#?}"), format!("{want:#?}"));
+}
+
+#[test]
+fn each_outcome_plans_the_whole_update() {
+    let cfg = SchedulerConfig::default();
+    let mut polled = unit("u1", Some("j1"), "a");
+    polled.polls = 2;
+    polled.attempts = 1;
+    let fresh = unit("u1", None, "a");
+
+    same(
+        &plan_one(
+            &cfg,
+            &fresh,
+            Outcome::Accepted {
+                job_id: "j1".into(),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Submitted),
+            detail: Some("accepted as provider job j1".into()),
+            provider_job_id: Some(Some("j1".into())),
+            polls: Some(0),
+            error: Some(None),
+            next_at: Some(NOW + 5_000),
+            ..base_of("a")
+        },
+    );
+    // A repeat of the job already recorded: nothing but the state and cost.
+    same(
+        &plan_one(
+            &cfg,
+            &polled,
+            Outcome::Accepted {
+                job_id: "j1".into(),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Submitted),
+            ..base_of("a")
+        },
+    );
+    same(
+        &plan_one(&cfg, &polled, Outcome::Running { after_ms: None }),
+        &UnitUpdate {
+            to: Some(UnitStatus::Submitted),
+            polls: Some(3),
+            next_at: Some(NOW + poll_delay_ms(&cfg, 3, None)),
+            ..base_of("a")
+        },
+    );
+    let last = {
+        let mut u = polled.clone();
+        u.stage = "b".into();
+        u
+    };
+    same(
+        &plan_one(
+            &cfg,
+            &last,
+            Outcome::Succeeded {
+                result: "{}".into(),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Succeeded),
+            unless_cancel_requested: true,
+            result: Some("{}".into()),
+            error: Some(None),
+            attempts: Some(0),
+            submitted_at: Some(None),
+            next_at: Some(NOW),
+            detail: Some("provider job succeeded".into()),
+            ..base_of("b")
+        },
+    );
+    same(
+        &plan_one(&cfg, &polled, Outcome::NextStage { stage: "b".into() }),
+        &UnitUpdate {
+            to: Some(UnitStatus::Pending),
+            unless_cancel_requested: true,
+            detail: Some("stage a succeeded; next stage b".into()),
+            stage: Some("b".into()),
+            pool: Some("p2".into()),
+            provider_job_id: Some(None),
+            polls: Some(0),
+            attempts: Some(0),
+            error: Some(None),
+            submitted_at: Some(None),
+            next_at: Some(NOW),
+            ..base_of("a")
+        },
+    );
+    same(
+        &plan_one(
+            &cfg,
+            &fresh,
+            Outcome::CapacityRejected {
+                after_ms: Some(7_000),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Pending),
+            unless_cancel_requested: true,
+            submitted_at: Some(None),
+            next_at: Some(NOW + 7_000),
+            detail: Some("provider over capacity; back to pending".into()),
+            ..base_of("a")
+        },
+    );
+    same(
+        &plan_one(
+            &cfg,
+            &polled,
+            Outcome::RetryAfter {
+                after_ms: Some(3_000),
+                error: err(TIMEOUT_CODE),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Submitted),
+            next_at: Some(NOW + retry_delay_ms(&cfg, 2, Some(3_000))),
+            detail: Some("provider did not answer in time; retried, no retry budget spent".into()),
+            error: Some(Some(r#"{"code":"timeout","message":"m"}"#.into())),
+            ..base_of("a")
+        },
+    );
+    same(
+        &plan_one(
+            &cfg,
+            &polled,
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: err("500"),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Submitted),
+            attempts: Some(2),
+            next_at: Some(NOW + retry_delay_ms(&cfg, 2, None)),
+            detail: Some(format!("transient error, retry 2/{}", cfg.retry_budget)),
+            error: Some(Some(r#"{"code":"500","message":"m"}"#.into())),
+            ..base_of("a")
+        },
+    );
+    let spent = {
+        let mut u = polled.clone();
+        u.attempts = cfg.retry_budget;
+        u
+    };
+    same(
+        &plan_one(
+            &cfg,
+            &spent,
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: err("500"),
+            },
+        ),
+        &UnitUpdate {
+            to: Some(UnitStatus::Failed),
+            unless_cancel_requested: true,
+            attempts: Some(cfg.retry_budget + 1),
+            detail: Some(format!("retry budget of {} spent", cfg.retry_budget)),
+            error: Some(Some(r#"{"code":"500","message":"m"}"#.into())),
+            ..base_of("a")
+        },
+    );
+    same(
+        &plan_one(&cfg, &polled, Outcome::Fail { error: err("1301") }),
+        &UnitUpdate {
+            to: Some(UnitStatus::Failed),
+            unless_cancel_requested: true,
+            detail: Some("provider job failed".into()),
+            error: Some(Some(r#"{"code":"1301","message":"m"}"#.into())),
+            ..base_of("a")
+        },
+    );
+}
+
+/// With callbacks on, polls are only the safety net: never sooner than
+/// `callback_safety_poll`, whatever the handler hints.
+#[test]
+fn with_callbacks_polls_wait_for_the_safety_net() {
+    let cfg = SchedulerConfig {
+        callback_safety_poll: Some(Duration::from_secs(60)),
+        poll_max: Duration::from_secs(120),
+        ..SchedulerConfig::default()
+    };
+    let fresh = unit("u1", None, "a");
+    let accepted = plan_one(&cfg, &fresh, Outcome::Accepted { job_id: "j".into() });
+    assert_eq!(accepted.next_at, Some(NOW + 60_000));
+    let running = plan_one(
+        &cfg,
+        &unit("u1", Some("j"), "a"),
+        Outcome::Running {
+            after_ms: Some(1_000),
+        },
+    );
+    assert_eq!(running.next_at, Some(NOW + 60_000));
+    // A hint past the safety net is kept.
+    let later = plan_one(
+        &cfg,
+        &unit("u1", Some("j"), "a"),
+        Outcome::Running {
+            after_ms: Some(90_000),
+        },
+    );
+    assert_eq!(later.next_at, Some(NOW + 90_000));
+}
+
+#[test]
+fn in_doubt_cancelled_units_end_without_a_lookup() {
+    let mut u = unit("u1", None, "a");
+    u.cancel_requested_at = Some(5);
+    let planned = cancel_unsent(std::slice::from_ref(&u));
+    assert_eq!(planned.len(), 1);
+    same(
+        &planned[0],
+        &UnitUpdate {
+            unit_id: "u1".into(),
+            from: Some(UnitStatus::Submitted),
+            from_stage: Some("a".into()),
+            to: Some(UnitStatus::Cancelled),
+            submitted_at: Some(None),
+            detail: Some(
+                "cancelled by client: no provider job was recorded for the submission; \
+                 not looked up again, since that would submit it; slot released"
+                    .into(),
+            ),
+            ..UnitUpdate::default()
+        },
+    );
+}
