@@ -277,3 +277,98 @@ fn in_doubt_cancelled_units_end_without_a_lookup() {
         },
     );
 }
+
+/// A fault's updates, whole: the single unit that faults alone spends a retry (failed only
+/// past the budget, not at it); a larger call and a slow provider charge nobody and wait the
+/// slow-provider backoff.
+#[test]
+fn fault_updates_are_whole() {
+    let cfg = SchedulerConfig::default();
+    let trap = HandlerFault::Trap("boom".into());
+    let error = Some(Some(
+        r#"{"code":"handler_trap","message":"handler fault: trap: boom"}"#.into(),
+    ));
+    let base = |stage: &str| UnitUpdate {
+        unit_id: "u1".into(),
+        from: Some(UnitStatus::Submitted),
+        from_stage: Some(stage.into()),
+        to: Some(UnitStatus::Submitted),
+        error: error.clone(),
+        detail: Some("handler fault: trap: boom".into()),
+        ..UnitUpdate::default()
+    };
+    let mut u = unit("u1", Some("j"), "a");
+    u.submitted_at = Some(NOW - 400_000);
+    u.attempts = cfg.retry_budget - 1;
+    same(
+        &fault_updates(&cfg, &[&u], &trap, NOW)[0],
+        &UnitUpdate {
+            attempts: Some(cfg.retry_budget),
+            next_at: Some(NOW + retry_delay_ms(&cfg, cfg.retry_budget, None)),
+            ..base("a")
+        },
+    );
+    u.attempts = cfg.retry_budget;
+    same(
+        &fault_updates(&cfg, &[&u], &trap, NOW)[0],
+        &UnitUpdate {
+            attempts: Some(cfg.retry_budget + 1),
+            to: Some(UnitStatus::Failed),
+            unless_cancel_requested: true,
+            detail: Some(format!(
+                "handler fault: trap: boom; retry budget of {} spent",
+                cfg.retry_budget
+            )),
+            ..base("a")
+        },
+    );
+    // Two units in the call: neither is charged; both wait a tenth of their wait so far.
+    let other = unit("u2", None, "a");
+    let both = fault_updates(&cfg, &[&u, &other], &trap, NOW);
+    same(
+        &both[0],
+        &UnitUpdate {
+            next_at: Some(NOW + 40_000),
+            ..base("a")
+        },
+    );
+    assert_eq!(both[1].unit_id, "u2");
+    assert_eq!(both[1].attempts, None);
+    // A slow provider charges even a single unit nothing.
+    let slow = HandlerFault::ProviderDeadline(Duration::from_secs(30));
+    let planned = &fault_updates(&cfg, &[&u], &slow, NOW)[0];
+    assert_eq!(
+        (planned.attempts, planned.next_at),
+        (None, Some(NOW + 40_000))
+    );
+}
+
+#[test]
+fn a_stage_deadline_fails_the_unit_whole() {
+    let cfg = SchedulerConfig::default();
+    let deadline = i64::try_from(cfg.stage_deadline.as_millis()).expect("ms");
+    let mut late = unit("u1", Some("j"), "a");
+    late.submitted_at = Some(NOW - deadline);
+    let mut on_time = unit("u2", Some("j"), "a");
+    on_time.submitted_at = Some(NOW - deadline + 1);
+    let (kept, failed) = expire_stage_deadline(&cfg, vec![late, on_time], |u| u, NOW);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].id, "u2");
+    assert_eq!(failed.len(), 1);
+    let message = "stage a had no result within scheduler.stage_deadline of 2h";
+    same(
+        &failed[0],
+        &UnitUpdate {
+            unit_id: "u1".into(),
+            from: Some(UnitStatus::Submitted),
+            from_stage: Some("a".into()),
+            to: Some(UnitStatus::Failed),
+            unless_cancel_requested: true,
+            error: Some(Some(format!(
+                r#"{{"code":"stage_deadline","message":"{message}"}}"#
+            ))),
+            detail: Some(message.into()),
+            ..UnitUpdate::default()
+        },
+    );
+}
