@@ -587,6 +587,22 @@ async fn create_is_202_and_idempotent() {
         .await;
     assert_eq!(r.json["units"][0]["pool"], FIXTURE_POOL);
     assert_eq!(r.json["units"][0]["priority"], 5);
+    // A repeated key answers where the task is now.
+    assert_eq!(again.json["status"], "pending");
+    let cancel = h
+        .send("POST", &format!("/v1/tasks/{id}/cancel"), Some(KEY_A), None)
+        .await;
+    assert_eq!(cancel.status, StatusCode::OK, "{}", cancel.json);
+    let after = h
+        .send("POST", "/v1/tasks/fixture", Some(KEY_A), Some(body))
+        .await;
+    assert_eq!(
+        (
+            after.json["task_id"].as_str(),
+            after.json["status"].as_str()
+        ),
+        (Some(id.as_str()), Some("cancelled"))
+    );
 }
 
 #[tokio::test]
