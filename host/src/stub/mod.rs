@@ -15,7 +15,8 @@
 //! - `GET /stats` → [`StubStats`] as JSON, so a test can read them from another process.
 //!
 //! A test can hold creates at a gate ([`StubHandle::hold_creates`]) to stop a handler call in
-//! the middle of its provider request until it says go.
+//! the middle of its provider request until it says go, and hold running jobs running
+//! ([`StubHandle::hold_jobs`]) across a moment it chooses.
 //!
 //! [`proxy::TcpProxy`] is the other test stand-in: a TCP proxy a test cuts and restores to make
 //! a real server (PostgreSQL) go away and come back.
@@ -114,6 +115,9 @@ struct Inner {
     files_base: Option<String>,
     /// While set, creates wait at this gate before doing anything ([`StubHandle::hold_creates`]).
     gate: Option<Arc<CreateGate>>,
+    /// While set, running jobs stay running: polls answer `running` and count nothing down
+    /// ([`StubHandle::hold_jobs`]).
+    hold_jobs: bool,
 }
 
 /// Holds `POST /jobs` requests until released: a test's way to stop a handler call in the
@@ -173,6 +177,7 @@ impl StubProvider {
             stats: StubStats::default(),
             files_base: None,
             gate: None,
+            hold_jobs: false,
         }));
         let app = router(AppState {
             inner: inner.clone(),
@@ -232,6 +237,12 @@ impl StubHandle {
         });
         self.inner.lock().gate = Some(gate.clone());
         gate
+    }
+
+    /// Keep every running job running (`true`) until released (`false`): a test's way to have
+    /// jobs in flight across a moment it chooses, whatever the machine's speed.
+    pub fn hold_jobs(&self, hold: bool) {
+        self.inner.lock().hold_jobs = hold;
     }
 
     /// A copy of the counters.
@@ -346,7 +357,7 @@ async fn poll(State(app): State<AppState>, Path(id): Path<String>) -> Response {
     let Some(job) = s.jobs.get_mut(&id) else {
         return (StatusCode::NOT_FOUND, Json(json!({"error": "no such job"}))).into_response();
     };
-    if job.status == JobStatus::Running {
+    if job.status == JobStatus::Running && !s.hold_jobs {
         if job.polls_left == 0 {
             job.status = if job.fails {
                 JobStatus::Failed
