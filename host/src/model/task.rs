@@ -167,6 +167,14 @@ mod tests {
         c
     }
 
+    /// Units whose job succeeded and units being finalized are both "storing".
+    #[test]
+    fn storing_counts_succeeded_and_finalizing() {
+        use UnitStatus::*;
+        let c = counts(&[(Succeeded, 2), (Finalizing, 3), (Completed, 1)]);
+        assert_eq!(c.message(), "1/6 completed, 5 storing");
+    }
+
     #[test]
     fn derived_status() {
         use UnitStatus::*;
