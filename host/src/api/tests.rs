@@ -103,6 +103,7 @@ impl Harness {
                     stage: "main".into(),
                     spec: "{}".into(),
                     state: "{}".into(),
+                    routes: None,
                 })
                 .collect(),
             now: 1_000_000,
