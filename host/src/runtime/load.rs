@@ -594,4 +594,42 @@ mod tests {
         assert_eq!(major("slotd:handler/handler@2.1.0"), Some("2"));
         assert_eq!(major("slotd:handler/handler"), None);
     }
+
+    #[test]
+    fn stage_pools_extend_stages_and_proposals_or_name_the_mistake() {
+        let sp = |task: &str, stage: &str, pool: &str, slots: u32| StagePool {
+            task_type: task.into(),
+            stage: stage.into(),
+            pool: PoolInfo {
+                name: pool.into(),
+                default_max_slots: slots,
+            },
+        };
+        let routed = with_stage_pools(
+            info(),
+            vec![
+                sp("video", "main", "kling:pro", 3),
+                sp("video", "main", "kling:video", 18),
+            ],
+        )
+        .expect("valid routes");
+        let stage = &routed.task_types[0].stages[0];
+        assert_eq!(stage.alt_pools, vec!["kling:pro".to_string()]);
+        assert!(stage.allows("kling:pro") && stage.allows("kling:video"));
+        assert!(!stage.allows("other"));
+        assert!(
+            routed
+                .pools
+                .iter()
+                .any(|p| p.name == "kling:pro" && p.default_max_slots == 3)
+        );
+        assert!(info_notes(&routed).is_empty(), "{:?}", info_notes(&routed));
+
+        let err = with_stage_pools(info(), vec![sp("video", "nope", "p", 1)])
+            .expect_err("an undeclared stage");
+        assert!(err.to_string().contains("\"nope\""), "{err}");
+        let err = with_stage_pools(info(), vec![sp("video", "main", "kling:video", 2)])
+            .expect_err("a second default for a proposed pool");
+        assert!(err.to_string().contains("18 and with 2"), "{err}");
+    }
 }

@@ -149,6 +149,55 @@ async fn in_doubt_adoption_records_and_replays() {
     replays_as_recorded(dir.path(), "in-doubt").await;
 }
 
+/// `<repo>/tests/fixtures/contract-1.0/<file>`: Kling components built against 1.0.0.
+fn contract_1_0(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/contract-1.0")
+        .join(file)
+}
+
+#[tokio::test]
+async fn components_built_against_1_0_load_and_work_beside_1_1() {
+    let sim = sim(SimOptions::default()).await;
+    let runtime = Runtime::new(
+        RuntimeLimits::default(),
+        BTreeMap::from([
+            ("kling-video".to_string(), config(&sim, "SK")),
+            ("kling-avatar".to_string(), config(&sim, "SK")),
+        ]),
+    )
+    .expect("runtime builds");
+    let old = runtime
+        .load_file(&contract_1_0("kling-video.wasm"))
+        .await
+        .expect("the 1.0.0 kling-video loads");
+    assert_eq!(old.contract, "1.0.0");
+    assert_eq!(old.features, super::Features::default());
+    let current = runtime
+        .load_file(&built("kling_avatar.wasm"))
+        .await
+        .expect("today's kling-avatar loads");
+    assert!(current.contract.starts_with("1.1."), "{}", current.contract);
+    let old_avatar = runtime
+        .load_file(&contract_1_0("kling-avatar.wasm"))
+        .await
+        .expect("the 1.0.0 kling-avatar loads");
+    assert_eq!(old_avatar.contract, "1.0.0");
+    // The old component serves a unit to success against the provider.
+    let specs = specs(&old, "video", &json!({"shots": [{"prompt": "a"}]})).await;
+    let mut units = vec![unit("o0", "video", "video", &specs[0])];
+    drive(&old, &mut units).await;
+    assert_eq!(units[0].status, UnitStatus::Succeeded, "{units:?}");
+    // And it replays the Kling recordings exactly as today's build does.
+    let report = replay(
+        &contract_1_0("kling-video.wasm"),
+        &committed().join("kling/capacity-1303.jsonl"),
+    )
+    .await
+    .expect("replay runs");
+    assert_eq!(report.differing(), 0, "{report:?}");
+}
+
 #[tokio::test]
 async fn committed_recordings_replay() {
     let dir = committed();
@@ -172,5 +221,34 @@ async fn committed_recordings_replay() {
     assert!(
         replayed >= 4,
         "success, 1303, failure and in-doubt: {replayed}"
+    );
+}
+
+/// A handler whose classification of an answer differs from the recorded one fails the
+/// replay, naming both: here the recording says the 1303 answer was classified `fail`, as a
+/// mis-classifying build would have, and today's handler classifies it `capacity_rejected`.
+#[tokio::test]
+async fn a_different_classification_fails_the_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let original = std::fs::read_to_string(committed().join("kling/capacity-1303.jsonl"))
+        .expect("recording reads");
+    let tampered = original.replace(
+        r#"{"capacity_rejected":1000}"#,
+        r#"{"fail":{"code":"1303","message":"over capacity"}}"#,
+    );
+    assert_ne!(
+        original, tampered,
+        "the recording holds the 1303 classification"
+    );
+    let path = dir.path().join("misclassified.jsonl");
+    std::fs::write(&path, tampered).expect("write");
+    let report = replay(&built("kling_video.wasm"), &path)
+        .await
+        .expect("replay runs");
+    assert_eq!(report.differing(), 1, "{report:?}");
+    let why = report.calls[0].differences.join("; ");
+    assert!(
+        why.contains("capacity_rejected") && why.contains("1303"),
+        "{why}"
     );
 }

@@ -375,7 +375,7 @@ pub fn expire_stage_deadline<T>(
 
 #[cfg(test)]
 #[path = "apply_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 #[path = "apply_golden_tests.rs"]

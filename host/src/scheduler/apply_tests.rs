@@ -26,7 +26,7 @@ pub(super) fn info() -> HandlerInfo {
     }
 }
 
-pub(super) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
+pub(crate) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
     Unit {
         id: id.into(),
         task_id: "t1".into(),

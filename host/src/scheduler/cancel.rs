@@ -154,3 +154,88 @@ pub(crate) fn cancel_fault_updates(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::apply::tests::unit;
+
+    fn change(id: &str, outcome: CancelOutcome) -> CancelChange {
+        CancelChange {
+            unit_id: id.into(),
+            outcome,
+            state: None,
+            cost: Some("0".into()),
+        }
+    }
+
+    #[test]
+    fn only_ended_frees_the_slot() {
+        let cfg = SchedulerConfig::default();
+        let units = [
+            unit("a", Some("j1"), "a"),
+            unit("b", Some("j2"), "a"),
+            unit("c", Some("j3"), "a"),
+            unit("d", Some("j4"), "a"),
+        ];
+        let refs: Vec<&Unit> = units.iter().collect();
+        let error = ProviderError {
+            code: Some("503".into()),
+            message: "shedding load".into(),
+        };
+        let updates = cancel_updates(
+            &cfg,
+            &refs,
+            vec![
+                change("a", CancelOutcome::Ended),
+                change(
+                    "b",
+                    CancelOutcome::Running {
+                        after_ms: Some(7_000),
+                    },
+                ),
+                change(
+                    "c",
+                    CancelOutcome::RetryAfter {
+                        after_ms: None,
+                        error,
+                    },
+                ),
+                change("zz", CancelOutcome::Ended),
+            ],
+            1_000,
+        );
+        assert_eq!(updates.len(), 4, "one update per unit, none for strangers");
+        assert_eq!(updates[0].to, Some(UnitStatus::Cancelled));
+        assert_eq!(updates[0].submitted_at, Some(None));
+        assert_eq!(updates[0].cost.as_deref(), Some("0"));
+        for u in &updates[1..] {
+            assert_eq!(u.to, Some(UnitStatus::Submitted), "{u:?}");
+            assert!(
+                u.next_at.is_some_and(|t| t > 1_000),
+                "asked again later: {u:?}"
+            );
+            assert_eq!(u.from, Some(UnitStatus::Submitted));
+        }
+        assert!(updates[2].error.as_ref().is_some_and(|e| e.is_some()));
+        assert!(
+            updates[3]
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("no answer"))
+        );
+    }
+
+    #[test]
+    fn a_faulted_cancel_keeps_every_slot() {
+        let cfg = SchedulerConfig::default();
+        let units = [unit("a", Some("j1"), "a"), unit("b", Some("j2"), "a")];
+        let refs: Vec<&Unit> = units.iter().collect();
+        let updates = cancel_fault_updates(&cfg, &refs, &HandlerFault::Trap("boom".into()), 5_000);
+        assert!(
+            updates.iter().all(
+                |u| u.to == Some(UnitStatus::Submitted) && u.next_at.is_some_and(|t| t > 5_000)
+            )
+        );
+    }
+}
