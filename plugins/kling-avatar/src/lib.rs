@@ -7,7 +7,7 @@
 //! secrets `secret_key` and optionally `webhook_secret`, `request_timeout_ms`,
 //! `expected_duration_scale`).
 
-wit_bindgen::generate!({ path: "../../wit", world: "slotd-handler" });
+wit_bindgen::generate!({ path: "../../wit", world: "slotd-handler-core" });
 
 #[path = "../../kling-common/src/guest_bridge.rs"]
 mod wit_host;

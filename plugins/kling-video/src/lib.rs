@@ -6,7 +6,7 @@
 //! (signs the JWT in the host), optionally the secret `webhook_secret`, `request_timeout_ms`
 //! and `expected_duration_scale` (poll hints × this; 0.01 against a 100× simulator).
 
-wit_bindgen::generate!({ path: "../../wit", world: "slotd-handler" });
+wit_bindgen::generate!({ path: "../../wit", world: "slotd-handler-core" });
 
 #[path = "../../kling-common/src/guest_bridge.rs"]
 mod wit_host;
