@@ -274,3 +274,82 @@ impl From<Level> for log::Level {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_and_features_reach_the_generated_types() {
+        let error = ProviderError::new(Some("timeout"), "slow");
+        let out: wit::Outcome = Outcome::RetryAfter {
+            after_ms: Some(5),
+            error: error.clone(),
+        }
+        .into();
+        assert!(matches!(
+            out,
+            wit::Outcome::RetryAfter(wit::Retry { after_ms: Some(5), error: e })
+                if e.code.as_deref() == Some("timeout") && e.message == "slow"
+        ));
+        let set: ext::FeatureSet = Features {
+            cancel: true,
+            routing: false,
+        }
+        .into();
+        assert_eq!(set, ext::FeatureSet::CANCEL);
+        let set: ext::FeatureSet = Features::default().into();
+        assert!(set.is_empty());
+        let cancel: ext::CancelChange = CancelChange {
+            unit_id: "u".into(),
+            outcome: CancelOutcome::RetryAfter {
+                after_ms: None,
+                error,
+            },
+            state: None,
+            cost: Some("1".into()),
+        }
+        .into();
+        assert!(matches!(cancel.outcome, ext::CancelOutcome::RetryAfter(_)));
+    }
+
+    #[test]
+    fn units_and_answers_come_in_whole() {
+        let unit: Unit = wit::Unit {
+            id: "u".into(),
+            task_id: "t".into(),
+            index: 2,
+            task_type: "video".into(),
+            tenant: "local".into(),
+            stage: "main".into(),
+            status: wit::UnitStatus::Submitted,
+            spec: "{}".into(),
+            state: "{}".into(),
+            provider_job_id: Some("j".into()),
+            idempotency_key: "k".into(),
+            in_doubt: true,
+            polls: 3,
+            submitted_at_ms: Some(9),
+            result: None,
+        }
+        .into();
+        assert_eq!(
+            (unit.index, unit.status, unit.in_doubt, unit.polls),
+            (2, UnitStatus::Submitted, true, 3)
+        );
+        assert_eq!(unit.provider_job_id.as_deref(), Some("j"));
+        let ok = answer(Ok(http::Response {
+            status: 429,
+            headers: vec![("retry-after".into(), "1".into())],
+            body: b"x".to_vec(),
+        }));
+        assert_eq!(
+            ok.map(|r| r.header("Retry-After").map(String::from)),
+            Ok(Some("1".into()))
+        );
+        assert_eq!(
+            answer(Err(http::HttpError::Timeout)),
+            Err(HttpError::Timeout)
+        );
+    }
+}
