@@ -86,6 +86,11 @@ fn run() -> Result<(), String> {
             member.join("Cargo.toml").display()
         );
         println!("cargo:rerun-if-changed={}", member.join("src").display());
+        // A member with its own contract copy (the SDK) builds from it.
+        let wit = member.join("wit");
+        if wit.is_dir() {
+            println!("cargo:rerun-if-changed={}", wit.display());
+        }
     }
 
     let target_dir = match env::var_os("CARGO_TARGET_DIR") {

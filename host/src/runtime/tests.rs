@@ -500,3 +500,18 @@ async fn registry_loads_a_directory_and_refuses_conflicts() {
         Some("fixture".to_string())
     );
 }
+
+/// `plugins/sdk` carries its own copy of the contract so it builds outside this repository; the
+/// copy must be the contract the host implements.
+#[test]
+fn the_sdks_copy_of_the_contract_is_the_contract() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |path: &str| {
+        std::fs::read_to_string(repo.join(path)).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+    };
+    assert!(
+        read("wit/handler.wit") == read("plugins/sdk/wit/handler.wit"),
+        "plugins/sdk/wit/handler.wit differs from wit/handler.wit: copy the contract into the \
+         SDK (cp wit/handler.wit plugins/sdk/wit/handler.wit)"
+    );
+}

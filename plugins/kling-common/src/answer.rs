@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use crate::types::{HttpError, ProviderError, Response};
+use slotd_sdk::client::{self, Class as Status};
+use slotd_sdk::{HttpError, ProviderError, Response};
 
 /// Back-off hint after a 1303 (Kling's advice: start at ≥ 1 s, back off exponentially; the
 /// host grows it from there).
@@ -45,19 +46,17 @@ impl Problem {
     }
 }
 
-/// Classify a transport failure.
+/// Classify a transport failure (code `timeout` for slowness, `http` for the rest).
 pub fn transport(e: &HttpError) -> Problem {
-    let class = match e {
-        HttpError::Timeout | HttpError::Transport(_) | HttpError::TooLarge(_) => Class::Transient,
-        HttpError::Denied(_) | HttpError::Invalid(_) => Class::Permanent,
-    };
-    // `timeout` is the contract's code for slowness: the host spends no retry budget on it.
-    let code = if matches!(e, HttpError::Timeout) {
-        "timeout"
+    let class = if Status::of_error(e).is_transient() {
+        Class::Transient
     } else {
-        "http"
+        Class::Permanent
     };
-    Problem::new(class, Some(code), e.to_string())
+    Problem {
+        class,
+        error: client::transport_error(e),
+    }
 }
 
 /// The `data` of a successful answer, or the classified problem.
@@ -126,9 +125,9 @@ fn by_code(code: i64, message: &str) -> Option<Class> {
 
 /// Codes outside the table fall back to the HTTP status.
 fn by_status(status: u16) -> Class {
-    match status {
-        429 | 500..=599 => Class::Transient,
-        404 => Class::NotFound,
+    match Status::of_status(status) {
+        Status::RateLimited | Status::Unavailable => Class::Transient,
+        Status::NotFound => Class::NotFound,
         _ => Class::Permanent,
     }
 }
@@ -148,10 +147,7 @@ mod tests {
     use super::*;
 
     fn answer(status: u16, body: &str) -> Result<Value, Problem> {
-        parse(&Response {
-            status,
-            body: body.as_bytes().to_vec(),
-        })
+        parse(&Response::new(status, body))
     }
 
     fn class(status: u16, code: i64, message: &str) -> Class {

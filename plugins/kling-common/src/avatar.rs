@@ -11,7 +11,7 @@ use crate::fields::{
     check_image, check_url, known_only, max_chars, opt_string, payload, required_text, type_name,
 };
 use crate::task::{Success, TaskObject, text};
-use crate::types::{Outcome, PlanError, ProviderError};
+use slotd_sdk::{Outcome, PlanError, ProviderError};
 
 pub const HANDLER: &str = "kling-avatar";
 pub const VERSION: &str = "1.0.0";

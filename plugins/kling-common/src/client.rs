@@ -1,73 +1,70 @@
 //! An authenticated Kling client for one handler call: reads `base_url` and `access_key` from
 //! the handler's config, signs one token for the call (`now` from the tick context), and sends
-//! rounds of requests through the host's `send-batch`, so every request of a round goes out
-//! concurrently. Requests answered 1003/1004 are re-signed once (with the guest's wall clock,
-//! since the tick's `now` is what produced the refused token) and resent in the same round.
+//! rounds of requests through the SDK's client (one `send-batch` each), so every request of a
+//! round goes out concurrently. Requests answered 1003/1004 are re-signed once (with the
+//! guest's wall clock, since the tick's `now` is what produced the refused token) and resent in
+//! the same round.
+//!
+//! The token is an HS256 JWT with exactly `iss` (access key), `exp` (now + 1800 s) and `nbf`
+//! (now − 5 s), signed by the host with the `secret_key` secret, so the SecretKey never enters
+//! the component.
 
 use serde_json::Value;
+use slotd_sdk::client::{self as http, Call};
+use slotd_sdk::settings::Settings;
+use slotd_sdk::{Host, signing};
 
 use crate::answer::{self, Class, Problem};
-use crate::jwt;
-use crate::types::{Host, HttpError, Request, Response};
 
-/// One request of a round, relative to `base_url`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Call {
-    Get(String),
-    Post(String, Value),
+/// The secret the token is signed with (`[handlers.<name>] secret_key = { env = … }`).
+pub const SECRET_NAME: &str = "secret_key";
+/// Token lifetime Kling clients use.
+pub const LIFETIME_SECS: u64 = 1800;
+/// `nbf` lies this far in the past so that a provider clock slightly behind still accepts it.
+pub const NOT_BEFORE_SKEW_SECS: u64 = 5;
+
+/// The claims of a token valid from `now_secs`.
+pub fn claims(access_key: &str, now_secs: u64) -> Value {
+    serde_json::json!({
+        "iss": access_key,
+        "exp": now_secs.saturating_add(LIFETIME_SECS),
+        "nbf": now_secs.saturating_sub(NOT_BEFORE_SKEW_SECS),
+    })
+}
+
+/// A token valid from `now_secs`, signed by the host.
+pub fn token(host: &dyn Host, access_key: &str, now_secs: u64) -> Result<String, String> {
+    signing::hs256_jwt(host, SECRET_NAME, &claims(access_key, now_secs))
+        .map_err(|e| format!("signing the Kling JWT failed: {e}"))
 }
 
 /// A Kling client bound to one handler call.
 pub struct Client<'h> {
-    host: &'h dyn Host,
-    base_url: String,
+    http: http::Client<'h>,
     access_key: String,
-    token: String,
     /// A call re-signs at most once.
     resigned: bool,
-    timeout_ms: Option<u32>,
 }
 
 impl<'h> Client<'h> {
     /// Reads the configuration and signs the call's token. An error names the missing setting.
     pub fn new(host: &'h dyn Host, handler: &str, now_ms: u64) -> Result<Client<'h>, String> {
-        let setting = |key: &str| {
-            host.config(key)
-                .filter(|v| !v.trim().is_empty())
-                .ok_or_else(|| format!("{key} is not configured (set handlers.{handler}.{key})"))
-        };
-        let base_url = setting("base_url")?
-            .trim()
-            .trim_end_matches('/')
-            .to_string();
-        let access_key = setting("access_key")?;
-        let timeout_ms = match host.config("request_timeout_ms") {
-            None => None,
-            Some(v) => Some(v.trim().parse::<u32>().map_err(|_| {
-                format!("handlers.{handler}.request_timeout_ms must be an integer, got {v:?}")
-            })?),
-        };
-        let token = jwt::token(host, &access_key, now_ms / 1000)?;
+        let settings = Settings::new(host, handler);
+        let base_url = settings.required("base_url")?;
+        let access_key = settings.required("access_key")?;
+        let timeout_ms = settings.parsed::<u32>("request_timeout_ms", "an integer")?;
+        let token = token(host, &access_key, now_ms / 1000)?;
+        let mut http = http::Client::new(host, &base_url).with_timeout_ms(timeout_ms);
+        http.set_header("authorization", format!("Bearer {token}"));
         Ok(Client {
-            host,
-            base_url,
+            http,
             access_key,
-            token,
             resigned: false,
-            timeout_ms,
         })
-    }
-
-    /// The base URL with no trailing slash.
-    pub fn base_url(&self) -> &str {
-        &self.base_url
     }
 
     /// Send a round concurrently; one parsed answer per call, in order.
     pub fn round(&mut self, calls: &[Call]) -> Vec<Result<Value, Problem>> {
-        if calls.is_empty() {
-            return Vec::new();
-        }
         let mut answers = self.send(calls);
         let stale: Vec<usize> = answers
             .iter()
@@ -97,58 +94,48 @@ impl<'h> Client<'h> {
 
     fn resign(&mut self) -> bool {
         self.resigned = true;
-        let Some(now_ms) = self.host.wall_clock_ms() else {
+        let host = self.http.host();
+        let Some(now_ms) = host.wall_clock_ms() else {
             return false;
         };
-        match jwt::token(self.host, &self.access_key, now_ms / 1000) {
+        match token(host, &self.access_key, now_ms / 1000) {
             Ok(token) => {
-                self.token = token;
+                self.http
+                    .set_header("authorization", format!("Bearer {token}"));
                 true
             }
             Err(e) => {
-                self.host.warn(&e);
+                host.warn(&e);
                 false
             }
         }
     }
 
     fn send(&self, calls: &[Call]) -> Vec<Result<Value, Problem>> {
-        let requests: Vec<Request> = calls.iter().map(|c| self.request(c)).collect();
-        let mut responses = self.host.send_batch(requests).into_iter();
-        calls
-            .iter()
-            .map(|_| {
-                let response: Result<Response, HttpError> = responses.next().unwrap_or_else(|| {
-                    Err(HttpError::Transport(
-                        "the host returned fewer answers than requests".into(),
-                    ))
-                });
-                match response {
-                    Ok(r) => answer::parse(&r),
-                    Err(e) => Err(answer::transport(&e)),
-                }
+        let answers = self.http.send(calls).into_iter();
+        answers
+            .map(|answer| match answer {
+                Ok(r) => answer::parse(&r),
+                Err(e) => Err(answer::transport(&e)),
             })
             .collect()
     }
+}
 
-    fn request(&self, call: &Call) -> Request {
-        let mut headers = vec![(
-            "authorization".to_string(),
-            format!("Bearer {}", self.token),
-        )];
-        let (method, path, body) = match call {
-            Call::Get(path) => ("GET", path, None),
-            Call::Post(path, body) => {
-                headers.push(("content-type".to_string(), "application/json".to_string()));
-                ("POST", path, Some(body.to_string().into_bytes()))
-            }
-        };
-        Request {
-            method,
-            url: format!("{}{path}", self.base_url),
-            headers,
-            body,
-            timeout_ms: self.timeout_ms,
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_are_exactly_iss_exp_nbf_in_a_signed_token() {
+        assert_eq!(
+            claims("AK", 1_700_000_000),
+            serde_json::json!({"iss": "AK", "exp": 1_700_001_800u64, "nbf": 1_699_999_995u64})
+        );
+        let host = slotd_sdk::testing::ScriptedHost::new().with_secret(SECRET_NAME, "SK");
+        let token = token(&host, "AK", 1_700_000_000).unwrap_or_default();
+        let (input, _) = token.rsplit_once('.').unwrap_or_default();
+        let claims = claims("AK", 1_700_000_000).to_string();
+        assert_eq!(input, signing::signing_input(&claims));
     }
 }

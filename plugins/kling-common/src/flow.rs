@@ -15,12 +15,15 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use slotd_sdk::client::Call;
+use slotd_sdk::polling::{ListPoll, Listing, Round, path_segment};
+use slotd_sdk::settings;
+use slotd_sdk::{Change, Host, Outcome, ProviderError, TickContext, Unit};
 
 use crate::answer::{CAPACITY_RETRY_MS, Class, Problem};
-use crate::client::{Call, Client};
-use crate::list::{ListState, Listing};
+use crate::client::Client;
+use crate::list;
 use crate::task::{self, Success, TaskObject};
-use crate::types::{Change, Outcome, ProviderError, UnitRef};
 
 /// Rounds a tick may take: lookup → submit → lookup, or list pages → single queries.
 const MAX_ROUNDS: usize = 6;
@@ -29,7 +32,7 @@ pub const LIST_MIN_UNITS: usize = 2;
 
 /// One unit of the batch with what the flow needs to know about its provider job.
 pub struct Job<'u> {
-    pub unit: &'u UnitRef,
+    pub unit: &'u Unit,
     /// The collection path, e.g. `/v1/videos/text2video`.
     pub collection: &'static str,
     /// The create body without `external_task_id` and `callback_url`.
@@ -48,6 +51,41 @@ pub struct Settings<'a> {
     pub hint_scale: f64,
 }
 
+/// Decides what a `succeed` task means for a unit.
+pub type SuccessFn<'a> = &'a dyn Fn(&Unit, &TaskObject) -> Success;
+
+/// A handler's whole tick: units whose spec `job_of` cannot read fail (`bad_spec`), the rest
+/// run through [`run`]. `expected_duration_scale` (default 1) multiplies poll hints, for
+/// simulators running faster than the real provider.
+pub fn tick(
+    host: &dyn Host,
+    handler: &str,
+    ctx: &TickContext,
+    batch: &[Unit],
+    job_of: fn(&Unit) -> Result<Job<'_>, String>,
+    success: SuccessFn<'_>,
+) -> Result<Vec<Change>, String> {
+    let hint_scale = settings::Settings::new(host, handler)
+        .positive("expected_duration_scale")?
+        .unwrap_or(1.0);
+    let mut client = Client::new(host, handler, ctx.now_ms)?;
+    let mut changes = Vec::with_capacity(batch.len());
+    let mut jobs = Vec::with_capacity(batch.len());
+    for unit in batch {
+        match job_of(unit) {
+            Ok(job) => jobs.push(job),
+            Err(why) => changes.push(Change::unusable(unit, why)),
+        }
+    }
+    let settings = Settings {
+        now_ms: ctx.now_ms,
+        callback_url: ctx.callback_url.as_deref(),
+        hint_scale,
+    };
+    changes.extend(run(&mut client, &jobs, &settings, success));
+    Ok(changes)
+}
+
 /// Where one unit is in the tick.
 enum Step {
     Lookup {
@@ -60,16 +98,22 @@ enum Step {
     Done(Change),
 }
 
+/// Who asked for a call of a round.
+enum Owner {
+    Unit(usize),
+    List(&'static str),
+}
+
 /// Run a tick over `jobs` and return one change per job.
 pub fn run(
     client: &mut Client<'_>,
     jobs: &[Job<'_>],
     settings: &Settings<'_>,
-    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+    success: SuccessFn<'_>,
 ) -> Vec<Change> {
     let mut steps: Vec<Step> = jobs
         .iter()
-        .map(|j| match (&j.unit.job_id, j.unit.in_doubt) {
+        .map(|j| match (&j.unit.provider_job_id, j.unit.in_doubt) {
             (None, true) => Step::Lookup { after_submit: None },
             (None, false) => Step::Submit,
             (Some(_), _) => Step::Poll,
@@ -77,42 +121,25 @@ pub fn run(
         .collect();
     let mut lists = plan_lists(jobs, &mut steps);
     for _ in 0..MAX_ROUNDS {
-        let mut calls = Vec::new();
-        let mut owners = Vec::new();
+        let mut round = Round::new();
         for (i, (job, step)) in jobs.iter().zip(&steps).enumerate() {
-            let call = match step {
-                Step::Lookup { .. } => Call::Get(format!(
-                    "{}/{}",
-                    job.collection,
-                    path_segment(&job.unit.idempotency_key)
-                )),
-                Step::Submit => Call::Post(job.collection.to_string(), create_body(job, settings)),
-                Step::Poll => Call::Get(format!(
-                    "{}/{}",
-                    job.collection,
-                    path_segment(job.unit.job_id.as_deref().unwrap_or_default())
-                )),
-                Step::Listed | Step::Done(_) => continue,
-            };
-            calls.push(call);
-            owners.push(Owner::Unit(i));
-        }
-        for (collection, list) in &lists {
-            if let Some(call) = list.call(collection) {
-                calls.push(call);
-                owners.push(Owner::List(collection));
+            if let Some(call) = step_call(job, step, settings) {
+                round.push(Owner::Unit(i), call);
             }
         }
-        if calls.is_empty() {
+        for (collection, list) in &lists {
+            if let Some(page) = list.next_page() {
+                round.push(Owner::List(collection), list::call(collection, page));
+            }
+        }
+        if round.is_empty() {
             break;
         }
-        let answers = client.round(&calls);
         let mut list_answers = Vec::new();
-        for (owner, answer) in owners.into_iter().zip(answers) {
+        for (owner, answer) in round.send(|calls| client.round(calls)) {
             match owner {
                 Owner::Unit(i) => {
-                    let next = advance(&jobs[i], &steps[i], answer, settings, success);
-                    steps[i] = next;
+                    steps[i] = advance(&jobs[i], &steps[i], answer, settings, success)
                 }
                 Owner::List(collection) => list_answers.push((collection, answer)),
             }
@@ -121,7 +148,7 @@ pub fn run(
             let Some(list) = lists.get_mut(collection) else {
                 continue;
             };
-            let Listing { found, give_up } = list.absorb(answer, jobs);
+            let Listing { found, give_up } = list.absorb(list::page(answer));
             for (i, task) in found {
                 steps[i] = Step::Done(task_change(&jobs[i], &task, settings, success));
             }
@@ -135,25 +162,35 @@ pub fn run(
         .map(|(job, step)| match step {
             Step::Done(change) => change,
             // Out of rounds (cannot happen with the chains above): try again next tick.
-            _ => unit_change(
+            _ => retry(
                 job.unit,
-                Outcome::RetryAfter {
-                    after_ms: None,
-                    error: ProviderError::new(None, "the tick ran out of request rounds"),
-                },
+                ProviderError::new(None, "the tick ran out of request rounds"),
             ),
         })
         .collect()
 }
 
-/// Who asked for a call of a round.
-enum Owner {
-    Unit(usize),
-    List(&'static str),
+/// The request a unit's step needs, if any.
+fn step_call(job: &Job<'_>, step: &Step, settings: &Settings<'_>) -> Option<Call> {
+    let unit = job.unit;
+    Some(match step {
+        Step::Lookup { .. } => Call::Get(format!(
+            "{}/{}",
+            job.collection,
+            path_segment(&unit.idempotency_key)
+        )),
+        Step::Submit => Call::Post(job.collection.to_string(), create_body(job, settings)),
+        Step::Poll => Call::Get(format!(
+            "{}/{}",
+            job.collection,
+            path_segment(unit.provider_job_id.as_deref().unwrap_or_default())
+        )),
+        Step::Listed | Step::Done(_) => return None,
+    })
 }
 
 /// Units with a job id in collections with several of them wait for list pages.
-fn plan_lists(jobs: &[Job<'_>], steps: &mut [Step]) -> BTreeMap<&'static str, ListState> {
+fn plan_lists(jobs: &[Job<'_>], steps: &mut [Step]) -> BTreeMap<&'static str, ListPoll> {
     let mut groups: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
     for (i, (job, step)) in jobs.iter().zip(steps.iter()).enumerate() {
         if matches!(step, Step::Poll) {
@@ -168,8 +205,7 @@ fn plan_lists(jobs: &[Job<'_>], steps: &mut [Step]) -> BTreeMap<&'static str, Li
         for &i in &members {
             steps[i] = Step::Listed;
         }
-        let page_size_max = jobs[members[0]].page_size_max;
-        lists.insert(collection, ListState::new(members, page_size_max));
+        lists.insert(collection, list::poll(&members, jobs));
     }
     lists
 }
@@ -194,7 +230,7 @@ fn advance(
     step: &Step,
     answer: Result<Value, Problem>,
     settings: &Settings<'_>,
-    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+    success: SuccessFn<'_>,
 ) -> Step {
     let unit = job.unit;
     let found = |data: Value| match TaskObject::parse(&data) {
@@ -217,7 +253,7 @@ fn advance(
             Step::Done(retry(unit, ProviderError::new(e.code.as_deref(), message)))
         }
         (Step::Submit, Ok(data)) => match task::text(data.get("task_id")) {
-            Some(id) => Step::Done(unit_change(unit, Outcome::Accepted(id))),
+            Some(id) => Step::Done(Change::of(unit, Outcome::Accepted(id))),
             // Created or not, the unit stays submitted and is looked up next tick.
             None => Step::Done(retry(
                 unit,
@@ -245,7 +281,7 @@ fn task_change(
     job: &Job<'_>,
     task: &TaskObject,
     settings: &Settings<'_>,
-    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+    success: SuccessFn<'_>,
 ) -> Change {
     let hint = task::running_hint(
         job.unit,
@@ -258,52 +294,18 @@ fn task_change(
 
 /// A refusal turned into an outcome. On a submit, 1303 is `capacity-rejected`; a poll or
 /// lookup that cannot find its task is retried (the budget decides), not failed at once.
-fn problem_change(unit: &UnitRef, p: Problem, submit: bool) -> Change {
+fn problem_change(unit: &Unit, p: Problem, submit: bool) -> Change {
     let outcome = match p.class {
-        Class::Capacity if submit && unit.job_id.is_none() => {
+        Class::Capacity if submit && unit.provider_job_id.is_none() => {
             Outcome::CapacityRejected(Some(CAPACITY_RETRY_MS))
         }
-        Class::Capacity | Class::Transient | Class::TokenTime => Outcome::RetryAfter {
-            after_ms: None,
-            error: p.error,
-        },
-        Class::NotFound if !submit => Outcome::RetryAfter {
-            after_ms: None,
-            error: p.error,
-        },
+        Class::Capacity | Class::Transient | Class::TokenTime => Outcome::retry(p.error),
+        Class::NotFound if !submit => Outcome::retry(p.error),
         _ => Outcome::Fail(p.error),
     };
-    unit_change(unit, outcome)
+    Change::of(unit, outcome)
 }
 
-fn retry(unit: &UnitRef, error: ProviderError) -> Change {
-    unit_change(
-        unit,
-        Outcome::RetryAfter {
-            after_ms: None,
-            error,
-        },
-    )
-}
-
-fn unit_change(unit: &UnitRef, outcome: Outcome) -> Change {
-    Change {
-        unit_id: unit.id.clone(),
-        outcome,
-        state: None,
-        cost: None,
-    }
-}
-
-/// Percent-encode a path segment (ids are normally URL-safe already).
-pub fn path_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+fn retry(unit: &Unit, error: ProviderError) -> Change {
+    Change::of(unit, Outcome::retry(error))
 }

@@ -6,29 +6,31 @@ use std::rc::Rc;
 
 use serde_json::json;
 
+use slotd_sdk::testing::{DEFAULT_NOW_MS, ScriptedHost};
+use slotd_sdk::{Change, Outcome, Unit};
+
 use crate::client::Client;
 use crate::flow::{self, Job, Settings};
-use crate::testing::{FakeHost, kling};
-use crate::types::{Change, Outcome, UnitRef};
+use crate::testing::{kling, kling_host};
 use crate::video;
 
-fn unit(id: &str, job_id: Option<&str>, in_doubt: bool) -> UnitRef {
-    UnitRef {
+fn unit(id: &str, job_id: Option<&str>, in_doubt: bool) -> Unit {
+    Unit {
         id: id.into(),
         stage: "video".into(),
         spec: json!({"prompt": "p", "model_name": "kling-v1"}).to_string(),
         state: "{}".into(),
-        job_id: job_id.map(String::from),
+        provider_job_id: job_id.map(String::from),
         idempotency_key: format!("{id}-video-0"),
         in_doubt,
         submitted_at_ms: Some(1_781_080_790_000),
-        result: None,
+        ..Unit::default()
     }
 }
 
-fn run(host: &FakeHost, units: &[UnitRef]) -> Vec<Change> {
+fn run(host: &ScriptedHost, units: &[Unit]) -> Vec<Change> {
     let mut client =
-        Client::new(host, "kling-video", host.now_ms).unwrap_or_else(|e| panic!("{e}"));
+        Client::new(host, "kling-video", DEFAULT_NOW_MS).unwrap_or_else(|e| panic!("{e}"));
     let jobs: Vec<Job<'_>> = units
         .iter()
         .map(|u| Job {
@@ -40,7 +42,7 @@ fn run(host: &FakeHost, units: &[UnitRef]) -> Vec<Change> {
         })
         .collect();
     let settings = Settings {
-        now_ms: host.now_ms,
+        now_ms: DEFAULT_NOW_MS,
         callback_url: Some("https://slotd.example/v1/callbacks/kling-video"),
         hint_scale: 1.0,
     };
@@ -54,7 +56,7 @@ fn task(id: &str, status: &str) -> serde_json::Value {
 
 #[test]
 fn submits_carry_the_key_and_callback_and_go_out_in_one_batch() {
-    let host = FakeHost::kling(|r| {
+    let host = kling_host(|r| {
         let body: serde_json::Value =
             serde_json::from_slice(r.body.as_deref().unwrap_or_default()).unwrap_or_default();
         let key = body["external_task_id"].as_str().unwrap_or_default();
@@ -74,11 +76,11 @@ fn submits_carry_the_key_and_callback_and_go_out_in_one_batch() {
         changes[1].outcome,
         Outcome::Accepted("job-b-video-0".into())
     );
-    let batches = host.batches.borrow();
+    let batches = host.batches();
     assert_eq!(batches.len(), 1, "one round");
     let r = &batches[0][0];
     assert_eq!(
-        (r.method, r.url.as_str()),
+        (r.method.as_str(), r.url.as_str()),
         ("POST", "http://kling.test/v1/videos/text2video")
     );
     let body: serde_json::Value =
@@ -98,7 +100,7 @@ fn submits_carry_the_key_and_callback_and_go_out_in_one_batch() {
 fn an_expired_token_is_re_signed_once_then_retried_later() {
     let calls = Rc::new(Cell::new(0));
     let seen = calls.clone();
-    let host = FakeHost::kling(move |_| {
+    let host = kling_host(move |_| {
         seen.set(seen.get() + 1);
         if seen.get() == 1 {
             kling(401, 1004, "Authorization token has expired", json!(null))
@@ -110,7 +112,7 @@ fn an_expired_token_is_re_signed_once_then_retried_later() {
     assert_eq!(calls.get(), 2, "resent once in the same call");
     assert!(matches!(changes[0].outcome, Outcome::Running(Some(_))));
 
-    let always = FakeHost::kling(|_| kling(401, 1003, "not yet valid", json!(null)));
+    let always = kling_host(|_| kling(401, 1003, "not yet valid", json!(null)));
     let changes = run(&always, &[unit("a", Some("7"), false)]);
     assert_eq!(always.requests().len(), 2, "one re-sign only");
     assert!(matches!(changes[0].outcome, Outcome::RetryAfter { .. }));
@@ -118,7 +120,7 @@ fn an_expired_token_is_re_signed_once_then_retried_later() {
 
 #[test]
 fn duplicates_are_looked_up_and_adopted() {
-    let host = FakeHost::kling(|r| match r.method {
+    let host = kling_host(|r| match r.method.as_str() {
         "POST" => kling(
             400,
             1201,
@@ -139,7 +141,7 @@ fn duplicates_are_looked_up_and_adopted() {
 #[test]
 fn in_doubt_units_found_finished_record_the_job_id_first() {
     for status in ["succeed", "failed"] {
-        let host = FakeHost::kling(move |_| kling(200, 0, "SUCCEED", task("42", status)));
+        let host = kling_host(move |_| kling(200, 0, "SUCCEED", task("42", status)));
         let changes = run(&host, &[unit("a", None, true)]);
         assert_eq!(
             changes[0].outcome,
@@ -151,7 +153,7 @@ fn in_doubt_units_found_finished_record_the_job_id_first() {
 
 #[test]
 fn in_doubt_units_not_found_are_submitted_and_other_codes_classified() {
-    let host = FakeHost::kling(|r| match (r.method, r.url.as_str()) {
+    let host = kling_host(|r| match (r.method.as_str(), r.url.as_str()) {
         ("GET", _) => kling(404, 1203, "no such task", json!(null)),
         (_, _) => kling(
             429,
@@ -162,13 +164,9 @@ fn in_doubt_units_not_found_are_submitted_and_other_codes_classified() {
     });
     let changes = run(&host, &[unit("a", None, true)]);
     assert_eq!(changes[0].outcome, Outcome::CapacityRejected(Some(1_000)));
-    assert_eq!(
-        host.batches.borrow().len(),
-        2,
-        "lookup round, then submit round"
-    );
+    assert_eq!(host.batches().len(), 2, "lookup round, then submit round");
 
-    let refused = FakeHost::kling(|_| kling(400, 1301, "content moderation", json!(null)));
+    let refused = kling_host(|_| kling(400, 1301, "content moderation", json!(null)));
     let changes = run(&refused, &[unit("a", None, false)]);
     match &changes[0].outcome {
         Outcome::Fail(e) => assert_eq!(e.code.as_deref(), Some("1301")),
@@ -178,7 +176,7 @@ fn in_doubt_units_not_found_are_submitted_and_other_codes_classified() {
 
 #[test]
 fn several_due_units_share_a_list_page_and_the_missing_fall_back_to_single_queries() {
-    let host = FakeHost::kling(|r| {
+    let host = kling_host(|r| {
         if r.url.contains("pageNum=1") {
             // Newest first, not full: "3" is not on it.
             kling(

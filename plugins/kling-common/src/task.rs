@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::types::{Change, Outcome, ProviderError, UnitRef};
+use slotd_sdk::{Change, Outcome, ProviderError, Unit};
 
 /// While a job is past its shortest expected duration, poll about this often (before scaling).
 pub const LATE_POLL_MS: u64 = 5_000;
@@ -81,7 +81,7 @@ pub type Success = Result<(Outcome, Option<String>), ProviderError>;
 /// Expected remaining time in milliseconds: until the shortest expected duration, then
 /// [`LATE_POLL_MS`]; both scaled by `scale` (1.0 for the real provider; tests against a
 /// simulator running 100× faster configure 0.01).
-pub fn running_hint(unit: &UnitRef, now_ms: u64, expected_secs: (u64, u64), scale: f64) -> u64 {
+pub fn running_hint(unit: &Unit, now_ms: u64, expected_secs: (u64, u64), scale: f64) -> u64 {
     let elapsed = unit
         .submitted_at_ms
         .map(|t| now_ms.saturating_sub(t))
@@ -93,23 +93,18 @@ pub fn running_hint(unit: &UnitRef, now_ms: u64, expected_secs: (u64, u64), scal
 
 /// The change a task object means for `unit`.
 pub fn change_for(
-    unit: &UnitRef,
+    unit: &Unit,
     task: &TaskObject,
     hint_ms: u64,
-    success: &dyn Fn(&UnitRef, &TaskObject) -> Success,
+    success: &dyn Fn(&Unit, &TaskObject) -> Success,
 ) -> Change {
     // A unit whose job id is not recorded yet (found by external id after a crash or an
     // unreadable create answer) records it first, whatever the task's status: a change carries
     // one outcome, and a unit that went straight to `succeeded` or `failed` would end without
     // the provider task id its results name. The next poll reports the end. (Callbacks carry
     // the job id beside the outcome, so the host records it there.)
-    if unit.job_id.is_none() {
-        return Change {
-            unit_id: unit.id.clone(),
-            outcome: Outcome::Accepted(task.task_id.clone()),
-            state: None,
-            cost: None,
-        };
+    if unit.provider_job_id.is_none() {
+        return Change::of(unit, Outcome::Accepted(task.task_id.clone()));
     }
     let (outcome, state) = outcome_for(true, task, Some(hint_ms), |t| success(unit, t));
     Change {
@@ -135,13 +130,7 @@ pub fn outcome_for(
         Status::Submitted | Status::Processing => (Outcome::Running(hint_ms), None),
         Status::Succeed => match success(task) {
             Ok(done) => done,
-            Err(error) => (
-                Outcome::RetryAfter {
-                    after_ms: None,
-                    error,
-                },
-                None,
-            ),
+            Err(error) => (Outcome::retry(error), None),
         },
         Status::Failed => {
             let message = if task.status_msg.is_empty() {
@@ -179,9 +168,9 @@ mod tests {
 
     #[test]
     fn hints_count_down_to_the_shortest_duration() {
-        let unit = UnitRef {
+        let unit = Unit {
             submitted_at_ms: Some(1_000),
-            ..UnitRef::default()
+            ..Unit::default()
         };
         assert_eq!(running_hint(&unit, 11_000, (30, 120), 1.0), 20_000);
         assert_eq!(running_hint(&unit, 100_000, (30, 120), 1.0), LATE_POLL_MS);

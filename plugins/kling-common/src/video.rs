@@ -9,10 +9,12 @@ use crate::fields::{
     type_name,
 };
 use crate::task::{Success, TaskObject, text};
-use crate::types::{Outcome, PlanError, ProviderError};
+use slotd_sdk::{Outcome, PlanError, ProviderError};
 
 pub const HANDLER: &str = "kling-video";
 pub const VERSION: &str = "1.0.0";
+/// The version the reload tests' second build (`kling-video-next`) declares.
+pub const NEXT_VERSION: &str = "1.1.0";
 pub const TASK_TYPE: &str = "video";
 pub const STAGE: &str = "video";
 pub const POOL: &str = "kling:video";

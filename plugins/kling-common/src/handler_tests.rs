@@ -1,0 +1,92 @@
+//! The two handlers as the host calls them, through the SDK's `Handler` trait.
+
+use serde_json::json;
+use slotd_sdk::testing::ScriptedHost;
+use slotd_sdk::{Features, Handler, Outcome, TickContext, Unit, features};
+
+use crate::testing::{kling, kling_host};
+use crate::{KlingAvatar, KlingVideo, avatar};
+
+#[test]
+fn describe_declares_stages_pools_versions_and_no_features() {
+    let v = KlingVideo::<false>::describe();
+    assert_eq!(
+        (v.name.as_str(), v.version.as_str()),
+        ("kling-video", "1.0.0")
+    );
+    assert_eq!(KlingVideo::<true>::describe().version, "1.1.0");
+    assert_eq!(v.pools[0].default_max_slots, 18);
+    let a = KlingAvatar::describe();
+    let stages: Vec<_> = a.task_types[0]
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(stages, ["voice", "element"]);
+    assert_eq!(features::<KlingVideo>(), Features::default());
+    assert_eq!(features::<KlingAvatar>(), Features::default());
+}
+
+#[test]
+fn plan_and_finalize() {
+    let host = ScriptedHost::new();
+    let payload = json!({"shots": [{"prompt": "a"}, {"prompt": "b"}]}).to_string();
+    let units = KlingVideo::<false>::plan(&host, "video", &payload).unwrap_or_default();
+    assert_eq!(units.len(), 2);
+    assert_eq!(units[0].state, "{}");
+    assert!(KlingAvatar::plan(&host, "video", &payload).is_err());
+    let done = Unit {
+        result: Some(json!({"video_url": "http://x/1.mp4"}).to_string()),
+        ..Unit::default()
+    };
+    let finalized = KlingVideo::<false>::finalize(&host, &TickContext::default(), done);
+    let artifacts = finalized.map(|f| f.artifacts).unwrap_or_default();
+    assert_eq!(artifacts[0].url, "http://x/1.mp4");
+    let avatar_result = json!({"voice_id": "v", "element_id": 7}).to_string();
+    let unit = Unit {
+        result: Some(avatar_result),
+        ..Unit::default()
+    };
+    let result = KlingAvatar::finalize(&host, &TickContext::default(), unit).map(|f| f.result);
+    assert_eq!(
+        result,
+        Ok(Some(r#"{"element_id":"7","voice_id":"v"}"#.to_string()))
+    );
+}
+
+#[test]
+fn avatar_ticks_submit_the_voice_and_fail_unreadable_units() {
+    let host = kling_host(|_| kling(200, 0, "SUCCEED", json!({"task_id": "9"})));
+    let spec = avatar::plan(
+        avatar::TASK_TYPE,
+        &json!({
+        "voice_name": "v", "voice_url": "https://x/v.mp3", "element_name": "e",
+        "frontal_image": "https://x/f.png", "refer_images": ["https://x/r.png"]})
+        .to_string(),
+    );
+    let voice = Unit {
+        id: "u1".into(),
+        stage: "voice".into(),
+        spec: spec.unwrap_or_default().remove(0),
+        idempotency_key: "u1-voice-0".into(),
+        ..Unit::default()
+    };
+    let broken = Unit {
+        id: "u2".into(),
+        stage: "element".into(),
+        spec: "{}".into(),
+        ..Unit::default()
+    };
+    let ctx = TickContext::default();
+    let changes = KlingAvatar::tick(&host, &ctx, vec![voice, broken]).unwrap_or_default();
+    assert!(
+        matches!(&changes[0].outcome, Outcome::Fail(e) if e.code.as_deref() == Some("bad_spec"))
+    );
+    assert_eq!(changes[1].outcome, Outcome::Accepted("9".into()));
+    assert!(host.requests()[0].url.ends_with(avatar::VOICES));
+    let unconfigured = KlingVideo::<false>::tick(&ScriptedHost::new(), &ctx, Vec::new());
+    assert_eq!(
+        unconfigured,
+        Err("base_url is not configured (set handlers.kling-video.base_url)".into())
+    );
+}

@@ -1,0 +1,161 @@
+//! The two Kling handlers as [`slotd_sdk::Handler`]s; the `kling-video` and `kling-avatar`
+//! components only export them. Neither claims a 1.1 feature (no `cancel`, no routing).
+//!
+//! Configuration (`[handlers.<name>]`): `base_url`, `access_key`, the secret `secret_key`
+//! (signs the JWT in the host), optionally the secret `webhook_secret`, `request_timeout_ms`
+//! and `expected_duration_scale` (poll hints × this; 0.01 against a 100× simulator).
+
+use slotd_sdk::{
+    Artifact, CallbackChange, Change, Finalized, Handler, HandlerInfo, Host, PlanError,
+    PlannedUnit, PoolInfo, StageInfo, TaskTypeInfo, TickContext, Unit,
+};
+
+use crate::flow::{self, Job};
+use crate::{avatar, video, webhook};
+
+/// `kling-video`: text-to-video and image-to-video, one unit per shot on `kling:video`.
+/// `KlingVideo<true>` is the same handler declaring version [`video::NEXT_VERSION`], so reload
+/// tests can alternate two real versions against the simulator (crate `kling-video-next`).
+pub struct KlingVideo<const NEXT: bool = false>;
+
+/// `kling-avatar`: an avatar clone is one unit in two stages on `kling:avatar` — a custom
+/// voice, then an advanced custom element speaking with it (the voice id is carried in the
+/// unit state).
+pub struct KlingAvatar;
+
+fn info(
+    name: &str,
+    version: &str,
+    task_type: &str,
+    stages: &[&str],
+    pool: &str,
+    slots: u32,
+) -> HandlerInfo {
+    HandlerInfo {
+        name: name.into(),
+        version: version.into(),
+        task_types: vec![TaskTypeInfo {
+            name: task_type.into(),
+            stages: stages.iter().map(|s| StageInfo::new(*s, pool)).collect(),
+        }],
+        pools: vec![PoolInfo::new(pool, slots)],
+    }
+}
+
+/// A video unit's job: its collection follows from the spec (`image2video` with an image).
+fn video_job(unit: &Unit) -> Result<Job<'_>, String> {
+    let (collection, body) = video::job_of(&unit.spec)?;
+    Ok(Job {
+        unit,
+        collection,
+        expected_secs: video::expected_secs(&body),
+        body,
+        page_size_max: video::PAGE_SIZE_MAX,
+    })
+}
+
+/// An avatar unit's job in its current stage.
+fn avatar_job(unit: &Unit) -> Result<Job<'_>, String> {
+    let (collection, body) = avatar::job_of(&unit.stage, &unit.spec, &unit.state)?;
+    Ok(Job {
+        unit,
+        collection,
+        body,
+        expected_secs: avatar::expected_secs(&unit.stage),
+        page_size_max: avatar::page_size_max(collection),
+    })
+}
+
+fn planned(specs: Vec<String>) -> Vec<PlannedUnit> {
+    specs.into_iter().map(PlannedUnit::new).collect()
+}
+
+impl<const NEXT: bool> Handler for KlingVideo<NEXT> {
+    fn describe() -> HandlerInfo {
+        let version = if NEXT {
+            video::NEXT_VERSION
+        } else {
+            video::VERSION
+        };
+        let stages = [video::STAGE];
+        info(
+            video::HANDLER,
+            version,
+            video::TASK_TYPE,
+            &stages,
+            video::POOL,
+            video::DEFAULT_SLOTS,
+        )
+    }
+
+    fn plan(_: &dyn Host, task_type: &str, payload: &str) -> Result<Vec<PlannedUnit>, PlanError> {
+        video::plan(task_type, payload).map(planned)
+    }
+
+    fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {
+        let success = |_: &Unit, task: &_| video::success(task);
+        flow::tick(host, video::HANDLER, ctx, &batch, video_job, &success)
+    }
+
+    fn finalize(_: &dyn Host, _: &TickContext, unit: Unit) -> Result<Finalized, String> {
+        let url = video::artifact_url(unit.result.as_deref())
+            .map_err(|e| format!("unit {}: {e}", unit.id))?;
+        let video = Artifact {
+            name: "video.mp4".into(),
+            url,
+            content_type: Some("video/mp4".into()),
+        };
+        Ok(Finalized {
+            artifacts: vec![video],
+            result: None,
+        })
+    }
+
+    fn on_callback(
+        host: &dyn Host,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Vec<CallbackChange>, String> {
+        webhook::changes(host, headers, body, &video::success)
+    }
+}
+
+impl Handler for KlingAvatar {
+    fn describe() -> HandlerInfo {
+        let stages = [avatar::STAGE_VOICE, avatar::STAGE_ELEMENT];
+        info(
+            avatar::HANDLER,
+            avatar::VERSION,
+            avatar::TASK_TYPE,
+            &stages,
+            avatar::POOL,
+            avatar::DEFAULT_SLOTS,
+        )
+    }
+
+    fn plan(_: &dyn Host, task_type: &str, payload: &str) -> Result<Vec<PlannedUnit>, PlanError> {
+        avatar::plan(task_type, payload).map(planned)
+    }
+
+    fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {
+        let success = |unit: &Unit, task: &_| avatar::success(task, Some(&unit.state));
+        flow::tick(host, avatar::HANDLER, ctx, &batch, avatar_job, &success)
+    }
+
+    fn finalize(_: &dyn Host, _: &TickContext, unit: Unit) -> Result<Finalized, String> {
+        let result = avatar::finalized_result(unit.result.as_deref())
+            .map_err(|e| format!("unit {}: {e}", unit.id))?;
+        Ok(Finalized {
+            artifacts: Vec::new(),
+            result: Some(result),
+        })
+    }
+
+    fn on_callback(
+        host: &dyn Host,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Vec<CallbackChange>, String> {
+        webhook::changes(host, headers, body, &|task| avatar::success(task, None))
+    }
+}

@@ -1,0 +1,93 @@
+//! Exporting a [`Handler`] as a component: the generated `Guest` traits are implemented for
+//! every `Handler` here (converting at the edge, with the real [`WitHost`]), so
+//! [`crate::export_handler!`] only has to name the type.
+
+use crate::bindings::exports::slotd::handler::{extensions as ext, handler as core};
+use crate::bindings::slotd::handler::types as wit;
+use crate::handler::Handler;
+use crate::info::Features;
+use crate::wit_host::WitHost;
+
+/// The features a handler claims, from its constants.
+pub fn features<H: Handler>() -> Features {
+    Features {
+        cancel: H::CANCEL,
+        routing: H::ROUTING,
+    }
+}
+
+impl<H: Handler> core::Guest for H {
+    fn describe() -> wit::HandlerInfo {
+        H::describe().into()
+    }
+
+    fn plan(task_type: String, payload: String) -> Result<Vec<wit::PlannedUnit>, wit::PlanError> {
+        let units = H::plan(&WitHost, &task_type, &payload).map_err(wit::PlanError::from)?;
+        Ok(units.into_iter().map(Into::into).collect())
+    }
+
+    fn tick(ctx: wit::TickContext, batch: Vec<wit::Unit>) -> Result<Vec<wit::Change>, String> {
+        let batch = batch.into_iter().map(Into::into).collect();
+        let changes = H::tick(&WitHost, &ctx.into(), batch)?;
+        Ok(changes.into_iter().map(Into::into).collect())
+    }
+
+    fn finalize(ctx: wit::TickContext, unit: wit::Unit) -> Result<wit::Finalized, String> {
+        H::finalize(&WitHost, &ctx.into(), unit.into()).map(Into::into)
+    }
+
+    fn on_callback(
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<Vec<wit::CallbackChange>, String> {
+        let changes = H::on_callback(&WitHost, &headers, &body)?;
+        Ok(changes.into_iter().map(Into::into).collect())
+    }
+}
+
+impl<H: Handler> ext::Guest for H {
+    fn features() -> ext::FeatureSet {
+        features::<H>().into()
+    }
+
+    fn cancel(
+        ctx: wit::TickContext,
+        units: Vec<wit::Unit>,
+    ) -> Result<Vec<ext::CancelChange>, String> {
+        let units = units.into_iter().map(Into::into).collect();
+        let changes = H::cancel(&WitHost, &ctx.into(), units)?;
+        Ok(changes.into_iter().map(Into::into).collect())
+    }
+
+    fn stage_pools() -> Vec<ext::StagePool> {
+        H::stage_pools(&WitHost)
+            .into_iter()
+            .map(Into::into)
+            .collect()
+    }
+
+    fn plan_routed(
+        task_type: String,
+        payload: String,
+    ) -> Result<Vec<ext::RoutedUnit>, wit::PlanError> {
+        let units = H::plan_routed(&WitHost, &task_type, &payload).map_err(wit::PlanError::from)?;
+        Ok(units.into_iter().map(Into::into).collect())
+    }
+}
+
+/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.1: `handler`
+/// and `extensions`). Use it once, at the top level of a `cdylib` crate built for
+/// `wasm32-wasip2`; the type must be named by a plain identifier (`use` it first, or give it a
+/// `type` alias).
+///
+/// ```ignore
+/// struct MyHandler;
+/// impl slotd_sdk::Handler for MyHandler { /* … */ }
+/// slotd_sdk::export_handler!(MyHandler);
+/// ```
+#[macro_export]
+macro_rules! export_handler {
+    ($handler:ident) => {
+        $crate::bindings::__export_slotd_handler!($handler with_types_in $crate::bindings);
+    };
+}

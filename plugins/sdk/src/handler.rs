@@ -1,0 +1,74 @@
+//! The [`Handler`] trait: one provider's knowledge, written against the SDK's plain types and
+//! a [`Host`], exported as a component by [`crate::export_handler!`].
+
+use crate::host::Host;
+use crate::info::{CancelChange, HandlerInfo, RoutedUnit, StagePool};
+use crate::types::{CallbackChange, Change, Finalized, PlanError, PlannedUnit, TickContext, Unit};
+
+/// A slotd handler. Every method is an associated function: each call runs in a fresh
+/// instance, so there is no `self` to keep anything in; whatever a unit needs later goes into
+/// its `state`. Methods that may read configuration or talk to the provider get the `host`;
+/// pass a [`crate::testing::ScriptedHost`] to drive them in ordinary tests.
+///
+/// The 1.1 extensions are optional: set [`Handler::CANCEL`] or [`Handler::ROUTING`] and
+/// implement the matching methods; the host calls nothing that is not claimed.
+pub trait Handler {
+    /// Claim the `cancel` feature: the host calls [`Handler::cancel`] for submitted units of
+    /// cancelled tasks.
+    const CANCEL: bool = false;
+    /// Claim the `routing` feature: the host calls [`Handler::stage_pools`] once per load and
+    /// [`Handler::plan_routed`] instead of [`Handler::plan`].
+    const ROUTING: bool = false;
+
+    /// Name, version, task types with their stages, pools. Must not do I/O.
+    fn describe() -> HandlerInfo;
+
+    /// Validate a task payload (JSON) and split it into units; an error is the caller's 422.
+    fn plan(host: &dyn Host, task_type: &str, payload: &str)
+    -> Result<Vec<PlannedUnit>, PlanError>;
+
+    /// Advance a batch of units of one pool: submit those without a provider job id, poll
+    /// the others. At most one change per unit; an `Err` leaves the whole batch unchanged.
+    fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String>;
+
+    /// Say what to store for a succeeded unit. An `Err` is retried with backoff.
+    fn finalize(host: &dyn Host, ctx: &TickContext, unit: Unit) -> Result<Finalized, String>;
+
+    /// Turn a provider webhook into changes addressed by provider job id or idempotency key.
+    /// An `Err` answers the provider 400. Default: no callbacks.
+    fn on_callback(
+        host: &dyn Host,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Vec<CallbackChange>, String> {
+        let _ = (host, headers, body);
+        Err("this handler takes no callbacks".into())
+    }
+
+    /// Ask the provider to cancel the jobs of these units (needs [`Handler::CANCEL`]).
+    fn cancel(
+        host: &dyn Host,
+        ctx: &TickContext,
+        units: Vec<Unit>,
+    ) -> Result<Vec<CancelChange>, String> {
+        let _ = (host, ctx, units);
+        Err("this handler does not cancel provider jobs".into())
+    }
+
+    /// Extra pools each stage may route units to (needs [`Handler::ROUTING`]). Configuration
+    /// is readable; must not do I/O. Default: none.
+    fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
+        let _ = host;
+        Vec::new()
+    }
+
+    /// [`Handler::plan`] with a pool per stage (needs [`Handler::ROUTING`]). Default: refused.
+    fn plan_routed(
+        host: &dyn Host,
+        task_type: &str,
+        payload: &str,
+    ) -> Result<Vec<RoutedUnit>, PlanError> {
+        let _ = (host, task_type, payload);
+        Err(PlanError::whole("this handler does not route units"))
+    }
+}
