@@ -33,6 +33,9 @@ mod stats;
 mod task;
 mod validate;
 
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 
