@@ -17,6 +17,7 @@
 //! - [`api`]: the axum router, one file per resource, problem+json errors.
 //! - [`callback_token`]: the tokens in callback URLs that say which units a callback may change.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
+//! - [`sim_runway`]: the Runway-compatible provider simulator (`slotd sim runway`), likewise.
 //! - [`check`]: `slotd check`, the read-only audit of a database against the invariants.
 //! - [`app`]: building the services from the config, running until shutdown; [`serve`]: the
 //!   HTTP/1.1 listener loop (header-read timeout, graceful shutdown).
@@ -43,6 +44,7 @@ pub mod scheduler;
 pub mod serve;
 pub mod services;
 pub mod sim;
+pub mod sim_runway;
 pub mod slots;
 pub mod store;
 pub mod stub;

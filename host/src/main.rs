@@ -85,6 +85,9 @@ struct CheckArgs {
 enum SimCommand {
     /// A Kling-compatible simulator (JWT auth, real paths and envelopes, 1303 at the limit).
     Kling(slotd::sim::SimOptions),
+    /// A Runway-compatible simulator (bearer key, per-model concurrency with THROTTLED tasks,
+    /// signed expiring output links, daily limit 429).
+    Runway(slotd::sim_runway::RunwayOptions),
 }
 
 #[derive(Subcommand)]
@@ -458,6 +461,12 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         } => {
             init_tracing(false);
             slotd::sim::serve(opts, shutdown_signal()).await
+        }
+        Command::Sim {
+            command: SimCommand::Runway(opts),
+        } => {
+            init_tracing(false);
+            slotd::sim_runway::serve(opts, shutdown_signal()).await
         }
         Command::Task { url, key, command } => task_command(&url, key.as_deref(), command).await,
     }

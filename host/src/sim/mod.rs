@@ -37,6 +37,8 @@ use anyhow::Context;
 use tokio::task::JoinHandle;
 
 pub use auth::{Claims, issue_token, issue_token_with};
+/// Shared with the Runway simulator, which serves the same deterministic content.
+pub(crate) use files::file_stream;
 pub use files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
 pub use options::{
     ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, SECRET_KEY_DEFAULT, SimOptions,

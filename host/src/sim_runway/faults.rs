@@ -1,0 +1,63 @@
+//! Fault injection in front of the `/v1/…` routes, behind the key and version checks: 5xx
+//! before the effect; slow and lost answers after it (see
+//! [`RunwayOptions`](super::RunwayOptions) for why each sits where it does).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_LENGTH;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+use super::auth::is_create;
+use super::error::ApiError;
+use super::state::Sim;
+
+pub(crate) async fn inject(State(sim): State<Sim>, req: Request, next: Next) -> Response {
+    let draw = sim.draw_faults();
+    if let Some(status) = draw.fail {
+        let create = is_create(&req);
+        sim.count(|s| {
+            s.faults.http_5xx += 1;
+            if create {
+                *s.creates_refused
+                    .entry(status.as_u16().to_string())
+                    .or_default() += 1;
+            }
+        });
+        let message = format!("Service unavailable ({}), try again later", status.as_u16());
+        return ApiError::new(status, message).into_response();
+    }
+    let resp = next.run(req).await;
+    if draw.slow {
+        sim.count(|s| s.faults.slow += 1);
+        tokio::select! {
+            _ = sim.cancel.cancelled() => {}
+            _ = tokio::time::sleep(Duration::from_millis(sim.opts.slow_ms)) => {}
+        }
+    }
+    if draw.lost {
+        sim.count(|s| s.faults.lost_answers += 1);
+        return lost(resp);
+    }
+    resp
+}
+
+/// The answer with a body that fails at once: hyper then closes the connection before writing
+/// anything (the status line is still in its buffer), so the client sees a connection error.
+/// The status becomes 200 and the length unknown, so that hyper polls the body even for a 204.
+fn lost(resp: Response) -> Response {
+    let (mut parts, _) = resp.into_parts();
+    parts.status = StatusCode::OK;
+    parts.headers.remove(CONTENT_LENGTH);
+    let failing = futures::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "sim runway: answer lost on purpose",
+        ))
+    });
+    Response::from_parts(parts, Body::from_stream(failing))
+}

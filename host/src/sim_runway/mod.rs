@@ -1,0 +1,151 @@
+//! A Runway-compatible provider simulator (`slotd sim runway`): the contract is
+//! `RUNWAY_API.md` — bearer key and `X-Runway-Version`, `POST /v1/image_to_video` and
+//! `/v1/text_to_video` with strict per-model validation, tasks that wait `THROTTLED` beyond
+//! each model's concurrency and run `PENDING → RUNNING → SUCCEEDED | FAILED`, cancel/delete,
+//! signed expiring output links, a daily limit answered with 429, `GET /v1/organization`,
+//! injectable faults (including the lost answer of a create that did take effect), and a time
+//! scale. It sits outside the scheduling path: tests, demos and benchmarks point a Runway
+//! handler's `base_url` at it. Runway has no webhooks, so neither does this.
+//!
+//! # Layout
+//! - `options`: [`RunwayOptions`] (also the CLI flags), [`API_KEY_DEFAULT`].
+//! - `model`: the models and endpoints in scope, each model's schema and price.
+//! - `validate`: create bodies checked against the schemas, every issue listed.
+//! - `auth`: the key (401) and version-header (400) checks; `faults`: the fault layer;
+//!   `error`: Runway's `{"error"}` answers; `routes`: the axum router.
+//! - `state`: the organization (tasks, per-model slots and queues, daily windows, counters);
+//!   `lifecycle`: how tasks take, hold and free slots, and their timers; `task`: one task, its
+//!   drawn timing and its JSON.
+//! - `links`: signed, expiring output links. The file bytes are the Kling simulator's
+//!   deterministic content keyed by task id ([`file_content`], [`file_sha256`]).
+//! - `stats`: [`RunwayStats`] at `GET /_sim/stats`, [`RunwayJob`] at `GET /_sim/jobs`.
+
+mod auth;
+mod error;
+mod faults;
+mod lifecycle;
+mod links;
+mod model;
+mod options;
+mod routes;
+mod state;
+mod stats;
+mod task;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use anyhow::Context;
+use tokio::task::JoinHandle;
+
+pub use crate::sim::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
+pub use auth::VERSION_HEADER;
+pub use error::DOC_URL;
+pub use model::Model;
+pub use options::{
+    API_KEY_DEFAULT, CONCURRENCY_DEFAULT, DAILY_LIMIT_DEFAULT, LISTEN_DEFAULT, ModelLimit,
+    OUTPUT_TTL_MS_DEFAULT, RUNWAY_VERSION, RunwayOptions, TIME_SCALE_DEFAULT,
+};
+pub use state::MAX_MONTHLY_CREDIT_SPEND;
+pub use stats::{FaultStats, ModelStats, RunwayJob, RunwayStats};
+pub use validate::{Issue, PROMPT_TEXT_MAX_UTF16};
+
+use state::Sim;
+
+/// A running simulator. Dropping it stops the background work too;
+/// [`RunwaySimHandle::shutdown`] also waits for it.
+pub struct RunwaySimHandle {
+    sim: Sim,
+    addr: SocketAddr,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl RunwaySimHandle {
+    /// `http://ip:port` — what a Runway handler's `base_url` should be.
+    pub fn base_url(&self) -> &str {
+        &self.sim.base_url
+    }
+
+    /// The bound address (useful after binding port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The counters, as `GET /_sim/stats` would answer now.
+    pub fn stats(&self) -> RunwayStats {
+        self.sim.stats()
+    }
+
+    /// Every task so far, as `GET /_sim/jobs` would answer now.
+    pub fn jobs(&self) -> Vec<RunwayJob> {
+        self.sim.jobs()
+    }
+
+    /// Stops accepting, cancels task timers, waits for the server to drain.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.sim.cancel.cancel();
+        self.sim.tracker.close();
+        if let Some(server) = self.server.take() {
+            server
+                .await
+                .context("the Runway simulator's server task panicked")?
+                .context("the Runway simulator's server failed")?;
+        }
+        self.sim.tracker.wait().await;
+        Ok(())
+    }
+}
+
+impl Drop for RunwaySimHandle {
+    fn drop(&mut self) {
+        self.sim.cancel.cancel();
+    }
+}
+
+/// Binds `opts.listen` (port 0 allowed) and serves in the background.
+pub async fn spawn(opts: RunwayOptions) -> anyhow::Result<RunwaySimHandle> {
+    opts.validate()?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("Runway simulator: binding {}", opts.listen))?;
+    let addr = listener
+        .local_addr()
+        .context("Runway simulator: reading the bound address")?;
+    // Output links must be fetchable: an unspecified bind address is reached via loopback.
+    let url_ip = if addr.ip().is_unspecified() {
+        Ipv4Addr::LOCALHOST.into()
+    } else {
+        addr.ip()
+    };
+    let base_url = format!("http://{}", SocketAddr::new(url_ip, addr.port()));
+    let sim = Sim::new(opts, base_url);
+    let app = routes::router(sim.clone());
+    let stop = sim.cancel.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+    });
+    tracing::info!(
+        addr = %addr,
+        concurrency = sim.opts.concurrency,
+        time_scale = sim.opts.time_scale,
+        "sim: Runway simulator listening"
+    );
+    Ok(RunwaySimHandle {
+        sim,
+        addr,
+        server: Some(server),
+    })
+}
+
+/// For the CLI: serves until `shutdown` resolves, then drains.
+pub async fn serve(opts: RunwayOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let handle = spawn(opts).await?;
+    shutdown.await;
+    handle.shutdown().await
+}

@@ -1,0 +1,346 @@
+//! The simulated organization: its tasks, per-model slots and queues, daily windows, counters
+//! and the seeded RNGs, behind one mutex (never held across an await). Requests land here
+//! through [`Sim`]'s methods; how tasks move between statuses is in `lifecycle`.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::error::ApiError;
+use super::lifecycle::Start;
+use super::links::Signer;
+use super::model::Model;
+use super::options::RunwayOptions;
+use super::stats::{ModelStats, RunwayJob, RunwayStats};
+use super::task::{Task, draw_plan, unix_ms_now};
+use super::validate::CreateRequest;
+
+/// `tier.maxMonthlyCreditSpend` of `GET /v1/organization`: tier 3's $2,000 in credits.
+pub const MAX_MONTHLY_CREDIT_SPEND: u64 = 200_000;
+
+/// A cheap handle on the shared simulator (the axum state).
+#[derive(Clone)]
+pub(crate) struct Sim(Arc<Shared>);
+
+impl Deref for Sim {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub(crate) struct Shared {
+    pub opts: RunwayOptions,
+    /// Base of output links, e.g. `http://127.0.0.1:18091`.
+    pub base_url: String,
+    /// Cancelled at shutdown: timers and slow answers stop waiting.
+    pub cancel: CancellationToken,
+    /// Task timers in flight, drained at shutdown.
+    pub tracker: TaskTracker,
+    pub links: Signer,
+    pub(super) inner: Mutex<Inner>,
+}
+
+pub(super) struct Inner {
+    /// Task ids, timings and outcomes.
+    pub plan_rng: StdRng,
+    /// Faults, a stream of its own: request n's faults depend on the seed and n only, not on
+    /// how many tasks were drawn in between.
+    pub fault_rng: StdRng,
+    pub tasks: HashMap<String, Task>,
+    /// Task ids in creation order (`/_sim/jobs`).
+    pub order: Vec<String>,
+    /// Per model, indexed by [`Model::index`].
+    pub models: Vec<ModelSlot>,
+    pub first_create: Option<Instant>,
+    /// Global counters; `models` is filled in by [`Sim::stats`].
+    pub stats: RunwayStats,
+}
+
+/// One model's concurrency and daily-limit state.
+pub(super) struct ModelSlot {
+    /// Live counters (`daily_used` is computed at snapshot).
+    pub stats: ModelStats,
+    /// `THROTTLED` task ids in submission order.
+    pub queue: VecDeque<String>,
+    /// Instants of accepted creates inside the daily window, oldest first.
+    pub accepted: VecDeque<Instant>,
+}
+
+impl ModelSlot {
+    /// Forgets creates older than the window.
+    fn prune(&mut self, now: Instant, window: Duration) {
+        while self
+            .accepted
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= window)
+        {
+            self.accepted.pop_front();
+        }
+    }
+}
+
+/// The faults drawn for one request.
+pub(crate) struct FaultDraw {
+    /// 502, 503 or 504 before the effect.
+    pub fail: Option<StatusCode>,
+    pub lost: bool,
+    pub slow: bool,
+}
+
+impl Sim {
+    pub(crate) fn new(opts: RunwayOptions, base_url: String) -> Sim {
+        let models = Model::ALL
+            .iter()
+            .map(|m| ModelSlot {
+                stats: ModelStats {
+                    concurrency: opts.concurrency_for(*m),
+                    daily_limit: opts.daily_limit_for(*m),
+                    ..ModelStats::default()
+                },
+                queue: VecDeque::new(),
+                accepted: VecDeque::new(),
+            })
+            .collect();
+        let inner = Inner {
+            plan_rng: StdRng::seed_from_u64(opts.seed),
+            fault_rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed_fa17_5eed_fa17),
+            tasks: HashMap::new(),
+            order: Vec::new(),
+            models,
+            first_create: None,
+            stats: RunwayStats {
+                time_scale: opts.time_scale,
+                ..RunwayStats::default()
+            },
+        };
+        Sim(Arc::new(Shared {
+            links: Signer::new(opts.seed, &opts.api_key),
+            opts,
+            base_url,
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            inner: Mutex::new(inner),
+        }))
+    }
+
+    /// Updates counters.
+    pub(crate) fn count(&self, f: impl FnOnce(&mut RunwayStats)) {
+        f(&mut self.inner.lock().stats);
+    }
+
+    /// Draws this request's faults (always four numbers, whatever the rates).
+    pub(crate) fn draw_faults(&self) -> FaultDraw {
+        let o = &self.opts;
+        let [fail, which, lost, slow]: [f64; 4] = self.inner.lock().fault_rng.random();
+        let status = match (which * 3.0) as u32 {
+            0 => StatusCode::BAD_GATEWAY,
+            1 => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::GATEWAY_TIMEOUT,
+        };
+        let fail = (fail < o.fail_5xx_rate).then_some(status);
+        FaultDraw {
+            fail,
+            lost: lost < o.lost_answer_rate,
+            slow: slow < o.slow_rate,
+        }
+    }
+
+    /// Accepts a validated create unless the model's daily limit is reached: the task exists,
+    /// `THROTTLED` behind the model's queue, and takes a slot at once if one is free.
+    pub(crate) fn create(&self, req: CreateRequest) -> Result<Value, ApiError> {
+        let now = Instant::now();
+        let (id, starts) = {
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            let slot = &mut inner.models[req.model.index()];
+            slot.prune(now, self.opts.daily_window());
+            let limit = slot.stats.daily_limit;
+            if slot.accepted.len() >= limit as usize {
+                inner.stats.daily_limit_refusals += 1;
+                *inner.stats.creates_refused.entry("429".into()).or_default() += 1;
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "You have reached the daily generation limit for {} ({limit} per 24 hours)",
+                        req.model
+                    ),
+                ));
+            }
+            slot.accepted.push_back(now);
+            let o = &self.opts;
+            let plan = draw_plan(
+                &mut inner.plan_rng,
+                &req,
+                o.time_scale,
+                o.long_tail_rate,
+                o.failure_after_accept_rate,
+            );
+            let id = uuid::Builder::from_random_bytes(inner.plan_rng.random())
+                .into_uuid()
+                .to_string();
+            inner.stats.creates += 1;
+            if plan.failure.is_some() {
+                inner.stats.faults.failed_after_accept += 1;
+            }
+            inner.first_create.get_or_insert(now);
+            inner.order.push(id.clone());
+            inner
+                .tasks
+                .insert(id.clone(), Task::new(id.clone(), req, plan, now));
+            let starts = inner.enqueue(req.model, &id, now);
+            (id, starts)
+        };
+        self.start_timers(starts);
+        Ok(json!({ "id": id, "estimatedCost": { "credits": req.credits() } }))
+    }
+
+    /// The task object, with a freshly minted output link when it succeeded.
+    pub(crate) fn get(&self, id: &str) -> Result<Value, ApiError> {
+        let now = Instant::now();
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        inner.stats.gets += 1;
+        match inner.tasks.get(id).filter(|t| t.visible(now)) {
+            Some(task) => {
+                let output = (task.status == super::task::Status::Succeeded).then(|| {
+                    let exp = unix_ms_now().saturating_add(self.opts.output_ttl_ms);
+                    self.links.link(&self.base_url, id, exp)
+                });
+                Ok(task.to_json(now, output))
+            }
+            None => {
+                inner.stats.not_found += 1;
+                Err(ApiError::task_not_found())
+            }
+        }
+    }
+
+    /// Cancels an unfinished task (its slot frees at once, nothing is charged) or deletes a
+    /// finished one; either way it then answers 404 (a cancelled one after
+    /// `cancelled_visible_ms`).
+    pub(crate) fn delete(&self, id: &str) -> Result<(), ApiError> {
+        let now = Instant::now();
+        let visible_for = Duration::from_millis(self.opts.cancelled_visible_ms);
+        let starts = {
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            inner.stats.deletes += 1;
+            let Some(task) = inner.tasks.get_mut(id).filter(|t| t.visible(now)) else {
+                inner.stats.not_found += 1;
+                return Err(ApiError::task_not_found());
+            };
+            if task.status.is_terminal() {
+                task.gone_at = Some(now);
+                inner.stats.deleted += 1;
+                Vec::new()
+            } else {
+                inner.cancel(id, now, visible_for)
+            }
+        };
+        self.start_timers(starts);
+        Ok(())
+    }
+
+    /// Whether `task_id`'s output can be served (it exists, succeeded, and was not deleted).
+    pub(crate) fn output_available(&self, task_id: &str) -> bool {
+        let now = Instant::now();
+        let mut inner = self.inner.lock();
+        let ok = inner
+            .tasks
+            .get(task_id)
+            .is_some_and(|t| t.visible(now) && t.status == super::task::Status::Succeeded);
+        if ok {
+            inner.stats.downloads += 1;
+        }
+        ok
+    }
+
+    /// `GET /v1/organization`: limits, today's usage and the credit balance.
+    pub(crate) fn organization(&self) -> Value {
+        let stats = self.stats();
+        let mut tier = Map::new();
+        let mut usage = Map::new();
+        for (name, m) in &stats.models {
+            tier.insert(
+                name.clone(),
+                json!({
+                    "maxConcurrentGenerations": m.concurrency,
+                    "maxDailyGenerations": m.daily_limit,
+                }),
+            );
+            usage.insert(name.clone(), json!({ "dailyGenerations": m.daily_used }));
+        }
+        self.count(|s| s.organization_gets += 1);
+        json!({
+            "creditBalance": self.opts.credit_balance.saturating_sub(stats.credits_charged),
+            "tier": { "maxMonthlyCreditSpend": MAX_MONTHLY_CREDIT_SPEND, "models": tier },
+            "usage": { "models": usage },
+        })
+    }
+
+    /// A snapshot of the counters, with each model's daily window pruned to now.
+    pub(crate) fn stats(&self) -> RunwayStats {
+        let now = Instant::now();
+        let window = self.opts.daily_window();
+        let mut inner = self.inner.lock();
+        let mut stats = inner.stats.clone();
+        for (model, slot) in Model::ALL.iter().zip(inner.models.iter_mut()) {
+            slot.prune(now, window);
+            let mut m = slot.stats.clone();
+            m.daily_used = u32::try_from(slot.accepted.len()).unwrap_or(u32::MAX);
+            stats.models.insert(model.as_str().to_owned(), m);
+        }
+        stats
+    }
+
+    /// Every task ever created, in creation order, times in simulated seconds since the first
+    /// create.
+    pub(crate) fn jobs(&self) -> Vec<RunwayJob> {
+        let now = Instant::now();
+        let inner = self.inner.lock();
+        let Some(origin) = inner.first_create else {
+            return Vec::new();
+        };
+        let scale = self.opts.time_scale;
+        let secs = |t: Instant| t.saturating_duration_since(origin).as_secs_f64() / scale;
+        inner
+            .order
+            .iter()
+            .filter_map(|id| inner.tasks.get(id))
+            .map(|t| RunwayJob {
+                task_id: t.id.clone(),
+                model: t.req.model.as_str().to_owned(),
+                endpoint: t.req.endpoint.name().to_owned(),
+                duration: t.req.duration,
+                status: t.status.as_str().to_owned(),
+                gone: !t.visible(now),
+                created: secs(t.created),
+                started: t.started.map(secs),
+                running: t.running_at.map(secs),
+                ended: t.ended.map(secs),
+                cancelled_at: t.cancelled_at.map(secs),
+                planned_seconds: (t.plan.pending + t.plan.run).as_secs_f64() / scale,
+                failure_code: t.plan.failure.map(|f| f.code.to_owned()),
+                credits: t.cost(),
+            })
+            .collect()
+    }
+
+    /// Starts the timers of tasks that just took a slot.
+    pub(super) fn start_timers(&self, starts: Vec<Start>) {
+        for start in starts {
+            self.spawn_timer(start);
+        }
+    }
+}

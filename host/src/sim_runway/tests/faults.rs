@@ -1,0 +1,134 @@
+//! Injected faults: 5xx before the effect, lost answers after it, slow answers; all drawn
+//! from the seed, so the same seed gives the same faults for the same request sequence.
+
+use super::*;
+
+/// The status of each of `n` sequential creates (`None`: the answer was lost).
+async fn outcomes(
+    opts: RunwayOptions,
+    n: usize,
+) -> anyhow::Result<(Vec<Option<u16>>, RunwayStats)> {
+    let handle = sim(opts).await?;
+    let c = Client::new(&handle)?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let sent = c
+            .request(Method::POST, "/v1/text_to_video")
+            .json(&t2v("veo3"))
+            .send()
+            .await;
+        let status = match sent {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                resp.bytes().await.ok().map(|_| status)
+            }
+            Err(_) => None,
+        };
+        out.push(status);
+    }
+    let stats = handle.stats();
+    handle.shutdown().await?;
+    Ok((out, stats))
+}
+
+#[tokio::test]
+async fn faults_are_determined_by_the_seed() -> anyhow::Result<()> {
+    let opts = |seed| RunwayOptions {
+        seed,
+        fail_5xx_rate: 0.3,
+        lost_answer_rate: 0.3,
+        ..frozen()
+    };
+    let (a, stats) = outcomes(opts(7), 30).await?;
+    let (b, _) = outcomes(opts(7), 30).await?;
+    let (other, _) = outcomes(opts(8), 30).await?;
+    assert_eq!(a, b, "same seed, same faults");
+    assert_ne!(a, other, "another seed, other faults");
+
+    let failed = a.iter().filter(|s| matches!(s, Some(502..=504))).count() as u64;
+    let lost = a.iter().filter(|s| s.is_none()).count() as u64;
+    let ok = a.iter().filter(|s| **s == Some(200)).count() as u64;
+    assert!(failed > 0 && lost > 0 && ok > 0, "{a:?}");
+    assert_eq!(failed + lost + ok, 30, "{a:?}");
+    // A 5xx created nothing; a lost answer did create its task.
+    assert_eq!(stats.creates, ok + lost, "{stats:?}");
+    assert_eq!(
+        (stats.faults.http_5xx, stats.faults.lost_answers),
+        (failed, lost)
+    );
+    let refused_5xx: u64 = ["502", "503", "504"]
+        .iter()
+        .filter_map(|c| stats.creates_refused.get(*c))
+        .sum();
+    assert_eq!(refused_5xx, failed);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_leaves_a_task_behind() -> anyhow::Result<()> {
+    let handle = sim(RunwayOptions {
+        lost_answer_rate: 1.0,
+        ..frozen()
+    })
+    .await?;
+    let c = Client::new(&handle)?;
+    let sent = c
+        .request(Method::POST, "/v1/image_to_video")
+        .json(&i2v("gen4_turbo"))
+        .send()
+        .await;
+    // Not even a status line arrives: hyper drops the connection with the answer unsent.
+    assert!(sent.is_err(), "the answer must not arrive: {sent:?}");
+    let jobs = handle.jobs();
+    assert_eq!(jobs.len(), 1, "the create took effect: {jobs:?}");
+    assert_eq!(jobs[0].status, "PENDING");
+    let stats = handle.stats();
+    assert_eq!((stats.creates, stats.faults.lost_answers), (1, 1));
+    assert_eq!(stats.models["gen4_turbo"].pending, 1);
+    // A lost DELETE answer: the cancel took effect all the same.
+    let sent = c
+        .request(Method::DELETE, &format!("/v1/tasks/{}", jobs[0].task_id))
+        .send()
+        .await;
+    assert!(
+        sent.is_err() || sent.is_ok_and(|r| r.status() == StatusCode::OK),
+        "no 204 arrives"
+    );
+    assert_eq!(handle.jobs()[0].status, "CANCELLED");
+    handle.shutdown().await
+}
+
+#[tokio::test]
+async fn slow_answers_take_effect_then_wait() -> anyhow::Result<()> {
+    let handle = sim(RunwayOptions {
+        slow_rate: 1.0,
+        slow_ms: 200,
+        ..frozen()
+    })
+    .await?;
+    let c = Client::new(&handle)?;
+    let short = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(50))
+        .build()?;
+    let timed_out = short
+        .post(format!("{}/v1/image_to_video", c.base))
+        .bearer_auth(API_KEY_DEFAULT)
+        .header(VERSION_HEADER, RUNWAY_VERSION)
+        .json(&i2v("gen4_turbo"))
+        .send()
+        .await;
+    assert!(
+        timed_out.is_err_and(|e| e.is_timeout()),
+        "a client timeout before the answer"
+    );
+    // The create happened all the same (the client gave up during the delay after it).
+    wait_until("the create", || handle.stats().creates == 1).await?;
+
+    let begun = Instant::now();
+    let id = c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    assert!(begun.elapsed() >= Duration::from_millis(200));
+    assert!(!id.is_empty());
+    assert_eq!(handle.stats().faults.slow, 2);
+    handle.shutdown().await
+}
