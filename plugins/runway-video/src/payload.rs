@@ -382,5 +382,5 @@ fn missing_path(key: &str, prefix: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "payload_tests.rs"]
+#[path = "payload_tests/mod.rs"]
 mod tests;
