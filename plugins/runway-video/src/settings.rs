@@ -135,8 +135,9 @@ impl Config {
 
     /// `secs` of Runway time as milliseconds of slotd time (times [`Config::scale`]).
     pub fn scaled_ms(&self, secs: f64) -> u64 {
-        // `as` saturates; the values are small and positive.
-        (secs * 1000.0 * self.scale).ceil() as u64
+        // Rounded to the nearest millisecond (a scale like 0.001 is inexact in binary, so
+        // rounding up could add one). `as` saturates; the values are small and positive.
+        (secs * 1000.0 * self.scale).round() as u64
     }
 }
 
