@@ -333,6 +333,7 @@ mod tests {
             created_at: 0,
             updated_at: 0,
             cancel_requested_at: None,
+            routes: None,
         };
         assert!(s.covers(&u));
         u.submitted_at = Some(4_000);

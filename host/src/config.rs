@@ -253,6 +253,9 @@ pub struct HandlerConfig {
     pub file: Option<String>,
     /// `sha256 = "<64 hex>"`: with `file`, only this content may serve the handler (lowercase).
     pub sha256: Option<String>,
+    /// `record = "DIR"`: append every call's provider exchanges (redacted) to
+    /// `DIR/<handler>.jsonl`, for `slotd plugin replay`.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl HandlerConfig {
@@ -484,6 +487,14 @@ fn handler_config(
             }
             continue;
         }
+        if k == "record" {
+            let dir = v
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .with_context(|| format!("{key}: expected a directory path"))?;
+            out.record = Some(std::path::PathBuf::from(dir));
+            continue;
+        }
         if k == "file" || k == "sha256" {
             let text = v
                 .as_str()
@@ -499,7 +510,12 @@ fn handler_config(
         let (value, from_secret_form) = resolve_value(&key, v, env)?;
         // `{ env = … }` values and anything named like a secret are secrets: the guest can sign
         // with them but never read them.
-        if from_secret_form || k.contains("secret") || k.contains("password") {
+        if from_secret_form
+            || k.contains("secret")
+            || k.contains("password")
+            || k.contains("api_key")
+            || k.contains("token")
+        {
             out.secrets.insert(k.clone(), Secret::new(value));
         } else {
             out.settings.insert(k.clone(), value);

@@ -1,6 +1,6 @@
 //! The `slotd` binary: parse the command line, set up tracing, call into the library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -92,6 +92,16 @@ enum PluginCommand {
     /// Validate a handler component offline: print what it declares and every problem found
     /// (non-zero exit when slotd would refuse it). Run it before dropping a file in plugins/.
     Check { file: PathBuf },
+    /// Run a handler offline against a recording (`[handlers.X] record = "DIR"` writes one):
+    /// print what every call returns and its guest instruction count (fuel); fail on any
+    /// difference from the recorded requests or changes.
+    Replay {
+        file: PathBuf,
+        recording: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -238,11 +248,40 @@ async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
                 info.name,
                 info.version
             );
+            if let Some(contract) = &report.contract {
+                let features = report.features.unwrap_or_default();
+                let mut used = Vec::new();
+                if features.cancel {
+                    used.push("cancel");
+                }
+                if features.routing {
+                    used.push("routing");
+                }
+                println!(
+                    "  speaks slotd:handler@{contract}{}",
+                    if used.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with {}", used.join(", "))
+                    }
+                );
+            }
             for t in &info.task_types {
                 let stages: Vec<String> = t
                     .stages
                     .iter()
-                    .map(|s| format!("{} on pool {}", s.name, s.pool))
+                    .map(|s| {
+                        if s.alt_pools.is_empty() {
+                            format!("{} on pool {}", s.name, s.pool)
+                        } else {
+                            format!(
+                                "{} on pool {} (or {})",
+                                s.name,
+                                s.pool,
+                                s.alt_pools.join(", ")
+                            )
+                        }
+                    })
                     .collect();
                 println!("  task type {}: {}", t.name, stages.join(", then "));
             }
@@ -271,6 +310,46 @@ async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
             report.problems.len()
         )
     }
+}
+
+/// `slotd plugin replay`: replay, print every call, fail on a difference.
+async fn plugin_replay(file: &Path, recording: &Path, json: bool) -> anyhow::Result<()> {
+    let report = slotd::runtime::replay::replay(file, recording).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for c in &report.calls {
+            match &c.skipped {
+                Some(why) => println!("line {} {}: skipped ({why})", c.line, c.function),
+                None => println!(
+                    "line {} {}: {} request(s), fuel {}, {}\n  {}",
+                    c.line,
+                    c.function,
+                    c.requests,
+                    c.fuel,
+                    if c.differences.is_empty() {
+                        "same as recorded"
+                    } else {
+                        "DIFFERS"
+                    },
+                    c.output
+                ),
+            }
+            for d in &c.differences {
+                println!("  difference: {d}");
+            }
+        }
+    }
+    let differing = report.differing();
+    if differing > 0 {
+        anyhow::bail!(
+            "{differing} of {} call(s) differ from the recording {}",
+            report.calls.len(),
+            recording.display()
+        );
+    }
+    println!("ok: {} call(s) replayed as recorded", report.calls.len());
+    Ok(())
 }
 
 /// `slotd check`: print every finding, then a summary; an error (exit status 1) if any.
@@ -362,6 +441,17 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         } => {
             init_tracing(false);
             plugin_check(file).await
+        }
+        Command::Plugin {
+            command:
+                PluginCommand::Replay {
+                    file,
+                    recording,
+                    json,
+                },
+        } => {
+            init_tracing(false);
+            plugin_replay(&file, &recording, json).await
         }
         Command::Sim {
             command: SimCommand::Kling(opts),

@@ -32,6 +32,10 @@ pub fn router() -> Router<Services> {
 pub struct HandlerView {
     pub name: String,
     pub version: String,
+    /// The `slotd:handler` contract version the component was built against ("1.0.0", "1.1.0").
+    pub contract: String,
+    /// The optional parts of the contract it uses (`cancel`, `routing`; 1.1 and later).
+    pub features: crate::runtime::Features,
     /// sha256 of the component file, hex.
     pub sha256: String,
     pub path: String,
@@ -71,6 +75,8 @@ async fn list(
         .map(|h| HandlerView {
             name: h.info.name.clone(),
             version: h.info.version.clone(),
+            contract: h.contract.clone(),
+            features: h.features,
             sha256: h.sha256.clone(),
             path: h.path.display().to_string(),
             task_types: h.info.task_types.clone(),

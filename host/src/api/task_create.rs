@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
+use crate::runtime::{PlannedUnit, StageInfo};
 use crate::services::Services;
 use crate::store::{Created, NewTask, NewUnit};
 
@@ -217,16 +218,12 @@ pub async fn create(
         ));
     }
 
-    let units = planned
+    let stages = handler.info.stages(&task_type).unwrap_or_default();
+    let units: Vec<NewUnit> = planned
         .into_iter()
-        .map(|p| NewUnit {
-            id: uuid::Uuid::now_v7().to_string(),
-            pool: first_stage.pool.clone(),
-            stage: first_stage.name.clone(),
-            spec: p.spec,
-            state: p.state,
-        })
-        .collect();
+        .map(|p| routed_unit(&handler.info.name, stages, &first_stage, p))
+        .collect::<Result<_, _>>()?;
+    let woken: std::collections::BTreeSet<String> = units.iter().map(|u| u.pool.clone()).collect();
     let new = NewTask {
         id: uuid::Uuid::now_v7().to_string(),
         tenant: tenant.clone(),
@@ -248,7 +245,9 @@ pub async fn create(
         Created::New(id) => {
             metrics::counter!("slotd_tasks_created_total", "type" => task_type.clone())
                 .increment(1);
-            services.wake.pool(&first_stage.pool);
+            for pool in &woken {
+                services.wake.pool(pool);
+            }
             tracing::info!(task_id = %id, task_type = %task_type, "task created");
             (id, "pending".to_string())
         }
@@ -270,6 +269,54 @@ pub async fn create(
         StatusCode::ACCEPTED,
         Json(serde_json::json!({ "task_id": task_id, "status": status })),
     ))
+}
+
+/// A planned unit as stored: in its first stage's pool (the one `plan-routed` chose, else the
+/// default), with its routes. A route to a stage or pool the handler did not declare breaks
+/// the contract: the task is refused (503) and the handler's mistake logged.
+fn routed_unit(
+    handler: &str,
+    stages: &[StageInfo],
+    first: &StageInfo,
+    p: PlannedUnit,
+) -> Result<NewUnit, ApiError> {
+    let mut routes = std::collections::BTreeMap::new();
+    for (stage, pool) in p.pools {
+        let allowed = stages
+            .iter()
+            .find(|s| s.name == stage)
+            .is_some_and(|s| s.allows(&pool));
+        if !allowed {
+            tracing::error!(
+                handler,
+                stage = %stage,
+                pool = %pool,
+                "plan-routed chose a pool the stage does not declare"
+            );
+            return Err(ApiError::Unavailable(format!(
+                "the handler {handler:?} routed a unit to pool {pool:?} for stage {stage:?}, \
+                 which it did not declare"
+            )));
+        }
+        routes.insert(stage, pool);
+    }
+    let pool = routes
+        .get(&first.name)
+        .cloned()
+        .unwrap_or_else(|| first.pool.clone());
+    let routes = if routes.is_empty() {
+        None
+    } else {
+        serde_json::to_string(&routes).ok()
+    };
+    Ok(NewUnit {
+        id: uuid::Uuid::now_v7().to_string(),
+        pool,
+        stage: first.name.clone(),
+        spec: p.spec,
+        state: p.state,
+        routes,
+    })
 }
 
 #[cfg(test)]

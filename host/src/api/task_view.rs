@@ -173,6 +173,7 @@ mod tests {
             result: None,
             cost: None,
             cancel_requested_at: None,
+            routes: None,
             created_at: 1,
             updated_at: 2,
         }

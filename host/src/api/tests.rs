@@ -103,6 +103,7 @@ impl Harness {
                     stage: "main".into(),
                     spec: "{}".into(),
                     state: "{}".into(),
+                    routes: None,
                 })
                 .collect(),
             now: 1_000_000,
@@ -526,6 +527,12 @@ async fn pools_and_handlers() {
     assert_eq!(handler["sha256"].as_str().map(str::len), Some(64));
     assert_eq!(handler["task_types"][0]["name"], "fixture");
     assert_eq!(handler["task_types"][0]["stages"][0]["pool"], FIXTURE_POOL);
+    // The fixture binds the core world of 1.1.0 and claims no extension.
+    assert_eq!(handler["contract"], "1.1.0", "{handler}");
+    assert_eq!(
+        handler["features"],
+        json!({"cancel": false, "routing": false})
+    );
 }
 
 #[tokio::test]

@@ -366,6 +366,7 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
                 stage: "main".into(),
                 spec: "{}".into(),
                 state: "{}".into(),
+                routes: None,
             })
             .collect(),
         now: 1_000_000,

@@ -44,6 +44,9 @@ pub struct Unit {
     /// it keeps its slot and is polled until the job ends, then becomes `cancelled`; it is
     /// never finalized and never submitted again.
     pub cancel_requested_at: Option<i64>,
+    /// Pools chosen by the handler's `plan-routed` (contract 1.1), as a JSON object
+    /// `{"stage": "pool"}`; stages not named use their default pool.
+    pub routes: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -55,6 +58,13 @@ pub struct Unit {
 pub const FINALIZE_PARKED_AT: i64 = 9_007_199_254_740_991;
 
 impl Unit {
+    /// The pool the handler routed `stage` to in `plan`, if it did.
+    pub fn route_for(&self, stage: &str) -> Option<String> {
+        let routes = self.routes.as_deref()?;
+        let map: std::collections::BTreeMap<String, String> = serde_json::from_str(routes).ok()?;
+        map.get(stage).cloned()
+    }
+
     /// Whether the provider job succeeded but finalization gave up: the unit waits, `succeeded`
     /// with the reason in `error`, for `POST /v1/tasks/{id}/retry` to finalize it again.
     pub fn finalize_parked(&self) -> bool {

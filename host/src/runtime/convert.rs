@@ -1,10 +1,10 @@
 //! Conversions between the generated WIT types and the host's Rust types, so nothing outside
 //! the runtime ever sees a generated type.
 
-use super::bindings::wit;
+use super::bindings::{extensions, wit};
 use super::{
-    Artifact, BatchUnit, CallbackChange, Finalized, HandlerInfo, PlanError, PlannedUnit, PoolInfo,
-    StageInfo, TaskTypeInfo, TickContext,
+    Artifact, BatchUnit, CallbackChange, CancelChange, CancelOutcome, Features, Finalized,
+    HandlerInfo, PlanError, PlannedUnit, PoolInfo, StageInfo, StagePool, TaskTypeInfo, TickContext,
 };
 use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus};
 
@@ -114,6 +114,50 @@ pub(crate) fn planned(p: wit::PlannedUnit) -> PlannedUnit {
     PlannedUnit {
         spec: p.spec,
         state: p.state,
+        pools: Vec::new(),
+    }
+}
+
+pub(crate) fn routed(p: extensions::RoutedUnit) -> PlannedUnit {
+    PlannedUnit {
+        spec: p.spec,
+        state: p.state,
+        pools: p.pools,
+    }
+}
+
+pub(crate) fn features(f: extensions::FeatureSet) -> Features {
+    Features {
+        cancel: f.contains(extensions::FeatureSet::CANCEL),
+        routing: f.contains(extensions::FeatureSet::ROUTING),
+    }
+}
+
+pub(crate) fn stage_pool(p: extensions::StagePool) -> StagePool {
+    StagePool {
+        task_type: p.task_type,
+        stage: p.stage,
+        pool: PoolInfo {
+            name: p.pool.name,
+            default_max_slots: p.pool.default_max_slots,
+        },
+    }
+}
+
+pub(crate) fn cancel_change(c: extensions::CancelChange) -> CancelChange {
+    let outcome = match c.outcome {
+        extensions::CancelOutcome::Ended => CancelOutcome::Ended,
+        extensions::CancelOutcome::Running(after_ms) => CancelOutcome::Running { after_ms },
+        extensions::CancelOutcome::RetryAfter(r) => CancelOutcome::RetryAfter {
+            after_ms: r.after_ms,
+            error: provider_error(r.error),
+        },
+    };
+    CancelChange {
+        unit_id: c.unit_id,
+        outcome,
+        state: c.state,
+        cost: c.cost,
     }
 }
 
@@ -139,6 +183,7 @@ pub(crate) fn info(i: wit::HandlerInfo) -> HandlerInfo {
                     .map(|s| StageInfo {
                         name: s.name,
                         pool: s.pool,
+                        alt_pools: Vec::new(),
                     })
                     .collect(),
             })

@@ -16,6 +16,7 @@ use super::bindings::SlotdHandler;
 use super::limiter::CallLimiter;
 use super::output::GuestOutput;
 use super::quarantine::Tripped;
+use super::tape::{Redactor, Tape};
 use crate::config::{HandlerConfig, RuntimeLimits};
 
 /// How often the epoch advances. Each tick is a point where a running guest yields to tokio
@@ -35,6 +36,8 @@ pub(crate) struct Shared {
     pub http: reqwest::Client,
     /// Where a version that crossed its quarantine threshold is reported.
     pub tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
+    /// Whether stores are metered with fuel (see [`Shared::build`]).
+    pub fuel: bool,
     /// Lives as long as anything can still call a handler (a `Handler` keeps `Shared`, and
     /// may outlive the `Runtime` that loaded it); without it deadlines would never fire.
     _ticker: EpochTicker,
@@ -46,8 +49,20 @@ impl Shared {
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     ) -> anyhow::Result<Shared> {
+        Shared::build(limits, handlers, tripped, false)
+    }
+
+    /// [`Shared::new`], with fuel metering when `fuel` (every store starts with `u64::MAX`
+    /// fuel, so the instructions a call ran are read back; used by `slotd plugin replay`).
+    pub fn build(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+        tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
+        fuel: bool,
+    ) -> anyhow::Result<Shared> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
+        config.consume_fuel(fuel);
         config.wasm_component_model(true);
         let engine = Engine::new(&config)
             .map_err(anyhow::Error::from)
@@ -70,6 +85,7 @@ impl Shared {
         let ticker = EpochTicker::start(engine.clone())?;
         Ok(Shared {
             _ticker: ticker,
+            fuel,
             engine,
             linker,
             limits,
@@ -106,8 +122,20 @@ impl Shared {
             table: ResourceTable::new(),
             stdout,
             stderr,
+            tape: config
+                .record
+                .is_some()
+                .then(|| Arc::new(Tape::Record(Default::default()))),
+            redactor: config
+                .record
+                .is_some()
+                .then(|| Arc::new(Redactor::new(config))),
         };
         let mut store = Store::new(&self.engine, state);
+        if self.fuel {
+            // Fails only on an engine without fuel, which `self.fuel` rules out.
+            let _ = store.set_fuel(u64::MAX);
+        }
         store.limiter(|state| &mut state.limits);
         store.set_epoch_deadline(1);
         // The callback runs only while guest code runs (an awaited host call checks no epoch),
@@ -164,6 +192,10 @@ pub(crate) struct CallState {
     table: ResourceTable,
     pub stdout: GuestOutput,
     pub stderr: GuestOutput,
+    /// Provider exchanges of this call, being recorded (`[handlers.X] record`) or replayed.
+    pub tape: Option<Arc<Tape>>,
+    /// How the tape hides secrets (set with `tape`).
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 impl WasiView for CallState {

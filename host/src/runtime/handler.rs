@@ -11,14 +11,16 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
-use super::bindings::SlotdHandlerPre;
+use super::bindings::{SlotdHandlerPre, extensions};
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
 use super::limiter::cap_message;
 use super::quarantine::{Health, Tripped};
+use super::tape::{self, CallRecord, Exchange, Redactor};
+use super::tape_json;
 use super::{
-    BatchUnit, CallbackChange, Finalized, HandlerFault, HandlerInfo, PlanError, PlannedUnit,
-    TickContext,
+    BatchUnit, CallbackChange, CancelChange, Features, Finalized, HandlerFault, HandlerInfo,
+    PlanError, PlannedUnit, StagePool, TickContext,
 };
 use crate::config::{HandlerConfig, RuntimeLimits};
 use crate::model::{Change, Unit};
@@ -36,11 +38,17 @@ pub struct Handler {
     pub path: PathBuf,
     /// When this version was loaded (Unix ms).
     pub loaded_at_ms: i64,
+    /// The contract version the component was built against (e.g. "1.0.0").
+    pub contract: String,
+    /// The optional parts of the contract it uses (none before 1.1).
+    pub features: Features,
     /// Name used in logs and metrics, and the key of its config section.
     name: Arc<str>,
     /// This handler's `[handlers.<name>]` section (empty when none is configured).
     config: Arc<HandlerConfig>,
     pre: SlotdHandlerPre<CallState>,
+    /// Where the `extensions` export lives, for 1.1 components.
+    ext: Option<extensions::GuestIndices>,
     shared: Arc<Shared>,
     /// Consecutive crashing calls of this version (quarantine).
     health: Health,
@@ -82,8 +90,55 @@ macro_rules! guest_call {
             $call.await.map_err(Failure::Call)
         })
         .await;
-        $self.settle($function, started, &store, answer)
+        let settled = $self.settle($function, started, &store, answer);
+        (settled, Taken::from(&store))
     }};
+}
+
+/// [`guest_call!`] for a function of the `extensions` export: the body gets the loaded
+/// `extensions::Guest` and the store. Only called when `self.ext` is set.
+macro_rules! ext_call {
+    ($self:ident, $ext:ident, $function:literal, |$guest:ident, $store:ident| $call:expr) => {{
+        let started = Instant::now();
+        let deadline = $self.shared.limits.call_deadline;
+        let mut store = $self
+            .shared
+            .new_store(&$self.name, &$self.config, started + deadline);
+        let answer = tokio::time::timeout(deadline, async {
+            let instance = $self
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Failure::Instantiate)?;
+            let $guest = $ext
+                .load(&mut store, &instance)
+                .map_err(Failure::Instantiate)?;
+            let $store = &mut store;
+            $call.await.map_err(Failure::Call)
+        })
+        .await;
+        let settled = $self.settle($function, started, &store, answer);
+        (settled, Taken::from(&store))
+    }};
+}
+
+/// What a call leaves behind besides its answer: the exchanges it recorded.
+pub(crate) struct Taken {
+    pub exchanges: Vec<Exchange>,
+}
+
+impl Taken {
+    fn from(store: &Store<CallState>) -> Taken {
+        Taken {
+            exchanges: store
+                .data()
+                .tape
+                .as_ref()
+                .map(|t| t.take())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl Handler {
@@ -93,6 +148,7 @@ impl Handler {
         sha256: String,
         path: PathBuf,
         pre: SlotdHandlerPre<CallState>,
+        ext: Option<extensions::GuestIndices>,
         shared: Arc<Shared>,
     ) -> Handler {
         // No configuration until `with_info` has the declared name and the registry has checked
@@ -104,9 +160,12 @@ impl Handler {
             sha256,
             path,
             loaded_at_ms: now_ms(),
+            contract: String::new(),
+            features: Features::default(),
             name,
             config,
             pre,
+            ext,
             shared,
             health: Health::default(),
         }
@@ -126,23 +185,97 @@ impl Handler {
         self
     }
 
+    /// Bind only the plain settings of handler `name`'s section (no secrets, no hosts): what
+    /// `stage-pools` sees at load, before the registry has checked the file may serve `name`.
+    pub(crate) fn with_settings_of(mut self, name: &str) -> Handler {
+        let settings = self
+            .shared
+            .handlers
+            .get(name)
+            .map(|c| c.settings.clone())
+            .unwrap_or_default();
+        self.config = Arc::new(HandlerConfig {
+            settings,
+            ..HandlerConfig::default()
+        });
+        self
+    }
+
     /// Ask the component what it serves (done once, at load).
     pub(crate) async fn describe(&self) -> Result<HandlerInfo, HandlerFault> {
         let info = guest_call!(self, "describe", |b, store| b
             .slotd_handler_handler()
-            .call_describe(store))?;
+            .call_describe(store))
+        .0?;
         Ok(convert::info(info))
     }
 
-    /// Validate a payload and split it into units.
+    /// The optional parts of the contract the component uses (1.1; none for 1.0).
+    pub(crate) async fn read_features(&self) -> Result<Features, HandlerFault> {
+        let Some(ext) = &self.ext else {
+            return Ok(Features::default());
+        };
+        let f = ext_call!(self, ext, "features", |g, store| g.call_features(store)).0?;
+        Ok(convert::features(f))
+    }
+
+    /// The pools each stage may route to (1.1 `routing`; empty otherwise).
+    pub(crate) async fn stage_pools(&self) -> Result<Vec<StagePool>, HandlerFault> {
+        let Some(ext) = self.ext.as_ref().filter(|_| self.features.routing) else {
+            return Ok(Vec::new());
+        };
+        let pools = ext_call!(self, ext, "stage_pools", |g, store| g
+            .call_stage_pools(store))
+        .0?;
+        Ok(pools.into_iter().map(convert::stage_pool).collect())
+    }
+
+    /// Ask the provider to cancel the jobs of cancelled units (1.1 `cancel`). `None` when the
+    /// handler does not cancel provider jobs.
+    pub async fn cancel(
+        &self,
+        ctx: &TickContext,
+        units: &[BatchUnit],
+    ) -> Option<Result<Vec<CancelChange>, HandlerFault>> {
+        let ext = self.ext.as_ref().filter(|_| self.features.cancel)?;
+        let ctx = convert::context(ctx);
+        let units = convert::batch(units);
+        let (answer, taken) = ext_call!(self, ext, "cancel", |g, store| g
+            .call_cancel(store, &ctx, &units));
+        self.record(
+            "cancel",
+            &taken,
+            || tape_json::tick_input(&ctx, &units),
+            || {
+                tape_json::answer(&answer, |a| {
+                    tape_json::result(a, |c| tape_json::cancel_changes(c))
+                })
+            },
+        );
+        Some(answer.and_then(|a| {
+            let changes = self.guest_err("cancel", a)?;
+            Ok(changes.into_iter().map(convert::cancel_change).collect())
+        }))
+    }
+
+    /// Validate a payload and split it into units (with their pools, when the handler routes).
     pub async fn plan(
         &self,
         task_type: &str,
         payload: &str,
     ) -> Result<Result<Vec<PlannedUnit>, PlanError>, HandlerFault> {
+        if let Some(ext) = self.ext.as_ref().filter(|_| self.features.routing) {
+            let answer = ext_call!(self, ext, "plan", |g, store| g
+                .call_plan_routed(store, task_type, payload))
+            .0?;
+            return Ok(answer
+                .map(|units| units.into_iter().map(convert::routed).collect())
+                .map_err(convert::plan_error));
+        }
         let answer = guest_call!(self, "plan", |b, store| b
             .slotd_handler_handler()
-            .call_plan(store, task_type, payload))?;
+            .call_plan(store, task_type, payload))
+        .0?;
         Ok(answer
             .map(|units| units.into_iter().map(convert::planned).collect())
             .map_err(convert::plan_error))
@@ -156,10 +289,16 @@ impl Handler {
     ) -> Result<Vec<Change>, HandlerFault> {
         let ctx = convert::context(ctx);
         let batch = convert::batch(batch);
-        let answer = guest_call!(self, "tick", |b, store| b
+        let (answer, taken) = guest_call!(self, "tick", |b, store| b
             .slotd_handler_handler()
-            .call_tick(store, &ctx, &batch))?;
-        let changes = self.guest_err("tick", answer)?;
+            .call_tick(store, &ctx, &batch));
+        self.record(
+            "tick",
+            &taken,
+            || tape_json::tick_input(&ctx, &batch),
+            || tape_json::answer(&answer, |a| tape_json::result(a, |c| tape_json::changes(c))),
+        );
+        let changes = self.guest_err("tick", answer?)?;
         Ok(changes.into_iter().map(convert::change).collect())
     }
 
@@ -171,10 +310,16 @@ impl Handler {
     ) -> Result<Finalized, HandlerFault> {
         let ctx = convert::context(ctx);
         let unit = convert::unit(unit, false);
-        let answer = guest_call!(self, "finalize", |b, store| b
+        let (answer, taken) = guest_call!(self, "finalize", |b, store| b
             .slotd_handler_handler()
-            .call_finalize(store, &ctx, &unit))?;
-        Ok(convert::finalized(self.guest_err("finalize", answer)?))
+            .call_finalize(store, &ctx, &unit));
+        self.record(
+            "finalize",
+            &taken,
+            || tape_json::finalize_input(&ctx, &unit),
+            || tape_json::answer(&answer, |a| tape_json::result(a, tape_json::finalized)),
+        );
+        Ok(convert::finalized(self.guest_err("finalize", answer?)?))
     }
 
     /// Turn a provider webhook into changes.
@@ -185,9 +330,36 @@ impl Handler {
     ) -> Result<Vec<CallbackChange>, HandlerFault> {
         let answer = guest_call!(self, "on_callback", |b, store| b
             .slotd_handler_handler()
-            .call_on_callback(store, headers, body))?;
+            .call_on_callback(store, headers, body))
+        .0?;
         let changes = self.guest_err("on_callback", answer)?;
         Ok(changes.into_iter().map(convert::callback_change).collect())
+    }
+
+    /// With `[handlers.X] record` set, append this call to the recording (redacted).
+    fn record(
+        &self,
+        function: &str,
+        taken: &Taken,
+        input: impl FnOnce() -> serde_json::Value,
+        output: impl FnOnce() -> serde_json::Value,
+    ) {
+        let Some(dir) = &self.config.record else {
+            return;
+        };
+        let redactor = Redactor::new(&self.config);
+        let record = CallRecord {
+            handler: self.info.name.clone(),
+            version: self.info.version.clone(),
+            function: function.to_string(),
+            settings: self.config.settings.clone(),
+            input: redactor.json(input()),
+            exchanges: taken.exchanges.clone(),
+            output: redactor.json(output()),
+        };
+        if let Err(e) = tape::append(dir, &record) {
+            tracing::warn!(handler = %self.name, dir = %dir.display(), error = %e, "recording a call failed");
+        }
     }
 
     /// A guest `err` is a fault too: count it and hand it back.

@@ -20,18 +20,18 @@ use crate::sim::{SimHandle, SimOptions};
 const TIME_SCALE: f64 = 0.001;
 const DRIVE_DEADLINE: Duration = Duration::from_secs(20);
 
-fn built(file: &str) -> PathBuf {
+pub(super) fn built(file: &str) -> PathBuf {
     PathBuf::from(env!("SLOTD_BUILT_PLUGINS")).join(file)
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
 
-async fn sim(opts: SimOptions) -> SimHandle {
+pub(super) async fn sim(opts: SimOptions) -> SimHandle {
     crate::sim::start(SimOptions {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         time_scale: TIME_SCALE,
@@ -44,7 +44,7 @@ async fn sim(opts: SimOptions) -> SimHandle {
     .expect("the simulator starts")
 }
 
-fn config(sim: &SimHandle, secret: &str) -> HandlerConfig {
+pub(super) fn config(sim: &SimHandle, secret: &str) -> HandlerConfig {
     let mut c = HandlerConfig::default();
     c.settings.insert("base_url".into(), sim.base_url().into());
     c.settings.insert("access_key".into(), "AK".into());
@@ -56,7 +56,7 @@ fn config(sim: &SimHandle, secret: &str) -> HandlerConfig {
 }
 
 /// Both handlers loaded with their config pointing at `sim`, signing with `secret`.
-async fn load(sim: &SimHandle, secret: &str) -> (Arc<Handler>, Arc<Handler>) {
+pub(super) async fn load(sim: &SimHandle, secret: &str) -> (Arc<Handler>, Arc<Handler>) {
     let handlers = BTreeMap::from([
         ("kling-video".to_string(), config(sim, secret)),
         ("kling-avatar".to_string(), config(sim, secret)),
@@ -73,7 +73,7 @@ async fn load(sim: &SimHandle, secret: &str) -> (Arc<Handler>, Arc<Handler>) {
     (video, avatar)
 }
 
-fn video_payload() -> Value {
+pub(super) fn video_payload() -> Value {
     json!({
         "model_name": "kling-v1-6", "mode": "std", "duration": "5", "aspect_ratio": "16:9",
         "negative_prompt": "blur",
@@ -94,7 +94,7 @@ fn avatar_payload() -> Value {
     })
 }
 
-async fn specs(handler: &Handler, task_type: &str, payload: &Value) -> Vec<String> {
+pub(super) async fn specs(handler: &Handler, task_type: &str, payload: &Value) -> Vec<String> {
     handler
         .plan(task_type, &payload.to_string())
         .await
@@ -105,7 +105,7 @@ async fn specs(handler: &Handler, task_type: &str, payload: &Value) -> Vec<Strin
         .collect()
 }
 
-fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
+pub(super) fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
     let now = now_ms() as i64;
     Unit {
         id: id.into(),
@@ -129,12 +129,13 @@ fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         result: None,
         cost: None,
         cancel_requested_at: None,
+        routes: None,
         created_at: now,
         updated_at: now,
     }
 }
 
-fn ctx() -> TickContext {
+pub(super) fn ctx() -> TickContext {
     TickContext {
         pool: "kling".into(),
         now_ms: now_ms(),
@@ -142,7 +143,7 @@ fn ctx() -> TickContext {
     }
 }
 
-async fn tick(handler: &Handler, units: &[(Unit, bool)]) -> Vec<Outcome> {
+pub(super) async fn tick(handler: &Handler, units: &[(Unit, bool)]) -> Vec<Outcome> {
     let batch: Vec<BatchUnit> = units
         .iter()
         .map(|(unit, in_doubt)| BatchUnit {
@@ -170,7 +171,7 @@ async fn tick(handler: &Handler, units: &[(Unit, bool)]) -> Vec<Outcome> {
 
 /// Stand-in for the scheduler: tick every submitted unit and apply the changes until none is
 /// submitted or the deadline passes. A `next-stage` unit is resubmitted at once.
-async fn drive(handler: &Handler, units: &mut [Unit]) {
+pub(super) async fn drive(handler: &Handler, units: &mut [Unit]) {
     let deadline = Instant::now() + DRIVE_DEADLINE;
     loop {
         let live: Vec<Unit> = units

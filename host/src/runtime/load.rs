@@ -11,8 +11,10 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::bindings::{ACCEPTED_MAJOR, HANDLER_INTERFACE, PACKAGE, SlotdHandlerPre};
-use super::{Handler, HandlerInfo, Runtime};
+use super::bindings::{
+    ACCEPTED_MAJOR, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE, SlotdHandlerPre, extensions,
+};
+use super::{Handler, HandlerInfo, Runtime, StagePool};
 
 impl Runtime {
     /// Compile (off the async runtime), pre-instantiate and `describe` one component file.
@@ -40,13 +42,14 @@ impl Runtime {
         check_header(&bytes)?;
         let sha256 = sha256_hex(&bytes);
         let component = self.compile(&sha256, bytes).await?;
-        check_contract(&self.shared.engine, &component)?;
+        let contract = check_contract(&self.shared.engine, &component)?;
         let pre = self
             .shared
             .linker
             .instantiate_pre(&component)
             .map_err(|e| anyhow!("{e:#}"))
             .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
+        let ext = extension_indices(&pre)?;
         let pre = SlotdHandlerPre::new(pre)
             .map_err(|e| anyhow!("{e:#}"))
             .context("finding the handler exports")?;
@@ -60,19 +63,22 @@ impl Runtime {
             task_types: Vec::new(),
             pools: Vec::new(),
         };
-        let handler = Handler::new(
+        let mut handler = Handler::new(
             Arc::from(stem.as_str()),
             placeholder,
             sha256,
             path.to_path_buf(),
             pre,
+            ext,
             self.shared.clone(),
         );
+        handler.contract = contract;
         let info = handler
             .describe()
             .await
             .map_err(|fault| anyhow!("describe failed: {fault}"))?;
         validate_info(&info).context("describe returned an invalid declaration")?;
+        let (handler, info) = extend(handler, info).await?;
         Ok(Arc::new(handler.with_info(info)))
     }
 
@@ -137,8 +143,84 @@ fn major(name: &str) -> Option<&str> {
         .map(|(_, v)| v.split('.').next().unwrap_or(v))
 }
 
+/// The `extensions` export of a 1.1 component, if it has one.
+pub(crate) fn extension_indices<T: 'static>(
+    pre: &wasmtime::component::InstancePre<T>,
+) -> anyhow::Result<Option<extensions::GuestIndices>> {
+    let exported = pre
+        .component()
+        .get_export_index(None, format!("{EXTENSIONS_INTERFACE}@1.1.0").as_str())
+        .is_some();
+    if !exported {
+        return Ok(None);
+    }
+    extensions::GuestIndices::new(pre)
+        .map(Some)
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("finding the extensions export (contract 1.1)")
+}
+
+/// Read a 1.1 component's features and, when it routes, its stage pools (with only its plain
+/// settings readable), and fold the pools into the declaration.
+async fn extend(mut handler: Handler, info: HandlerInfo) -> anyhow::Result<(Handler, HandlerInfo)> {
+    handler.features = handler
+        .read_features()
+        .await
+        .map_err(|fault| anyhow!("extensions.features failed: {fault}"))?;
+    if !handler.features.routing {
+        return Ok((handler, info));
+    }
+    let handler = handler.with_settings_of(&info.name);
+    let pools = handler
+        .stage_pools()
+        .await
+        .map_err(|fault| anyhow!("extensions.stage-pools failed: {fault}"))?;
+    let info = with_stage_pools(info, pools).context("stage-pools returned an invalid route")?;
+    validate_info(&info).context("stage-pools returned an invalid declaration")?;
+    Ok((handler, info))
+}
+
+/// Add routed pools to the stages and the proposals. Each names a declared task type and
+/// stage; a pool proposed twice with different defaults is refused.
+pub(crate) fn with_stage_pools(
+    mut info: HandlerInfo,
+    pools: Vec<StagePool>,
+) -> anyhow::Result<HandlerInfo> {
+    for sp in pools {
+        let Some(stage) = info
+            .task_types
+            .iter_mut()
+            .find(|t| t.name == sp.task_type)
+            .and_then(|t| t.stages.iter_mut().find(|s| s.name == sp.stage))
+        else {
+            bail!(
+                "pool {:?} is routed for stage {:?} of task type {:?}, which describe did not \
+                 declare",
+                sp.pool.name,
+                sp.stage,
+                sp.task_type
+            );
+        };
+        if !stage.allows(&sp.pool.name) {
+            stage.alt_pools.push(sp.pool.name.clone());
+        }
+        match info.pools.iter().find(|p| p.name == sp.pool.name) {
+            Some(p) if p.default_max_slots != sp.pool.default_max_slots => bail!(
+                "pool {:?} is proposed with {} and with {} slots",
+                p.name,
+                p.default_max_slots,
+                sp.pool.default_max_slots
+            ),
+            Some(_) => {}
+            None => info.pools.push(sp.pool),
+        }
+    }
+    Ok(info)
+}
+
 /// The component must export `slotd:handler/handler@1.x` and import nothing of another major.
-fn check_contract(engine: &Engine, component: &Component) -> anyhow::Result<()> {
+/// Returns the contract version it was built against (the version of its handler export).
+fn check_contract(engine: &Engine, component: &Component) -> anyhow::Result<String> {
     let ty = component.component_type();
     let accepted = format!("{HANDLER_INTERFACE}@{ACCEPTED_MAJOR}.x");
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
@@ -165,7 +247,10 @@ fn check_contract(engine: &Engine, component: &Component) -> anyhow::Result<()> 
             );
         }
     }
-    Ok(())
+    Ok(export
+        .split_once('@')
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_default())
 }
 
 fn valid_name(name: &str) -> bool {
@@ -277,7 +362,10 @@ pub(crate) fn info_notes(info: &HandlerInfo) -> Vec<String> {
     let used: BTreeSet<&str> = info
         .task_types
         .iter()
-        .flat_map(|t| t.stages.iter().map(|s| s.pool.as_str()))
+        .flat_map(|t| t.stages.iter())
+        .flat_map(|s| {
+            std::iter::once(s.pool.as_str()).chain(s.alt_pools.iter().map(String::as_str))
+        })
         .collect();
     let mut out = Vec::new();
     for p in used.difference(&proposed) {
@@ -297,8 +385,12 @@ pub(crate) fn info_notes(info: &HandlerInfo) -> Vec<String> {
 pub struct CheckReport {
     /// sha256 of the file, when it could be read.
     pub sha256: Option<String>,
-    /// What `describe` declared, when the component got that far.
+    /// What `describe` declared (with routed pools), when the component got that far.
     pub info: Option<HandlerInfo>,
+    /// The contract version it was built against, e.g. "1.0.0".
+    pub contract: Option<String>,
+    /// The optional parts of the contract it uses, when they could be read.
+    pub features: Option<super::Features>,
     /// Everything that would make the host refuse the file. Empty: it would load.
     pub problems: Vec<String>,
     /// Things worth knowing that do not stop it loading.
@@ -341,9 +433,13 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
             return report;
         }
     };
-    if let Err(e) = check_contract(&runtime.shared.engine, &component) {
-        report.problems.push(format!("{e:#}"));
-    }
+    let contract = match check_contract(&runtime.shared.engine, &component) {
+        Ok(v) => v,
+        Err(e) => {
+            report.problems.push(format!("{e:#}"));
+            String::new()
+        }
+    };
     let pre = match runtime.shared.linker.instantiate_pre(&component) {
         Ok(pre) => pre,
         Err(e) => {
@@ -356,6 +452,13 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
     if !report.problems.is_empty() {
         return report;
     }
+    let ext = match extension_indices(&pre) {
+        Ok(ext) => ext,
+        Err(e) => {
+            report.problems.push(format!("{e:#}"));
+            return report;
+        }
+    };
     let pre = match SlotdHandlerPre::new(pre) {
         Ok(p) => p,
         Err(e) => {
@@ -365,7 +468,7 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
             return report;
         }
     };
-    let handler = Handler::new(
+    let mut handler = Handler::new(
         Arc::from("check"),
         HandlerInfo {
             name: "check".into(),
@@ -376,10 +479,23 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
         report.sha256.clone().unwrap_or_default(),
         path.to_path_buf(),
         pre,
+        ext,
         runtime.shared.clone(),
     );
+    handler.contract = contract.clone();
+    report.contract = Some(contract);
     match handler.describe().await {
         Ok(info) => {
+            let info = match extend(handler, info.clone()).await {
+                Ok((h, extended)) => {
+                    report.features = Some(h.features);
+                    extended
+                }
+                Err(e) => {
+                    report.problems.push(format!("{e:#}"));
+                    info
+                }
+            };
             report.problems.extend(info_problems(&info));
             report.notes.extend(info_notes(&info));
             let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
@@ -415,6 +531,7 @@ mod tests {
                 stages: vec![StageInfo {
                     name: "main".into(),
                     pool: "kling:video".into(),
+                    alt_pools: Vec::new(),
                 }],
             }],
             pools: vec![PoolInfo {
@@ -476,5 +593,43 @@ mod tests {
         assert_eq!(major("slotd:handler/handler@1.0.0"), Some("1"));
         assert_eq!(major("slotd:handler/handler@2.1.0"), Some("2"));
         assert_eq!(major("slotd:handler/handler"), None);
+    }
+
+    #[test]
+    fn stage_pools_extend_stages_and_proposals_or_name_the_mistake() {
+        let sp = |task: &str, stage: &str, pool: &str, slots: u32| StagePool {
+            task_type: task.into(),
+            stage: stage.into(),
+            pool: PoolInfo {
+                name: pool.into(),
+                default_max_slots: slots,
+            },
+        };
+        let routed = with_stage_pools(
+            info(),
+            vec![
+                sp("video", "main", "kling:pro", 3),
+                sp("video", "main", "kling:video", 18),
+            ],
+        )
+        .expect("valid routes");
+        let stage = &routed.task_types[0].stages[0];
+        assert_eq!(stage.alt_pools, vec!["kling:pro".to_string()]);
+        assert!(stage.allows("kling:pro") && stage.allows("kling:video"));
+        assert!(!stage.allows("other"));
+        assert!(
+            routed
+                .pools
+                .iter()
+                .any(|p| p.name == "kling:pro" && p.default_max_slots == 3)
+        );
+        assert!(info_notes(&routed).is_empty(), "{:?}", info_notes(&routed));
+
+        let err = with_stage_pools(info(), vec![sp("video", "nope", "p", 1)])
+            .expect_err("an undeclared stage");
+        assert!(err.to_string().contains("\"nope\""), "{err}");
+        let err = with_stage_pools(info(), vec![sp("video", "main", "kling:video", 2)])
+            .expect_err("a second default for a proposed pool");
+        assert!(err.to_string().contains("18 and with 2"), "{err}");
     }
 }

@@ -21,7 +21,18 @@ use crate::model::{Outcome, Unit};
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct StageInfo {
     pub name: String,
+    /// The stage's default pool.
     pub pool: String,
+    /// Other pools `plan` may route this stage's units to (contract 1.1 `routing`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alt_pools: Vec<String>,
+}
+
+impl StageInfo {
+    /// Whether a unit of this stage may wait in `pool`.
+    pub fn allows(&self, pool: &str) -> bool {
+        self.pool == pool || self.alt_pools.iter().any(|p| p == pool)
+    }
 }
 
 /// A task type a handler serves.
@@ -62,6 +73,49 @@ impl HandlerInfo {
 pub struct PlannedUnit {
     pub spec: String,
     pub state: String,
+    /// (stage, pool) pairs chosen by `plan-routed` (contract 1.1); empty: default pools.
+    pub pools: Vec<(String, String)>,
+}
+
+/// The optional parts of the contract a handler uses (contract 1.1 `extensions.features`;
+/// none for a 1.0 component).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Features {
+    /// Provider-side cancel of cancelled tasks' jobs.
+    pub cancel: bool,
+    /// Units choose their pool in `plan-routed`.
+    pub routing: bool,
+}
+
+/// What the provider said about a cancelled unit's job (contract 1.1 `cancel`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The job has ended: the unit ends `cancelled` and its slot is freed.
+    Ended,
+    /// The job may still run: the slot stays held; ask again later.
+    Running { after_ms: Option<u64> },
+    /// The cancel could not be asked: the slot stays held; ask again later.
+    RetryAfter {
+        after_ms: Option<u64>,
+        error: crate::model::ProviderError,
+    },
+}
+
+/// One unit's answer to `cancel`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelChange {
+    pub unit_id: String,
+    pub outcome: CancelOutcome,
+    pub state: Option<String>,
+    pub cost: Option<String>,
+}
+
+/// A pool a stage may route units to (contract 1.1 `stage-pools`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagePool {
+    pub task_type: String,
+    pub stage: String,
+    pub pool: PoolInfo,
 }
 
 /// A payload refused by `plan` (shown as 422).
@@ -192,8 +246,13 @@ mod output;
 mod ownership;
 pub mod quarantine;
 pub mod registry;
+pub mod replay;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod sandbox_tests;
+pub mod tape;
+mod tape_json;
 #[cfg(test)]
 mod tests;
 pub mod versions;

@@ -55,6 +55,7 @@ fn unit(spec: &str) -> Unit {
         result: None,
         cost: None,
         cancel_requested_at: None,
+        routes: None,
         created_at: 0,
         updated_at: 0,
     }

@@ -76,6 +76,7 @@ fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         result: None,
         cost: None,
         cancel_requested_at: None,
+        routes: None,
         created_at: 0,
         updated_at: 0,
     }

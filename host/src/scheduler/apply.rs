@@ -213,10 +213,14 @@ fn update_for(
             u.detail = Some("provider job succeeded".into());
         }
         Outcome::NextStage { stage } => {
-            let pool = handler
+            let declared = handler
                 .stages(&unit.task_type)
-                .and_then(|s| s.iter().find(|st| st.name == stage))
-                .map(|st| st.pool.clone())
+                .and_then(|s| s.iter().find(|st| st.name == stage));
+            // The pool `plan-routed` chose for this stage (if the stage still allows it), else
+            // the stage's default.
+            let pool = declared
+                .and_then(|st| unit.route_for(&stage).filter(|p| st.allows(p)))
+                .or_else(|| declared.map(|st| st.pool.clone()))
                 .unwrap_or_else(|| unit.pool.clone());
             u.to = Some(UnitStatus::Pending);
             u.detail = Some(format!(
@@ -371,7 +375,7 @@ pub fn expire_stage_deadline<T>(
 
 #[cfg(test)]
 #[path = "apply_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 #[path = "apply_golden_tests.rs"]

@@ -13,10 +13,12 @@ pub(super) fn info() -> HandlerInfo {
                 StageInfo {
                     name: "a".into(),
                     pool: "p1".into(),
+                    alt_pools: Vec::new(),
                 },
                 StageInfo {
                     name: "b".into(),
                     pool: "p2".into(),
+                    alt_pools: Vec::new(),
                 },
             ],
         }],
@@ -24,7 +26,7 @@ pub(super) fn info() -> HandlerInfo {
     }
 }
 
-pub(super) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
+pub(crate) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
     Unit {
         id: id.into(),
         task_id: "t1".into(),
@@ -47,6 +49,7 @@ pub(super) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
         result: None,
         cost: None,
         cancel_requested_at: None,
+        routes: None,
         created_at: 0,
         updated_at: 0,
     }

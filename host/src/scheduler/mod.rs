@@ -6,6 +6,7 @@
 
 mod apply;
 mod callback;
+mod cancel;
 mod download;
 mod finalize;
 mod leasing;

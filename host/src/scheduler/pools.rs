@@ -46,8 +46,10 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
         }
         for t in &h.info.task_types {
             for s in &t.stages {
-                entry(&mut out, &s.pool);
-                push_unique(&mut out, &s.pool, Some(&t.name), Some(&h.info.name));
+                for pool in std::iter::once(&s.pool).chain(&s.alt_pools) {
+                    entry(&mut out, pool);
+                    push_unique(&mut out, pool, Some(&t.name), Some(&h.info.name));
+                }
             }
         }
     }

@@ -22,6 +22,7 @@ use crate::store::UnitUpdate;
 
 use super::Scheduler;
 use super::apply::{cancel_unsent, expire_stage_deadline, fault_updates, plan_updates};
+use super::cancel::split_cancelling;
 
 /// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
 /// resolved: room for the marking instance's last write.
@@ -66,6 +67,7 @@ pub enum TickError {
 }
 
 /// The result of calling one handler for part of a batch.
+#[derive(Default)]
 struct CallResult {
     updates: Vec<UnitUpdate>,
     refused: usize,
@@ -200,9 +202,25 @@ impl Scheduler {
         let calls = by_handler.into_values().map(|(h, units)| {
             let ctx = ctx.clone();
             async move {
-                let mut c = TickContext { ..ctx };
-                c.callback_url = self.callback_url(&h.info.name, &c.pool, &units);
-                self.call_isolating(h, c, units, now).await
+                // Cancelled units with a job go to the handler's `cancel` (contract 1.1).
+                let (cancelling, units) = split_cancelling(&h, units);
+                let cancelled = if cancelling.is_empty() {
+                    None
+                } else {
+                    Some(self.call_cancel(h.clone(), &ctx, cancelling, now).await)
+                };
+                let mut r = if units.is_empty() {
+                    CallResult::default()
+                } else {
+                    let mut c = TickContext { ..ctx };
+                    c.callback_url = self.callback_url(&h.info.name, &c.pool, &units);
+                    self.call_isolating(h, c, units, now).await
+                };
+                if let Some(c) = cancelled {
+                    r.updates.extend(c.updates);
+                    r.faults += c.faults;
+                }
+                r
             }
         });
         let results = futures::future::join_all(calls).await;

@@ -122,6 +122,8 @@ pub struct NewUnit {
     pub stage: String,
     pub spec: String,
     pub state: String,
+    /// The pools chosen by the handler's `plan-routed` (JSON object stage → pool), if any.
+    pub routes: Option<String>,
 }
 
 /// The result of [`TaskStore::task_create`].

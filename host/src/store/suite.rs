@@ -120,6 +120,7 @@ pub(crate) fn task(
                 stage: "main".into(),
                 spec: format!(r#"{{"shot":{i}}}"#),
                 state: "{}".into(),
+                routes: None,
             })
             .collect(),
         now: T0,

@@ -1,6 +1,11 @@
-//! `http.send` / `http.send-batch`: outbound HTTP on the guest's behalf, with the handler's
-//! allowlist (default deny), a per-request timeout capped by the host, a response-size cap read
-//! chunk by chunk, and latency recorded as `slotd_provider_http_seconds{handler,status}`.
+//! `http.send` / `http.send-batch` / `http.send-authorized`: outbound HTTP on the guest's
+//! behalf, with the handler's allowlist (default deny), a per-request timeout capped by the
+//! host, a response-size cap read chunk by chunk, and latency recorded as
+//! `slotd_provider_http_seconds{handler,status}`.
+//!
+//! `send-authorized` (contract 1.1) inserts credential headers from the handler's secrets on
+//! the way out: the guest names the secret, the host writes `prefix + value` into the header,
+//! marked sensitive, so the value never enters guest memory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,8 +14,11 @@ use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::HandlerConfig;
-use crate::runtime::bindings::http::{Host, HttpError, Request, Response};
+use crate::runtime::bindings::http::{
+    AuthorizedRequest, Credential, Host, HttpError, Request, Response,
+};
 use crate::runtime::engine::CallState;
+use crate::runtime::tape::{Redactor, Tape};
 
 /// What one request needs, detached from the store so a batch can run concurrently.
 struct Outbound {
@@ -19,29 +27,111 @@ struct Outbound {
     client: reqwest::Client,
     timeout: Duration,
     max_bytes: u64,
+    /// The call's recording, if `[handlers.X] record` is set.
+    tape: Option<(Arc<Tape>, Arc<Redactor>)>,
 }
 
 impl Host for CallState {
     async fn send(&mut self, req: Request) -> Result<Response, HttpError> {
+        if let Some(answer) = self.replayed(&req) {
+            return answer;
+        }
         // Lowered only on completion: see `CallState::http_in_flight`.
         self.http_in_flight += 1;
-        let answer = self.outbound().send(req).await;
+        let answer = self.outbound().send(req, Vec::new()).await;
         self.http_in_flight -= 1;
         answer
     }
 
     async fn send_batch(&mut self, reqs: Vec<Request>) -> Vec<Result<Response, HttpError>> {
+        if self.replaying() {
+            return reqs.iter().filter_map(|r| self.replayed(r)).collect();
+        }
         let out = self.outbound();
         let concurrency = self.shared.limits.http_batch_concurrency.max(1);
         self.http_in_flight += 1;
         // `buffered` keeps the answers in request order.
-        let answers = futures::stream::iter(reqs.into_iter().map(|r| out.send(r)))
+        let answers = futures::stream::iter(reqs.into_iter().map(|r| out.send(r, Vec::new())))
             .buffered(concurrency)
             .collect()
             .await;
         self.http_in_flight -= 1;
         answers
     }
+
+    async fn send_authorized(
+        &mut self,
+        reqs: Vec<AuthorizedRequest>,
+    ) -> Vec<Result<Response, HttpError>> {
+        if self.replaying() {
+            // Recorded without the inserted credentials: replayed the same way.
+            return reqs
+                .iter()
+                .filter_map(|r| self.replayed(&r.request))
+                .collect();
+        }
+        let out = self.outbound();
+        let concurrency = self.shared.limits.http_batch_concurrency.max(1);
+        self.http_in_flight += 1;
+        let answers = futures::stream::iter(reqs.into_iter().map(|r| {
+            let inserted = credential_headers(&out, &r.request, &r.credentials);
+            let out = &out;
+            async move {
+                match inserted {
+                    Ok(headers) => out.send(r.request, headers).await,
+                    Err(e) => Err(e),
+                }
+            }
+        }))
+        .buffered(concurrency)
+        .collect()
+        .await;
+        self.http_in_flight -= 1;
+        answers
+    }
+}
+
+/// The headers `credentials` ask for, filled from the handler's secrets and marked sensitive.
+/// A credential naming an unconfigured secret, an invalid header name, or a header the request
+/// already carries makes the request `invalid` (not sent).
+fn credential_headers(
+    out: &Outbound,
+    req: &Request,
+    credentials: &[Credential],
+) -> Result<Vec<(HeaderName, HeaderValue)>, HttpError> {
+    let handler = &*out.handler;
+    let mut headers = Vec::with_capacity(credentials.len());
+    for c in credentials {
+        let Some(secret) = out.config.secrets.get(&c.secret) else {
+            return Err(HttpError::Invalid(format!(
+                "no secret {:?} is configured for handler {handler:?} (set handlers.{handler}.{})",
+                c.secret, c.secret
+            )));
+        };
+        let name = HeaderName::from_bytes(c.header.as_bytes())
+            .map_err(|_| HttpError::Invalid(format!("credential header name {:?}", c.header)))?;
+        if req
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name.as_str()))
+        {
+            return Err(HttpError::Invalid(format!(
+                "the request sets header {name} itself and also asks the host to fill it with                  secret {:?}",
+                c.secret
+            )));
+        }
+        let mut value = c.prefix.as_bytes().to_vec();
+        value.extend_from_slice(secret.expose());
+        let mut value = HeaderValue::from_bytes(&value).map_err(|_| {
+            HttpError::Invalid(format!(
+                "secret {:?} of handler {handler:?} (with its prefix) is not a valid value for                  header {name}",
+                c.secret
+            ))
+        })?;
+        value.set_sensitive(true);
+        headers.push((name, value));
+    }
+    Ok(headers)
 }
 
 impl CallState {
@@ -52,7 +142,18 @@ impl CallState {
             client: self.shared.http.clone(),
             timeout: self.shared.limits.http_timeout,
             max_bytes: self.shared.limits.http_max_response_bytes,
+            tape: self.tape.clone().zip(self.redactor.clone()),
         }
+    }
+
+    fn replaying(&self) -> bool {
+        matches!(self.tape.as_deref(), Some(Tape::Replay(_)))
+    }
+
+    /// The recorded answer to `req` when replaying.
+    fn replayed(&self, req: &Request) -> Option<Result<Response, HttpError>> {
+        let (tape, redactor) = (self.tape.as_ref()?, self.redactor.as_ref()?);
+        tape.serve(redactor, req)
     }
 }
 
@@ -70,9 +171,24 @@ pub(crate) fn host_allowed(allowed: &[String], url: &url::Url) -> bool {
 }
 
 impl Outbound {
-    async fn send(&self, req: Request) -> Result<Response, HttpError> {
+    /// Send `req` with `inserted` (host-filled credential headers) added to its own headers.
+    async fn send(
+        &self,
+        req: Request,
+        inserted: Vec<(HeaderName, HeaderValue)>,
+    ) -> Result<Response, HttpError> {
         let started = Instant::now();
-        let result = self.send_inner(req).await;
+        let recorded = self.tape.as_ref().map(|_| Request {
+            method: req.method.clone(),
+            url: req.url.clone(),
+            headers: req.headers.clone(),
+            body: req.body.clone(),
+            timeout_ms: req.timeout_ms,
+        });
+        let result = self.send_inner(req, inserted).await;
+        if let (Some((tape, redactor)), Some(req)) = (&self.tape, &recorded) {
+            tape.record(redactor, req, &result);
+        }
         let status = match &result {
             Ok(r) => r.status.to_string(),
             Err(HttpError::Denied(_)) => "denied".into(),
@@ -90,7 +206,11 @@ impl Outbound {
         result
     }
 
-    async fn send_inner(&self, req: Request) -> Result<Response, HttpError> {
+    async fn send_inner(
+        &self,
+        req: Request,
+        inserted: Vec<(HeaderName, HeaderValue)>,
+    ) -> Result<Response, HttpError> {
         let url = url::Url::parse(&req.url)
             .map_err(|e| HttpError::Invalid(format!("url {:?}: {e}", req.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -119,6 +239,9 @@ impl Outbound {
             let value = HeaderValue::from_str(value)
                 .map_err(|_| HttpError::Invalid(format!("header {name} has an invalid value")))?;
             headers.append(name, value);
+        }
+        for (name, value) in inserted {
+            headers.insert(name, value);
         }
         let timeout = match req.timeout_ms {
             Some(ms) => Duration::from_millis(ms.into()).min(self.timeout),

@@ -12,7 +12,7 @@ use crate::store::{StoreError, StoreResult, TaskRecord};
 /// The columns of `units` that make a [`Unit`], in `SELECT` and `RETURNING` lists.
 pub(super) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
      priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
-     submitted_at, error, result, cost, cancel_requested_at, created_at, updated_at";
+     submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at";
 
 /// [`UNIT_COLS`] qualified with `units.`, for statements that join other relations with
 /// columns of the same names (`RETURNING` of an `UPDATE … FROM`).
@@ -81,6 +81,7 @@ pub(super) fn unit_from_row(row: &PgRow) -> StoreResult<Unit> {
         result: row.try_get("result")?,
         cost: row.try_get("cost")?,
         cancel_requested_at: row.try_get("cancel_requested_at")?,
+        routes: row.try_get("routes")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         id,

@@ -28,11 +28,11 @@ const TASK_CREATE_SQL: &str = "WITH task AS ( \
          RETURNING seq \
      ), unit AS ( \
          INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
-             stage, status, spec, state, next_at, created_at, updated_at) \
+             stage, status, spec, state, routes, next_at, created_at, updated_at) \
          SELECT u.id, $1, (u.ord - 1)::int, $2, $3, task.seq, $6, u.pool, u.stage, 'pending', \
-             u.spec, u.state, $8, $8, $8 \
-         FROM task, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[]) \
-             WITH ORDINALITY AS u (id, pool, stage, spec, state, ord) \
+             u.spec, u.state, u.routes, $8, $8, $8 \
+         FROM task, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], \
+             $14::text[]) WITH ORDINALITY AS u (id, pool, stage, spec, state, routes, ord) \
          RETURNING id, idx, stage \
      ), event AS ( \
          INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
@@ -59,6 +59,7 @@ pub(super) async fn task_create(pool: &PgPool, task: NewTask) -> StoreResult<Cre
         specs.push(u.spec.as_str());
         states.push(u.state.as_str());
     }
+    let routes: Vec<Option<&str>> = task.units.iter().map(|u| u.routes.as_deref()).collect();
     let seq: Option<i64> = sqlx::query_scalar(TASK_CREATE_SQL)
         .bind(&task.id)
         .bind(&task.tenant)
@@ -73,6 +74,7 @@ pub(super) async fn task_create(pool: &PgPool, task: NewTask) -> StoreResult<Cre
         .bind(&stages)
         .bind(&specs)
         .bind(&states)
+        .bind(&routes)
         .fetch_optional(pool)
         .await?;
     if seq.is_some() {
@@ -293,11 +295,15 @@ pub(super) async fn task_cancel(
     .await?;
     // `updated_at` stays: an untouched in-doubt unit (submitted_at = updated_at) may still be
     // in the call of the instance that marked it, and must keep looking so.
-    sqlx::query("UPDATE units SET cancel_requested_at = $2 WHERE id = ANY($1)")
-        .bind(&waits)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+    // Due at once: a handler with provider-side cancel asks the provider at the next tick.
+    sqlx::query(
+        "UPDATE units SET cancel_requested_at = $2, next_at = LEAST(next_at, $2) \
+         WHERE id = ANY($1)",
+    )
+    .bind(&waits)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
     if first > 0 || !ends.is_empty() || !waits.is_empty() {
         task_touch(&mut tx, id, now).await?;
     }

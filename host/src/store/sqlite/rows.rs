@@ -14,7 +14,7 @@ use crate::store::{StoreError, StoreResult, TaskRecord};
 /// Used in `SELECT` and `RETURNING` lists so that every query returns whole units.
 pub(super) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
      priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
-     submitted_at, error, result, cost, cancel_requested_at, created_at, updated_at";
+     submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at";
 
 /// The columns of `tasks` that make a [`TaskRecord`] (counts are filled separately).
 pub(super) const TASK_COLS: &str = "seq, id, tenant, type, payload, idempotency_key, priority, \
@@ -68,6 +68,7 @@ pub(super) fn unit_from_row(row: &SqliteRow) -> StoreResult<Unit> {
         result: row.try_get("result")?,
         cost: row.try_get("cost")?,
         cancel_requested_at: row.try_get("cancel_requested_at")?,
+        routes: row.try_get("routes")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         id,

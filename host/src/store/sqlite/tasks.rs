@@ -22,6 +22,7 @@ struct UnitJson<'a> {
     stage: &'a str,
     spec: &'a str,
     state: &'a str,
+    routes: Option<&'a str>,
 }
 
 impl<'a> From<&'a NewUnit> for UnitJson<'a> {
@@ -32,6 +33,7 @@ impl<'a> From<&'a NewUnit> for UnitJson<'a> {
             stage: &u.stage,
             spec: &u.spec,
             state: &u.state,
+            routes: u.routes.as_deref(),
         }
     }
 }
@@ -83,10 +85,10 @@ pub(super) async fn task_create(
         let units: Vec<UnitJson<'_>> = task.units.iter().map(UnitJson::from).collect();
         sqlx::query(
             "INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
-                 stage, status, spec, state, next_at, created_at, updated_at) \
+                 stage, status, spec, state, routes, next_at, created_at, updated_at) \
              SELECT value ->> '$.id', ?1, key, ?2, ?3, ?4, ?5, value ->> '$.pool', \
                  value ->> '$.stage', 'pending', value ->> '$.spec', value ->> '$.state', \
-                 ?6, ?6, ?6 \
+                 value ->> '$.routes', ?6, ?6, ?6 \
              FROM json_each(?7)",
         )
         .bind(&task.id)
@@ -291,9 +293,10 @@ pub(super) async fn task_cancel(
     .await?
     .rows_affected();
     // `updated_at` stays: an untouched in-doubt unit (submitted_at = updated_at) may still be
-    // in the call of the instance that marked it, and must keep looking so.
+    // in the call of the instance that marked it, and must keep looking so. Due at once: a
+    // handler with provider-side cancel asks the provider at the next tick.
     let waiting = sqlx::query(
-        "UPDATE units SET cancel_requested_at = ?2 \
+        "UPDATE units SET cancel_requested_at = ?2, next_at = MIN(next_at, ?2) \
          WHERE task_id = ?1 AND status = 'submitted' AND cancel_requested_at IS NULL",
     )
     .bind(id)
