@@ -95,6 +95,11 @@ fn step(unit: &Unit, now_ms: u64) -> Step {
         return Step::Create;
     }
     match State::of(unit).record_for(unit) {
+        // The host kept the unit `submitted` after our `retry-after` and gives it back in
+        // doubt. One window stays open: if the call that creates again is itself cut off (a
+        // crash, or a call deadline shorter than the request timeout, which the defaults
+        // avoid: 15 s against 30 s), the record still says "refused" and the next call
+        // creates once more. The guest cannot write state before a request goes out.
         CreateRecord::Refused => Step::Create,
         CreateRecord::Unknown { since, reason } => Step::Hold { since, reason },
         // The host marked it submitted in an earlier call that never reported back.
