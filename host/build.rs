@@ -20,6 +20,7 @@ use std::process::{Command, ExitCode};
 const INSTALL: &[(&str, &str)] = &[
     ("kling_video", "kling-video.wasm"),
     ("kling_avatar", "kling-avatar.wasm"),
+    ("runway_video", "runway-video.wasm"),
 ];
 
 /// Variables the outer cargo sets (or the user set for the outer build) that would change what

@@ -1,0 +1,183 @@
+//! What the answer to a create (`POST /v1/image_to_video` or `/v1/text_to_video`) means.
+//! The question that matters is whether a task was made: Runway has no idempotency key, so an
+//! answer that does not settle it is [`Created::Unknown`] (see [`crate::unknown`]), never
+//! "try again".
+
+use slotd_sdk::client::transport_error;
+use slotd_sdk::retry_after::retry_after_ms;
+use slotd_sdk::{HttpError, ProviderError, Response};
+
+use crate::answers;
+
+/// The meaning of a create answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Created {
+    /// Runway made task `id` (`estimatedCost.credits` when sent).
+    Accepted {
+        id: String,
+        estimated_credits: Option<f64>,
+    },
+    /// Not made, for now: the daily limit (429) or Runway shedding load (502, 503). Creating
+    /// again later is safe.
+    Refused {
+        after_ms: Option<u64>,
+        error: ProviderError,
+    },
+    /// Not made, and the same request will not succeed (400, 401, 403, other 4xx), or it was
+    /// never sent (the host refused it as configured).
+    Failed(ProviderError),
+    /// Maybe made: a timeout, a transport error, a 5xx other than 502/503, a success without
+    /// a readable id.
+    Unknown(String),
+}
+
+/// Classify the answer to a create; `now_ms` dates a `Retry-After`.
+pub fn classify(answer: &Result<Response, HttpError>, now_ms: u64) -> Created {
+    let r = match answer {
+        Ok(r) => r,
+        // Never sent: `allowed_hosts` or the `api_key` secret is missing.
+        Err(e @ (HttpError::Denied(_) | HttpError::Invalid(_))) => {
+            return Created::Failed(transport_error(e));
+        }
+        Err(HttpError::Timeout) => return Created::Unknown("the request timed out".into()),
+        Err(e @ (HttpError::Transport(_) | HttpError::TooLarge(_))) => {
+            return Created::Unknown(e.to_string());
+        }
+    };
+    match r.status {
+        200..=299 => match answers::created(r) {
+            Ok((id, estimated_credits)) => Created::Accepted {
+                id,
+                estimated_credits,
+            },
+            Err(why) => Created::Unknown(why),
+        },
+        429 | 502 | 503 => Created::Refused {
+            after_ms: retry_after_ms(&r.headers, now_ms),
+            error: with_hint(answers::error(r), hint(r.status)),
+        },
+        400..=499 => Created::Failed(with_hint(answers::error(r), hint(r.status))),
+        _ => Created::Unknown(answers::error(r).message),
+    }
+}
+
+/// What an operator should know about a status, beyond Runway's text.
+fn hint(status: u16) -> &'static str {
+    match status {
+        401 => "Runway refused the API key: check the api_key secret of handlers.runway-video",
+        403 => "the model may not be available to this Runway account",
+        429 => "Runway's daily generation limit for this model is reached (no task was created)",
+        502 | 503 => "Runway is shedding load (no task was created)",
+        _ => "",
+    }
+}
+
+fn with_hint(mut error: ProviderError, hint: &str) -> ProviderError {
+    if !hint.is_empty() {
+        error.message = format!("{} ({hint})", error.message);
+    }
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(status: u16, body: serde_json::Value) -> Result<Response, HttpError> {
+        Ok(Response::new(status, body.to_string()))
+    }
+
+    fn code(created: &Created) -> Option<&str> {
+        match created {
+            Created::Failed(e) | Created::Refused { error: e, .. } => e.code.as_deref(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn success_with_an_id_is_accepted() {
+        let ok = answer(200, json!({"id": "t1", "estimatedCost": {"credits": 25}}));
+        assert_eq!(
+            classify(&ok, 0),
+            Created::Accepted {
+                id: "t1".into(),
+                estimated_credits: Some(25.0)
+            }
+        );
+        assert!(matches!(
+            classify(&answer(200, json!({"task": "t1"})), 0),
+            Created::Unknown(why) if why.contains("no task id")
+        ));
+        assert!(matches!(
+            classify(&Ok(Response::new(201, "<html>")), 0),
+            Created::Unknown(why) if why.contains("not JSON")
+        ));
+    }
+
+    #[test]
+    fn refusals_that_created_nothing_are_safe_to_retry() {
+        let daily = Ok(Response::new(429, r#"{"error":"Daily limit reached"}"#)
+            .with_header("Retry-After", "120"));
+        let got = classify(&daily, 0);
+        assert!(
+            matches!(&got, Created::Refused { after_ms: Some(120_000), error }
+            if error.message.contains("daily generation limit"))
+        );
+        assert_eq!(code(&got), Some("http_429"));
+        for status in [502, 503] {
+            let got = classify(&answer(status, json!({"error": "busy"})), 0);
+            assert!(
+                matches!(got, Created::Refused { after_ms: None, .. }),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn client_errors_fail_with_the_issue_code() {
+        let invalid = answer(
+            400,
+            json!({"error": "Validation of body failed",
+                   "issues": [{"code": "invalid_value", "path": ["ratio"], "message": "Invalid option"}]}),
+        );
+        let got = classify(&invalid, 0);
+        assert_eq!(code(&got), Some("invalid_value"));
+        assert!(matches!(&got, Created::Failed(e) if e.message.contains("ratio: Invalid option")));
+        let unauthorized = classify(&answer(401, json!({"error": "Unauthorized"})), 0);
+        assert!(matches!(&unauthorized, Created::Failed(e) if e.message.contains("api_key")));
+        let forbidden = classify(
+            &answer(
+                403,
+                json!({"error": "Model variant gen4.5 is not available"}),
+            ),
+            0,
+        );
+        assert_eq!(code(&forbidden), Some("http_403"));
+        assert!(matches!(
+            classify(&answer(404, json!({})), 0),
+            Created::Failed(_)
+        ));
+        let denied = classify(&Err(HttpError::Denied("api.dev.runwayml.com".into())), 0);
+        assert!(matches!(&denied, Created::Failed(e) if e.message.contains("allowed_hosts")));
+        let no_key = classify(&Err(HttpError::Invalid("no secret \"api_key\"".into())), 0);
+        assert!(matches!(no_key, Created::Failed(_)));
+    }
+
+    #[test]
+    fn lost_answers_are_unknown() {
+        for (answer, why) in [
+            (Err(HttpError::Timeout), "timed out"),
+            (Err(HttpError::Transport("reset".into())), "reset"),
+            (Err(HttpError::TooLarge(9)), "cap"),
+            (Ok(Response::new(504, "Gateway Timeout")), "HTTP 504"),
+            (Ok(Response::new(500, "")), "HTTP 500"),
+            (Ok(Response::new(302, "")), "HTTP 302"),
+        ] {
+            assert!(
+                matches!(classify(&answer, 0), Created::Unknown(ref m) if m.contains(why)),
+                "{why}"
+            );
+        }
+    }
+}

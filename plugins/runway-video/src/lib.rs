@@ -1,0 +1,125 @@
+//! The `runway-video` handler: Runway image-to-video and text-to-video (`RUNWAY_API.md`), one
+//! unit per shot, each on its model's pool `runway:<model>` (Runway limits concurrency per
+//! model). Built on `slotd-sdk`: the logic is plain Rust over a `Host`, tested on the build
+//! machine against the SDK's scripted host; the component is the one `export_handler!` line.
+//!
+//! Claims the contract-1.1 features `cancel` (DELETE the Runway task of a cancelled unit) and
+//! `routing` (a unit's pool is chosen in `plan-routed`). Runway has no webhooks, no
+//! idempotency key and no task list: units are polled, and a create whose answer was lost is
+//! never sent again automatically (see [`unknown`]). The key is never in the guest: every
+//! request goes through `send-authorized` with the credential `Authorization: Bearer
+//! <api_key>`.
+//!
+//! # Layout
+//! - [`settings`]: `describe`, `stage-pools` (sized by the tier), configuration, the client.
+//! - [`models`]: the models in scope and what each accepts; [`assets`]: image and prompt
+//!   forms; [`payload`]: `plan` (one spec per shot); [`spec`]: the spec read back.
+//! - [`tick`]: a tick in one round; [`create`]: what a create answer means; [`poll`]: what a
+//!   task means; [`unknown`]: the outcome-unknown rule; [`state`]: the unit state.
+//! - [`cancel`], [`finalize`]; [`answers`]: reading Runway's bodies.
+
+pub mod answers;
+pub mod assets;
+pub mod cancel;
+pub mod create;
+pub mod finalize;
+pub mod models;
+pub mod payload;
+pub mod poll;
+pub mod settings;
+pub mod spec;
+pub mod state;
+pub mod tick;
+pub mod unknown;
+
+#[cfg(test)]
+mod tests;
+
+use slotd_sdk::{
+    CallbackChange, CancelChange, Change, Finalized, Handler, HandlerInfo, Host, PlanError,
+    PlannedUnit, RoutedUnit, StagePool, TickContext, Unit,
+};
+
+use crate::settings::{DEFAULT_MODEL, STAGE};
+
+/// The handler.
+pub struct RunwayVideo;
+
+impl Handler for RunwayVideo {
+    const CANCEL: bool = true;
+    const ROUTING: bool = true;
+
+    fn describe() -> HandlerInfo {
+        settings::describe()
+    }
+
+    /// Only for a host that does not route (the host calls `plan-routed`, since this handler
+    /// claims `routing`): every unit would land on the default pool, so only `gen4_turbo`
+    /// payloads are taken.
+    fn plan(_: &dyn Host, task_type: &str, payload: &str) -> Result<Vec<PlannedUnit>, PlanError> {
+        let shots = payload::plan(task_type, payload)?;
+        if let Some(other) = shots.iter().find(|s| s.model != DEFAULT_MODEL) {
+            return Err(PlanError::at(
+                "model",
+                format!(
+                    "model {} needs its own pool, which this host cannot route units to (it \
+                     called plan, not plan-routed); only {DEFAULT_MODEL} is served here",
+                    other.model
+                ),
+            ));
+        }
+        Ok(shots
+            .into_iter()
+            .map(|s| PlannedUnit::new(s.spec))
+            .collect())
+    }
+
+    fn plan_routed(
+        _: &dyn Host,
+        task_type: &str,
+        payload: &str,
+    ) -> Result<Vec<RoutedUnit>, PlanError> {
+        let shots = payload::plan(task_type, payload)?;
+        Ok(shots
+            .into_iter()
+            .map(|s| RoutedUnit {
+                spec: s.spec,
+                state: "{}".into(),
+                pools: vec![(STAGE.into(), s.model.pool())],
+            })
+            .collect())
+    }
+
+    fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
+        settings::stage_pools(host)
+    }
+
+    fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {
+        tick::run(host, ctx, &batch)
+    }
+
+    fn finalize(host: &dyn Host, _: &TickContext, unit: Unit) -> Result<Finalized, String> {
+        finalize::run(host, &unit)
+    }
+
+    fn on_callback(
+        _: &dyn Host,
+        _: &[(String, String)],
+        _: &[u8],
+    ) -> Result<Vec<CallbackChange>, String> {
+        Err("Runway sends no webhooks; runway-video polls its tasks".into())
+    }
+
+    fn cancel(
+        host: &dyn Host,
+        ctx: &TickContext,
+        units: Vec<Unit>,
+    ) -> Result<Vec<CancelChange>, String> {
+        cancel::run(host, ctx, &units)
+    }
+}
+
+// Only the component exports the contract: a native cdylib (`cargo build` on the build
+// machine) cannot carry the contract's export names through the system linker.
+#[cfg(target_arch = "wasm32")]
+slotd_sdk::export_handler!(RunwayVideo);

@@ -1,0 +1,156 @@
+//! A unit's handler-private state (JSON), the only memory between calls.
+//!
+//! Once Runway accepted the create: when (`created_at_ms`), its price ceiling
+//! (`estimated_credits`) and the last status seen (`status`, `progress`).
+//!
+//! Before that, what became of the current submission's create: `submission` names the
+//! submission (`<idempotency key>@<submitted-at ms>`, new for every submit marker, so a record
+//! left by an earlier submission is never mistaken for this one's) and either
+//! `refused_at_ms` (Runway answered "not created", e.g. 429 or 503: creating again is safe) or
+//! `unknown_since` with `unknown_reason` (the answer was lost: a task may exist; see
+//! [`crate::unknown`]).
+
+use serde::{Deserialize, Serialize};
+use slotd_sdk::Unit;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct State {
+    /// slotd's clock when Runway accepted the create (poll hints count from it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at_ms: Option<u64>,
+    /// `estimatedCost.credits` of the create answer, when Runway sent it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_credits: Option<f64>,
+    /// The last non-terminal status seen (`THROTTLED`, `PENDING`, `RUNNING`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The last `progress` (0–1) of a `RUNNING` task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    /// The submission the next three fields are about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submission: Option<String>,
+    /// That submission's last create was answered "not created" at this time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_at_ms: Option<u64>,
+    /// That submission's create has had an unknown outcome since this time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_since: Option<u64>,
+    /// Why its outcome is unknown (e.g. `HTTP 504`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_reason: Option<String>,
+}
+
+/// What became of the current submission's create, as far as the state records it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CreateRecord {
+    /// Nothing recorded for this submission.
+    None,
+    /// Answered "not created": creating again is safe.
+    Refused,
+    /// The answer was lost at `since` (slotd's clock), for `reason`.
+    Unknown { since: u64, reason: String },
+}
+
+impl State {
+    /// The unit's state; unreadable state reads as empty (which never leads to a second create:
+    /// an in-doubt unit with no record is treated as outcome-unknown).
+    pub fn of(unit: &Unit) -> State {
+        serde_json::from_str(&unit.state).unwrap_or_default()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// What the state records about `unit`'s current submission.
+    pub fn record_for(&self, unit: &Unit) -> CreateRecord {
+        if self.submission.as_deref() != Some(submission(unit).as_str()) {
+            return CreateRecord::None;
+        }
+        match (self.unknown_since, self.refused_at_ms) {
+            (Some(since), _) => CreateRecord::Unknown {
+                since,
+                reason: self.unknown_reason.clone().unwrap_or_default(),
+            },
+            (None, Some(_)) => CreateRecord::Refused,
+            (None, None) => CreateRecord::None,
+        }
+    }
+
+    /// State after a create answered "not created" at `now_ms`.
+    pub fn refused(unit: &Unit, now_ms: u64) -> State {
+        State {
+            submission: Some(submission(unit)),
+            refused_at_ms: Some(now_ms),
+            ..State::default()
+        }
+    }
+
+    /// State of a submission whose create outcome is unknown since `since`.
+    pub fn unknown(unit: &Unit, since: u64, reason: &str) -> State {
+        State {
+            submission: Some(submission(unit)),
+            unknown_since: Some(since),
+            unknown_reason: Some(reason.to_string()),
+            ..State::default()
+        }
+    }
+}
+
+/// The current submission of a unit: its idempotency key (unit, stage, submit attempt) and the
+/// time the host marked it submitted.
+pub fn submission(unit: &Unit) -> String {
+    format!(
+        "{}@{}",
+        unit.idempotency_key,
+        unit.submitted_at_ms.unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(state: &str, submitted_at_ms: u64) -> Unit {
+        Unit {
+            idempotency_key: "u1-main-0".into(),
+            submitted_at_ms: Some(submitted_at_ms),
+            state: state.into(),
+            ..Unit::default()
+        }
+    }
+
+    #[test]
+    fn records_belong_to_one_submission() {
+        let u = unit("{}", 1_000);
+        let refused = State::refused(&u, 2_000);
+        assert_eq!(refused.record_for(&u), CreateRecord::Refused);
+        let unknown = State::unknown(&u, 1_000, "HTTP 504");
+        let again = unit(&unknown.to_json(), 1_000);
+        assert_eq!(
+            State::of(&again).record_for(&again),
+            CreateRecord::Unknown {
+                since: 1_000,
+                reason: "HTTP 504".into()
+            }
+        );
+        let remarked = unit(&unknown.to_json(), 9_000);
+        assert_eq!(
+            State::of(&remarked).record_for(&remarked),
+            CreateRecord::None
+        );
+    }
+
+    #[test]
+    fn unreadable_state_reads_as_empty_and_empty_fields_are_left_out() {
+        assert_eq!(State::of(&unit("not json", 1)), State::default());
+        assert_eq!(State::default().to_json(), "{}");
+        let s = State {
+            created_at_ms: Some(5),
+            ..State::default()
+        };
+        assert_eq!(s.to_json(), r#"{"created_at_ms":5}"#);
+    }
+}

@@ -1,0 +1,11 @@
+//! The handler driven through its `Handler` methods against a scripted Runway (the SDK's
+//! `ScriptedHost`), on the build machine: ticks, the outcome-unknown rule, cancel, finalize
+//! and what every request carries.
+
+mod auth;
+mod cancel;
+mod finalize;
+mod poll;
+mod submit;
+mod support;
+mod unknown;
