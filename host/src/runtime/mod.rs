@@ -250,6 +250,8 @@ pub mod replay;
 #[cfg(test)]
 mod replay_tests;
 #[cfg(test)]
+mod runway_tests;
+#[cfg(test)]
 mod sandbox_tests;
 pub mod tape;
 mod tape_json;
