@@ -2,7 +2,7 @@
 //! directory outside the repository, cargo builds it there (the SDK is vendored: no path back
 //! into the repository), `slotd plugin check` accepts the component, and a real `slotd serve`
 //! with it in its plugins directory runs a task against the stub provider to completion, files
-//! stored, `slotd check` clean.
+//! stored; the recording it made replays offline; `slotd check` clean.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -76,6 +76,10 @@ fn cargo(dir: &Path, args: &[&str]) -> String {
     )
 }
 
+fn path_arg(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
 /// `slotd ARGS` (the binary under test).
 fn slotd(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_slotd"))
@@ -89,8 +93,7 @@ fn slotd(args: &[&str]) -> String {
 /// `slotd plugin new`, its unit tests, `cargo build --release`, `slotd plugin check`: the
 /// built component.
 fn generate_and_build(parent: &Path) -> PathBuf {
-    let parent_arg = parent.to_str().expect("UTF-8 temp dir");
-    let printed = slotd(&["plugin", "new", NAME, "--dir", parent_arg]);
+    let printed = slotd(&["plugin", "new", NAME, "--dir", path_arg(parent)]);
     assert!(printed.contains("cargo build --release"), "{printed}");
     let project = parent.join(NAME);
     assert!(project.join("vendor/slotd-sdk/wit/handler.wit").is_file());
@@ -101,7 +104,7 @@ fn generate_and_build(parent: &Path) -> PathBuf {
     cargo(&project, &["build", "--release"]);
 
     let wasm = cargo_target_dir().join("wasm32-wasip2/release/e2e_handler.wasm");
-    let checked = slotd(&["plugin", "check", wasm.to_str().expect("UTF-8 path")]);
+    let checked = slotd(&["plugin", "check", path_arg(&wasm)]);
     assert!(
         checked.contains(&format!("handler {NAME} 0.1.0")),
         "{checked}"
@@ -136,10 +139,12 @@ max_slots = 2
 [handlers.{NAME}]
 base_url = "{base}"
 allowed_hosts = ["{host}"]
+record = "{recordings}"
 "#,
         db = dir.join("slotd.db").display(),
         plugins = plugins.display(),
         objects = dir.join("objects").display(),
+        recordings = dir.join("recordings").display(),
         base = stub.base_url(),
         host = stub.addr(),
     );
@@ -205,6 +210,14 @@ async fn a_generated_handler_builds_outside_the_repo_and_serves_the_stub_provide
     assert!(
         !log_text.contains("panicked"),
         "slotd panicked:\n{log_text}"
+    );
+
+    // The README's offline path: the recording slotd made replays as recorded.
+    let recording = dir.path().join(format!("recordings/{NAME}.jsonl"));
+    let replayed = slotd(&["plugin", "replay", path_arg(&wasm), path_arg(&recording)]);
+    assert!(
+        replayed.contains("call(s) replayed as recorded"),
+        "{replayed}"
     );
 
     let db_url = format!("sqlite://{}", dir.path().join("slotd.db").display());
