@@ -23,6 +23,7 @@
 //!   HTTP/1.1 listener loop (header-read timeout, graceful shutdown).
 //! - [`redact`]: passwords out of printed URLs.
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulator.
+//! - [`scaffold`]: `slotd plugin new`, a new handler project on the vendored SDK.
 //! - [`services`], [`clock`], [`wake`]: shared handles, the injected clock, early wake-ups.
 //! - [`webhooks`]: Standard Webhooks signing and verification.
 
@@ -40,6 +41,7 @@ pub mod model;
 pub mod objects;
 pub mod redact;
 pub mod runtime;
+pub mod scaffold;
 pub mod scheduler;
 pub mod serve;
 pub mod services;

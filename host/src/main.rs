@@ -92,6 +92,15 @@ enum SimCommand {
 
 #[derive(Subcommand)]
 enum PluginCommand {
+    /// Start a handler project: a crate on slotd-sdk (vendored, so it builds anywhere) that
+    /// speaks the stub provider, with unit tests and a README; prints the next commands.
+    New {
+        /// The handler's name, also its task type and pool: `[a-z][a-z0-9-]*`, at most 64.
+        name: String,
+        /// Where to create NAME/ (created if missing); an existing NAME/ is never touched.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
     /// Validate a handler component offline: print what it declares and every problem found
     /// (non-zero exit when slotd would refuse it). Run it before dropping a file in plugins/.
     Check { file: PathBuf },
@@ -438,6 +447,13 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         Command::Check(args) => {
             let config = Config::load(cli.config.as_deref())?;
             check(config, args).await
+        }
+        Command::Plugin {
+            command: PluginCommand::New { name, dir },
+        } => {
+            let project = slotd::scaffold::create(&name, &dir)?;
+            print!("{}", project.next_steps());
+            Ok(())
         }
         Command::Plugin {
             command: PluginCommand::Check { file },

@@ -14,6 +14,7 @@ mod fencing;
 mod finalize_trust;
 mod handler_faults;
 mod kling;
+mod plugin_new;
 mod reload_hot;
 mod scale_cluster;
 mod scale_pg_outage;

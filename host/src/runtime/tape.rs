@@ -263,7 +263,10 @@ fn redact_params(text: &str) -> String {
 
 /// The exchanges of one call: recorded as they happen, or served from a recording.
 pub enum Tape {
-    Record(Mutex<Vec<Exchange>>),
+    /// One place per request, taken when the request starts ([`Tape::reserve`]) and filled
+    /// when its answer is in: a concurrent batch is recorded in request order, as a replay
+    /// asks, not in the order the answers happened to come back.
+    Record(Mutex<Vec<Option<Exchange>>>),
     Replay(Mutex<Replaying>),
 }
 
@@ -275,15 +278,35 @@ pub struct Replaying {
 }
 
 impl Tape {
-    /// Record (redacted) one exchange.
-    pub fn record(&self, redactor: &Redactor, req: &Request, answer: &Result<Response, HttpError>) {
+    /// The next place in the recording, for a request about to be sent.
+    pub fn reserve(&self) -> usize {
+        match self {
+            Tape::Record(list) => {
+                let mut list = list.lock();
+                list.push(None);
+                list.len() - 1
+            }
+            Tape::Replay(_) => 0,
+        }
+    }
+
+    /// Record (redacted) one exchange in the place [`Tape::reserve`] gave its request.
+    pub fn record(
+        &self,
+        place: usize,
+        redactor: &Redactor,
+        req: &Request,
+        answer: &Result<Response, HttpError>,
+    ) {
         if let Tape::Record(list) = self {
             let (response, error) = redactor.answer(answer);
-            list.lock().push(Exchange {
-                request: redactor.request(req),
-                response,
-                error,
-            });
+            if let Some(slot) = list.lock().get_mut(place) {
+                *slot = Some(Exchange {
+                    request: redactor.request(req),
+                    response,
+                    error,
+                });
+            }
         }
     }
 
@@ -334,7 +357,11 @@ impl Tape {
     /// The exchanges recorded so far (empty for a replay).
     pub fn take(&self) -> Vec<Exchange> {
         match self {
-            Tape::Record(list) => std::mem::take(&mut *list.lock()),
+            // A place still empty is a request whose call ended before its answer did.
+            Tape::Record(list) => std::mem::take(&mut *list.lock())
+                .into_iter()
+                .flatten()
+                .collect(),
             Tape::Replay(_) => Vec::new(),
         }
     }
@@ -412,5 +439,23 @@ mod tests {
             assert_eq!(body_bytes(&body_text(bytes)).as_deref(), Ok(bytes));
         }
         assert!(body_bytes("base64:!!").is_err());
+    }
+
+    /// A concurrent batch whose second answer arrives first is recorded in request order.
+    #[test]
+    fn a_batch_is_recorded_in_request_order_whatever_order_the_answers_come_in() {
+        let (r, tape) = (redactor(), Tape::Record(Default::default()));
+        let get = |url: &str| Request {
+            method: "GET".into(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: None,
+            timeout_ms: None,
+        };
+        let (first, second, unanswered) = (tape.reserve(), tape.reserve(), tape.reserve());
+        tape.record(second, &r, &get("http://p/2"), &Err(HttpError::Timeout));
+        tape.record(first, &r, &get("http://p/1"), &Err(HttpError::Timeout));
+        let urls: Vec<String> = tape.take().into_iter().map(|e| e.request.url).collect();
+        assert_eq!(urls, ["http://p/1", "http://p/2"], "{unanswered} left out");
     }
 }

@@ -178,16 +178,20 @@ impl Outbound {
         inserted: Vec<(HeaderName, HeaderValue)>,
     ) -> Result<Response, HttpError> {
         let started = Instant::now();
-        let recorded = self.tape.as_ref().map(|_| Request {
-            method: req.method.clone(),
-            url: req.url.clone(),
-            headers: req.headers.clone(),
-            body: req.body.clone(),
-            timeout_ms: req.timeout_ms,
+        // The place is taken before the first await: a batch records in request order.
+        let recorded = self.tape.as_ref().map(|(tape, _)| {
+            let copy = Request {
+                method: req.method.clone(),
+                url: req.url.clone(),
+                headers: req.headers.clone(),
+                body: req.body.clone(),
+                timeout_ms: req.timeout_ms,
+            };
+            (tape.reserve(), copy)
         });
         let result = self.send_inner(req, inserted).await;
-        if let (Some((tape, redactor)), Some(req)) = (&self.tape, &recorded) {
-            tape.record(redactor, req, &result);
+        if let (Some((tape, redactor)), Some((place, req))) = (&self.tape, &recorded) {
+            tape.record(*place, redactor, req, &result);
         }
         let status = match &result {
             Ok(r) => r.status.to_string(),
