@@ -23,7 +23,10 @@ use super::{
 use crate::model::{Unit, UnitStatus};
 
 pub(crate) use callbacks::{apply_guard_submit_attempt, host_key_shared};
-pub(crate) use claims::{concurrent_claims_are_disjoint, fill_order_follows_submission_not_ids};
+pub(crate) use claims::{
+    applied_in_the_marking_tick_looks_touched, concurrent_claims_are_disjoint,
+    fill_order_follows_submission_not_ids,
+};
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
@@ -52,6 +55,7 @@ macro_rules! store_suite {
             tenant_isolation,
             fill_order,
             fill_order_follows_submission_not_ids,
+            applied_in_the_marking_tick_looks_touched,
             mark_submitted_guard,
             due_polls,
             apply_guard_and_events,

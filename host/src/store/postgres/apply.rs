@@ -51,7 +51,7 @@ const APPLY_SQL: &str = "WITH input AS ( \
                  THEN units.lease_owner END, \
              lease_until = CASE WHEN COALESCE(i.to_status, units.status) = 'finalizing' \
                  THEN units.lease_until END, \
-             updated_at = $22 \
+             updated_at = GREATEST($22, units.updated_at + 1) \
          FROM input i JOIN old ON old.id = i.id \
          WHERE units.id = i.id \
          RETURNING units.id, units.task_id, units.status, units.stage, \

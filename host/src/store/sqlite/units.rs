@@ -167,7 +167,7 @@ const APPLY_UNIT_SQL: &str = "UPDATE units SET \
          submitted_at = CASE WHEN ?15 THEN ?16 ELSE submitted_at END, \
          lease_owner = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_owner END, \
          lease_until = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_until END, \
-         updated_at = ?17 \
+         updated_at = MAX(?17, updated_at + 1) \
      WHERE id = ?18 AND (?19 IS NULL OR status = ?19) AND (?20 IS NULL OR stage = ?20) \
          AND (?21 IS NULL OR submitted_at = ?21) AND (NOT ?22 OR cancel_requested_at IS NULL)";
 

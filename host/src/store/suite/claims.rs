@@ -27,6 +27,30 @@ pub(crate) async fn fill_order_follows_submission_not_ids(store: DynStore) {
     );
 }
 
+/// A change applied in the very tick that marked the unit (same `now`) still makes it look
+/// touched: the scheduler tells a unit whose marking call may still be running
+/// (`submitted_at == updated_at`) from one whose call has answered by that equality, and a
+/// unit answered with, say, a retry must not wait out the in-doubt grace.
+pub(crate) async fn applied_in_the_marking_tick_looks_touched(store: DynStore) {
+    create(&store, task("m1", "acme", VIDEO, POOL, 2, 0)).await;
+    let ids = ["m1-u0".to_string(), "m1-u1".to_string()];
+    store.unit_mark_submitted(&ids, T0 + 5, None).await.unwrap();
+    let mut u = update("m1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
+    u.next_at = Some(T0 + 1_000);
+    apply(&store, u, T0 + 5).await;
+    let units = store.task_units("m1").await.unwrap();
+    assert!(
+        units[0].updated_at > units[0].submitted_at.unwrap_or(i64::MAX),
+        "{:?}",
+        units[0]
+    );
+    assert_eq!(
+        units[1].submitted_at,
+        Some(units[1].updated_at),
+        "the other stays untouched"
+    );
+}
+
 const RACERS: usize = 4;
 const UNITS: usize = 40;
 
