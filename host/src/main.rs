@@ -432,7 +432,7 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             } else {
                 init_tracing(false);
             }
-            slotd::demo::run(opts, shutdown_signal()).await
+            slotd::demo::run(opts, shutdown_signal()).await.map(|_| ())
         }
         Command::Migrate => {
             let config = Config::load(cli.config.as_deref())?;

@@ -6,6 +6,7 @@
 //! live progress per task and per pool, and ends with a summary measured against the ideal.
 
 pub mod report;
+mod runway;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -54,7 +55,7 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     }
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).with_context(|| format!("creating {}", plugins.display()))?;
-    for name in ["kling-video", "kling-avatar"] {
+    for name in ["kling-video", "kling-avatar", runway::HANDLER] {
         let src = crate::runtime::built_handler(name).with_context(|| {
             format!("the {name} handler is not built; run `cargo build` in the repository")
         })?;
@@ -182,6 +183,9 @@ fn workload() -> Vec<(&'static str, &'static str, String, Value, u32)> {
             1,
         ),
     ]
+    .into_iter()
+    .chain(runway::workload())
+    .collect()
 }
 
 fn key_of(tenant: &str) -> &'static str {
@@ -215,11 +219,18 @@ async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> anyhow::Res
         .await?)
 }
 
+/// How the demo ended: each task's final view (`GET /v1/tasks/{id}`) and what the Runway
+/// simulator saw.
+pub struct DemoOutcome {
+    pub tasks: Vec<Value>,
+    pub runway: crate::sim_runway::RunwayStats,
+}
+
 /// Run the demo until every task is done (or `stop` resolves), then print the summary.
 pub async fn run(
     opts: DemoOptions,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<DemoOutcome> {
     if !(0.001..=1.0).contains(&opts.time_scale) {
         bail!(
             "--time-scale must be between 0.001 and 1.0, got {}",
@@ -238,11 +249,13 @@ pub async fn run(
         ..SimOptions::default()
     })
     .await?;
+    let runway_sim = runway::start(opts.time_scale, opts.seed).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let base = format!("http://{addr}");
     let public = (!opts.no_callbacks).then(|| base.clone());
-    let config = demo_config(&opts, &sim, plugins, public);
+    let mut config = demo_config(&opts, &sim, plugins, public);
+    runway::configure(&mut config, &runway_sim, opts.time_scale);
     let services = crate::app::build(config).await?;
     let objects_root = services.objects.local_root.clone();
     let token = tokio_util::sync::CancellationToken::new();
@@ -261,6 +274,12 @@ pub async fn run(
         "slotd demo: Kling simulator at {} (20 concurrent, time x{}), slotd at {base}",
         sim.base_url(),
         opts.time_scale
+    );
+    println!(
+        "Runway simulator at {} ({} per model); runway-video pools runway:<model>, {} slots each",
+        runway_sim.base_url(),
+        runway::SLOTS_PER_MODEL,
+        runway::SLOTS_PER_MODEL
     );
     println!(
         "pools: kling:video 18 slots, kling:avatar 2 slots; {}\n",
@@ -373,10 +392,16 @@ pub async fn run(
         makespan,
         objects_root.as_deref(),
     );
+    let runway_stats = runway_sim.stats();
+    println!("{}", runway::summary(&runway_stats));
     token.cancel();
     server.await.context("slotd task")??;
     sim.shutdown().await?;
-    Ok(())
+    runway_sim.shutdown().await?;
+    Ok(DemoOutcome {
+        tasks: views,
+        runway: runway_stats,
+    })
 }
 
 fn summary(
@@ -467,4 +492,39 @@ fn summary(
         opts.dir.join("slotd.db").display(),
         opts.dir.join("slotd.db").display()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo's whole mix, both providers, to the end: every task completes, Runway saw one
+    /// create per shot and never more of our tasks at once than a model allows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_demo_runs_kling_and_runway_side_by_side_to_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = DemoOptions {
+            time_scale: 0.002,
+            dir: dir.path().join("demo"),
+            no_callbacks: false,
+            seed: 7,
+            failure_rate: 0.0,
+        };
+        let outcome = run(opts, std::future::pending())
+            .await
+            .expect("the demo runs");
+        for t in &outcome.tasks {
+            assert_eq!(t["status"], "completed", "{t}");
+        }
+        let runway_units: u32 = runway::workload().iter().map(|w| w.4).sum();
+        assert_eq!(outcome.runway.creates, u64::from(runway_units));
+        assert_eq!(outcome.runway.succeeded, u64::from(runway_units));
+        for (model, m) in &outcome.runway.models {
+            assert!(
+                m.max_held_seen <= runway::SLOTS_PER_MODEL,
+                "{model}: {} held at once",
+                m.max_held_seen
+            );
+        }
+    }
 }
