@@ -224,31 +224,24 @@ async fn committed_recordings_replay() {
     );
 }
 
-/// A handler whose classification of an answer differs from the recorded one fails the
-/// replay, naming both: here the recording says the 1303 answer was classified `fail`, as a
-/// mis-classifying build would have, and today's handler classifies it `capacity_rejected`.
+/// A handler changed to mis-classify an answer fails its replay, naming both outcomes:
+/// `plugins/kling-video-misclassified` is kling-video with Kling's 1303 classified as a
+/// permanent failure, replayed against the committed 1303 recording.
 #[tokio::test]
-async fn a_different_classification_fails_the_replay() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let original = std::fs::read_to_string(committed().join("kling/capacity-1303.jsonl"))
-        .expect("recording reads");
-    let tampered = original.replace(
-        r#"{"capacity_rejected":1000}"#,
-        r#"{"fail":{"code":"1303","message":"over capacity"}}"#,
-    );
-    assert_ne!(
-        original, tampered,
-        "the recording holds the 1303 classification"
-    );
-    let path = dir.path().join("misclassified.jsonl");
-    std::fs::write(&path, tampered).expect("write");
-    let report = replay(&built("kling_video.wasm"), &path)
+async fn a_handler_that_misclassifies_an_answer_fails_its_replay() {
+    let recording = committed().join("kling/capacity-1303.jsonl");
+    let report = replay(&built("kling_video_misclassified.wasm"), &recording)
         .await
         .expect("replay runs");
     assert_eq!(report.differing(), 1, "{report:?}");
     let why = report.calls[0].differences.join("; ");
     assert!(
-        why.contains("capacity_rejected") && why.contains("1303"),
+        why.contains("capacity_rejected") && why.contains("\"fail\""),
         "{why}"
     );
+    // The same recording replays cleanly against the real handler.
+    let good = replay(&built("kling_video.wasm"), &recording)
+        .await
+        .expect("replay runs");
+    assert_eq!(good.differing(), 0, "{good:?}");
 }
