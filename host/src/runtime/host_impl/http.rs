@@ -78,7 +78,17 @@ impl Host for CallState {
             let out = &out;
             async move {
                 match inserted {
-                    Ok(headers) => out.send(r.request, headers).await,
+                    Ok(headers) => {
+                        let secrets: Vec<Vec<u8>> = r
+                            .credentials
+                            .iter()
+                            .filter_map(|c| out.config.secrets.get(&c.secret))
+                            .map(|s| s.expose().to_vec())
+                            .collect();
+                        out.send(r.request, headers)
+                            .await
+                            .map(|resp| scrub(resp, &secrets))
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -89,6 +99,37 @@ impl Host for CallState {
         self.http_in_flight -= 1;
         answers
     }
+}
+
+/// `resp` with every occurrence of a secret the host inserted replaced by `***`, in its
+/// headers and body: a provider (or a host on the allowlist) that echoes request headers must
+/// not hand the key to the guest through the answer.
+fn scrub(mut resp: Response, secrets: &[Vec<u8>]) -> Response {
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        resp.body = replace_bytes(&resp.body, secret, b"***");
+        let text = String::from_utf8_lossy(secret).into_owned();
+        for (_, v) in &mut resp.headers {
+            if v.contains(&text) {
+                *v = v.replace(&text, "***");
+            }
+        }
+    }
+    resp
+}
+
+fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// The headers `credentials` ask for, filled from the handler's secrets and marked sensitive.
@@ -308,7 +349,23 @@ fn transport(e: reqwest::Error) -> HttpError {
 
 #[cfg(test)]
 mod tests {
-    use super::host_allowed;
+    use super::{Response, host_allowed, scrub};
+
+    #[test]
+    fn an_echoed_secret_is_scrubbed_from_the_answer() {
+        let key = b"key_0123456789abcdef".to_vec();
+        let resp = Response {
+            status: 200,
+            headers: vec![("x-echo".into(), "Bearer key_0123456789abcdef".into())],
+            body: br#"{"headers":{"authorization":"Bearer key_0123456789abcdef"},"n":1}"#.to_vec(),
+        };
+        let clean = scrub(resp, std::slice::from_ref(&key));
+        assert_eq!(clean.headers[0].1, "Bearer ***");
+        assert_eq!(
+            clean.body,
+            br#"{"headers":{"authorization":"Bearer ***"},"n":1}"#.to_vec()
+        );
+    }
 
     fn allowed(list: &[&str], url: &str) -> bool {
         let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
