@@ -14,10 +14,6 @@ use crate::support::*;
 /// Simulated Kling time runs 500x faster: a 30 s – 2 min clip takes 60–240 ms.
 pub const TIME_SCALE: f64 = 0.002;
 
-/// A handler component a test's slotd loads: its name (the file is dropped into the plugins
-/// directory as `<name>.wasm`) and the component file.
-pub type Component = (&'static str, PathBuf);
-
 /// Today's builds of the two Kling handlers.
 pub fn kling_builds() -> Vec<Component> {
     ["kling-video", "kling-avatar"]
@@ -32,17 +28,6 @@ pub fn contract_1_0(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/contract-1.0")
         .join(file)
-}
-
-/// `dir/plugins` holding `components`.
-pub fn plugins_with(dir: &Path, components: &[Component]) -> PathBuf {
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins).expect("plugins dir");
-    for (name, file) in components {
-        std::fs::copy(file, plugins.join(format!("{name}.wasm")))
-            .unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
-    }
-    plugins
 }
 
 /// `dir/plugins` holding today's Kling handlers.

@@ -29,13 +29,7 @@ const HOLD_MS: i64 = 12_000;
 const SLOW_MS: u64 = 3_000;
 
 fn write_config(dir: &Path, sim: &RunwaySimHandle, port: u16) -> PathBuf {
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins).expect("plugins dir");
-    std::fs::copy(
-        built_plugin("runway-video"),
-        plugins.join("runway-video.wasm"),
-    )
-    .expect("copy runway-video.wasm");
+    let plugins = plugins_with(dir, &[("runway-video", built_plugin("runway-video"))]);
     let text = format!(
         r#"
 listen = "127.0.0.1:{port}"
