@@ -1,7 +1,7 @@
 //! Kling end to end: the real simulator over HTTP, the real Kling handlers, the real scheduler
 //! loops, finalization into the local object store.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,20 +14,42 @@ use crate::support::*;
 /// Simulated Kling time runs 500x faster: a 30 s – 2 min clip takes 60–240 ms.
 pub const TIME_SCALE: f64 = 0.002;
 
-pub fn kling_plugins(dir: &Path) -> std::path::PathBuf {
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins).expect("plugins dir");
-    for name in ["kling-video", "kling-avatar"] {
-        std::fs::copy(built_plugin(name), plugins.join(format!("{name}.wasm")))
-            .expect("copy handler");
-    }
-    plugins
+/// Today's builds of the two Kling handlers.
+pub fn kling_builds() -> Vec<Component> {
+    ["kling-video", "kling-avatar"]
+        .into_iter()
+        .map(|name| (name, built_plugin(name)))
+        .collect()
+}
+
+/// `<repo>/tests/fixtures/contract-1.0/<file>`: a Kling component built against contract 1.0.0,
+/// kept as a binary.
+pub fn contract_1_0(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/contract-1.0")
+        .join(file)
+}
+
+/// `dir/plugins` holding today's Kling handlers.
+pub fn kling_plugins(dir: &Path) -> PathBuf {
+    plugins_with(dir, &kling_builds())
 }
 
 pub fn kling_config(dir: &Path, sim: &SimHandle, video_slots: u32) -> Config {
+    kling_config_with(dir, sim, video_slots, &kling_builds())
+}
+
+/// [`kling_config`] loading `components` (the Kling handlers among them are configured for
+/// `sim`).
+pub fn kling_config_with(
+    dir: &Path,
+    sim: &SimHandle,
+    video_slots: u32,
+    components: &[Component],
+) -> Config {
     let mut c = Config {
         database_url: format!("sqlite://{}", dir.join("slotd.db").display()),
-        plugins_dir: kling_plugins(dir),
+        plugins_dir: plugins_with(dir, components),
         object_store: format!("file://{}", dir.join("objects").display()),
         scheduler: SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * TIME_SCALE)),
         ..Config::default()
@@ -74,6 +96,13 @@ pub fn video_payload(shots: usize) -> Value {
     json!({"model_name": "kling-v1-6", "mode": "std", "duration": "5", "aspect_ratio": "16:9", "shots": shots})
 }
 
+/// An `avatar_clone` payload: a voice cloned, then an element carrying it.
+pub fn avatar_payload() -> Value {
+    json!({"voice_name": "Mia", "voice_url": "https://example.com/v.mp3", "element_name": "Mia",
+           "element_description": "presenter", "frontal_image": "https://example.com/f.png",
+           "refer_images": ["https://example.com/l.png"]})
+}
+
 /// A running slotd (real loops, real clock) against a simulator.
 pub struct Run {
     pub base: String,
@@ -97,13 +126,25 @@ impl Run {
         callbacks: bool,
         adjust: impl FnOnce(&mut Config),
     ) -> Run {
+        Run::start_loading(opts, video_slots, callbacks, &kling_builds(), adjust).await
+    }
+
+    /// [`Run::start_with`] loading `components` instead of today's Kling builds (both Kling
+    /// handlers must be among them; `adjust` configures any other).
+    pub async fn start_loading(
+        opts: SimOptions,
+        video_slots: u32,
+        callbacks: bool,
+        components: &[Component],
+        adjust: impl FnOnce(&mut Config),
+    ) -> Run {
         let dir = tempfile::TempDir::new().expect("tmp");
         let sim = slotd::sim::start(opts).await.expect("simulator");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let mut config = kling_config(dir.path(), &sim, video_slots);
+        let mut config = kling_config_with(dir.path(), &sim, video_slots, components);
         if callbacks {
             config.public_url = Some(format!("http://{addr}"));
         }
@@ -196,7 +237,10 @@ impl Run {
     }
 }
 
-async fn check_stored_files(run: &Run, views: &[Value]) -> usize {
+/// Every completed unit's stored file has the provider's bytes for its job (both simulators
+/// serve the same deterministic content per job id) and the recorded sha256 and size; returns
+/// how many were checked.
+pub async fn check_stored_files(run: &Run, views: &[Value]) -> usize {
     let mut checked = 0;
     for v in views {
         for r in v["results"].as_array().expect("results") {
@@ -276,14 +320,7 @@ async fn misconfigured_pool_gets_1303_but_nothing_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn avatar_clone_carries_the_voice_into_the_element() {
     let run = Run::start(sim_options(3), 18, false).await;
-    let id = run
-        .submit(
-            "avatar_clone",
-            json!({"voice_name": "Mia", "voice_url": "https://example.com/v.mp3", "element_name": "Mia",
-                   "element_description": "presenter", "frontal_image": "https://example.com/f.png",
-                   "refer_images": ["https://example.com/l.png"]}),
-        )
-        .await;
+    let id = run.submit("avatar_clone", avatar_payload()).await;
     let views = run
         .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
         .await;

@@ -27,6 +27,21 @@ pub fn plugins_dir_with_fixture(dir: &Path) -> PathBuf {
     plugins
 }
 
+/// A handler component a test's slotd loads: its name (the file is dropped into the plugins
+/// directory as `<name>.wasm`) and the component file.
+pub type Component = (&'static str, PathBuf);
+
+/// `dir/plugins` holding `components`.
+pub fn plugins_with(dir: &Path, components: &[Component]) -> PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugins dir");
+    for (name, file) in components {
+        std::fs::copy(file, plugins.join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
+    }
+    plugins
+}
+
 /// The fixture handler's configuration, pointing at the stub.
 pub fn fixture_handler_config(stub: &StubHandle) -> HandlerConfig {
     let mut h = HandlerConfig::default();

@@ -69,6 +69,9 @@ impl FromStr for ModelLimit {
 /// - `lost_answer_rate`: the request takes effect, then the connection is closed without an
 ///   answer (the client sees a connection error, no status): the in-doubt create.
 /// - `slow_rate`/`slow_ms`: the request takes effect, then the answer waits `slow_ms`.
+/// - `slow_first`: the first N requests are slow that way whatever `slow_rate` draws (as in
+///   the Kling simulator): e.g. a create whose answer is still on its way when a crash test
+///   kills the client, and fast answers after it. It consumes no randomness.
 /// - `failure_after_accept_rate`: an accepted task ends `FAILED` with a `failureCode` drawn
 ///   from the documented codes (drawn with the task's timing, not per request).
 #[derive(Clone, Debug, clap::Args)]
@@ -115,6 +118,10 @@ pub struct RunwayOptions {
     /// Delay of a slow answer, real milliseconds.
     #[arg(long, default_value_t = SLOW_MS_DEFAULT)]
     pub slow_ms: u64,
+    /// The first N `/v1/…` requests (past the key and version checks) are answered slowly
+    /// (`--slow-ms`), whatever `--slow-rate`.
+    #[arg(long, default_value_t = 0)]
+    pub slow_first: u32,
     /// Lifetime of a minted output link, real milliseconds.
     #[arg(long, default_value_t = OUTPUT_TTL_MS_DEFAULT)]
     pub output_ttl_ms: u64,
@@ -143,6 +150,7 @@ impl Default for RunwayOptions {
             failure_after_accept_rate: 0.0,
             slow_rate: 0.0,
             slow_ms: SLOW_MS_DEFAULT,
+            slow_first: 0,
             output_ttl_ms: OUTPUT_TTL_MS_DEFAULT,
             cancelled_visible_ms: 0,
             credit_balance: CREDIT_BALANCE_DEFAULT,

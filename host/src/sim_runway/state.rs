@@ -63,6 +63,8 @@ pub(super) struct Inner {
     /// Per model, indexed by [`Model::index`].
     pub models: Vec<ModelSlot>,
     pub first_create: Option<Instant>,
+    /// Requests that reached the fault layer so far (for `slow_first`).
+    pub fault_draws: u64,
     /// Global counters; `models` is filled in by [`Sim::stats`].
     pub stats: RunwayStats,
 }
@@ -119,6 +121,7 @@ impl Sim {
             order: Vec::new(),
             models,
             first_create: None,
+            fault_draws: 0,
             stats: RunwayStats {
                 time_scale: opts.time_scale,
                 ..RunwayStats::default()
@@ -139,10 +142,16 @@ impl Sim {
         f(&mut self.inner.lock().stats);
     }
 
-    /// Draws this request's faults (always four numbers, whatever the rates).
+    /// Draws this request's faults (always four numbers, whatever the rates; `slow_first`
+    /// counts requests, it draws nothing).
     pub(crate) fn draw_faults(&self) -> FaultDraw {
         let o = &self.opts;
-        let [fail, which, lost, slow]: [f64; 4] = self.inner.lock().fault_rng.random();
+        let (draws, [fail, which, lost, slow]) = {
+            let mut inner = self.inner.lock();
+            inner.fault_draws += 1;
+            let numbers: [f64; 4] = inner.fault_rng.random();
+            (inner.fault_draws, numbers)
+        };
         let status = match (which * 3.0) as u32 {
             0 => StatusCode::BAD_GATEWAY,
             1 => StatusCode::SERVICE_UNAVAILABLE,
@@ -152,7 +161,7 @@ impl Sim {
         FaultDraw {
             fail,
             lost: lost < o.lost_answer_rate,
-            slow: slow < o.slow_rate,
+            slow: slow < o.slow_rate || draws <= u64::from(o.slow_first),
         }
     }
 

@@ -132,3 +132,30 @@ async fn slow_answers_take_effect_then_wait() -> anyhow::Result<()> {
     assert_eq!(handle.stats().faults.slow, 2);
     handle.shutdown().await
 }
+
+#[tokio::test]
+async fn slow_first_delays_only_the_first_answers() -> anyhow::Result<()> {
+    let handle = sim(RunwayOptions {
+        slow_first: 1,
+        slow_ms: 300,
+        ..fast()
+    })
+    .await?;
+    let c = Client::new(&handle)?;
+    let begun = Instant::now();
+    let first = c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    assert!(
+        begun.elapsed() >= Duration::from_millis(300),
+        "the first is slow"
+    );
+    let begun = Instant::now();
+    c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    c.task(&first).await?;
+    assert!(
+        begun.elapsed() < Duration::from_millis(300),
+        "the rest are not"
+    );
+    let stats = handle.stats();
+    assert_eq!((stats.creates, stats.faults.slow), (2, 1), "{stats:?}");
+    handle.shutdown().await
+}
