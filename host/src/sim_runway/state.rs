@@ -226,12 +226,15 @@ impl Sim {
         }
     }
 
-    /// Cancels an unfinished task (its slot frees at once, nothing is charged) or deletes a
-    /// finished one; either way it then answers 404 (a cancelled one after
-    /// `cancelled_visible_ms`).
+    /// Cancels an unfinished task (its slot frees at once, or after `cancel_lag_ms`; nothing
+    /// is charged) or deletes a finished one; either way it then answers 404 (a cancelled one
+    /// after `cancelled_visible_ms`). During the lag the task keeps its status and slot, and
+    /// another `DELETE` changes nothing.
     pub(crate) fn delete(&self, id: &str) -> Result<(), ApiError> {
         let now = Instant::now();
         let visible_for = Duration::from_millis(self.opts.cancelled_visible_ms);
+        let lag = Duration::from_millis(self.opts.cancel_lag_ms);
+        let mut lagging = false;
         let starts = {
             let mut guard = self.inner.lock();
             let inner = &mut *guard;
@@ -244,11 +247,19 @@ impl Sim {
                 task.gone_at = Some(now);
                 inner.stats.deleted += 1;
                 Vec::new()
-            } else {
+            } else if lag.is_zero() {
+                task.cancel_requested = Some(now);
                 inner.cancel(id, now, visible_for)
+            } else {
+                lagging = task.cancel_requested.is_none();
+                task.cancel_requested.get_or_insert(now);
+                Vec::new()
             }
         };
         self.start_timers(starts);
+        if lagging {
+            self.spawn_cancel_lag(id.to_owned(), now + lag, visible_for);
+        }
         Ok(())
     }
 
@@ -329,6 +340,7 @@ impl Sim {
                 started: t.started.map(secs),
                 running: t.running_at.map(secs),
                 ended: t.ended.map(secs),
+                cancel_requested: t.cancel_requested.map(secs),
                 cancelled_at: t.cancelled_at.map(secs),
                 planned_seconds: (t.plan.pending + t.plan.run).as_secs_f64() / scale,
                 failure_code: t.plan.failure.map(|f| f.code.to_owned()),
