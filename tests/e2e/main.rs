@@ -16,6 +16,7 @@ mod handler_faults;
 mod kling;
 mod plugin_new;
 mod reload_hot;
+mod runway;
 mod scale_cluster;
 mod scale_pg_outage;
 mod soak;
