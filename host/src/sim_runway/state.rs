@@ -65,6 +65,9 @@ pub(super) struct Inner {
     pub first_create: Option<Instant>,
     /// Global counters; `models` is filled in by [`Sim::stats`].
     pub stats: RunwayStats,
+    /// `lost_answer_rate` now: the option's value until a test changes it
+    /// ([`RunwaySimHandle::set_lost_answer_rate`](super::RunwaySimHandle::set_lost_answer_rate)).
+    pub lost_answer_rate: f64,
 }
 
 /// One model's concurrency and daily-limit state.
@@ -123,6 +126,7 @@ impl Sim {
                 time_scale: opts.time_scale,
                 ..RunwayStats::default()
             },
+            lost_answer_rate: opts.lost_answer_rate,
         };
         Sim(Arc::new(Shared {
             links: Signer::new(opts.seed, &opts.api_key),
@@ -142,7 +146,10 @@ impl Sim {
     /// Draws this request's faults (always four numbers, whatever the rates).
     pub(crate) fn draw_faults(&self) -> FaultDraw {
         let o = &self.opts;
-        let [fail, which, lost, slow]: [f64; 4] = self.inner.lock().fault_rng.random();
+        let ([fail, which, lost, slow], lost_rate): ([f64; 4], f64) = {
+            let mut inner = self.inner.lock();
+            (inner.fault_rng.random(), inner.lost_answer_rate)
+        };
         let status = match (which * 3.0) as u32 {
             0 => StatusCode::BAD_GATEWAY,
             1 => StatusCode::SERVICE_UNAVAILABLE,
@@ -151,7 +158,7 @@ impl Sim {
         let fail = (fail < o.fail_5xx_rate).then_some(status);
         FaultDraw {
             fail,
-            lost: lost < o.lost_answer_rate,
+            lost: lost < lost_rate,
             slow: slow < o.slow_rate,
         }
     }
