@@ -446,6 +446,62 @@ fn j_unfinished(job: &RunwayJob) -> bool {
     matches!(job.status.as_str(), "THROTTLED" | "PENDING" | "RUNNING")
 }
 
+/// A unit whose create answer was lost (Runway made the task, and it runs) keeps its slot for
+/// the outcome-unknown hold (the model's longest run) so that the phantom task cannot push the
+/// next create into `THROTTLED`; cancelling its task must not shorten that. Pool of 1 on an
+/// account of 1: A's create answer is lost, B waits, A is cancelled while the phantom runs.
+/// A ends `cancelled` only when the hold has passed, and B's create reaches Runway only after
+/// the phantom has ended: the account never holds 2 of our tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_a_cancelled_outcome_unknown_unit_keeps_its_slot_for_the_hold() {
+    let opts = RunwayOptions {
+        concurrency: 1,
+        lost_answer_rate: 1.0,
+        ..sim_options(6)
+    };
+    let run = Run::start(opts, |c, _| {
+        c.pools.insert(POOL.into(), PoolConfig { max_slots: 1 });
+        // The hold: 600 s × 0.002 = 1.2 s, longer than the phantom's 0.3–0.8 s.
+        let h = c.handlers.get_mut(HANDLER).expect("handler config");
+        h.settings
+            .insert("expected_duration_scale".into(), "0.002".into());
+    })
+    .await;
+    let a = run.submit(payload("phantom", 1)).await;
+    eventually(Duration::from_secs(20), "A's lost create", async || {
+        (run.sim.stats().faults.lost_answers == 1).then_some(())
+    })
+    .await;
+    run.sim.set_lost_answer_rate(0.0);
+    let b = run.submit(payload("after-phantom", 1)).await;
+    // A holds its slot: B is not created while the phantom runs.
+    eventually(Duration::from_secs(20), "A held", async || {
+        let v = run.task(&a).await;
+        results(&v)[0]["error"]["code"]
+            .as_str()
+            .is_some_and(|c| c == "timeout")
+            .then_some(())
+    })
+    .await;
+    run.cancel(&a).await;
+    let views = run
+        .wait_terminal(&[a.clone(), b.clone()], Duration::from_secs(20))
+        .await;
+    assert_eq!(views[0]["status"], "cancelled", "{}", views[0]);
+    assert_eq!(views[1]["status"], "completed", "{}", views[1]);
+    let jobs = run.sim.jobs();
+    assert_eq!(jobs.len(), 2, "A's phantom and B's task: {jobs:?}");
+    let phantom_end = jobs[0].ended.expect("the phantom ran to its end");
+    assert!(
+        jobs[1].created >= phantom_end,
+        "B's task was created at {} s while A's phantom ran until {phantom_end} s",
+        jobs[1].created
+    );
+    assert_eq!(run.sim.stats().models[MODEL].max_held_seen, 1);
+    never_throttled(&jobs);
+    run.stop(&[]).await;
+}
+
 /// `exp` (Unix milliseconds) of a signed output link.
 fn link_expiry(url: &str) -> u64 {
     let (_, query) = url.split_once('?').expect("a signed link has a query");
