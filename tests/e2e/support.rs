@@ -326,6 +326,17 @@ pub async fn wait_all_completed(
 
 /// Start the real `slotd serve` binary with a config file, logging to `log`.
 pub fn spawn_slotd(config: &Path, log: &Path, extra: &[&str]) -> std::process::Child {
+    spawn_slotd_with_env(config, log, extra, &[])
+}
+
+/// [`spawn_slotd`] with environment variables set for the child (they beat the defaults, e.g.
+/// `SLOTD_LOG`).
+pub fn spawn_slotd_with_env(
+    config: &Path,
+    log: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -340,6 +351,7 @@ pub fn spawn_slotd(config: &Path, log: &Path, extra: &[&str]) -> std::process::C
         .env_remove("SLOTD_DATABASE_URL")
         .env_remove("SLOTD_REDIS_URL")
         .env_remove("SLOTD_LISTEN")
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(log)
         .spawn()

@@ -2,8 +2,9 @@
 //! (success, 1303, failure, in-doubt adoption) is recorded live through `[handlers.X] record`
 //! and replayed offline; the replay must see the same requests and return the same changes,
 //! and report the guest's instruction count. The committed recordings under
-//! `tests/recordings/` replay too. With `SLOTD_WRITE_RECORDINGS=1` the live recordings are
-//! written there (how the committed ones were made).
+//! `tests/recordings/` (Kling's from here, Runway's from the end-to-end suite) replay too.
+//! With `SLOTD_WRITE_RECORDINGS=1` the live recordings are written there (how the committed
+//! ones were made).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -198,14 +199,33 @@ async fn components_built_against_1_0_load_and_work_beside_1_1() {
     assert_eq!(report.differing(), 0, "{report:?}");
 }
 
+/// Every committed recording replays with today's build of its handler: the Kling flows
+/// (made by the tests above) and the Runway flows (made by the end-to-end test
+/// `runway_flows_record_and_replay`, through the real scheduler).
 #[tokio::test]
 async fn committed_recordings_replay() {
     let dir = committed();
-    let mut replayed = 0;
-    for provider in ["kling"] {
+    for (provider, flows) in [
+        (
+            "kling",
+            &["success", "capacity-1303", "failure", "in-doubt"][..],
+        ),
+        (
+            "runway",
+            &[
+                "success",
+                "throttled-free",
+                "throttled",
+                "failure",
+                "outcome-unknown",
+                "cancel",
+            ][..],
+        ),
+    ] {
         let Ok(entries) = std::fs::read_dir(dir.join(provider)) else {
             panic!("{} is missing", dir.join(provider).display());
         };
+        let mut replayed = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_none_or(|e| e != "jsonl") {
@@ -215,13 +235,15 @@ async fn committed_recordings_replay() {
             let wasm = built(&format!("{}.wasm", records[0].handler.replace('-', "_")));
             let report = replay(&wasm, &path).await.expect("replay runs");
             assert_eq!(report.differing(), 0, "{}: {report:?}", path.display());
-            replayed += 1;
+            replayed.extend(path.file_stem().map(|s| s.to_string_lossy().into_owned()));
+        }
+        for flow in flows {
+            assert!(
+                replayed.iter().any(|r| r == flow),
+                "{provider}/{flow}.jsonl did not replay: {replayed:?}"
+            );
         }
     }
-    assert!(
-        replayed >= 4,
-        "success, 1303, failure and in-doubt: {replayed}"
-    );
 }
 
 /// A handler changed to mis-classify an answer fails its replay, naming both outcomes:

@@ -130,11 +130,12 @@ pub fn honour_cancel(unit: &Unit, u: &mut UnitUpdate) {
 }
 
 /// Updates for cancel-requested units that are in doubt (marked submitted, no provider job id
-/// recorded) and past the wait for the call that marked them. They are not handed to the
-/// handler: the contract's in-doubt resolution submits when the lookup finds nothing, and a
-/// cancelled unit must never be submitted again. If that earlier submit did reach the
-/// provider, the job runs without a slot until it ends; the provider's "over capacity" answer
-/// then sends a later unit back to pending, without failing it.
+/// recorded) and past the wait for the call that marked them, whose handler has no provider
+/// cancel (one that has gets them in `cancel`, see [`super::cancel`]). They are not handed to
+/// the handler's `tick`: the contract's in-doubt resolution submits when the lookup finds
+/// nothing, and a cancelled unit must never be submitted again. If that earlier submit did
+/// reach the provider, the job runs without a slot until it ends; the provider's "over
+/// capacity" answer then sends a later unit back to pending, without failing it.
 pub fn cancel_unsent(units: &[Unit]) -> Vec<UnitUpdate> {
     units
         .iter()

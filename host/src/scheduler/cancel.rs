@@ -1,8 +1,10 @@
 //! Provider-side cancel (contract 1.1): units of cancelled tasks that are `submitted` with a
-//! provider job id go to the handler's `cancel` instead of `tick`, when it claims the feature.
-//! A unit's slot is freed only when the handler reports the job ended; until then the unit
-//! keeps its slot and is asked again. A handler without the feature keeps the 1.0 rule (poll
-//! until the job ends by itself, see [`super::apply::honour_cancel`]).
+//! provider job id, or in doubt (no job id recorded), go to the handler's `cancel` instead of
+//! `tick`, when it claims the feature. A unit's slot is freed only when the handler reports the
+//! job ended (for one in doubt: that no job of it can still run); until then the unit keeps its
+//! slot and is asked again. A handler without the feature keeps the 1.0 rule (poll until the
+//! job ends by itself, see [`super::apply::honour_cancel`]; a unit in doubt ends at once,
+//! [`super::apply::cancel_unsent`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +17,8 @@ use crate::store::UnitUpdate;
 use super::Scheduler;
 use super::policy::{poll_delay_ms, retry_delay_ms};
 
-/// Split `units` into those the handler's `cancel` handles and the rest (for `tick`).
+/// Split `units` into those the handler's `cancel` handles and the rest (for `tick`). A unit
+/// freshly marked submitted in this tick is not in doubt: it goes to `tick`, to be created.
 pub(super) fn split_cancelling(
     h: &Handler,
     units: Vec<BatchUnit>,
@@ -26,7 +29,7 @@ pub(super) fn split_cancelling(
     units.into_iter().partition(|b| {
         b.unit.cancel_requested_at.is_some()
             && b.unit.status == UnitStatus::Submitted
-            && b.unit.provider_job_id.is_some()
+            && (b.unit.provider_job_id.is_some() || b.in_doubt)
     })
 }
 

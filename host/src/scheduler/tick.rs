@@ -126,7 +126,8 @@ impl Scheduler {
                 .unit_list_due(pool, &types, now, s.config.scheduler.max_batch)
                 .await?
         };
-        // Cancel-requested units in doubt: ended here, never handed to a handler.
+        // Cancel-requested units in doubt whose handler has no provider cancel: ended here,
+        // never handed to it (see below).
         let mut unsent: Vec<Unit> = Vec::new();
         let mut batch: Vec<BatchUnit> = fresh
             .into_iter()
@@ -157,10 +158,6 @@ impl Scheduler {
                 report.waiting_in_doubt += 1;
                 continue;
             }
-            if in_doubt && unit.cancel_requested_at.is_some() {
-                unsent.push(unit);
-                continue;
-            }
             batch.push(BatchUnit { unit, in_doubt });
         }
         report.polled = batch.len() - report.claimed;
@@ -185,8 +182,20 @@ impl Scheduler {
         // 3: one call per handler (task types of one pool may belong to different handlers).
         let mut by_handler: BTreeMap<String, (Arc<Handler>, Vec<BatchUnit>)> = BTreeMap::new();
         for b in batch {
+            let h = s.registry.for_type(&b.unit.task_type);
+            // A cancelled unit in doubt is never handed to `tick`, whose in-doubt resolution
+            // may create it. A handler with provider cancel gets it in `cancel`, with no job
+            // id: it knows whether a job of it may still run (and holds the slot meanwhile);
+            // for any other handler (or none) it ends here.
+            if b.in_doubt
+                && b.unit.cancel_requested_at.is_some()
+                && !h.as_ref().is_some_and(|h| h.features.cancel)
+            {
+                unsent.push(b.unit);
+                continue;
+            }
             // A handler unloaded between the query and now leaves its units for a later tick.
-            if let Some(h) = s.registry.for_type(&b.unit.task_type) {
+            if let Some(h) = h {
                 by_handler
                     .entry(h.info.name.clone())
                     .or_insert_with(|| (h, Vec::new()))

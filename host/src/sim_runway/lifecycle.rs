@@ -106,9 +106,10 @@ impl Inner {
     }
 
     /// Cancels an unfinished task: out of the queue or out of its slot (refilled at once);
-    /// it answers `CANCELLED` for `visible_for`, then 404.
+    /// it answers `CANCELLED` for `visible_for`, then 404. A task that ended meanwhile (during
+    /// a cancel lag) is left as it ended.
     pub(super) fn cancel(&mut self, id: &str, now: Instant, visible_for: Duration) -> Vec<Start> {
-        let Some(task) = self.tasks.get_mut(id) else {
+        let Some(task) = self.tasks.get_mut(id).filter(|t| !t.status.is_terminal()) else {
             return Vec::new();
         };
         let was = task.status;
@@ -141,6 +142,21 @@ impl Inner {
 }
 
 impl Sim {
+    /// A `DELETE`d task's cancel, `cancel_lag_ms` after the request (its own timer runs on
+    /// meanwhile, so it may still end by itself first).
+    pub(super) fn spawn_cancel_lag(&self, id: String, at: Instant, visible_for: Duration) {
+        let sim = self.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                _ = sim.cancel.cancelled() => {}
+                _ = sleep_until(at) => {
+                    let next = sim.inner.lock().cancel(&id, Instant::now(), visible_for);
+                    sim.start_timers(next);
+                }
+            }
+        });
+    }
+
     /// The task's own clock: `PENDING` for `plan.pending`, `RUNNING` for `plan.run`, then its
     /// end. Stops early when the task is cancelled or the simulator shuts down.
     pub(super) fn spawn_timer(&self, start: Start) {

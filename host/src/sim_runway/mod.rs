@@ -85,6 +85,13 @@ impl RunwaySimHandle {
         self.sim.jobs()
     }
 
+    /// Sets `lost_answer_rate` for the requests from now on, e.g. to lose the answer of one
+    /// create and of nothing after it. The draws stay those of the seed: request n's faults
+    /// still depend on n only.
+    pub fn set_lost_answer_rate(&self, rate: f64) {
+        self.sim.inner.lock().lost_answer_rate = rate.clamp(0.0, 1.0);
+    }
+
     /// Stops accepting, cancels task timers, waits for the server to drain.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         self.sim.cancel.cancel();

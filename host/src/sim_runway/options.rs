@@ -58,9 +58,9 @@ impl FromStr for ModelLimit {
 /// How the simulator behaves: the organization's limits, speed, and which faults to inject.
 ///
 /// Time: task durations and the daily window (24 h) are multiplied by `time_scale`.
-/// `output_ttl_ms`, `cancelled_visible_ms` and `slow_ms` are **real** milliseconds, not
-/// scaled: they bound what a client does in real time (a download, a read-back, a timeout),
-/// whatever the speed of the simulated provider.
+/// `output_ttl_ms`, `cancelled_visible_ms`, `cancel_lag_ms` and `slow_ms` are **real**
+/// milliseconds, not scaled: they bound what a client does in real time (a download, a
+/// read-back, a timeout), whatever the speed of the simulated provider.
 ///
 /// Fault semantics (each drawn per `/v1/…` request, after the key and version checks, from an
 /// RNG of its own seeded by `seed`, so request n's faults depend on the seed and n only):
@@ -128,6 +128,11 @@ pub struct RunwayOptions {
     /// How long a cancelled task still answers CANCELLED before 404, real milliseconds.
     #[arg(long, default_value_t = 0)]
     pub cancelled_visible_ms: u64,
+    /// How long an unfinished task keeps its status (and its slot) after the first `DELETE`
+    /// asked to cancel it, real milliseconds; 0 cancels at once. Runway does not say whether a
+    /// cancelled task's slot frees at once: a client must wait until the task is gone.
+    #[arg(long, default_value_t = 0)]
+    pub cancel_lag_ms: u64,
     /// Credits at start; succeeded tasks spend them (nothing is refused for lack of credits).
     #[arg(long, default_value_t = CREDIT_BALANCE_DEFAULT)]
     pub credit_balance: u64,
@@ -153,6 +158,7 @@ impl Default for RunwayOptions {
             slow_first: 0,
             output_ttl_ms: OUTPUT_TTL_MS_DEFAULT,
             cancelled_visible_ms: 0,
+            cancel_lag_ms: 0,
             credit_balance: CREDIT_BALANCE_DEFAULT,
         }
     }

@@ -67,6 +67,9 @@ pub(super) struct Inner {
     pub fault_draws: u64,
     /// Global counters; `models` is filled in by [`Sim::stats`].
     pub stats: RunwayStats,
+    /// `lost_answer_rate` now: the option's value until a test changes it
+    /// ([`RunwaySimHandle::set_lost_answer_rate`](super::RunwaySimHandle::set_lost_answer_rate)).
+    pub lost_answer_rate: f64,
 }
 
 /// One model's concurrency and daily-limit state.
@@ -126,6 +129,7 @@ impl Sim {
                 time_scale: opts.time_scale,
                 ..RunwayStats::default()
             },
+            lost_answer_rate: opts.lost_answer_rate,
         };
         Sim(Arc::new(Shared {
             links: Signer::new(opts.seed, &opts.api_key),
@@ -146,11 +150,11 @@ impl Sim {
     /// counts requests, it draws nothing).
     pub(crate) fn draw_faults(&self) -> FaultDraw {
         let o = &self.opts;
-        let (draws, [fail, which, lost, slow]) = {
+        let (draws, [fail, which, lost, slow], lost_rate) = {
             let mut inner = self.inner.lock();
             inner.fault_draws += 1;
             let numbers: [f64; 4] = inner.fault_rng.random();
-            (inner.fault_draws, numbers)
+            (inner.fault_draws, numbers, inner.lost_answer_rate)
         };
         let status = match (which * 3.0) as u32 {
             0 => StatusCode::BAD_GATEWAY,
@@ -160,7 +164,7 @@ impl Sim {
         let fail = (fail < o.fail_5xx_rate).then_some(status);
         FaultDraw {
             fail,
-            lost: lost < o.lost_answer_rate,
+            lost: lost < lost_rate,
             slow: slow < o.slow_rate || draws <= u64::from(o.slow_first),
         }
     }
@@ -235,12 +239,15 @@ impl Sim {
         }
     }
 
-    /// Cancels an unfinished task (its slot frees at once, nothing is charged) or deletes a
-    /// finished one; either way it then answers 404 (a cancelled one after
-    /// `cancelled_visible_ms`).
+    /// Cancels an unfinished task (its slot frees at once, or after `cancel_lag_ms`; nothing
+    /// is charged) or deletes a finished one; either way it then answers 404 (a cancelled one
+    /// after `cancelled_visible_ms`). During the lag the task keeps its status and slot, and
+    /// another `DELETE` changes nothing.
     pub(crate) fn delete(&self, id: &str) -> Result<(), ApiError> {
         let now = Instant::now();
         let visible_for = Duration::from_millis(self.opts.cancelled_visible_ms);
+        let lag = Duration::from_millis(self.opts.cancel_lag_ms);
+        let mut lagging = false;
         let starts = {
             let mut guard = self.inner.lock();
             let inner = &mut *guard;
@@ -253,11 +260,19 @@ impl Sim {
                 task.gone_at = Some(now);
                 inner.stats.deleted += 1;
                 Vec::new()
-            } else {
+            } else if lag.is_zero() {
+                task.cancel_requested = Some(now);
                 inner.cancel(id, now, visible_for)
+            } else {
+                lagging = task.cancel_requested.is_none();
+                task.cancel_requested.get_or_insert(now);
+                Vec::new()
             }
         };
         self.start_timers(starts);
+        if lagging {
+            self.spawn_cancel_lag(id.to_owned(), now + lag, visible_for);
+        }
         Ok(())
     }
 
@@ -338,6 +353,7 @@ impl Sim {
                 started: t.started.map(secs),
                 running: t.running_at.map(secs),
                 ended: t.ended.map(secs),
+                cancel_requested: t.cancel_requested.map(secs),
                 cancelled_at: t.cancelled_at.map(secs),
                 planned_seconds: (t.plan.pending + t.plan.run).as_secs_f64() / scale,
                 failure_code: t.plan.failure.map(|f| f.code.to_owned()),

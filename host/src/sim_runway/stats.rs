@@ -121,6 +121,10 @@ pub struct RunwayJob {
     pub running: Option<f64>,
     /// When it ended `SUCCEEDED` or `FAILED`.
     pub ended: Option<f64>,
+    /// When the first `DELETE` asked to cancel it (before `cancelled_at` by
+    /// `cancel_lag_ms`).
+    pub cancel_requested: Option<f64>,
+    /// When it became `CANCELLED` and released its slot.
     pub cancelled_at: Option<f64>,
     /// Its drawn time from slot to end (`PENDING` + `RUNNING`).
     pub planned_seconds: f64,

@@ -144,6 +144,9 @@ pub(crate) struct Task {
     pub running_at: Option<Instant>,
     /// When it ended `SUCCEEDED` or `FAILED` (released its slot).
     pub ended: Option<Instant>,
+    /// When the first `DELETE` asked to cancel it while unfinished.
+    pub cancel_requested: Option<Instant>,
+    /// When it became `CANCELLED` (released its slot, if it held one).
     pub cancelled_at: Option<Instant>,
     /// From this instant on the task answers 404 (deleted, or cancelled and gone).
     pub gone_at: Option<Instant>,
@@ -175,6 +178,7 @@ impl Task {
             started: None,
             running_at: None,
             ended: None,
+            cancel_requested: None,
             cancelled_at: None,
             gone_at: None,
             plan,

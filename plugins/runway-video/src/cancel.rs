@@ -5,6 +5,12 @@
 //! is freed only when Runway no longer runs it: 404 or a terminal status → ended; still
 //! `THROTTLED`/`PENDING`/`RUNNING` (or unreadable) → running, asked again. A DELETE that
 //! could not be made (5xx, 429, timeout, …) → retry-after. Two rounds of requests at most.
+//!
+//! A unit without a task id has nothing to `DELETE`. If it is in doubt and its create's
+//! outcome is unknown, a task may run at Runway that slotd cannot find: it keeps its slot
+//! (`running`) until the outcome-unknown hold has passed, as it would have uncancelled (see
+//! [`crate::unknown`]), then ends. Any other (its create was answered "not created", or it was
+//! never sent) ends at once. No request is made for it.
 
 use slotd_sdk::client::{Call, transport_error};
 use slotd_sdk::polling::Round;
@@ -14,7 +20,9 @@ use slotd_sdk::{CancelChange, CancelOutcome, Host, HttpError, Response, TickCont
 use crate::answers;
 use crate::poll::MIN_POLL_SECS;
 use crate::settings::Config;
+use crate::spec::Spec;
 use crate::tick::task_path;
+use crate::unknown;
 
 /// Ask Runway to cancel the tasks of `units`.
 pub fn run(
@@ -30,8 +38,7 @@ pub fn run(
     for unit in units {
         match &unit.provider_job_id {
             Some(id) => deletes.push(unit, Call::Delete(task_path(id))),
-            // Nothing at Runway to cancel.
-            None => changes.push(change(unit, CancelOutcome::Ended, None)),
+            None => changes.push(change(unit, without_task(unit, &cfg, ctx.now_ms), None)),
         }
     }
     let mut reads = Round::new();
@@ -49,6 +56,27 @@ pub fn run(
         changes.push(after_delete(unit, &answer, again_ms));
     }
     Ok(changes)
+}
+
+/// A unit with no task id to `DELETE`: held while a task of its may still run (its create's
+/// outcome is unknown and the hold has not passed), else ended.
+fn without_task(unit: &Unit, cfg: &Config, now_ms: u64) -> CancelOutcome {
+    if !unit.in_doubt {
+        return CancelOutcome::Ended;
+    }
+    let (Some((since, _)), Ok(spec)) = (
+        unknown::in_doubt_since(unit, now_ms),
+        Spec::read(&unit.spec),
+    ) else {
+        // Answered "not created", or a spec no create was ever made of.
+        return CancelOutcome::Ended;
+    };
+    let until = unknown::hold_until(spec.model, cfg, since);
+    if now_ms >= until {
+        CancelOutcome::Ended
+    } else {
+        CancelOutcome::Running(Some(until - now_ms))
+    }
 }
 
 /// What the task's state after a 204 means: ended, or asked again after `again_ms`.

@@ -14,12 +14,8 @@ use crate::create::{self, Created};
 use crate::poll::Poll;
 use crate::settings::Config;
 use crate::spec::Spec;
-use crate::state::{CreateRecord, State};
+use crate::state::State;
 use crate::unknown;
-
-/// Why an in-doubt unit with nothing recorded has an unknown outcome.
-const LOST_BY_SLOTD: &str = "slotd lost track of the create call (a crash, trap or timeout \
-                             between sending it and recording the task id)";
 
 /// What a unit needs in this tick.
 enum Step {
@@ -94,19 +90,14 @@ fn step(unit: &Unit, now_ms: u64) -> Step {
     if !unit.in_doubt {
         return Step::Create;
     }
-    match State::of(unit).record_for(unit) {
+    match unknown::in_doubt_since(unit, now_ms) {
         // The host kept the unit `submitted` after our `retry-after` and gives it back in
         // doubt. One window stays open: if the call that creates again is itself cut off (a
         // crash, or a call deadline shorter than the request timeout, which the defaults
         // avoid: 15 s against 30 s), the record still says "refused" and the next call
         // creates once more. The guest cannot write state before a request goes out.
-        CreateRecord::Refused => Step::Create,
-        CreateRecord::Unknown { since, reason } => Step::Hold { since, reason },
-        // The host marked it submitted in an earlier call that never reported back.
-        CreateRecord::None => Step::Hold {
-            since: unit.submitted_at_ms.unwrap_or(now_ms),
-            reason: LOST_BY_SLOTD.to_string(),
-        },
+        None => Step::Create,
+        Some((since, reason)) => Step::Hold { since, reason },
     }
 }
 

@@ -10,6 +10,10 @@
 //! 2. then it fails with code [`SUBMISSION_UNKNOWN`]; the message says that a retry of the
 //!    task resubmits it on purpose (possibly paying twice).
 //!
+//! A cancel does not shorten the hold: an in-doubt unit of a cancelled task has no task id to
+//! `DELETE`, so [`crate::cancel`] answers `running` until the hold has passed (the slot stays
+//! held while the phantom may run), then `ended`.
+//!
 //! How the hold is said to the host: a unit without a provider job id cannot be `running`
 //! (the host refuses that change), so the hold is a `retry-after` with error code `timeout`
 //! and the remaining time as its delay. The contract defines that code as the provider's
@@ -20,12 +24,35 @@ use slotd_sdk::{Change, Host, Outcome, ProviderError, Unit};
 
 use crate::models::Model;
 use crate::settings::Config;
-use crate::state::State;
+use crate::state::{CreateRecord, State};
 
 /// The error code of a unit whose create outcome stayed unknown.
 pub const SUBMISSION_UNKNOWN: &str = "submission_unknown";
 /// The contract's code for "the provider did not answer in time" (no retry budget spent).
 const TIMEOUT: &str = "timeout";
+/// Why an in-doubt unit with nothing recorded has an unknown outcome.
+const LOST_BY_SLOTD: &str = "slotd lost track of the create call (a crash, trap or timeout \
+                             between sending it and recording the task id)";
+
+/// For a unit the host gives back `in-doubt` (submitted, no task id): since when, and why,
+/// its current submission's create has had an unknown outcome; `None` when Runway answered
+/// that create "not created" (nothing exists, creating again is safe).
+pub fn in_doubt_since(unit: &Unit, now_ms: u64) -> Option<(u64, String)> {
+    match State::of(unit).record_for(unit) {
+        CreateRecord::Refused => None,
+        CreateRecord::Unknown { since, reason } => Some((since, reason)),
+        // The host marked it submitted in an earlier call that never reported back.
+        CreateRecord::None => Some((
+            unit.submitted_at_ms.unwrap_or(now_ms),
+            LOST_BY_SLOTD.to_string(),
+        )),
+    }
+}
+
+/// When the hold of a `model` create whose outcome has been unknown since `since` ends.
+pub fn hold_until(model: Model, cfg: &Config, since: u64) -> u64 {
+    since.saturating_add(cfg.scaled_ms(model.longest_secs()))
+}
 
 /// The change for a unit whose create outcome has been unknown since `since` (slotd's
 /// clock): hold its slot until the model's longest run has passed, then fail it. The first
@@ -41,7 +68,7 @@ pub fn hold(
     reason: &str,
 ) -> Change {
     let hold_ms = cfg.scaled_ms(model.longest_secs());
-    let until = since.saturating_add(hold_ms);
+    let until = hold_until(model, cfg, since);
     let state = State::unknown(unit, since, reason).to_json();
     let lost = format!(
         "the outcome of Runway's create is unknown ({reason}): Runway has no idempotency key \

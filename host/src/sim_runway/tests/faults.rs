@@ -95,6 +95,10 @@ async fn a_lost_create_answer_leaves_a_task_behind() -> anyhow::Result<()> {
         "no 204 arrives"
     );
     assert_eq!(handle.jobs()[0].status, "CANCELLED");
+    // Answers arrive again once the rate is set to 0.
+    handle.set_lost_answer_rate(0.0);
+    c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    assert_eq!(handle.stats().faults.lost_answers, 2);
     handle.shutdown().await
 }
 

@@ -163,6 +163,52 @@ async fn running_shows_progress_and_cancelled_stays_visible_for_a_while() -> any
     handle.shutdown().await
 }
 
+/// With a cancel lag, a `DELETE`d task keeps its status and its slot (the throttled task
+/// behind it waits) until the lag has passed; a second `DELETE` meanwhile changes nothing;
+/// then it is gone and the next task takes the slot at that instant.
+#[tokio::test]
+async fn a_cancel_lag_keeps_the_slot_until_the_task_is_gone() -> anyhow::Result<()> {
+    let handle = sim(RunwayOptions {
+        concurrency: 1,
+        cancel_lag_ms: 300,
+        ..frozen()
+    })
+    .await?;
+    let c = Client::new(&handle)?;
+    let a = c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    let b = c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    for _ in 0..2 {
+        assert_eq!(
+            c.delete(&format!("/v1/tasks/{a}")).await?.0,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(
+            statuses(&c, &[a.clone(), b.clone()]).await?,
+            ["PENDING", "THROTTLED"]
+        );
+    }
+    c.wait_for(&a, "gone", |s, _| s == StatusCode::NOT_FOUND)
+        .await?;
+    c.wait_status(&b, "PENDING").await?;
+    let jobs = handle.jobs();
+    let (ja, jb) = (&jobs[0], &jobs[1]);
+    let (asked, cancelled) = (
+        ja.cancel_requested.context("cancel asked")?,
+        ja.cancelled_at.context("cancelled")?,
+    );
+    // Simulated seconds at time scale 1: the lag is 0.3 s.
+    assert!(cancelled - asked >= 0.3, "{ja:?}");
+    assert_eq!(
+        jb.started,
+        Some(cancelled),
+        "B took A's slot when A was gone"
+    );
+    let stats = handle.stats();
+    assert_eq!((stats.deletes, stats.cancelled), (2, 1));
+    assert_eq!(stats.models["gen4_turbo"].max_held_seen, 2);
+    handle.shutdown().await
+}
+
 #[tokio::test]
 async fn failures_after_accept_carry_a_documented_code_and_cost_nothing() -> anyhow::Result<()> {
     let handle = sim(RunwayOptions {

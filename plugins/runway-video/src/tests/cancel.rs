@@ -121,6 +121,51 @@ fn a_batch_takes_two_rounds_at_most() {
     assert_eq!(ended, ["a", "b", "c"]);
 }
 
+/// An in-doubt unit has no task id to `DELETE`. Its create's outcome unknown (recorded, or
+/// nothing recorded since the submit marker), a task may run at Runway: the slot stays held
+/// until the outcome-unknown hold (600 s for `gen4_turbo`) has passed, then it ends. Its
+/// create answered "not created": nothing exists, it ends at once. No request either way.
+#[test]
+fn an_in_doubt_unit_is_held_for_the_outcome_unknown_hold_without_a_request() {
+    let host = keyed_host().on_any(|_| Err(HttpError::Timeout));
+    let submission = format!("u1-main-0@{NOW}");
+    let unknown =
+        json!({"submission": submission, "unknown_since": NOW - 100_000, "unknown_reason": "x"});
+    let lost = in_doubt("u1", &unknown.to_string());
+    let changes = cancel(&host, vec![lost.clone()]);
+    assert_eq!(changes[0].outcome, CancelOutcome::Running(Some(500_000)));
+    let marked_long_ago = Unit {
+        submitted_at_ms: Some(NOW - 600_000),
+        ..in_doubt("u2", "{}")
+    };
+    let marked_now = in_doubt("u3", "{}");
+    let refused = in_doubt(
+        "u4",
+        &json!({"submission": format!("u4-main-0@{NOW}"), "refused_at_ms": NOW}).to_string(),
+    );
+    let changes = cancel(&host, vec![marked_long_ago, marked_now, refused]);
+    let outcomes: Vec<&CancelOutcome> = changes.iter().map(|c| &c.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            &CancelOutcome::Ended,
+            &CancelOutcome::Running(Some(600_000)),
+            &CancelOutcome::Ended
+        ]
+    );
+    let past_the_hold = RunwayVideo::cancel(&host, &ctx(NOW + 500_000), vec![lost]);
+    assert_eq!(
+        past_the_hold.map(|c| c[0].outcome.clone()),
+        Ok(CancelOutcome::Ended)
+    );
+    // Not in doubt (the host never sent it): nothing at Runway.
+    assert_eq!(
+        cancel(&host, vec![fresh("u5")])[0].outcome,
+        CancelOutcome::Ended
+    );
+    assert!(host.requests().is_empty());
+}
+
 #[test]
 fn the_handler_claims_cancel_and_routing() {
     let features = slotd_sdk::features::<RunwayVideo>();

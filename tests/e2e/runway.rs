@@ -1,0 +1,440 @@
+//! Runway end to end: the real Runway simulator (`slotd::sim_runway`) over HTTP, the built
+//! `runway-video` component (contract 1.1: routing to a pool per model, host-inserted bearer
+//! key, provider cancel), the real scheduler loops (or, where the moment of finalization must
+//! be chosen, the scheduler driven by hand), finalization into the local object store. Every
+//! test ends with `slotd check` on its database and objects.
+//!
+//! This file holds the harness ([`Run`]) and the throughput and output-link tests; cancel is
+//! in `runway_cancel`, the bearer key in `runway_key`, the recorded flows in
+//! `runway_recordings`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::Digest;
+use slotd::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use slotd::sim_runway::{API_KEY_DEFAULT, RunwayJob, RunwayOptions, RunwaySimHandle};
+
+use crate::support::*;
+
+/// Simulated Runway time runs 100x faster: a 5 s `gen4_turbo` clip (30–75 s plus a few
+/// seconds `PENDING`) takes 0.3–0.8 s.
+pub const TIME_SCALE: f64 = 0.01;
+/// The model every test uses, and its pool.
+pub const MODEL: &str = "gen4_turbo";
+pub const POOL: &str = "runway:gen4_turbo";
+/// The task type of `runway-video`.
+pub const TASK_TYPE: &str = "runway_video";
+/// The handler's name (its configuration section and recording file).
+pub const HANDLER: &str = "runway-video";
+
+pub fn sim_options(seed: u64) -> RunwayOptions {
+    RunwayOptions {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        time_scale: TIME_SCALE,
+        long_tail_rate: 0.0,
+        seed,
+        ..RunwayOptions::default()
+    }
+}
+
+/// A payload of `shots` image-to-video shots of [`MODEL`], each named by `tag` and its index.
+pub fn payload(tag: &str, shots: usize) -> Value {
+    let shots: Vec<Value> = (0..shots)
+        .map(|i| {
+            json!({"prompt_image": format!("https://example.com/{tag}/{i}.png"),
+                   "prompt_text": format!("{tag} shot {i}: a cat walks along a wall"),
+                   "seed": i})
+        })
+        .collect();
+    json!({"model": MODEL, "ratio": "1280:720", "duration": 5, "shots": shots})
+}
+
+/// A plugins directory holding only `runway-video.wasm`.
+pub fn runway_plugins(dir: &Path) -> PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugins dir");
+    std::fs::copy(
+        built_plugin("runway_video"),
+        plugins.join(format!("{HANDLER}.wasm")),
+    )
+    .expect("copy runway-video.wasm");
+    plugins
+}
+
+/// `[handlers.runway-video]` pointing at `sim`: tier 3 (5 slots per model), poll hints and the
+/// outcome-unknown hold scaled like the simulator, the bearer key as the secret `api_key`.
+pub fn handler_config(sim: &RunwaySimHandle, key: &str) -> HandlerConfig {
+    let mut h = HandlerConfig::default();
+    h.settings
+        .insert("base_url".into(), sim.base_url().to_string());
+    h.settings.insert("tier".into(), "3".into());
+    h.settings.insert(
+        "expected_duration_scale".into(),
+        sim.stats().time_scale.to_string(),
+    );
+    h.secrets.insert("api_key".into(), Secret::new(key));
+    h.allowed_hosts.push(sim.addr().to_string());
+    h
+}
+
+/// A config for an in-process slotd against `sim`, timings scaled to its time factor.
+pub fn runway_config(dir: &Path, sim: &RunwaySimHandle) -> Config {
+    let scale = sim.stats().time_scale;
+    let mut c = Config {
+        database_url: format!("sqlite://{}", dir.join("slotd.db").display()),
+        plugins_dir: runway_plugins(dir),
+        object_store: format!("file://{}", dir.join("objects").display()),
+        scheduler: SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * scale)),
+        ..Config::default()
+    };
+    c.scheduler.min_rest = Duration::from_millis(2);
+    c.limits.call_deadline = Duration::from_secs(2);
+    c.handlers
+        .insert(HANDLER.into(), handler_config(sim, API_KEY_DEFAULT));
+    c
+}
+
+/// A running slotd (real loops, real clock) against a Runway simulator.
+pub struct Run {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub sim: RunwaySimHandle,
+    pub services: slotd::services::Services,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    /// slotd with `runway-video` against a simulator started with `opts`; `adjust` changes
+    /// the config last (a pool size, the key, a recording directory).
+    pub async fn start(opts: RunwayOptions, adjust: impl FnOnce(&mut Config, &Path)) -> Run {
+        let dir = tempfile::TempDir::new().expect("tmp");
+        let sim = slotd::sim_runway::spawn(opts).await.expect("simulator");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut config = runway_config(dir.path(), &sim);
+        adjust(&mut config, dir.path());
+        let services = slotd::app::build_with_clock(config, system_clock())
+            .await
+            .expect("build");
+        assert!(
+            services.registry.for_type(TASK_TYPE).is_some(),
+            "runway-video must load"
+        );
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(slotd::run_with(
+            services.clone(),
+            Some(listener),
+            async move {
+                rx.await.ok();
+            },
+        ));
+        Run {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            sim,
+            services,
+            stop: Some(tx),
+            server: Some(server),
+            dir,
+        }
+    }
+
+    /// The run's temporary directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub async fn submit(&self, payload: Value) -> String {
+        post_task(
+            &self.client,
+            &self.base,
+            TASK_TYPE,
+            json!({ "payload": payload }),
+        )
+        .await
+    }
+
+    pub async fn task(&self, id: &str) -> Value {
+        self.client
+            .get(format!("{}/v1/tasks/{id}", self.base))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    /// `POST /v1/tasks/{id}/cancel`, answered 200.
+    pub async fn cancel(&self, id: &str) -> Value {
+        let r = self
+            .client
+            .post(format!("{}/v1/tasks/{id}/cancel", self.base))
+            .send()
+            .await
+            .expect("cancel");
+        assert_eq!(r.status(), 200);
+        r.json().await.expect("json")
+    }
+
+    /// Wait until every task is terminal; returns their views.
+    pub async fn wait_terminal(&self, ids: &[String], deadline: Duration) -> Vec<Value> {
+        eventually(deadline, "tasks terminal", async || {
+            let mut out = Vec::new();
+            for id in ids {
+                let v = self.task(id).await;
+                if !matches!(
+                    v["status"].as_str(),
+                    Some("completed" | "failed" | "cancelled")
+                ) {
+                    return None;
+                }
+                out.push(v);
+            }
+            Some(out)
+        })
+        .await
+    }
+
+    /// `slotd check` on the database and object store (online, as an operator would), with
+    /// `pools` as the limits (the tier-sized pools are not in the config), then stop slotd.
+    pub async fn stop(mut self, pools: &[(&str, u32)]) -> RunwaySimHandle {
+        let c = &self.services.config;
+        let mut limits: Vec<(&str, u32)> = c
+            .pools
+            .iter()
+            .map(|(name, p)| (name.as_str(), p.max_slots))
+            .collect();
+        limits.extend_from_slice(pools);
+        let now = slotd::clock::Clock::now_ms(self.services.clock.as_ref());
+        let report = check_report_at(&c.database_url, Some(&c.object_store), &limits, now).await;
+        assert!(report.units > 0, "slotd check saw no units");
+        if let Some(s) = self.stop.take() {
+            s.send(()).ok();
+        }
+        if let Some(h) = self.server.take() {
+            h.await.expect("join").expect("slotd stopped cleanly");
+        }
+        self.sim
+    }
+}
+
+/// A unit's results entries (`results` of a task view).
+pub fn results(view: &Value) -> &Vec<Value> {
+    view["results"].as_array().expect("results")
+}
+
+/// Every completed unit's stored file: its bytes hash to the simulator's file of its Runway
+/// task and to the recorded sha256. Returns how many were checked.
+pub async fn check_stored_files(services: &slotd::services::Services, views: &[Value]) -> usize {
+    let mut checked = 0;
+    for v in views {
+        for r in results(v) {
+            if r["status"] != "completed" {
+                continue;
+            }
+            let job = r["provider_task_id"].as_str().expect("provider_task_id");
+            let key = r["object_key"].as_str().expect("object_key");
+            let bytes = services
+                .objects
+                .get_bytes(key)
+                .await
+                .expect("stored object");
+            let sha = hex::encode(sha2::Sha256::digest(&bytes));
+            assert_eq!(
+                sha,
+                slotd::sim_runway::file_sha256(job),
+                "stored file differs from Runway's output of {job}"
+            );
+            assert_eq!(r["sha256"], sha, "recorded sha256 differs from the file");
+            checked += 1;
+        }
+    }
+    checked
+}
+
+/// Every task took a slot the moment it was created: none ever waited `THROTTLED`.
+pub fn never_throttled(jobs: &[RunwayJob]) {
+    for j in jobs {
+        assert_eq!(
+            j.started,
+            Some(j.created),
+            "task {} waited THROTTLED: {j:?}",
+            j.task_id
+        );
+    }
+}
+
+/// 40 shots of one model on its tier-3 pool (5 slots, the simulated account's concurrency):
+/// all complete, the account never had more than 5 of our tasks unfinished (so none was
+/// ever `THROTTLED`), each unit was created once, and every stored file is Runway's output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_forty_shots_on_a_pool_of_five_all_complete() {
+    let run = Run::start(sim_options(1), |_, _| {}).await;
+    let pools: Value = run
+        .client
+        .get(format!("{}/v1/pools", run.base))
+        .send()
+        .await
+        .expect("pools")
+        .json()
+        .await
+        .expect("json");
+    let pool = pools
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == POOL))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(pool["max_slots"], 5, "tier 3 sizes the pool: {pools}");
+
+    let ids = vec![
+        run.submit(payload("a", 25)).await,
+        run.submit(payload("b", 15)).await,
+    ];
+    let views = run.wait_terminal(&ids, Duration::from_secs(60)).await;
+    for v in &views {
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    assert_eq!(check_stored_files(&run.services, &views).await, 40);
+
+    let stats = run.sim.stats();
+    let m = &stats.models[MODEL];
+    assert!(
+        m.max_held_seen <= 5,
+        "Runway saw {} of our {MODEL} tasks unfinished at once",
+        m.max_held_seen
+    );
+    assert_eq!(m.max_held_seen, 5, "the pool was kept full");
+    let jobs = run.sim.jobs();
+    never_throttled(&jobs);
+    assert_eq!(stats.creates, 40, "one create per unit");
+    assert_eq!(jobs.len(), 40);
+    let mut job_ids: Vec<&str> = views
+        .iter()
+        .flat_map(|v| results(v).iter())
+        .filter_map(|r| r["provider_task_id"].as_str())
+        .collect();
+    job_ids.sort_unstable();
+    job_ids.dedup();
+    assert_eq!(job_ids.len(), 40, "each unit has a task of its own");
+    assert_eq!(stats.validation_refusals + stats.auth_refusals, 0);
+    assert_eq!(stats.downloads, 40, "each file downloaded once");
+    assert_eq!(stats.link_refusals, 0);
+    run.stop(&[(POOL, 5)]).await;
+}
+
+/// The statuses of a task's units, by index.
+pub fn statuses(view: &Value) -> Vec<String> {
+    results(view)
+        .iter()
+        .map(|u| u["status"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// `exp` (Unix milliseconds) of a signed output link.
+fn link_expiry(url: &str) -> u64 {
+    let (_, query) = url.split_once('?').expect("a signed link has a query");
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("exp="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no exp in {url}"))
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .expect("clock after 1970")
+}
+
+/// Output links that live 1 s: the units succeed (their results keep the links Runway
+/// gave then), finalization is held back until every one of those links has expired (Runway
+/// answers 403 to each), and then runs: it reads each task again for a fresh link and stores
+/// Runway's file. The only refused downloads are the test's own probes of the old links.
+/// (A TTL of 1 ms would expire the fresh links too before slotd could fetch them.) The
+/// scheduler is driven by hand here, so that finalization starts only when the test says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_expired_output_links_are_refreshed_at_finalization() {
+    // Long enough for a fresh link to be fetched at once even on a busy machine.
+    const TTL_MS: u64 = 1_000;
+    const SHOTS: usize = 3;
+    let sim = slotd::sim_runway::spawn(RunwayOptions {
+        output_ttl_ms: TTL_MS,
+        ..sim_options(3)
+    })
+    .await
+    .expect("simulator");
+    let m = Manual::start_with(1, 1, |c| {
+        std::fs::copy(
+            built_plugin("runway_video"),
+            c.plugins_dir.join(format!("{HANDLER}.wasm")),
+        )
+        .expect("copy runway-video.wasm");
+        c.handlers
+            .insert(HANDLER.into(), handler_config(&sim, API_KEY_DEFAULT));
+        c.pools.insert(
+            POOL.into(),
+            PoolConfig {
+                max_slots: SHOTS as u32,
+            },
+        );
+    })
+    .await;
+    let id = m.submit(TASK_TYPE, payload("ttl", SHOTS)).await;
+    let succeeded = eventually(
+        Duration::from_secs(20),
+        "every unit succeeded at Runway",
+        async || {
+            m.clock.advance(1_000);
+            let now = slotd::clock::Clock::now_ms(m.clock.as_ref());
+            m.scheduler.run_once(POOL, now).await.expect("run_once");
+            let v = m.task(&id).await;
+            (statuses(&v) == ["succeeded"; SHOTS]).then_some(v)
+        },
+    )
+    .await;
+    let old_links: Vec<String> = results(&succeeded)
+        .iter()
+        .map(|r| r["output"][0].as_str().expect("recorded link").to_string())
+        .collect();
+    let last_expiry = old_links.iter().map(|l| link_expiry(l)).max().unwrap_or(0);
+    eventually(
+        Duration::from_secs(5),
+        "the recorded links expired",
+        async || (unix_ms() > last_expiry).then_some(()),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    for link in &old_links {
+        let status = http.get(link).send().await.expect("probe").status();
+        assert_eq!(status, 403, "{link} should have expired");
+    }
+    let before = sim.stats();
+    assert_eq!(before.link_refusals, SHOTS as u64, "the probes");
+
+    let now = slotd::clock::Clock::now_ms(m.clock.as_ref());
+    m.scheduler.finalize_once(now).await.expect("finalize_once");
+    m.scheduler.finalize_idle().await;
+    let view = m.task(&id).await;
+    assert_eq!(view["status"], "completed", "{view}");
+    assert_eq!(check_stored_files(&m.services, &[view]).await, SHOTS);
+    let after = sim.stats();
+    assert_eq!(
+        after.link_refusals, before.link_refusals,
+        "slotd fetched an expired link"
+    );
+    assert_eq!(
+        after.gets - before.gets,
+        SHOTS as u64,
+        "finalize read each task again"
+    );
+    assert_eq!(after.downloads - before.downloads, SHOTS as u64);
+    m.check().await;
+}
