@@ -109,6 +109,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         keyspace,
         callback_key,
         metrics: metrics_handle(),
+        capacity: Default::default(),
     })
 }
 

@@ -33,4 +33,6 @@ pub struct Services {
     pub callback_key: crate::callback_token::CallbackKey,
     /// Renders `/metrics`; `None` when no recorder is installed (some tests).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Each pool's adapted limit (adaptive capacity), kept by the scheduler, shown by the API.
+    pub capacity: Arc<crate::scheduler::Capacity>,
 }

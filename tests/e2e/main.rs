@@ -4,6 +4,7 @@
 mod pg;
 mod support;
 
+mod adaptive_capacity;
 mod api_http;
 mod callbacks_auth;
 mod cancel_slots;

@@ -25,6 +25,9 @@ pub struct PoolView {
     /// The effective maximum; `None` for a pool that only stored units still name (its handler
     /// is not loaded and no operator setting mentions it).
     pub max_slots: Option<u32>,
+    /// The limit the scheduler fills to now: `max_slots`, or lower while the provider has shown
+    /// less room than configured (adaptive capacity after over-capacity answers).
+    pub effective_max_slots: Option<u32>,
     /// Slots held now; `None` when the slot store could not be asked (it is reported, not
     /// fatal: the database still answers everything else).
     pub used: Option<u32>,
@@ -59,6 +62,7 @@ async fn list(
             let view = PoolView {
                 name: l.name.clone(),
                 max_slots: Some(l.max_slots),
+                effective_max_slots: Some(services.capacity.effective(&l.name, l.max_slots)),
                 used: None,
                 units: empty(),
                 task_types: l.task_types,
@@ -71,6 +75,7 @@ async fn list(
         let view = pools.entry(c.pool.clone()).or_insert_with(|| PoolView {
             name: c.pool.clone(),
             max_slots: None,
+            effective_max_slots: None,
             used: None,
             units: empty(),
             task_types: Vec::new(),

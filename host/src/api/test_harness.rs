@@ -92,6 +92,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         keyspace: None,
         callback_key: crate::callback_token::CallbackKey::random(),
         metrics: None,
+        capacity: Default::default(),
     };
     Harness {
         app: router(services.clone()),

@@ -671,6 +671,7 @@ async fn metrics_render_in_prometheus_text() {
         hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
         keyspace: None,
         metrics: Some(handle),
+        capacity: Default::default(),
         ..h.services.clone()
     };
     let app = router(services);

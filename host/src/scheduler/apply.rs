@@ -32,6 +32,8 @@ pub struct Planned {
     pub refused: Vec<Refused>,
     /// How many legal changes were capacity rejections (drives adaptive capacity).
     pub capacity_rejected: usize,
+    /// How many legal changes were accepted submits (the other half of adaptive capacity).
+    pub accepted: usize,
 }
 
 fn error_json(e: &ProviderError) -> String {
@@ -87,6 +89,11 @@ pub fn plan_updates(
                 reason: e.to_string(),
             });
             continue;
+        }
+        match change.outcome {
+            Outcome::CapacityRejected { .. } => out.capacity_rejected += 1,
+            Outcome::Accepted { .. } => out.accepted += 1,
+            _ => {}
         }
         let mut update = update_for(cfg, handler, unit, change, now);
         honour_cancel(unit, &mut update);

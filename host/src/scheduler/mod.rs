@@ -7,6 +7,7 @@
 mod apply;
 mod callback;
 mod cancel;
+mod capacity;
 mod download;
 mod finalize;
 mod leasing;
@@ -18,6 +19,7 @@ mod tick;
 
 pub use apply::{Planned, Refused, fault_updates, plan_updates};
 pub use callback::{CallbackReport, FINALIZE_WAKE, apply_callback};
+pub use capacity::{Capacity, Observed};
 pub use finalize::FinalizeReport;
 pub use policy::{poll_delay_ms, retry_delay_ms};
 pub use pools::{PoolLimit, pool_limits};
@@ -50,8 +52,6 @@ pub struct Scheduler {
     pub(crate) finalize_permits: Arc<Semaphore>,
     /// Finalizations running in the background (drained at shutdown).
     pub(crate) finalize_tasks: TaskTracker,
-    /// Adaptive capacity: (cap, until) per pool after a provider's capacity refusal.
-    capacity_caps: Mutex<HashMap<String, (u32, i64)>>,
     /// HTTP client for artifact downloads (the host's, not a handler's); it follows no
     /// redirects itself, see `download.rs`.
     pub(crate) downloads: reqwest::Client,
@@ -83,7 +83,6 @@ impl Scheduler {
             finalize_tasks: TaskTracker::new(),
             downloads: download::client(),
             finalize_renewals: tokio::sync::watch::Sender::new(0),
-            capacity_caps: Mutex::new(HashMap::new()),
             fences: Mutex::new(HashMap::new()),
         })
     }
@@ -112,45 +111,6 @@ impl Scheduler {
     /// The services this scheduler uses.
     pub fn services(&self) -> &Services {
         &self.services
-    }
-
-    /// The pool's limit this tick: the configured maximum, unless the provider recently
-    /// refused for capacity, in which case what it accepted then, until the cooldown ends.
-    fn effective_max(&self, pool: &str, configured: u32, now: i64) -> u32 {
-        let mut caps = self.capacity_caps.lock();
-        match caps.get(pool) {
-            Some(&(cap, until)) if now < until => configured.min(cap),
-            Some(_) => {
-                caps.remove(pool);
-                tracing::info!(
-                    pool,
-                    configured,
-                    "capacity cooldown over; back to the configured limit"
-                );
-                configured
-            }
-            None => configured,
-        }
-    }
-
-    /// The provider refused a submit for capacity with `accepted` of our units running: it
-    /// has less room than configured (another client shares the account, or the pool is
-    /// misconfigured). Hold the pool at what the provider accepted for a cooldown, so the
-    /// next ticks do not hammer it with refused creates [beyond seed: adaptive capacity].
-    fn lower_capacity(&self, pool: &str, accepted: u32, now: i64) {
-        let cooldown =
-            i64::try_from(self.services.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX);
-        let cap = accepted.max(1);
-        let mut caps = self.capacity_caps.lock();
-        let prev = caps.insert(pool.to_string(), (cap, now.saturating_add(cooldown)));
-        if prev.map(|(c, _)| c) != Some(cap) {
-            tracing::info!(
-                pool,
-                cap,
-                "provider over capacity; lowering the pool's effective limit for a while"
-            );
-        }
-        metrics::gauge!("slotd_pool_effective_max", "pool" => pool.to_string()).set(f64::from(cap));
     }
 
     /// Where the provider can call back for `handler`'s call over `units` of `pool`, when

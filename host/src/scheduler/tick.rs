@@ -54,6 +54,8 @@ pub struct TickReport {
     pub succeeded: usize,
     /// Submits the provider refused for lack of capacity (back to pending, no failure).
     pub capacity_rejected: usize,
+    /// Submits the provider accepted.
+    pub accepted: usize,
     pub duration: Duration,
 }
 
@@ -73,6 +75,7 @@ struct CallResult {
     refused: usize,
     faults: usize,
     capacity_rejected: usize,
+    accepted: usize,
 }
 
 impl Scheduler {
@@ -101,7 +104,7 @@ impl Scheduler {
         let Some(limit) = limits.get(pool) else {
             return Ok(report);
         };
-        let max = self.effective_max(pool, limit.max_slots, now);
+        let max = s.capacity.effective(pool, limit.max_slots);
         let fence = self.fence(pool);
         report.max_slots = max;
         let types = limit.task_types.clone();
@@ -245,6 +248,7 @@ impl Scheduler {
             report.refused += r.refused;
             report.faults += r.faults;
             report.capacity_rejected += r.capacity_rejected;
+            report.accepted += r.accepted;
             updates.extend(r.updates);
         }
         let succeeded = updates
@@ -290,8 +294,18 @@ impl Scheduler {
             self.services.wake.pool(super::FINALIZE_WAKE);
         }
         report.used_after = self.slots_used(pool).await?;
+        let effective = s.capacity.observe(
+            pool,
+            limit.max_slots,
+            super::Observed {
+                rejected: u32::try_from(report.capacity_rejected).unwrap_or(u32::MAX),
+                accepted: u32::try_from(report.accepted).unwrap_or(u32::MAX),
+                in_flight: report.used_after,
+            },
+        );
+        metrics::gauge!("slotd_pool_effective_max", "pool" => pool.to_string())
+            .set(f64::from(effective));
         if report.capacity_rejected > 0 {
-            self.lower_capacity(pool, report.used_after, now);
             metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.to_string())
                 .increment(report.capacity_rejected as u64);
         }
@@ -368,6 +382,7 @@ impl Scheduler {
                     CallResult {
                         refused: planned.refused.len(),
                         capacity_rejected: planned.capacity_rejected,
+                        accepted: planned.accepted,
                         updates: planned.updates,
                         faults: 0,
                     }
@@ -388,6 +403,7 @@ impl Scheduler {
                         refused: a.refused + b.refused,
                         faults: a.faults + b.faults,
                         capacity_rejected: a.capacity_rejected + b.capacity_rejected,
+                        accepted: a.accepted + b.accepted,
                     }
                 }
                 Err(fault) => {
@@ -398,6 +414,7 @@ impl Scheduler {
                         refused: 0,
                         faults: 1,
                         capacity_rejected: 0,
+                        accepted: 0,
                     }
                 }
             }

@@ -1,0 +1,160 @@
+//! Adaptive capacity [beyond seed]: a pool's effective limit follows what the provider really
+//! accepts. When submits come back "over capacity" (Kling 1303) the provider has less room
+//! than configured (another client shares the account, or the pool is misconfigured): the
+//! effective limit drops multiplicatively, to three quarters of what the provider held at that
+//! moment; it then climbs back one slot per window of accepted submits (a window is the
+//! current limit, as in TCP's congestion avoidance), never above the configured maximum, where
+//! the adaptation ends. The step onto the level that was refused last is taken only after
+//! [`PROBE_WINDOWS`] windows: the provider's room is probed again now and then (it may have
+//! grown) instead of being hit once per sawtooth, so refusals become rare.
+//!
+//! The state lives in memory with the pool's scheduler (its lease holder); a restart begins at
+//! the configured limit again.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+/// Windows of accepted submits before the limit steps onto the level refused last.
+pub const PROBE_WINDOWS: u32 = 8;
+
+/// The adapted limits of the pools that met the provider's real capacity.
+#[derive(Debug, Default)]
+pub struct Capacity {
+    pools: Mutex<HashMap<String, Window>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    /// The effective limit now.
+    limit: u32,
+    /// Accepted submits since the limit last grew.
+    credit: u32,
+    /// The level the provider last refused: one more than it held then.
+    refused_at: u32,
+}
+
+impl Window {
+    /// Accepted submits that earn the next slot.
+    fn step(&self) -> u32 {
+        let window = self.limit.max(1);
+        if self.limit + 1 >= self.refused_at {
+            window.saturating_mul(PROBE_WINDOWS)
+        } else {
+            window
+        }
+    }
+}
+
+/// What one tick saw of the provider's capacity.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Observed {
+    /// Submits the provider refused for capacity.
+    pub rejected: u32,
+    /// Submits it accepted.
+    pub accepted: u32,
+    /// Units holding a slot after the tick (the jobs the provider runs for us).
+    pub in_flight: u32,
+}
+
+impl Capacity {
+    /// The pool's effective limit: the adapted one, capped by the configured maximum.
+    pub fn effective(&self, pool: &str, configured: u32) -> u32 {
+        self.pools
+            .lock()
+            .get(pool)
+            .map_or(configured, |w| w.limit.min(configured))
+    }
+
+    /// Adapt `pool`'s limit to a tick's outcome; returns the effective limit after it.
+    pub fn observe(&self, pool: &str, configured: u32, seen: Observed) -> u32 {
+        let mut pools = self.pools.lock();
+        let current = pools
+            .get(pool)
+            .map_or(configured, |w| w.limit.min(configured));
+        if seen.rejected > 0 {
+            let held = current.min(seen.in_flight.max(1));
+            let limit = (held.saturating_mul(3) / 4).max(1);
+            if limit != current {
+                tracing::info!(
+                    pool,
+                    configured,
+                    from = current,
+                    to = limit,
+                    "provider over capacity; lowering the pool's effective limit"
+                );
+            }
+            pools.insert(
+                pool.to_string(),
+                Window {
+                    limit,
+                    credit: 0,
+                    refused_at: held + 1,
+                },
+            );
+            return limit;
+        }
+        let Some(w) = pools.get_mut(pool) else {
+            return configured;
+        };
+        w.credit = w.credit.saturating_add(seen.accepted);
+        while w.credit >= w.step() && w.limit < configured {
+            w.credit -= w.step();
+            w.limit += 1;
+        }
+        if w.limit >= configured {
+            pools.remove(pool);
+            tracing::info!(
+                pool,
+                configured,
+                "the provider accepts the configured limit again"
+            );
+            return configured;
+        }
+        w.limit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(rejected: u32, accepted: u32, in_flight: u32) -> Observed {
+        Observed {
+            rejected,
+            accepted,
+            in_flight,
+        }
+    }
+
+    #[test]
+    fn drops_multiplicatively_and_climbs_one_slot_per_window() {
+        let c = Capacity::default();
+        assert_eq!(
+            c.effective("p", 20),
+            20,
+            "nothing learned: the configured limit"
+        );
+        // The provider held 8 of ours when it refused: 3/4 of 8.
+        assert_eq!(c.observe("p", 20, seen(2, 6, 8)), 6);
+        assert_eq!(c.effective("p", 20), 6);
+        // A window of 6 accepted submits adds one slot; 5 do not.
+        assert_eq!(c.observe("p", 20, seen(0, 5, 6)), 6);
+        assert_eq!(c.observe("p", 20, seen(0, 1, 6)), 7);
+        assert_eq!(c.observe("p", 20, seen(0, 7, 7)), 8);
+        // The provider held 8 when it refused: 9 was refused. The step from 8 onto 9 waits
+        // PROBE_WINDOWS windows of 8.
+        assert_eq!(c.observe("p", 20, seen(0, 8 * PROBE_WINDOWS - 1, 8)), 8);
+        assert_eq!(c.observe("p", 20, seen(0, 1, 8)), 9);
+        // Never above the configured limit, and a lowered configuration caps it at once.
+        assert_eq!(c.effective("p", 5), 5);
+        assert_eq!(c.observe("p", 10, seen(0, 100, 9)), 10);
+        assert_eq!(
+            c.effective("p", 20),
+            20,
+            "back at the configured limit, adaptation ends"
+        );
+        // Never below one slot.
+        assert_eq!(c.observe("q", 3, seen(1, 0, 0)), 1);
+    }
+}
