@@ -36,7 +36,7 @@ pub struct Planned {
     pub accepted: usize,
 }
 
-fn error_json(e: &ProviderError) -> String {
+pub(super) fn error_json(e: &ProviderError) -> String {
     serde_json::to_string(e).unwrap_or_else(|_| "{}".into())
 }
 

@@ -10,11 +10,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::SchedulerConfig;
-use crate::model::{ProviderError, Unit, UnitStatus};
+use crate::model::{Unit, UnitStatus};
 use crate::runtime::{BatchUnit, CancelChange, CancelOutcome, Handler, HandlerFault, TickContext};
 use crate::store::UnitUpdate;
 
 use super::Scheduler;
+use super::apply::error_json;
 use super::policy::{poll_delay_ms, retry_delay_ms};
 
 /// Split `units` into those the handler's `cancel` handles and the rest (for `tick`). A unit
@@ -68,10 +69,6 @@ impl Scheduler {
             }
         }
     }
-}
-
-fn error_json(e: &ProviderError) -> String {
-    serde_json::json!({ "code": e.code, "message": e.message }).to_string()
 }
 
 fn held(unit: &Unit) -> UnitUpdate {
@@ -161,6 +158,7 @@ pub(crate) fn cancel_fault_updates(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ProviderError;
     use crate::scheduler::apply::tests::unit;
 
     fn change(id: &str, outcome: CancelOutcome) -> CancelChange {
