@@ -98,6 +98,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         .context("reading the callback key from the database")?;
     Ok(Services {
         config: Arc::new(config),
+        tasks: crate::store::group_commit::TaskWriter::start(store.clone()),
         store,
         slots,
         runtime,
@@ -110,6 +111,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         callback_key,
         metrics: metrics_handle(),
         capacity: Default::default(),
+        durations: Default::default(),
     })
 }
 

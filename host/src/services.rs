@@ -35,4 +35,9 @@ pub struct Services {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Each pool's adapted limit (adaptive capacity), kept by the scheduler, shown by the API.
     pub capacity: Arc<crate::scheduler::Capacity>,
+    /// The provider's observed job durations (learned by ticks and callbacks) and each pool's
+    /// next poll round.
+    pub durations: Arc<crate::scheduler::durations::Durations>,
+    /// Task creation through group commit (what `POST /v1/tasks` uses).
+    pub tasks: crate::store::group_commit::TaskWriter,
 }

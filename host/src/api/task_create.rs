@@ -236,8 +236,8 @@ pub async fn create(
         now: services.clock.now_ms(),
     };
     let created = services
-        .store
-        .task_create(new)
+        .tasks
+        .create(new)
         .await
         .map_err(log_store_error("creating task"))?;
 

@@ -34,6 +34,9 @@ pub struct Planned {
     pub capacity_rejected: usize,
     /// How many legal changes were accepted submits (the other half of adaptive capacity).
     pub accepted: usize,
+    /// Indexes into `updates` of units that stay `submitted` with an ordinary poll scheduled
+    /// (a new job, or "still running"): the ones a poll round may reschedule.
+    pub polling: Vec<usize>,
 }
 
 pub(super) fn error_json(e: &ProviderError) -> String {
@@ -95,8 +98,16 @@ pub fn plan_updates(
             Outcome::Accepted { .. } => out.accepted += 1,
             _ => {}
         }
+        let polling = match &change.outcome {
+            Outcome::Running { .. } => true,
+            Outcome::Accepted { job_id } => unit.provider_job_id.as_deref() != Some(job_id),
+            _ => false,
+        };
         let mut update = update_for(cfg, handler, unit, change, now);
         honour_cancel(unit, &mut update);
+        if polling && update.to == Some(UnitStatus::Submitted) {
+            out.polling.push(out.updates.len());
+        }
         out.updates.push(update);
     }
     out

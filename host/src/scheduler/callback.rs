@@ -16,6 +16,7 @@ use crate::runtime::{CallbackChange, Handler};
 use crate::services::Services;
 
 use super::apply::plan_updates;
+use super::commit::{Origin, commit};
 use super::tick::TickError;
 
 /// The wake-up key of the finalization loop: ticks, callbacks and freed finalization workers
@@ -122,41 +123,13 @@ pub async fn apply_callback(
         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => handler.info.name.clone()).increment(1);
     }
     // Unfenced: webhooks arrive at any API instance, which holds no pool lease; the guards
-    // (`from` status and stage) keep a callback from overwriting a newer transition.
-    let applied = services
-        .store
-        .unit_apply(&planned.updates, now, None)
-        .await?;
-    report.applied = applied.applied.len();
-    let applied_ids: BTreeSet<&String> = applied.applied.iter().collect();
-    services
-        .hot
-        .invalidate(
-            units
-                .iter()
-                .filter(|u| applied_ids.contains(&u.id))
-                .map(|u| u.task_id.as_str()),
-        )
-        .await;
-    let mut finalize = false;
-    for u in &planned.updates {
-        let Some(unit) = units.iter().find(|x| x.id == u.unit_id) else {
-            continue;
-        };
-        if !applied_ids.contains(&u.unit_id) {
-            continue;
-        }
-        if u.to.is_some_and(|t| t != UnitStatus::Submitted) {
-            services
-                .slots
-                .release(&unit.pool, std::slice::from_ref(&unit.id))
-                .await?;
-            services.wake.pool(&unit.pool);
-        }
-        finalize |= u.to == Some(UnitStatus::Succeeded);
-    }
-    if finalize {
-        services.wake.pool(FINALIZE_WAKE);
-    }
+    // (`from` status and stage, the attempt's `submitted_at`) keep a callback from
+    // overwriting a newer transition.
+    let origins = units
+        .iter()
+        .map(|u| (u.id.as_str(), Origin::from(u)))
+        .collect();
+    let committed = commit(services, &planned.updates, &origins, now, None).await?;
+    report.applied = committed.applied;
     Ok(report)
 }

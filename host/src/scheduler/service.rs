@@ -17,6 +17,21 @@ use crate::model::UnitStatus;
 /// Longest pause after repeated store errors.
 const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
+/// How long a pool's loop sleeps after a tick that took `elapsed`, when its next unit is due
+/// in `until_due`: until then, but at least `min_rest` and at most what is left of
+/// `tick_interval`.
+fn rest_for(
+    cfg: &crate::config::SchedulerConfig,
+    elapsed: Duration,
+    until_due: Option<Duration>,
+) -> Duration {
+    let interval = cfg.tick_interval.saturating_sub(elapsed);
+    match until_due {
+        Some(due) => due.max(cfg.min_rest).min(interval.max(cfg.min_rest)),
+        None => interval.max(cfg.min_rest),
+    }
+}
+
 impl Scheduler {
     /// Run every loop until `shutdown` is cancelled, then drain in-flight finalizations.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
@@ -82,12 +97,13 @@ impl Scheduler {
             let Some(ticked) = ticked else {
                 continue;
             };
-            match ticked {
-                Ok(_) => {
+            let next_due = match ticked {
+                Ok(report) => {
                     if errors > 0 {
                         tracing::info!(pool = %pool, "scheduler resumed");
                     }
                     errors = 0;
+                    report.next_due
                 }
                 Err(super::TickError::Store(crate::store::StoreError::Fenced { .. })) => {
                     // A newer scheduler holds this pool: its writes win, ours stop here
@@ -110,13 +126,15 @@ impl Scheduler {
                         _ = tokio::time::sleep(pause) => continue,
                     }
                 }
-            }
-            // Rest at least `min_rest`, then wait for the interval or an early wake-up.
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(cfg.min_rest) => {}
-            }
-            let rest = cfg.tick_interval.saturating_sub(started.elapsed());
+            };
+            // An event (a new task, a freed slot, a callback) ticks at once; otherwise the
+            // pool sleeps until its next unit is due, at least `min_rest` (no poll storms),
+            // at most `tick_interval` (the safety net).
+            let until_due = next_due.map(|at| {
+                let ms = at.saturating_sub(self.services.clock.now_ms()).max(0);
+                Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+            });
+            let rest = rest_for(&cfg, started.elapsed(), until_due);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(rest) => {}

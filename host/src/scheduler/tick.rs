@@ -1,16 +1,19 @@
 //! `run_once`: one tick of one pool (SPEC section 3).
 //!
-//! 1. load pending units in fill order (as many as there are free slots) and submitted units
-//!    whose poll is due;
-//! 2. grant slots atomically and write the submit marker (`pending -> submitted`, no job id)
-//!    before anything is sent;
-//! 3. call each handler's `tick` with its batch, under the runtime's deadline;
-//! 4. validate the changes and apply them in one transaction;
-//! 5. release the slots of units that left `submitted` and the grants that were not used.
+//! 1. claim: load pending units in fill order (as many as there are free slots), grant them
+//!    slots atomically and write the submit marker (`pending -> submitted`, no job id) before
+//!    anything is sent;
+//! 2. collect the submitted units whose poll is due;
+//! 3. call each handler's `tick` with its batch, under the runtime's deadline, and plan the
+//!    updates its changes ask for (validated against the state machine);
+//! 4. commit them in one transaction and act on what was written (`commit.rs`, shared with
+//!    callbacks): release the slots of units that left `submitted`, wake the pool and the
+//!    finalizer;
+//! 5. tell adaptive capacity what the provider said.
 //!
 //! Finalization and publishing run elsewhere; this function does no waiting of its own.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +26,8 @@ use crate::store::UnitUpdate;
 use super::Scheduler;
 use super::apply::{cancel_unsent, expire_stage_deadline, fault_updates, plan_updates};
 use super::cancel::split_cancelling;
+use super::commit::{Origin, commit};
+use super::durations::{learn, plan_round};
 
 /// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
 /// resolved: room for the marking instance's last write.
@@ -56,6 +61,9 @@ pub struct TickReport {
     pub capacity_rejected: usize,
     /// Submits the provider accepted.
     pub accepted: usize,
+    /// When the pool next has something due (Unix ms): its earliest poll, or with free slots
+    /// its earliest pending unit. The pool's loop sleeps until then (within its interval).
+    pub next_due: Option<i64>,
     pub duration: Duration,
 }
 
@@ -78,6 +86,46 @@ struct CallResult {
     accepted: usize,
 }
 
+/// Step 2's answer: what goes to the handlers, and what ends without them.
+#[derive(Default)]
+struct Due {
+    /// Fresh units (to create) and due ones (to poll or resolve), in that order.
+    batch: Vec<BatchUnit>,
+    /// In-doubt units held back because the call that marked them may still be running.
+    waiting_in_doubt: usize,
+}
+
+/// Step 1's answer.
+#[derive(Default)]
+struct Filled {
+    /// Units granted a slot and marked submitted.
+    fresh: Vec<Unit>,
+    /// Grants not used (released again).
+    unused: usize,
+    /// Pending units are left waiting for a slot.
+    backlog: bool,
+}
+
+/// Step 3's answer: the updates planned by every call, and the counts of what happened.
+#[derive(Default)]
+struct Results {
+    updates: Vec<UnitUpdate>,
+    refused: usize,
+    faults: usize,
+    capacity_rejected: usize,
+    accepted: usize,
+}
+
+impl Results {
+    fn add(&mut self, r: CallResult) {
+        self.updates.extend(r.updates);
+        self.refused += r.refused;
+        self.faults += r.faults;
+        self.capacity_rejected += r.capacity_rejected;
+        self.accepted += r.accepted;
+    }
+}
+
 impl Scheduler {
     /// One tick of `pool` at time `now` (Unix ms, the injected clock).
     ///
@@ -93,26 +141,31 @@ impl Scheduler {
         ticked
     }
 
+    /// The steps of a tick: claim free slots, collect what is due, call the handlers, commit,
+    /// and let adaptive capacity see what the provider said.
     async fn tick(&self, pool: &str, now: i64) -> Result<TickReport, TickError> {
         let started = Instant::now();
         let s = &self.services;
-        let limits = crate::scheduler::pool_limits(&s.config, &s.registry);
         let mut report = TickReport {
             pool: pool.to_string(),
             ..TickReport::default()
         };
-        let Some(limit) = limits.get(pool) else {
+        let Some(limit) = crate::scheduler::pool_limits(&s.config, &s.registry).remove(pool) else {
             return Ok(report);
         };
         let max = s.capacity.effective(pool, limit.max_slots);
         let fence = self.fence(pool);
         report.max_slots = max;
-        let types = limit.task_types.clone();
-
         self.maybe_reconcile(pool, now).await?;
 
-        // 1-2: fill free slots in fill order, with the write-ahead submit marker.
-        let (fresh, unused) = self.fill(pool, &types, max, now, fence.as_ref()).await?;
+        // 1: fill free slots in fill order, with the write-ahead submit marker.
+        let Filled {
+            fresh,
+            unused,
+            backlog,
+        } = self
+            .fill(pool, &limit.task_types, max, now, fence.as_ref())
+            .await?;
         report.released += unused;
         report.claimed = fresh.len();
         // Their tasks are running now: no snapshot may say otherwise.
@@ -120,33 +173,120 @@ impl Scheduler {
             .invalidate(fresh.iter().map(|u| u.task_id.as_str()))
             .await;
 
-        // The due polls (and in-doubt units from earlier ticks).
-        let fresh_ids: HashSet<String> = fresh.iter().map(|u| u.id.clone()).collect();
-        let due = if types.is_empty() {
+        // 2: the due polls (and in-doubt units from earlier ticks).
+        let due = self
+            .collect_due(pool, &limit.task_types, fresh, now)
+            .await?;
+        report.waiting_in_doubt = due.waiting_in_doubt;
+        report.polled = due.batch.len() - report.claimed;
+        if due.batch.is_empty() {
+            return self.finish(report, limit.max_slots, started).await;
+        }
+        // Where each unit lives, for the commit (the batch itself goes to the handlers).
+        let owned: Vec<(String, String, String)> = due
+            .batch
+            .iter()
+            .map(|b| {
+                (
+                    b.unit.id.clone(),
+                    b.unit.task_id.clone(),
+                    b.unit.pool.clone(),
+                )
+            })
+            .collect();
+        let origins: HashMap<&str, Origin<'_>> = owned
+            .iter()
+            .map(|(id, task_id, pool)| (id.as_str(), Origin { task_id, pool }))
+            .collect();
+
+        // 3: one call per handler (task types of one pool may belong to different handlers).
+        let planned = self.call_handlers(pool, due.batch, now, backlog).await;
+        report.refused = planned.refused;
+        report.faults = planned.faults;
+        report.capacity_rejected = planned.capacity_rejected;
+        report.accepted = planned.accepted;
+
+        // 4: apply everything in one transaction; free and wake for what was written.
+        let committed = commit(s, &planned.updates, &origins, now, fence.as_ref()).await?;
+        report.applied = committed.applied;
+        report.succeeded = committed.succeeded;
+        report.released += committed.released;
+        self.finish(report, limit.max_slots, started).await
+    }
+
+    /// Step 5: the slots in use, what adaptive capacity makes of this tick's submits, the
+    /// pool's gauges.
+    async fn finish(
+        &self,
+        mut report: TickReport,
+        configured: u32,
+        started: Instant,
+    ) -> Result<TickReport, TickError> {
+        let s = &self.services;
+        let pool = report.pool.clone();
+        report.used_after = self.slots_used(&pool).await?;
+        let polls = s.store.unit_next_due(&pool, UnitStatus::Submitted).await?;
+        let fills = if report.used_after < report.max_slots {
+            s.store.unit_next_due(&pool, UnitStatus::Pending).await?
+        } else {
+            None
+        };
+        report.next_due = polls.into_iter().chain(fills).min();
+        let effective = s.capacity.observe(
+            &pool,
+            configured,
+            super::Observed {
+                rejected: u32::try_from(report.capacity_rejected).unwrap_or(u32::MAX),
+                accepted: u32::try_from(report.accepted).unwrap_or(u32::MAX),
+                in_flight: report.used_after,
+            },
+        );
+        metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
+            .set(f64::from(effective));
+        if report.capacity_rejected > 0 {
+            metrics::counter!("slotd_capacity_rejections_total", "pool" => pool)
+                .increment(report.capacity_rejected as u64);
+        }
+        report.duration = started.elapsed();
+        self.publish_tick(&report);
+        Ok(report)
+    }
+
+    /// Step 2: the fresh units, then the submitted units whose poll is due. A unit marked
+    /// submitted but never touched since may still be in a handler call of the instance that
+    /// marked it (a scheduler that just lost this pool's lease, or one that died mid-call):
+    /// resolving it now could race that call's create. It waits until any such call is past
+    /// its deadline; then it is in doubt and resolved by key.
+    async fn collect_due(
+        &self,
+        pool: &str,
+        types: &[String],
+        fresh: Vec<Unit>,
+        now: i64,
+    ) -> Result<Due, TickError> {
+        let s = &self.services;
+        let listed = if types.is_empty() {
             Vec::new()
         } else {
             s.store
-                .unit_list_due(pool, &types, now, s.config.scheduler.max_batch)
+                .unit_list_due(pool, types, now, s.config.scheduler.max_batch)
                 .await?
         };
-        // Cancel-requested units in doubt whose handler has no provider cancel: ended here,
-        // never handed to it (see below).
-        let mut unsent: Vec<Unit> = Vec::new();
-        let mut batch: Vec<BatchUnit> = fresh
-            .into_iter()
-            .map(|unit| BatchUnit {
-                unit,
-                in_doubt: false,
-            })
-            .collect();
-        // A unit marked submitted but never touched since may still be in a handler call of
-        // the instance that marked it (a scheduler that just lost this pool's lease, or one
-        // that died mid-call): resolving it now could race that call's create. It waits until
-        // any such call is past its deadline; then it is in doubt and resolved by key.
+        let fresh_ids: HashSet<String> = fresh.iter().map(|u| u.id.clone()).collect();
+        let mut due = Due {
+            batch: fresh
+                .into_iter()
+                .map(|unit| BatchUnit {
+                    unit,
+                    in_doubt: false,
+                })
+                .collect(),
+            waiting_in_doubt: 0,
+        };
         let grace = i64::try_from(s.config.limits.call_deadline.as_millis())
             .unwrap_or(i64::MAX)
             .saturating_add(IN_DOUBT_MARGIN_MS);
-        for unit in due {
+        for unit in listed {
             if fresh_ids.contains(&unit.id) {
                 continue;
             }
@@ -158,31 +298,28 @@ impl Scheduler {
                     .submitted_at
                     .is_some_and(|t| now.saturating_sub(t) < grace)
             {
-                report.waiting_in_doubt += 1;
+                due.waiting_in_doubt += 1;
                 continue;
             }
-            batch.push(BatchUnit { unit, in_doubt });
+            due.batch.push(BatchUnit { unit, in_doubt });
         }
-        report.polled = batch.len() - report.claimed;
-        if batch.is_empty() && unsent.is_empty() {
-            report.used_after = self.slots_used(pool).await?;
-            report.duration = started.elapsed();
-            self.publish_tick(&report);
-            return Ok(report);
-        }
+        Ok(due)
+    }
 
-        // Unit → task, to invalidate the hot snapshots of the tasks this tick changes.
-        let by_task_ids: Vec<(String, String)> = batch
-            .iter()
-            .map(|b| &b.unit)
-            .chain(&unsent)
-            .map(|u| (u.id.clone(), u.task_id.clone()))
-            .collect();
-        // Units past their stage deadline fail here instead of going to the handler.
+    /// Step 3: units past their stage deadline fail here; cancelled units in doubt whose
+    /// handler has no provider cancel end here; the rest go to their handlers, one call per
+    /// handler, concurrently.
+    async fn call_handlers(
+        &self,
+        pool: &str,
+        batch: Vec<BatchUnit>,
+        now: i64,
+        backlog: bool,
+    ) -> Results {
+        let s = &self.services;
         let (batch, expired) =
             expire_stage_deadline(&s.config.scheduler, batch, |b: &BatchUnit| &b.unit, now);
-
-        // 3: one call per handler (task types of one pool may belong to different handlers).
+        let mut unsent: Vec<Unit> = Vec::new();
         let mut by_handler: BTreeMap<String, (Arc<Handler>, Vec<BatchUnit>)> = BTreeMap::new();
         for b in batch {
             let h = s.registry.for_type(&b.unit.task_type);
@@ -211,112 +348,53 @@ impl Scheduler {
             now_ms: u64::try_from(now).unwrap_or(0),
             callback_url: None,
         };
-        let calls = by_handler.into_values().map(|(h, units)| {
-            let ctx = ctx.clone();
-            async move {
-                // Cancelled units with a job go to the handler's `cancel` (contract 1.1).
-                let (cancelling, units) = split_cancelling(&h, units);
-                let cancelled = if cancelling.is_empty() {
-                    None
-                } else {
-                    Some(self.call_cancel(h.clone(), &ctx, cancelling, now).await)
-                };
-                let mut r = if units.is_empty() {
-                    CallResult::default()
-                } else {
-                    let mut c = TickContext { ..ctx };
-                    c.callback_url = self.callback_url(&h.info.name, &c.pool, &units);
-                    self.call_isolating(h, c, units, now).await
-                };
-                if let Some(c) = cancelled {
-                    r.updates.extend(c.updates);
-                    r.faults += c.faults;
-                }
-                r
-            }
-        });
-        let results = futures::future::join_all(calls).await;
-
-        // 4: apply everything in one transaction.
-        let task_of: std::collections::HashMap<&str, &str> = by_task_ids
-            .iter()
-            .map(|(u, t)| (u.as_str(), t.as_str()))
-            .collect();
-        let mut updates = expired;
-        updates.extend(cancel_unsent(&unsent));
-        for r in results {
-            report.refused += r.refused;
-            report.faults += r.faults;
-            report.capacity_rejected += r.capacity_rejected;
-            report.accepted += r.accepted;
-            updates.extend(r.updates);
+        let calls = by_handler
+            .into_values()
+            .map(|(h, units)| self.call_handler(h, ctx.clone(), units, now, backlog));
+        let mut planned = Results {
+            updates: expired,
+            ..Results::default()
+        };
+        planned.updates.extend(cancel_unsent(&unsent));
+        for r in futures::future::join_all(calls).await {
+            planned.add(r);
         }
-        let succeeded = updates
-            .iter()
-            .filter(|u| u.to == Some(UnitStatus::Succeeded))
-            .count();
-        let applied = s.store.unit_apply(&updates, now, fence.as_ref()).await?;
-        report.applied = applied.applied.len();
-        // Only applied updates free slots: a skipped one either met a unit someone else moved
-        // out of `submitted` (who released it) or a cancel that landed during the call, whose
-        // unit still holds its slot while its job runs.
-        let moved: HashSet<&str> = applied.applied.iter().map(String::as_str).collect();
-        let leaving: Vec<String> = updates
-            .iter()
-            .filter(|u| u.to.is_some_and(|t| t != UnitStatus::Submitted))
-            .filter(|u| moved.contains(u.unit_id.as_str()))
-            .map(|u| u.unit_id.clone())
-            .collect();
-        report.succeeded = succeeded;
-        s.hot
-            .invalidate(
-                applied
-                    .applied
-                    .iter()
-                    .filter_map(|id| task_of.get(id.as_str()).copied()),
-            )
-            .await;
-        for u in &updates {
-            if let Some(to) = u.to {
-                metrics::counter!("slotd_unit_transitions_total", "pool" => pool.to_string(), "to" => to.as_str())
-                    .increment(1);
-            }
-        }
-
-        // 5: release the slots of units that left `submitted`.
-        if !leaving.is_empty() {
-            report.released += leaving.len();
-            s.slots.release(pool, &leaving).await?;
-            // Freed slots: the next tick can fill them at once.
-            s.wake.pool(pool);
-        }
-        if succeeded > 0 {
-            self.services.wake.pool(super::FINALIZE_WAKE);
-        }
-        report.used_after = self.slots_used(pool).await?;
-        let effective = s.capacity.observe(
-            pool,
-            limit.max_slots,
-            super::Observed {
-                rejected: u32::try_from(report.capacity_rejected).unwrap_or(u32::MAX),
-                accepted: u32::try_from(report.accepted).unwrap_or(u32::MAX),
-                in_flight: report.used_after,
-            },
-        );
-        metrics::gauge!("slotd_pool_effective_max", "pool" => pool.to_string())
-            .set(f64::from(effective));
-        if report.capacity_rejected > 0 {
-            metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.to_string())
-                .increment(report.capacity_rejected as u64);
-        }
-        report.duration = started.elapsed();
-        self.publish_tick(&report);
-        Ok(report)
+        planned
     }
 
-    /// Steps 1-2: grant free slots to pending units in fill order and write their submit
-    /// marker. Returns the units marked and how many grants went unused (released again:
-    /// units another writer moved meanwhile).
+    /// One handler's share of a tick: cancelled units with a job go to its `cancel`
+    /// (contract 1.1), the rest to `tick`.
+    async fn call_handler(
+        &self,
+        h: Arc<Handler>,
+        ctx: TickContext,
+        units: Vec<BatchUnit>,
+        now: i64,
+        backlog: bool,
+    ) -> CallResult {
+        let (cancelling, units) = split_cancelling(&h, units);
+        let cancelled = if cancelling.is_empty() {
+            None
+        } else {
+            Some(self.call_cancel(h.clone(), &ctx, cancelling, now).await)
+        };
+        let mut r = if units.is_empty() {
+            CallResult::default()
+        } else {
+            let mut c = ctx;
+            c.callback_url = self.callback_url(&h.info.name, &c.pool, &units);
+            self.call_isolating(h, c, units, now, backlog).await
+        };
+        if let Some(c) = cancelled {
+            r.updates.extend(c.updates);
+            r.faults += c.faults;
+        }
+        r
+    }
+
+    /// Step 1: grant free slots to pending units in fill order and write their submit marker.
+    /// Returns the units marked, how many grants went unused (released again: units another
+    /// writer moved meanwhile), and whether pending units are left waiting.
     async fn fill(
         &self,
         pool: &str,
@@ -324,20 +402,28 @@ impl Scheduler {
         max: u32,
         now: i64,
         fence: Option<&crate::store::Fence>,
-    ) -> Result<(Vec<Unit>, usize), TickError> {
+    ) -> Result<Filled, TickError> {
         let s = &self.services;
-        let free = max.saturating_sub(self.slots_used(pool).await?);
-        if free == 0 || types.is_empty() {
-            return Ok((Vec::new(), 0));
+        let mut filled = Filled::default();
+        if types.is_empty() {
+            return Ok(filled);
         }
-        let pending = s.store.unit_list_pending(pool, types, now, free).await?;
+        let free = max.saturating_sub(self.slots_used(pool).await?);
+        // One more than fits tells whether a backlog is left.
+        let mut pending = s
+            .store
+            .unit_list_pending(pool, types, now, free.saturating_add(1))
+            .await?;
+        filled.backlog = pending.len() > free as usize;
+        pending.truncate(free as usize);
         if pending.is_empty() {
-            return Ok((Vec::new(), 0));
+            return Ok(filled);
         }
         let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
         let granted = self.acquire_slots(pool, &ids, max).await?;
         if granted.is_empty() {
-            return Ok((Vec::new(), 0));
+            filled.backlog = true;
+            return Ok(filled);
         }
         let fresh = s.store.unit_mark_submitted(&granted, now, fence).await?;
         let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
@@ -349,7 +435,9 @@ impl Scheduler {
         if !unused.is_empty() {
             s.slots.release(pool, &unused).await?;
         }
-        Ok((fresh, unused.len()))
+        filled.unused = unused.len();
+        filled.fresh = fresh;
+        Ok(filled)
     }
 
     /// Call `tick` and plan the updates. When a call over several units faults through the
@@ -366,6 +454,7 @@ impl Scheduler {
         ctx: TickContext,
         units: Vec<BatchUnit>,
         now: i64,
+        backlog: bool,
     ) -> BoxFuture<'a, CallResult> {
         Box::pin(async move {
             let cfg = &self.services.config.scheduler;
@@ -373,7 +462,23 @@ impl Scheduler {
             match result {
                 Ok(changes) => {
                     let refs: Vec<&Unit> = units.iter().map(|b| &b.unit).collect();
-                    let planned = plan_updates(cfg, &h.info, &refs, changes, now);
+                    let mut planned = plan_updates(cfg, &h.info, &refs, changes, now);
+                    let durations = &self.services.durations;
+                    learn(durations, &refs, &planned.updates, now);
+                    // With a backlog waiting and no callbacks, polls go in rounds timed by
+                    // the provider's durations; otherwise each unit keeps its backoff.
+                    if backlog && cfg.callback_safety_poll.is_none() {
+                        let floor = i64::try_from(cfg.min_rest.as_millis()).unwrap_or(i64::MAX);
+                        let ceil = i64::try_from(cfg.poll_max.as_millis()).unwrap_or(i64::MAX);
+                        plan_round(
+                            durations,
+                            &ctx.pool,
+                            &refs,
+                            &mut planned,
+                            now,
+                            (floor, ceil),
+                        );
+                    }
                     for r in &planned.refused {
                         tracing::warn!(handler = %h.info.name, unit = %r.unit_id, reason = %r.reason, "illegal change refused");
                         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => h.info.name.clone())
@@ -395,9 +500,9 @@ impl Scheduler {
                     }
                     let right = units.split_off(units.len() / 2);
                     let a = self
-                        .call_isolating(h.clone(), ctx.clone(), units, now)
+                        .call_isolating(h.clone(), ctx.clone(), units, now, backlog)
                         .await;
-                    let b = self.call_isolating(h, ctx, right, now).await;
+                    let b = self.call_isolating(h, ctx, right, now, backlog).await;
                     CallResult {
                         updates: a.updates.into_iter().chain(b.updates).collect(),
                         refused: a.refused + b.refused,

@@ -8,6 +8,7 @@
 //! Implementations: [`sqlite::SqliteStore`] (embedded default) and [`postgres::PostgresStore`]
 //! (scale-out); both run the one test suite in `suite.rs`.
 
+pub mod group_commit;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(test)]
@@ -231,6 +232,26 @@ pub struct UnitUpdate {
     pub unless_cancel_requested: bool,
 }
 
+impl UnitUpdate {
+    /// Whether this update is worth an event row. A poll that changes nothing but timing
+    /// ("still running") is not: the log records transitions and things worth reading, not
+    /// every tick.
+    pub fn eventful(&self) -> bool {
+        self.detail.is_some()
+            || self.from.is_none()
+            || self.to.is_some_and(|t| Some(t) != self.from)
+            || self.stage.is_some()
+            || matches!(self.error, Some(Some(_)))
+    }
+}
+
+/// Whether some unit appears twice in `updates`: then a backend applies them one by one, in
+/// order, so that each guard sees the previous update.
+pub(crate) fn has_repeats(updates: &[UnitUpdate]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(updates.len());
+    !updates.iter().all(|u| seen.insert(u.unit_id.as_str()))
+}
+
 /// What [`TaskStore::unit_apply`] did.
 #[derive(Clone, Debug, Default)]
 pub struct ApplyReport {
@@ -342,7 +363,18 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Store a task and its units in one transaction, unless the tenant's idempotency key
     /// already names a task.
-    async fn task_create(&self, task: NewTask) -> StoreResult<Created>;
+    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
+        self.task_create_batch(std::slice::from_ref(&task))
+            .await?
+            .pop()
+            .ok_or_else(|| {
+                StoreError::Other(format!("task {}: the store answered nothing", task.id))
+            })
+    }
+    /// Store many tasks in one transaction (group commit, see [`group_commit`]), each as
+    /// [`TaskStore::task_create`] would, in order: a task whose tenant's idempotency key an
+    /// earlier task of the batch took is `Existing` of that one. One answer per task, in order.
+    async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>>;
     /// A tenant's task, or `None` (also for another tenant's task).
     async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>>;
     /// The units of a task, by index.
@@ -389,6 +421,9 @@ pub trait TaskStore: Send + Sync + 'static {
         now: i64,
         limit: u32,
     ) -> StoreResult<Vec<Unit>>;
+    /// The earliest `next_at` of `pool`'s units in `status` (when the pool's loop has
+    /// something to do next), or `None` if it has none.
+    async fn unit_next_due(&self, pool: &str, status: UnitStatus) -> StoreResult<Option<i64>>;
     /// Apply guarded updates in one transaction, with an event row for each applied one.
     /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
     async fn unit_apply(

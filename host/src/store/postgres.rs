@@ -154,8 +154,12 @@ impl TaskStore for PostgresStore {
         handlers::handler_version_list(&self.pool, name, limit).await
     }
 
-    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
-        tasks::task_create(&self.pool, task).await
+    async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.pool.acquire().await?;
+        tasks::task_create_batch(&mut conn, tasks).await
     }
 
     async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
@@ -243,7 +247,7 @@ impl TaskStore for PostgresStore {
                 ..ApplyReport::default()
             });
         }
-        if fence.is_none() && !apply::has_repeats(&updates) {
+        if fence.is_none() && !crate::store::has_repeats(&updates) {
             let mut conn = self.pool.acquire().await?;
             let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
             report.refused = refused;
@@ -259,6 +263,20 @@ impl TaskStore for PostgresStore {
         tx.commit().await?;
         report.refused = refused;
         Ok(report)
+    }
+
+    async fn unit_next_due(
+        &self,
+        pool: &str,
+        status: crate::model::UnitStatus,
+    ) -> StoreResult<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = $2")
+                .bind(pool)
+                .bind(status.as_str())
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {

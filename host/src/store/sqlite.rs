@@ -12,6 +12,7 @@
 //! The queries live by concern: [`tasks`] (create, read, list, cancel, retry), [`units`] (the
 //! scheduler's reads and guarded writes), [`finalize`] (leases) and [`fences`] (fencing tokens).
 
+mod apply;
 mod fences;
 mod finalize;
 mod handlers;
@@ -123,8 +124,11 @@ impl TaskStore for SqliteStore {
         Ok(())
     }
 
-    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
-        tasks::task_create(self.begin().await?, task).await
+    async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        tasks::task_create_batch(self.begin().await?, tasks).await
     }
 
     async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
@@ -206,9 +210,23 @@ impl TaskStore for SqliteStore {
         }
         let mut tx = self.begin().await?;
         fences::fence_check(&mut tx, fence).await?;
-        let mut report = units::unit_apply(tx, &updates, now).await?;
+        let mut report = apply::unit_apply(tx, &updates, now).await?;
         report.refused = refused;
         Ok(report)
+    }
+
+    async fn unit_next_due(
+        &self,
+        pool: &str,
+        status: crate::model::UnitStatus,
+    ) -> StoreResult<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = ?1 AND status = ?2")
+                .bind(pool)
+                .bind(status.as_str())
+                .fetch_one(&self.reader)
+                .await?,
+        )
     }
 
     async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {

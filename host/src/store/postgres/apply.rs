@@ -64,25 +64,7 @@ const APPLY_SQL: &str = "WITH input AS ( \
      ) \
      SELECT id FROM moved ORDER BY ord";
 
-/// Whether an update is worth an event row. A poll that changes nothing but timing ("still
-/// running") is not: the log records transitions and things worth reading, not every tick
-/// (the same rule as the SQLite store).
-fn eventful(u: &UnitUpdate) -> bool {
-    u.detail.is_some()
-        || u.from.is_none()
-        || u.to.is_some_and(|t| Some(t) != u.from)
-        || u.stage.is_some()
-        || matches!(u.error, Some(Some(_)))
-}
-
-/// Whether some unit appears twice: then [`unit_apply`] runs one statement per update, and
-/// must be given a transaction to stay atomic.
-pub(super) fn has_repeats(updates: &[UnitUpdate]) -> bool {
-    let mut seen = HashSet::with_capacity(updates.len());
-    !updates.iter().all(|u| seen.insert(u.unit_id.as_str()))
-}
-
-/// Apply `updates` on `conn` (a transaction when fenced or [`has_repeats`]). Ids normally
+/// Apply `updates` on `conn` (a transaction when fenced or [`crate::store::has_repeats`]). Ids normally
 /// appear once per batch, and the batch is one statement; if one repeats, the updates run one
 /// by one in order so that each guard sees the previous update.
 pub(super) async fn unit_apply(
@@ -90,7 +72,7 @@ pub(super) async fn unit_apply(
     updates: &[UnitUpdate],
     now: i64,
 ) -> StoreResult<ApplyReport> {
-    if has_repeats(updates) {
+    if crate::store::has_repeats(updates) {
         let mut report = ApplyReport::default();
         for u in updates {
             let done = apply_batch(conn, std::slice::from_ref(u), now).await?;
@@ -151,7 +133,7 @@ async fn apply_batch(
         .bind(flag(|u| u.submitted_at.is_some()))
         .bind(num(|u| u.submitted_at.flatten()))
         .bind(col(|u| u.detail.clone()))
-        .bind(flag(eventful))
+        .bind(flag(UnitUpdate::eventful))
         .bind(now)
         .bind(num(|u| u.from_submitted_at))
         .bind(flag(|u| u.unless_cancel_requested))

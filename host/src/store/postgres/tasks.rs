@@ -17,81 +17,111 @@ use crate::store::{
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
 
-/// The task row, its units (from parallel arrays, index = array position) and one "created"
-/// event per unit, as one statement: one round trip, committed on its own. A unit insert that
-/// sees no task row (the idempotency key was taken) inserts nothing.
-const TASK_CREATE_SQL: &str = "WITH task AS ( \
+/// A batch of tasks (group commit) as one statement: the task rows (parallel arrays, in
+/// order, so their `seq` ascends in batch order), the units of those inserted (parallel arrays
+/// naming their task) with the task's tenant, type, priority and seq copied, and one "created"
+/// event per unit. A task whose tenant's idempotency key is taken, by a stored task or an
+/// earlier one of the batch, inserts nothing; its units find no task row and insert nothing.
+const TASKS_CREATE_SQL: &str = "WITH input AS ( \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+             $6::int4[], $7::text[], $8::int8[]) WITH ORDINALITY \
+             AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, ord) \
+     ), task AS ( \
          INSERT INTO tasks (id, tenant, type, payload, idempotency_key, priority, callback_url, \
              created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+         SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now \
+         FROM input ORDER BY ord \
          ON CONFLICT (tenant, idempotency_key) DO NOTHING \
-         RETURNING seq \
+         RETURNING id, tenant, type, priority, seq, created_at \
      ), unit AS ( \
          INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
              stage, status, spec, state, routes, next_at, created_at, updated_at) \
-         SELECT u.id, $1, (u.ord - 1)::int, $2, $3, task.seq, $6, u.pool, u.stage, 'pending', \
-             u.spec, u.state, u.routes, $8, $8, $8 \
-         FROM task, unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], \
-             $14::text[]) WITH ORDINALITY AS u (id, pool, stage, spec, state, routes, ord) \
-         RETURNING id, idx, stage \
+         SELECT u.id, task.id, u.idx, task.tenant, task.type, task.seq, task.priority, u.pool, \
+             u.stage, 'pending', u.spec, u.state, u.routes, task.created_at, task.created_at, \
+             task.created_at \
+         FROM unnest($9::text[], $10::text[], $11::int4[], $12::text[], $13::text[], \
+             $14::text[], $15::text[], $16::text[]) WITH ORDINALITY \
+             AS u (id, task_id, idx, pool, stage, spec, state, routes, ord) \
+         JOIN task ON task.id = u.task_id \
+         ORDER BY u.ord \
+         RETURNING id, task_id, task_seq, idx, stage, created_at \
      ), event AS ( \
          INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
-         SELECT id, $1, $8, NULL, 'pending', stage, 'created' FROM unit ORDER BY idx \
+         SELECT id, task_id, created_at, NULL, 'pending', stage, 'created' FROM unit \
+         ORDER BY task_seq, idx \
      ) \
-     SELECT seq FROM task";
+     SELECT id FROM task";
 
-/// Insert the task unless its tenant's idempotency key is taken (then report the holder).
-/// `ON CONFLICT DO NOTHING` waits for a concurrent insert of the same key to commit, so the
-/// lookup afterwards finds the holder.
-pub(super) async fn task_create(pool: &PgPool, task: NewTask) -> StoreResult<Created> {
-    let n = task.units.len();
-    let (mut ids, mut pools, mut stages, mut specs, mut states) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for u in &task.units {
-        ids.push(u.id.as_str());
-        pools.push(u.pool.as_str());
-        stages.push(u.stage.as_str());
-        specs.push(u.spec.as_str());
-        states.push(u.state.as_str());
+/// Store a batch of tasks (group commit): each unless its tenant's idempotency key is taken
+/// (then the holder is reported), with its units and their "created" events. One statement
+/// whatever the batch size, then a lookup per task whose key was taken. `ON CONFLICT DO
+/// NOTHING` waits for a concurrent insert of the same key to commit, so the lookup finds the
+/// holder.
+pub(super) async fn task_create_batch(
+    conn: &mut sqlx::PgConnection,
+    tasks: &[NewTask],
+) -> StoreResult<Vec<Created>> {
+    let text =
+        |f: fn(&NewTask) -> Option<&str>| -> Vec<Option<&str>> { tasks.iter().map(f).collect() };
+    let units = tasks
+        .iter()
+        .flat_map(|t| t.units.iter().enumerate().map(move |(i, u)| (t, i, u)));
+    let (mut u_ids, mut u_tasks, mut u_idx, mut u_pools, mut u_stages) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut u_specs, mut u_states, mut u_routes) = (Vec::new(), Vec::new(), Vec::new());
+    for (t, i, u) in units {
+        u_ids.push(u.id.as_str());
+        u_tasks.push(t.id.as_str());
+        u_idx.push(i32::try_from(i).map_err(|_| {
+            StoreError::Other(format!("task {}: unit index {i} out of range", t.id))
+        })?);
+        u_pools.push(u.pool.as_str());
+        u_stages.push(u.stage.as_str());
+        u_specs.push(u.spec.as_str());
+        u_states.push(u.state.as_str());
+        u_routes.push(u.routes.as_deref());
     }
-    let routes: Vec<Option<&str>> = task.units.iter().map(|u| u.routes.as_deref()).collect();
-    let seq: Option<i64> = sqlx::query_scalar(TASK_CREATE_SQL)
-        .bind(&task.id)
-        .bind(&task.tenant)
-        .bind(&task.task_type)
-        .bind(&task.payload)
-        .bind(&task.idempotency_key)
-        .bind(task.priority)
-        .bind(&task.callback_url)
-        .bind(task.now)
-        .bind(&ids)
-        .bind(&pools)
-        .bind(&stages)
-        .bind(&specs)
-        .bind(&states)
-        .bind(&routes)
-        .fetch_optional(pool)
-        .await?;
-    if seq.is_some() {
-        return Ok(Created::New(task.id));
+    let inserted: std::collections::HashSet<String> = sqlx::query_scalar(TASKS_CREATE_SQL)
+        .bind(text(|t| Some(t.id.as_str())))
+        .bind(text(|t| Some(t.tenant.as_str())))
+        .bind(text(|t| Some(t.task_type.as_str())))
+        .bind(text(|t| Some(t.payload.as_str())))
+        .bind(text(|t| t.idempotency_key.as_deref()))
+        .bind(tasks.iter().map(|t| t.priority).collect::<Vec<i32>>())
+        .bind(text(|t| t.callback_url.as_deref()))
+        .bind(tasks.iter().map(|t| t.now).collect::<Vec<i64>>())
+        .bind(u_ids)
+        .bind(u_tasks)
+        .bind(u_idx)
+        .bind(u_pools)
+        .bind(u_stages)
+        .bind(u_specs)
+        .bind(u_states)
+        .bind(u_routes)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        if inserted.contains(&task.id) {
+            out.push(Created::New(task.id.clone()));
+            continue;
+        }
+        let existing: Option<String> =
+            sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
+                .bind(&task.tenant)
+                .bind(&task.idempotency_key)
+                .fetch_optional(&mut *conn)
+                .await?;
+        out.push(Created::Existing(existing.ok_or_else(|| {
+            StoreError::Other(format!(
+                "task {} was not stored and no task holds its idempotency key",
+                task.id
+            ))
+        })?));
     }
-    let existing: Option<String> =
-        sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
-            .bind(&task.tenant)
-            .bind(&task.idempotency_key)
-            .fetch_optional(pool)
-            .await?;
-    existing.map(Created::Existing).ok_or_else(|| {
-        StoreError::Other(format!(
-            "task {} was not stored and no task holds its idempotency key",
-            task.id
-        ))
-    })
+    Ok(out)
 }
 
 /// Unit counts by status for each task, in one grouped query.

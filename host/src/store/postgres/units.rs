@@ -14,26 +14,41 @@ use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResul
 
 /// The fill-order query: `$1` pool, `$2` now, `$3` task types, `$4` limit.
 ///
-/// The window numbers each (priority, tenant)'s due units FIFO; ordering by that number
-/// interleaves tenants round-robin within a priority, and among equal numbers the tenant served
-/// longest ago (`pool_tenant_served`) goes first, so round-robin holds across ticks too. `units_fill` delivers the rows in
-/// partition order, so the window needs no sort, and the final top-N sort is bounded by the
-/// LIMIT.
+/// Each (priority, tenant)'s due units are numbered FIFO; ordering by that number interleaves
+/// tenants round-robin within a priority, and among equal numbers the tenant served longest ago
+/// (`pool_tenant_served`) goes first, so round-robin holds across ticks too. No window over the
+/// whole backlog: a group can place at most `limit` units in the answer, so `g` finds the
+/// groups by skipping along `units_fill` (one index probe per group), each group's first
+/// `limit` due units are read from the same index already in order (numbered as they come,
+/// no sort), only those narrow rows are sorted, and only the `limit` winners are read whole.
 pub(super) fn pending_sql() -> String {
     format!(
-        "SELECT {fill_cols} FROM ( \
-             SELECT {UNIT_COLS}, \
-                 ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) AS rn, \
-                 task_seq \
-             FROM units \
-             WHERE pool = $1 AND status = 'pending' AND next_at <= $2 \
-               AND task_type = ANY($3) \
-         ) AS fill \
-         LEFT JOIN pool_tenant_served AS sv ON sv.pool = $1 AND sv.tenant = fill.tenant \
-         ORDER BY fill.priority DESC, fill.rn, COALESCE(sv.last_at, -1), fill.task_seq, \
-             fill.idx \
-         LIMIT $4",
-        fill_cols = unit_cols_of("fill")
+        "WITH RECURSIVE g AS ( \
+             (SELECT priority, tenant FROM units WHERE pool = $1 AND status = 'pending' \
+              ORDER BY priority, tenant LIMIT 1) \
+             UNION ALL \
+             SELECT n.priority, n.tenant FROM g CROSS JOIN LATERAL ( \
+                 SELECT priority, tenant FROM units \
+                 WHERE pool = $1 AND status = 'pending' \
+                   AND (priority, tenant) > (g.priority, g.tenant) \
+                 ORDER BY priority, tenant LIMIT 1) AS n \
+         ), fill AS ( \
+             SELECT c.id, g.priority AS p, c.rn, COALESCE(sv.last_at, -1) AS served, \
+                 c.task_seq AS s, c.idx AS i \
+             FROM g CROSS JOIN LATERAL ( \
+                 SELECT id, task_seq, idx, \
+                     ROW_NUMBER() OVER (ORDER BY task_seq, idx) AS rn \
+                 FROM units \
+                 WHERE pool = $1 AND status = 'pending' AND priority = g.priority \
+                   AND tenant = g.tenant AND next_at <= $2 AND task_type = ANY($3) \
+                 ORDER BY task_seq, idx LIMIT $4) AS c \
+             LEFT JOIN pool_tenant_served AS sv ON sv.pool = $1 AND sv.tenant = g.tenant \
+             ORDER BY p DESC, c.rn, served, s, i LIMIT $4 \
+         ) \
+         SELECT {cols} FROM fill CROSS JOIN LATERAL ( \
+             SELECT {UNIT_COLS} FROM units WHERE units.id = fill.id) AS u \
+         ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i",
+        cols = unit_cols_of("u")
     )
 }
 

@@ -10,108 +10,141 @@ use super::rows::{
 };
 use crate::model::{FINALIZE_PARKED_AT, Unit, UnitStatus};
 use crate::store::{
-    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask, NewUnit,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
+
+/// A task as bound into the `json_each` of the tasks insert.
+#[derive(Serialize)]
+struct TaskJson<'a> {
+    id: &'a str,
+    tenant: &'a str,
+    task_type: &'a str,
+    payload: &'a str,
+    idempotency_key: Option<&'a str>,
+    priority: i32,
+    callback_url: Option<&'a str>,
+    now: i64,
+}
 
 /// A unit as bound into the `json_each` of the units insert.
 #[derive(Serialize)]
 struct UnitJson<'a> {
     id: &'a str,
+    task_id: &'a str,
+    idx: usize,
     pool: &'a str,
     stage: &'a str,
     spec: &'a str,
     state: &'a str,
     routes: Option<&'a str>,
+    now: i64,
 }
 
-impl<'a> From<&'a NewUnit> for UnitJson<'a> {
-    fn from(u: &'a NewUnit) -> Self {
-        UnitJson {
-            id: &u.id,
-            pool: &u.pool,
-            stage: &u.stage,
-            spec: &u.spec,
-            state: &u.state,
-            routes: u.routes.as_deref(),
-        }
-    }
-}
+/// The tasks of a batch, in order; a task whose tenant's idempotency key is taken (by a stored
+/// task or an earlier one of the batch) is not inserted. `WHERE true` tells the parser the
+/// `ON CONFLICT` belongs to the insert, not to a join of the select.
+const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
+         priority, callback_url, created_at, updated_at) \
+     SELECT value ->> '$.id', value ->> '$.tenant', value ->> '$.task_type', \
+         value ->> '$.payload', value ->> '$.idempotency_key', value ->> '$.priority', \
+         value ->> '$.callback_url', value ->> '$.now', value ->> '$.now' \
+     FROM json_each(?1) WHERE true ORDER BY key \
+     ON CONFLICT (tenant, idempotency_key) DO NOTHING \
+     RETURNING id";
 
-/// Insert the task unless its tenant's idempotency key is taken (then report the holder), its
-/// units (index = position in `task.units`) and one "created" event per unit: three
-/// statements, one transaction.
-pub(super) async fn task_create(
+/// The units of the tasks inserted, with the task's tenant, type, priority and seq copied.
+const UNITS_INSERT_SQL: &str = "INSERT INTO units (id, task_id, idx, tenant, task_type, \
+         task_seq, priority, pool, stage, status, spec, state, routes, next_at, created_at, \
+         updated_at) \
+     SELECT u.value ->> '$.id', t.id, u.value ->> '$.idx', t.tenant, t.type, t.seq, t.priority, \
+         u.value ->> '$.pool', u.value ->> '$.stage', 'pending', u.value ->> '$.spec', \
+         u.value ->> '$.state', u.value ->> '$.routes', u.value ->> '$.now', \
+         u.value ->> '$.now', u.value ->> '$.now' \
+     FROM json_each(?1) AS u JOIN tasks AS t ON t.id = u.value ->> '$.task_id' \
+     ORDER BY u.key";
+
+/// One "created" event per unit of the tasks inserted.
+const EVENTS_INSERT_SQL: &str = "INSERT INTO unit_events \
+         (unit_id, task_id, at, from_status, to_status, stage, detail) \
+     SELECT id, task_id, created_at, NULL, 'pending', stage, 'created' FROM units \
+     WHERE task_id IN (SELECT value FROM json_each(?1)) ORDER BY task_seq, idx";
+
+/// Store a batch of tasks (group commit): each unless its tenant's idempotency key is taken
+/// (then the holder is reported), with its units (index = position in `task.units`) and one
+/// "created" event per unit. Three statements whatever the batch size, one transaction.
+pub(super) async fn task_create_batch(
     mut tx: Transaction<'static, Sqlite>,
-    task: NewTask,
-) -> StoreResult<Created> {
-    // ON CONFLICT DO NOTHING rather than catching the error: race-safe even with writers in
-    // other processes, and the transaction stays usable for the lookup.
-    let seq: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, priority, callback_url, \
-             created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) \
-         ON CONFLICT (tenant, idempotency_key) DO NOTHING \
-         RETURNING seq",
-    )
-    .bind(&task.id)
-    .bind(&task.tenant)
-    .bind(&task.task_type)
-    .bind(&task.payload)
-    .bind(&task.idempotency_key)
-    .bind(task.priority)
-    .bind(&task.callback_url)
-    .bind(task.now)
-    .fetch_optional(&mut *tx)
-    .await?;
-
-    let Some(seq) = seq else {
+    tasks: &[NewTask],
+) -> StoreResult<Vec<Created>> {
+    let rows: Vec<TaskJson<'_>> = tasks
+        .iter()
+        .map(|t| TaskJson {
+            id: &t.id,
+            tenant: &t.tenant,
+            task_type: &t.task_type,
+            payload: &t.payload,
+            idempotency_key: t.idempotency_key.as_deref(),
+            priority: t.priority,
+            callback_url: t.callback_url.as_deref(),
+            now: t.now,
+        })
+        .collect();
+    let inserted: std::collections::HashSet<String> = sqlx::query_scalar(TASKS_INSERT_SQL)
+        .bind(json_list(&rows)?)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+    let new: Vec<&NewTask> = tasks.iter().filter(|t| inserted.contains(&t.id)).collect();
+    let units: Vec<UnitJson<'_>> = new
+        .iter()
+        .flat_map(|t| {
+            t.units.iter().enumerate().map(|(idx, u)| UnitJson {
+                id: &u.id,
+                task_id: &t.id,
+                idx,
+                pool: &u.pool,
+                stage: &u.stage,
+                spec: &u.spec,
+                state: &u.state,
+                routes: u.routes.as_deref(),
+                now: t.now,
+            })
+        })
+        .collect();
+    if !units.is_empty() {
+        sqlx::query(UNITS_INSERT_SQL)
+            .bind(json_list(&units)?)
+            .execute(&mut *tx)
+            .await?;
+        let ids: Vec<&str> = new.iter().map(|t| t.id.as_str()).collect();
+        sqlx::query(EVENTS_INSERT_SQL)
+            .bind(json_list(&ids)?)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        if inserted.contains(&task.id) {
+            out.push(Created::New(task.id.clone()));
+            continue;
+        }
         let existing: Option<String> =
             sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = ?1 AND idempotency_key = ?2")
                 .bind(&task.tenant)
                 .bind(&task.idempotency_key)
                 .fetch_optional(&mut *tx)
                 .await?;
-        tx.rollback().await?;
-        return existing.map(Created::Existing).ok_or_else(|| {
+        out.push(Created::Existing(existing.ok_or_else(|| {
             StoreError::Other(format!(
                 "task {} was not stored and no task holds its idempotency key",
                 task.id
             ))
-        });
-    };
-
-    if !task.units.is_empty() {
-        let units: Vec<UnitJson<'_>> = task.units.iter().map(UnitJson::from).collect();
-        sqlx::query(
-            "INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
-                 stage, status, spec, state, routes, next_at, created_at, updated_at) \
-             SELECT value ->> '$.id', ?1, key, ?2, ?3, ?4, ?5, value ->> '$.pool', \
-                 value ->> '$.stage', 'pending', value ->> '$.spec', value ->> '$.state', \
-                 value ->> '$.routes', ?6, ?6, ?6 \
-             FROM json_each(?7)",
-        )
-        .bind(&task.id)
-        .bind(&task.tenant)
-        .bind(&task.task_type)
-        .bind(seq)
-        .bind(task.priority)
-        .bind(task.now)
-        .bind(json_list(&units)?)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
-             SELECT id, task_id, ?2, NULL, 'pending', stage, 'created' \
-             FROM units WHERE task_id = ?1 ORDER BY idx",
-        )
-        .bind(&task.id)
-        .bind(task.now)
-        .execute(&mut *tx)
-        .await?;
+        })?));
     }
     tx.commit().await?;
-    Ok(Created::New(task.id))
+    Ok(out)
 }
 
 /// Unit counts by status for each task in `ids`, in one grouped query.

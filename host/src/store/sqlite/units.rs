@@ -1,5 +1,5 @@
-//! The scheduler's unit queries: fill order, the write-ahead submit marker, due polls, guarded
-//! batch updates, slot reconciliation, webhook lookup, metrics counts and the event log.
+//! The scheduler's unit queries: fill order, the write-ahead submit marker, due polls, slot
+//! reconciliation, webhook lookup, metrics counts and the event log.
 
 use std::collections::HashMap;
 
@@ -7,29 +7,40 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{UNIT_COLS, json_list, parse_status, unit_from_row, units_from_rows};
-use crate::model::{Unit, UnitStatus};
-use crate::store::{
-    ApplyReport, MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent,
-    UnitUpdate,
-};
+use crate::model::Unit;
+use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent};
 
 /// The fill-order query (see [`unit_list_pending`]); `?1` pool, `?2` now, `?3` JSON array of
 /// task types, `?4` limit.
+///
+/// No window over the whole backlog: a (priority, tenant) group can place at most `limit`
+/// units in the answer, so each group's first `limit` due units are read (`g` finds the groups
+/// on the `units_fill` index, and each group's candidates come from the same index, FIFO), and
+/// only those are numbered and sorted. Only the `limit` winners are read from the table.
+/// `+next_at` keeps the planner off the `next_at` range of `units_pool_status_next`: almost
+/// every pending unit is due, so that range filters nothing and would cost a second sort.
 pub(super) fn pending_sql() -> String {
-    // The window runs over the covering `units_fill` index alone (rowid and sort keys); only
-    // the `limit` winners are then read from the table.
     format!(
-        "SELECT {UNIT_COLS} FROM ( \
-             SELECT w.rid, w.p, w.rn, COALESCE(sv.last_at, -1) AS served, w.s, w.i FROM ( \
-                 SELECT rowid AS rid, priority AS p, tenant AS t, task_seq AS s, idx AS i, \
-                     ROW_NUMBER() OVER (PARTITION BY priority, tenant ORDER BY task_seq, idx) \
-                         AS rn \
-                 FROM units \
-                 WHERE pool = ?1 AND status = 'pending' AND +next_at <= ?2 \
-                   AND task_type IN (SELECT value FROM json_each(?3)) \
-             ) AS w LEFT JOIN pool_tenant_served AS sv ON sv.pool = ?1 AND sv.tenant = w.t \
+        "WITH g AS ( \
+             SELECT DISTINCT priority AS p, tenant AS t FROM units \
+             WHERE pool = ?1 AND status = 'pending' \
+         ), c AS ( \
+             SELECT units.rowid AS rid, units.priority AS p, units.tenant AS t, \
+                 units.task_seq AS s, units.idx AS i \
+             FROM g JOIN units ON units.rowid IN ( \
+                 SELECT rowid FROM units \
+                 WHERE pool = ?1 AND status = 'pending' AND priority = g.p AND tenant = g.t \
+                   AND +next_at <= ?2 AND task_type IN (SELECT value FROM json_each(?3)) \
+                 ORDER BY task_seq, idx LIMIT ?4) \
+         ), w AS ( \
+             SELECT rid, p, t, s, i, ROW_NUMBER() OVER (PARTITION BY p, t ORDER BY s, i) AS rn \
+             FROM c \
+         ), fill AS ( \
+             SELECT w.rid, w.p, w.rn, COALESCE(sv.last_at, -1) AS served, w.s, w.i FROM w \
+             LEFT JOIN pool_tenant_served AS sv ON sv.pool = ?1 AND sv.tenant = w.t \
              ORDER BY w.p DESC, w.rn, served, w.s, w.i LIMIT ?4 \
-         ) AS fill JOIN units ON units.rowid = fill.rid \
+         ) \
+         SELECT {UNIT_COLS} FROM fill JOIN units ON units.rowid = fill.rid \
          ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i"
     )
 }
@@ -44,13 +55,10 @@ pub(super) fn due_sql() -> String {
     )
 }
 
-/// Fill order in one statement. The window numbers each (priority, tenant)'s due units FIFO;
+/// Fill order in one statement. Each (priority, tenant)'s due units are numbered FIFO;
 /// ordering by that number interleaves tenants round-robin within a priority, and among equal
 /// numbers the tenant served longest ago (`pool_tenant_served`) goes first, so round-robin
-/// holds across ticks too, when slots free one at a time. `units_fill`
-/// delivers rows already in partition order, and the LIMIT keeps the final sort top-N.
-/// `+next_at` keeps the planner off the `next_at` range of `units_pool_status_next`: almost
-/// every pending unit is due, so that range filters nothing and would cost a second sort.
+/// holds across ticks too, when slots free one at a time.
 pub(super) async fn unit_list_pending(
     pool: &SqlitePool,
     sched_pool: &str,
@@ -139,111 +147,6 @@ pub(super) async fn unit_list_due(
         .fetch_all(pool)
         .await?;
     units_from_rows(&rows)
-}
-
-/// The event row of one guarded update, written only if the guard holds (it reads the old
-/// status, so it runs before the update; the single writer keeps the two consistent).
-const APPLY_EVENT_SQL: &str = "INSERT INTO unit_events \
-         (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
-     SELECT id, task_id, ?1, status, COALESCE(?2, status), COALESCE(?3, stage), ?4, ?5 \
-     FROM units WHERE id = ?6 AND (?7 IS NULL OR status = ?7) AND (?8 IS NULL OR stage = ?8) \
-         AND (?9 IS NULL OR submitted_at = ?9) AND (NOT ?10 OR cancel_requested_at IS NULL)";
-
-/// One guarded update. Every `?n IS NULL`/flag pair leaves a column alone; one static
-/// statement serves every shape of update. Leaving `finalizing` drops the lease.
-const APPLY_UNIT_SQL: &str = "UPDATE units SET \
-         status = COALESCE(?1, status), \
-         stage = COALESCE(?2, stage), \
-         pool = COALESCE(?3, pool), \
-         provider_job_id = CASE WHEN ?4 THEN ?5 ELSE provider_job_id END, \
-         state = COALESCE(?6, state), \
-         result = COALESCE(?7, result), \
-         error = CASE WHEN ?8 THEN ?9 ELSE error END, \
-         cost = COALESCE(?10, cost), \
-         next_at = COALESCE(?11, next_at), \
-         attempts = COALESCE(?12, attempts), \
-         polls = COALESCE(?13, polls), \
-         submit_attempt = COALESCE(?14, submit_attempt), \
-         submitted_at = CASE WHEN ?15 THEN ?16 ELSE submitted_at END, \
-         lease_owner = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_owner END, \
-         lease_until = CASE WHEN COALESCE(?1, status) = 'finalizing' THEN lease_until END, \
-         updated_at = MAX(?17, updated_at + 1) \
-     WHERE id = ?18 AND (?19 IS NULL OR status = ?19) AND (?20 IS NULL OR stage = ?20) \
-         AND (?21 IS NULL OR submitted_at = ?21) AND (NOT ?22 OR cancel_requested_at IS NULL)";
-
-/// Apply each update under its guard, all in one transaction: an event row and the update for
-/// each unit whose guard holds, nothing for the others.
-pub(super) async fn unit_apply(
-    mut tx: Transaction<'static, Sqlite>,
-    updates: &[UnitUpdate],
-    now: i64,
-) -> StoreResult<ApplyReport> {
-    let mut report = ApplyReport::default();
-    for u in updates {
-        let to = u.to.map(UnitStatus::as_str);
-        // A poll that changes nothing but timing ("still running") is not an event: the log
-        // records transitions and things worth reading, not every tick.
-        let eventful = u.detail.is_some()
-            || u.from.is_none()
-            || u.to.is_some_and(|t| Some(t) != u.from)
-            || u.stage.is_some()
-            || matches!(u.error, Some(Some(_)));
-        let guarded = if !eventful {
-            1
-        } else {
-            sqlx::query(APPLY_EVENT_SQL)
-                .bind(now)
-                .bind(to)
-                .bind(&u.stage)
-                .bind(&u.detail)
-                .bind(u.error.clone().flatten())
-                .bind(&u.unit_id)
-                .bind(u.from.map(UnitStatus::as_str))
-                .bind(&u.from_stage)
-                .bind(u.from_submitted_at)
-                .bind(u.unless_cancel_requested)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-        };
-        if guarded == 0 {
-            report.skipped.push(u.unit_id.clone());
-            continue;
-        }
-        let updated = sqlx::query(APPLY_UNIT_SQL)
-            .bind(to)
-            .bind(&u.stage)
-            .bind(&u.pool)
-            .bind(u.provider_job_id.is_some())
-            .bind(u.provider_job_id.clone().flatten())
-            .bind(&u.state)
-            .bind(&u.result)
-            .bind(u.error.is_some())
-            .bind(u.error.clone().flatten())
-            .bind(&u.cost)
-            .bind(u.next_at)
-            .bind(u.attempts.map(i64::from))
-            .bind(u.polls.map(i64::from))
-            .bind(u.submit_attempt.map(i64::from))
-            .bind(u.submitted_at.is_some())
-            .bind(u.submitted_at.flatten())
-            .bind(now)
-            .bind(&u.unit_id)
-            .bind(u.from.map(UnitStatus::as_str))
-            .bind(&u.from_stage)
-            .bind(u.from_submitted_at)
-            .bind(u.unless_cancel_requested)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if updated == 0 {
-            report.skipped.push(u.unit_id.clone());
-            continue;
-        }
-        report.applied.push(u.unit_id.clone());
-    }
-    tx.commit().await?;
-    Ok(report)
 }
 
 pub(super) async fn unit_list_submitted_ids(

@@ -1,11 +1,9 @@
 //! Slot fullness at a small request budget (SPEC §16), against the real Kling simulator with the
-//! real handlers and scheduler: a backlog of shots on the `kling:video` pool (18 slots of an
-//! account limited to 20), once polling only and once with callbacks.
-//!
-//! Prints, per mode: backlog utilization (busy slot-seconds / (slots × the time shots were
-//! still waiting to be submitted)), whole-run utilization, makespan divided by the ideal
-//! zero-overhead FIFO schedule of the same jobs, provider requests per completed shot, and 1303
-//! refusals. Run: `cargo bench -p slotd --bench kling [-- SHOTS [TIME_SCALE]]`.
+//! real handler and scheduler: a backlog of shots on `kling:video` (pool = account limit = 20),
+//! once polling only and once with callbacks. Backlog utilization is busy slot-seconds over
+//! (slots × the time shots were still waiting to be submitted); makespan is divided by the ideal
+//! zero-overhead FIFO schedule of the same jobs. `SLOTD_BENCH_SHOTS` and
+//! `SLOTD_BENCH_TIME_SCALE` change the run (100 shots at time × 0.1 by default).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,6 +12,10 @@ use serde_json::{Value, json};
 use slotd::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
 use slotd::demo::report::{ideal_fifo_makespan, pool_figures};
 use slotd::sim::SimOptions;
+
+use crate::report::{Report, Target};
+
+const LIMIT: u32 = 20;
 
 struct Figures {
     backlog_util: f64,
@@ -24,7 +26,7 @@ struct Figures {
     wall: Duration,
 }
 
-async fn run(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<Figures> {
+async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<Figures> {
     let dir = tempfile::TempDir::new()?;
     let sim = slotd::sim::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
@@ -51,7 +53,7 @@ async fn run(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<F
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * time_scale));
     c.max_units_per_task = 1000;
     c.pools
-        .insert("kling:video".into(), PoolConfig { max_slots: 18 });
+        .insert("kling:video".into(), PoolConfig { max_slots: LIMIT });
     let mut h = HandlerConfig::default();
     h.settings
         .insert("base_url".into(), sim.base_url().to_string());
@@ -104,12 +106,12 @@ async fn run(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<F
     let wall = started.elapsed();
     let stats = sim.stats();
     let jobs = sim.jobs();
-    let slots = BTreeMap::from([("kling:video".to_string(), 18u32)]);
+    let slots = BTreeMap::from([("kling:video".to_string(), LIMIT)]);
     let f = pool_figures(&jobs, &slots)
         .remove("kling:video")
         .unwrap_or_default();
     let durations: Vec<f64> = jobs.iter().map(|j| j.planned_seconds).collect();
-    let ideal = ideal_fifo_makespan(&durations, 18);
+    let ideal = ideal_fifo_makespan(&durations, LIMIT);
     // Makespan from the first submission (sim time 0 is the first create).
     let last_end = jobs.iter().filter_map(|j| j.ended).fold(0.0, f64::max);
     let completed = view["completed"].as_u64().unwrap_or(0).max(1);
@@ -125,38 +127,54 @@ async fn run(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<F
     })
 }
 
-fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let shots: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(300);
-    let scale: f64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(0.01);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    println!(
-        "Kling backlog: {shots} shots on kling:video (18 slots, account limit 20), time x{scale}"
-    );
-    println!(
-        "{:<16} {:>16} {:>12} {:>18} {:>18} {:>6} {:>8}",
-        "mode", "backlog util", "run util", "makespan / ideal", "requests / shot", "1303", "wall s"
-    );
-    for (name, callbacks, target_util, target_req) in [
-        ("polling only", false, 0.985, 3.0),
-        ("with callbacks", true, 0.995, 1.5),
+pub async fn run(report: &mut Report) {
+    let shots: usize = std::env::var("SLOTD_BENCH_SHOTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let scale: f64 = std::env::var("SLOTD_BENCH_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.1);
+    for (mode, callbacks, util, makespan, requests) in [
+        ("polling", false, 0.985, 1.01, 3.0),
+        ("callbacks", true, 0.998, 1.005, 1.1),
     ] {
-        let f = rt.block_on(run(shots, scale, callbacks))?;
-        println!(
-            "{name:<16} {:>8.4} (≥{target_util}) {:>12.4} {:>18.4} {:>9.2} (≤{target_req}) {:>6} {:>8.1}",
-            f.backlog_util,
+        eprintln!("kling: {shots} shots on {LIMIT} slots at time x{scale}, {mode}…");
+        let f = run_one(shots, scale, callbacks).await.expect("kling run");
+        eprintln!(
+            "kling {mode}: whole-run utilization {:.4}, wall {:.1} s",
             f.util,
-            f.makespan_ratio,
-            f.requests_per_shot,
-            f.refusals_1303,
             f.wall.as_secs_f64()
         );
+        let name = |n: &str| format!("{n}_{mode}");
+        report.add(
+            &name("backlog_util"),
+            "-",
+            f.backlog_util,
+            "ratio",
+            Target::AtLeast(util),
+        );
+        report.add(
+            &name("makespan_fifo"),
+            "-",
+            f.makespan_ratio,
+            "ratio",
+            Target::AtMost(makespan),
+        );
+        report.add(
+            &name("requests_per_shot"),
+            "-",
+            f.requests_per_shot,
+            "1",
+            Target::AtMost(requests),
+        );
+        report.add(
+            &name("refusals_1303"),
+            "-",
+            f.refusals_1303 as f64,
+            "1",
+            Target::AtMost(0.0),
+        );
     }
-    Ok(())
 }

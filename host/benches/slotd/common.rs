@@ -1,0 +1,106 @@
+//! What the benchmarks share: a fixture configuration on either backend, a fresh PostgreSQL
+//! schema per run, task submission through the real router, medians.
+
+use std::path::Path;
+use std::time::Duration;
+
+use slotd::config::{Config, PoolConfig};
+use tower::ServiceExt;
+
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The backends of a run: SQLite in `dir`, and PostgreSQL when it answers.
+pub async fn backends(dir: &Path) -> Vec<(&'static str, String)> {
+    let mut out = vec![(
+        "sqlite",
+        format!(
+            "sqlite://{}",
+            dir.join(format!("{}.db", uuid::Uuid::new_v4().simple()))
+                .display()
+        ),
+    )];
+    match pg_schema_url().await {
+        Some(url) => out.push(("postgres", url)),
+        None => eprintln!("PostgreSQL not reachable: its figures are skipped"),
+    }
+    out
+}
+
+/// A fresh PostgreSQL schema for one run (`SLOTD_TEST_DATABASE_URL` or the local server).
+pub async fn pg_schema_url() -> Option<String> {
+    let base = std::env::var("SLOTD_TEST_DATABASE_URL").ok();
+    let candidates: Vec<String> = match base {
+        Some(b) => vec![b],
+        None => ["root", "postgres"]
+            .iter()
+            .map(|u| format!("postgres://{u}@127.0.0.1:5432/test"))
+            .collect(),
+    };
+    for url in candidates {
+        let Ok(pool) = sqlx::PgPool::connect(&url).await else {
+            continue;
+        };
+        let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
+        let ok = sqlx::query(&format!("CREATE SCHEMA {name}"))
+            .execute(&pool)
+            .await
+            .is_ok();
+        pool.close().await;
+        if ok {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            return Some(format!("{url}{sep}options[search_path]={name}"));
+        }
+    }
+    None
+}
+
+/// The fixture handler (no HTTP with the `idle`/`quick` behaviors) on `database_url`, its pool
+/// holding `slots`.
+pub fn fixture_config(dir: &Path, slots: u32, database_url: &str) -> Config {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugins dir");
+    let built = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
+    std::fs::copy(built, plugins.join("fixture.wasm")).expect("copy fixture");
+    let mut c = Config {
+        database_url: database_url.to_string(),
+        plugins_dir: plugins,
+        ..Config::default()
+    };
+    c.max_units_per_task = 1000;
+    c.pools
+        .insert("fixture".into(), PoolConfig { max_slots: slots });
+    c
+}
+
+/// `POST /v1/tasks/fixture` of `count` units with `behavior`, through the real router.
+pub async fn submit(services: &slotd::services::Services, count: u32, behavior: &str) {
+    let body = serde_json::json!({"payload": {"count": count, "behavior": behavior}}).to_string();
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/v1/tasks/fixture")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body))
+        .expect("request");
+    let resp = slotd::api::router(services.clone())
+        .oneshot(req)
+        .await
+        .expect("router");
+    assert_eq!(resp.status().as_u16(), 202, "submit failed");
+}
+
+/// Submit `units` in tasks of at most 1,000.
+pub async fn submit_many(services: &slotd::services::Services, units: u32, behavior: &str) {
+    let mut left = units;
+    while left > 0 {
+        let n = left.min(1000);
+        submit(services, n, behavior).await;
+        left -= n;
+    }
+}

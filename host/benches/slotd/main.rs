@@ -1,0 +1,79 @@
+//! slotd's benchmarks, one command: `cargo bench -p slotd` (SPEC §16).
+//!
+//! Prints one table, each figure beside its target and the ratio, SQLite and PostgreSQL side by
+//! side (PostgreSQL from `SLOTD_TEST_DATABASE_URL` or the local server, skipped when it does not
+//! answer), and writes the same figures to `target/slotd-bench.json` as a list of
+//! `{"name", "backend", "value", "unit", "target", "better"}` records. Asserts nothing about
+//! time: a missed target is reported, not a failure.
+//!
+//! Groups, all by default, or named: `cargo bench -p slotd -- tick submit`:
+//! `runtime` (handler call, cached reload, cold compile), `tick` (`run_once` at 10,000 units),
+//! `submit` (durable `POST /v1/tasks`), `memory` (resident memory of a real `slotd serve`),
+//! `kling` (slot fullness against the Kling simulator, polling and callbacks).
+
+mod common;
+mod kling;
+mod memory;
+mod report;
+mod runtime;
+mod submit;
+mod tick;
+
+use std::path::PathBuf;
+
+const GROUPS: &[&str] = &["runtime", "tick", "submit", "memory", "kling"];
+
+/// `target/` of this build: the bench runs from `target/release/deps/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.parent()?.to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn main() {
+    // cargo passes `--bench` (and libtest-style flags); the rest name groups.
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    for a in &asked {
+        if !GROUPS.contains(&a.as_str()) {
+            eprintln!("unknown benchmark group {a:?}; expected some of {GROUPS:?}");
+            std::process::exit(2);
+        }
+    }
+    let wanted = |g: &str| asked.is_empty() || asked.iter().any(|a| a == g);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut report = report::Report::default();
+    rt.block_on(async {
+        if wanted("runtime") {
+            runtime::run(&mut report).await;
+        }
+        if wanted("tick") {
+            tick::run(&mut report).await;
+        }
+        if wanted("submit") {
+            submit::run(&mut report).await;
+        }
+        if wanted("memory") {
+            memory::run(&mut report).await;
+        }
+        if wanted("kling") {
+            kling::run(&mut report).await;
+        }
+    });
+    report.print();
+    let json = target_dir().join("slotd-bench.json");
+    match report.write_json(&json) {
+        Ok(()) => println!("figures written to {}", json.display()),
+        Err(e) => eprintln!("writing {}: {e}", json.display()),
+    }
+}

@@ -1,0 +1,170 @@
+//! The figures of one run: printed as one table (SQLite and PostgreSQL side by side, each
+//! figure beside its SPEC §16 target and the ratio) and written to `target/slotd-bench.json`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+/// Which way a figure should go to meet its target.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// One measured figure.
+#[derive(Clone, Debug, Serialize)]
+pub struct Record {
+    pub name: String,
+    /// `sqlite`, `postgres`, or `-` for figures that do not depend on the database.
+    pub backend: String,
+    pub value: f64,
+    pub unit: String,
+    /// The SPEC §16 target, if the figure has one.
+    pub target: Option<f64>,
+    pub better: Better,
+}
+
+impl Record {
+    /// Whether the figure meets its target (`None` without one).
+    pub fn met(&self) -> Option<bool> {
+        let t = self.target?;
+        Some(match self.better {
+            Better::Lower => self.value <= t,
+            Better::Higher => self.value >= t,
+        })
+    }
+
+    /// value / target (how far under or over it is).
+    pub fn ratio(&self) -> Option<f64> {
+        let t = self.target?;
+        (t != 0.0).then(|| self.value / t)
+    }
+}
+
+/// The figures gathered so far, in the order they were measured.
+#[derive(Default)]
+pub struct Report {
+    pub records: Vec<Record>,
+}
+
+impl Report {
+    pub fn add(&mut self, name: &str, backend: &str, value: f64, unit: &str, target: Target) {
+        let (target, better) = match target {
+            Target::AtMost(t) => (Some(t), Better::Lower),
+            Target::AtLeast(t) => (Some(t), Better::Higher),
+            Target::None(better) => (None, better),
+        };
+        self.records.push(Record {
+            name: name.into(),
+            backend: backend.into(),
+            value,
+            unit: unit.into(),
+            target,
+            better,
+        });
+    }
+
+    /// The table: one row per figure, a column per backend.
+    pub fn print(&self) {
+        let mut rows: BTreeMap<usize, (&str, BTreeMap<&str, &Record>)> = BTreeMap::new();
+        let mut order: Vec<&str> = Vec::new();
+        for r in &self.records {
+            let i = match order.iter().position(|n| *n == r.name) {
+                Some(i) => i,
+                None => {
+                    order.push(&r.name);
+                    order.len() - 1
+                }
+            };
+            rows.entry(i)
+                .or_insert_with(|| (&r.name, BTreeMap::new()))
+                .1
+                .insert(&r.backend, r);
+        }
+        println!();
+        println!(
+            "{:<28} {:>22} {:>22} {:>12}  {:<6}",
+            "figure", "sqlite (ratio)", "postgres (ratio)", "target", "unit"
+        );
+        println!("{}", "-".repeat(96));
+        for (name, by_backend) in rows.values() {
+            let any = by_backend.values().next().copied();
+            let cell = |b: &str| match by_backend.get(b) {
+                Some(r) => format!(
+                    "{}{}",
+                    fmt_value(r.value),
+                    match (r.ratio(), r.met()) {
+                        (Some(q), Some(ok)) => format!(" ({q:.2}{})", if ok { "" } else { " ✗" }),
+                        _ => String::new(),
+                    }
+                ),
+                None => String::new(),
+            };
+            let (sqlite, postgres) = if by_backend.contains_key("-") {
+                (cell("-"), "  (any backend)".to_string())
+            } else {
+                (cell("sqlite"), cell("postgres"))
+            };
+            let target = any
+                .and_then(|r| {
+                    r.target.map(|t| {
+                        let op = if r.better == Better::Lower {
+                            "≤"
+                        } else {
+                            "≥"
+                        };
+                        format!("{op} {}", fmt_value(t))
+                    })
+                })
+                .unwrap_or_default();
+            println!(
+                "{name:<28} {sqlite:>22} {postgres:>22} {target:>12}  {:<6}",
+                any.map(|r| r.unit.as_str()).unwrap_or("")
+            );
+        }
+        let missed: Vec<String> = self
+            .records
+            .iter()
+            .filter(|r| r.met() == Some(false))
+            .map(|r| format!("{} ({})", r.name, r.backend))
+            .collect();
+        println!();
+        if missed.is_empty() {
+            println!("every figure with a target meets it");
+        } else {
+            println!("targets missed: {}", missed.join(", "));
+        }
+    }
+
+    /// `[{name, backend, value, unit, target, better}]`, for scripts that compare runs.
+    pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let text = serde_json::to_string_pretty(&self.records).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
+}
+
+/// A figure's SPEC §16 target.
+pub enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+    /// Reported for context, with no target.
+    None(Better),
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}

@@ -1,0 +1,91 @@
+//! Handler costs (SPEC §16): one call (fresh store + instantiate + an empty `tick`, no I/O),
+//! a load from the compiled cache, and a cold compile of the Kling video handler.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use slotd::config::RuntimeLimits;
+use slotd::runtime::{Runtime, TickContext};
+
+use crate::common::{median, ms};
+use crate::report::{Report, Target};
+
+pub async fn run(report: &mut Report) {
+    let built = Path::new(env!("SLOTD_BUILT_PLUGINS"));
+    let rt = Runtime::new(RuntimeLimits::default(), BTreeMap::new()).expect("runtime");
+    let fixture = rt
+        .load_file(&built.join("fixture.wasm"))
+        .await
+        .expect("fixture loads");
+    let ctx = TickContext {
+        pool: "fixture".into(),
+        now_ms: 0,
+        callback_url: None,
+    };
+    for _ in 0..100 {
+        fixture.tick(&ctx, &[]).await.expect("warm-up");
+    }
+    let n = 2000u32;
+    let t = Instant::now();
+    for _ in 0..n {
+        fixture.tick(&ctx, &[]).await.expect("call");
+    }
+    report.add(
+        "handler_call_us",
+        "-",
+        (t.elapsed() / n).as_secs_f64() * 1e6,
+        "µs",
+        Target::AtMost(50.0),
+    );
+
+    let file = built.join("kling_video.wasm");
+    let cache = tempfile::TempDir::new().expect("tmp");
+    let mut cold = Vec::new();
+    for _ in 0..2 {
+        let empty = tempfile::TempDir::new().expect("tmp");
+        let rt = Runtime::with_cache_dir(
+            RuntimeLimits::default(),
+            BTreeMap::new(),
+            Some(empty.path()),
+        )
+        .expect("runtime");
+        let t = Instant::now();
+        rt.load_file(&file).await.expect("loads");
+        cold.push(t.elapsed());
+    }
+    let warm = Runtime::with_cache_dir(
+        RuntimeLimits::default(),
+        BTreeMap::new(),
+        Some(cache.path()),
+    )
+    .expect("runtime");
+    warm.load_file(&file).await.expect("fills the cache");
+    let mut cached = Vec::new();
+    for _ in 0..10 {
+        // A new runtime (as after a restart) on the filled cache.
+        let rt = Runtime::with_cache_dir(
+            RuntimeLimits::default(),
+            BTreeMap::new(),
+            Some(cache.path()),
+        )
+        .expect("runtime");
+        let t = Instant::now();
+        rt.load_file(&file).await.expect("loads");
+        cached.push(t.elapsed());
+    }
+    report.add(
+        "reload_cached_ms",
+        "-",
+        ms(median(cached)),
+        "ms",
+        Target::AtMost(100.0),
+    );
+    report.add(
+        "cold_compile_ms",
+        "-",
+        ms(median(cold)),
+        "ms",
+        Target::AtMost(2000.0),
+    );
+}

@@ -1,0 +1,147 @@
+//! `run_once` at 10,000 units (SPEC §16): a poll tick with 10,000 units in flight of which
+//! 1,000 are due, and a fill tick with 10,000 pending and 1,000 free slots. Real store, real
+//! compiled fixture handler (`idle`: accepted, then "running"; `quick`: accepted, then
+//! succeeded at its first poll), no HTTP, an injected clock.
+
+use std::time::Instant;
+
+use slotd::clock::{Clock, DynClock, ManualClock};
+use slotd::scheduler::Scheduler;
+
+use crate::common::{fixture_config, median, ms, submit_many};
+use crate::report::{Better, Report, Target};
+
+const IN_FLIGHT: u32 = 10_000;
+const DUE: u32 = 1_000;
+
+async fn scheduler(
+    dir: &std::path::Path,
+    slots: u32,
+    url: &str,
+) -> (
+    slotd::services::Services,
+    std::sync::Arc<Scheduler>,
+    std::sync::Arc<ManualClock>,
+) {
+    let clock = ManualClock::new(1_000_000);
+    let dyn_clock: DynClock = clock.clone();
+    let mut config = fixture_config(dir, slots, url);
+    config.scheduler.max_batch = DUE;
+    let services = slotd::app::build_with_clock(config, dyn_clock)
+        .await
+        .expect("build");
+    let sched = Scheduler::new(services.clone());
+    (services, sched, clock)
+}
+
+/// 10,000 in flight, 1,000 due per tick.
+async fn poll(report: &mut Report, backend: &str, url: &str) {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let (services, sched, clock) = scheduler(dir.path(), IN_FLIGHT, url).await;
+    submit_many(&services, IN_FLIGHT, "idle").await;
+    // Fill every slot (a batch of 10,000 creates: not the figure measured here).
+    let mut in_flight = 0;
+    while in_flight < IN_FLIGHT as usize {
+        let r = sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("fill");
+        assert!(r.claimed > 0, "the fill stalled at {in_flight}");
+        in_flight += r.claimed;
+        clock.advance(1);
+    }
+    // Every unit due; each tick polls the 1,000 due longest (max_batch) and reschedules them.
+    clock.advance(60_000);
+    let mut polls = Vec::new();
+    let mut idle = Vec::new();
+    for _ in 0..(IN_FLIGHT / DUE) {
+        let t = Instant::now();
+        let r = sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("poll tick");
+        polls.push(t.elapsed());
+        assert_eq!(r.polled as u32, DUE, "a poll tick should poll {DUE}");
+        assert_eq!(r.used_after, IN_FLIGHT, "every unit stays in flight");
+        clock.advance(1);
+    }
+    // Nothing due now: the fixed cost of looking.
+    for _ in 0..5 {
+        let t = Instant::now();
+        let r = sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("idle tick");
+        idle.push(t.elapsed());
+        assert_eq!(r.polled, 0);
+    }
+    report.add(
+        "run_once_poll_10k",
+        backend,
+        ms(median(polls)),
+        "ms",
+        Target::AtMost(20.0),
+    );
+    report.add(
+        "run_once_idle_10k",
+        backend,
+        ms(median(idle)),
+        "ms",
+        Target::None(Better::Lower),
+    );
+}
+
+/// 10,000 (and more) pending, 1,000 free slots per fill tick; between fill ticks a poll tick
+/// ends the 1,000 submitted (succeeded), which frees their slots.
+async fn fill(report: &mut Report, backend: &str, url: &str) {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let (services, sched, clock) = scheduler(dir.path(), DUE, url).await;
+    let rounds = 5;
+    submit_many(&services, IN_FLIGHT + rounds * DUE, "quick").await;
+    let mut fills = Vec::new();
+    let mut frees = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let r = sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("fill tick");
+        fills.push(t.elapsed());
+        assert_eq!(r.claimed as u32, DUE, "a fill tick should fill {DUE} slots");
+        clock.advance(60_000);
+        let t = Instant::now();
+        let r = sched
+            .run_once("fixture", clock.now_ms())
+            .await
+            .expect("freeing tick");
+        frees.push(t.elapsed());
+        assert_eq!(r.succeeded as u32, DUE, "the poll should end every unit");
+        clock.advance(1);
+    }
+    report.add(
+        "run_once_fill_10k",
+        backend,
+        ms(median(fills)),
+        "ms",
+        Target::AtMost(20.0),
+    );
+    report.add(
+        "run_once_succeed_1k",
+        backend,
+        ms(median(frees)),
+        "ms",
+        Target::None(Better::Lower),
+    );
+}
+
+pub async fn run(report: &mut Report) {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    for (backend, url) in crate::common::backends(dir.path()).await {
+        eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight…");
+        poll(report, backend, &url).await;
+    }
+    for (backend, url) in crate::common::backends(dir.path()).await {
+        eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending…");
+        fill(report, backend, &url).await;
+    }
+}
