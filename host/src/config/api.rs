@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 
-use super::parse_duration;
+use super::file;
 
 /// Longest a client may take to send a request's headers (slowloris); a kept-alive connection
 /// idle this long between requests is closed too.
@@ -21,15 +22,18 @@ pub const RATE_LIMIT_PER_SECOND_DEFAULT: f64 = 100.0;
 pub const RATE_LIMIT_BURST_DEFAULT: u32 = 200;
 
 /// The HTTP front door (`[api]`): how long headers may take, how many requests run at once,
-/// and how fast each tenant may call.
-#[derive(Clone, Debug)]
+/// and how fast each tenant may call. The file's `[api]` keys are these fields' names.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ApiConfig {
     /// See [`HEADER_READ_TIMEOUT_DEFAULT`].
+    #[serde(deserialize_with = "file::duration")]
     pub header_read_timeout: Duration,
     /// See [`MAX_CONCURRENT_REQUESTS_DEFAULT`].
     pub max_concurrent_requests: usize,
     /// Per-tenant token bucket, applied only when `[[api_keys]]` are configured (the single
     /// local tenant of a loopback slotd is not limited). `None`: off (`rate_limit = false`).
+    #[serde(deserialize_with = "rate_limit")]
     pub rate_limit: Option<RateLimit>,
 }
 
@@ -60,20 +64,6 @@ impl Default for RateLimit {
 }
 
 impl ApiConfig {
-    /// Apply the file's `[api]` section.
-    pub(super) fn apply(&mut self, file: &FileApi) -> anyhow::Result<()> {
-        if let Some(t) = &file.header_read_timeout {
-            self.header_read_timeout = parse_duration("api.header_read_timeout", t)?;
-        }
-        if let Some(v) = file.max_concurrent_requests {
-            self.max_concurrent_requests = v;
-        }
-        if let Some(v) = &file.rate_limit {
-            self.rate_limit = rate_limit(v)?;
-        }
-        Ok(())
-    }
-
     /// Check values that parse but make no sense, naming the key.
     pub(super) fn validate(&self) -> anyhow::Result<()> {
         if self.header_read_timeout < Duration::from_millis(10) {
@@ -97,19 +87,14 @@ impl ApiConfig {
     }
 }
 
-/// The file form of `[api]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileApi {
-    header_read_timeout: Option<String>,
-    max_concurrent_requests: Option<usize>,
-    /// `false`, or `{ per_second = …, burst = … }` (read by [`rate_limit`]).
-    rate_limit: Option<toml::Value>,
+/// `deserialize_with` for `[api] rate_limit`: `false` turns it off, `true` keeps the defaults,
+/// a table sets `per_second` and/or `burst`.
+fn rate_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RateLimit>, D::Error> {
+    let value = toml::Value::deserialize(d)?;
+    rate_limit_of(&value).map_err(|e| D::Error::custom(format!("{e:#}")))
 }
 
-/// `[api] rate_limit`: `false` turns it off, `true` keeps the defaults, a table sets
-/// `per_second` and/or `burst`.
-fn rate_limit(value: &toml::Value) -> anyhow::Result<Option<RateLimit>> {
+fn rate_limit_of(value: &toml::Value) -> anyhow::Result<Option<RateLimit>> {
     const KEY: &str = "api.rate_limit";
     let table = match value {
         toml::Value::Boolean(false) => return Ok(None),

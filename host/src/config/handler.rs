@@ -1,0 +1,214 @@
+//! `[handlers.NAME]` and `[[api_keys]]`: the two sections whose values may be secrets, and the
+//! [`Secret`] that holds them.
+//!
+//! A handler's section is open: besides the keys the host reads itself ([`HOST_KEYS`]), every
+//! key is a setting of the handler's own. A value written `{ env = "VAR" }` has been replaced
+//! by `{ value = "…" }` before it gets here (`file::resolve_env_refs`); both forms are
+//! secrets.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use anyhow::{Context, bail};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+
+/// The keys of a handler's section that the host reads itself: never readable by the guest,
+/// and never given as `{ env = "VAR" }`.
+pub(super) const HOST_KEYS: [&str; 4] = ["allowed_hosts", "record", "file", "sha256"];
+
+/// A secret value: never printed, never handed to a guest.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The raw bytes, for the host's signing functions only.
+    pub fn expose(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// The HMAC key this secret stands for: a `whsec_<base64>` value is a Standard Webhooks
+    /// signing key, whose key is the decoded bytes after the prefix (and must not be empty);
+    /// any other value is used as written. Checked at start-up ([`super::Config::validate`]),
+    /// so a malformed `whsec_` secret is refused there, naming its key, not at the first
+    /// callback.
+    pub fn signing_key(&self) -> Result<Cow<'_, [u8]>, String> {
+        if !self.0.starts_with("whsec_") {
+            return Ok(Cow::Borrowed(self.expose()));
+        }
+        crate::webhooks::webhook_key(&self.0)
+            .map(Cow::Owned)
+            .map_err(|e| format!("{e:#}"))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Any form a handler setting takes: a string, a number, a boolean or `{ value = "…" }`.
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = toml::Value::deserialize(d)?;
+        let (text, _) = value_text("", &value).map_err(|e| D::Error::custom(format!("{e:#}")))?;
+        Ok(Secret(text))
+    }
+}
+
+/// An API key and the tenant it acts for (`Debug` shows the key as `Secret(***)`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    pub key: Secret,
+    pub tenant: String,
+}
+
+/// One handler's settings: what its guest may read, what it may sign with, where it may call.
+#[derive(Clone, Debug, Default)]
+pub struct HandlerConfig {
+    /// Plain settings (`base_url`, `access_key`, …), readable by the guest through `config`.
+    pub settings: BTreeMap<String, String>,
+    /// Named secrets, usable by the guest only through `signing`.
+    pub secrets: BTreeMap<String, Secret>,
+    /// Hosts (`host` or `host:port`) the guest may reach. Empty: none.
+    pub allowed_hosts: Vec<String>,
+    /// `file = "kling-video.wasm"`: only this file in the plugins directory may serve the
+    /// handler (its name and this section). Unset: the file that first served it owns it.
+    pub file: Option<String>,
+    /// `sha256 = "<64 hex>"`: with `file`, only this content may serve the handler (lowercase).
+    pub sha256: Option<String>,
+    /// `record = "DIR"`: append every call's provider exchanges (redacted) to
+    /// `DIR/<handler>.jsonl`, for `slotd plugin replay`.
+    pub record: Option<std::path::PathBuf>,
+}
+
+impl HandlerConfig {
+    /// Check the pin (`file`, `sha256`) of handler `name`, naming the key.
+    pub fn check_pin(&self, name: &str) -> anyhow::Result<()> {
+        if let Some(f) = &self.file {
+            let plain = !f.is_empty()
+                && !f.contains(['/', '\\'])
+                && f != "."
+                && f != ".."
+                && !f.starts_with('.')
+                && f.ends_with(".wasm");
+            if !plain {
+                bail!(
+                    "handlers.{name}.file: {f:?} must be the name of a *.wasm file directly in \
+                     the plugins directory (no path, not hidden), like \"{name}.wasm\""
+                );
+            }
+        }
+        if let Some(sha) = &self.sha256 {
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!(
+                    "handlers.{name}.sha256: {sha:?} is not a sha256 (64 hex digits, as printed \
+                     by `sha256sum` or `slotd plugin check`)"
+                );
+            }
+            if self.file.is_none() {
+                bail!("handlers.{name}.sha256 needs handlers.{name}.file: pin the file too");
+            }
+        }
+        Ok(())
+    }
+
+    /// Read handler `name`'s section, naming `handlers.NAME.KEY` on error.
+    fn from_table(name: &str, table: &toml::Table) -> anyhow::Result<HandlerConfig> {
+        let mut out = HandlerConfig::default();
+        for (k, v) in table {
+            let key = format!("handlers.{name}.{k}");
+            let text = || {
+                v.as_str()
+                    .with_context(|| format!("{key}: expected a string"))
+            };
+            match k.as_str() {
+                "allowed_hosts" => out.allowed_hosts = allowed_hosts(&key, v)?,
+                "record" => {
+                    let dir = v
+                        .as_str()
+                        .filter(|d| !d.is_empty())
+                        .with_context(|| format!("{key}: expected a directory path"))?;
+                    out.record = Some(dir.into());
+                }
+                "file" => out.file = Some(text()?.to_string()),
+                "sha256" => out.sha256 = Some(text()?.to_ascii_lowercase()),
+                _ => {
+                    let (value, secret_form) = value_text(&key, v)?;
+                    // `{ env = … }` values and anything named like a secret are secrets: the
+                    // guest can sign with them but never read them.
+                    if secret_form || named_like_a_secret(k) {
+                        out.secrets.insert(k.clone(), Secret::new(value));
+                    } else {
+                        out.settings.insert(k.clone(), value);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `deserialize_with` for [`super::Config::handlers`]: every section, by handler name.
+pub(super) fn handlers<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, HandlerConfig>, D::Error> {
+    let tables = BTreeMap::<String, toml::Table>::deserialize(d)?;
+    tables
+        .iter()
+        .map(|(name, table)| {
+            let handler = HandlerConfig::from_table(name, table)
+                .map_err(|e| D::Error::custom(format!("{e:#}")))?;
+            Ok((name.clone(), handler))
+        })
+        .collect()
+}
+
+fn named_like_a_secret(key: &str) -> bool {
+    ["secret", "password", "api_key", "token"]
+        .iter()
+        .any(|word| key.contains(word))
+}
+
+/// `allowed_hosts = ["host", "host:port"]`, lowercased.
+fn allowed_hosts(key: &str, value: &toml::Value) -> anyhow::Result<Vec<String>> {
+    let expected = || format!("{key}: expected a list of host names");
+    let list = value.as_array().with_context(expected)?;
+    let mut hosts = Vec::with_capacity(list.len());
+    for h in list {
+        let h = h.as_str().with_context(expected)?;
+        if h.is_empty() || h.contains('/') {
+            bail!("{key}: {h:?} is not a host name (give \"host\" or \"host:port\")");
+        }
+        hosts.push(h.to_ascii_lowercase());
+    }
+    Ok(hosts)
+}
+
+/// The text of a value that may be a secret, and whether it was written in the secret form
+/// (`{ value = "…" }`, which is also what `{ env = "VAR" }` became). Numbers and booleans are
+/// taken as written.
+fn value_text(key: &str, value: &toml::Value) -> anyhow::Result<(String, bool)> {
+    let prefix = if key.is_empty() {
+        String::new()
+    } else {
+        format!("{key}: ")
+    };
+    match value {
+        toml::Value::String(s) => Ok((s.clone(), false)),
+        toml::Value::Table(t) => match t.get("value") {
+            Some(toml::Value::String(v)) => Ok((v.clone(), true)),
+            _ => bail!("{prefix}expected a string or {{ env = \"VAR\" }}"),
+        },
+        toml::Value::Integer(i) => Ok((i.to_string(), false)),
+        toml::Value::Float(f) => Ok((f.to_string(), false)),
+        toml::Value::Boolean(b) => Ok((b.to_string(), false)),
+        _ => bail!("{prefix}expected a string, a number, a boolean or {{ env = \"VAR\" }}"),
+    }
+}

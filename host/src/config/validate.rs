@@ -1,0 +1,80 @@
+//! Start-up checks of values that parse but make no sense, each naming its key.
+
+use anyhow::{Context, bail};
+
+use super::{Config, TENANT_NAME_MAX};
+
+impl Config {
+    /// Check values that parse but make no sense, naming the key.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.scheduler.validate(self.limits.call_deadline)?;
+        self.limits.validate()?;
+        for (name, p) in &self.pools {
+            if p.max_slots == 0 {
+                bail!("pools.{name:?}.max_slots must be at least 1");
+            }
+        }
+        for (name, h) in &self.handlers {
+            h.check_pin(name)?;
+        }
+        for (i, k) in self.api_keys.iter().enumerate() {
+            if k.key.expose().len() < 8 {
+                bail!("api_keys[{i}].key is too short (at least 8 characters)");
+            }
+            check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
+        }
+        self.api.validate()?;
+        if let Some(u) = &self.public_url {
+            url::Url::parse(u).with_context(|| {
+                format!(
+                    "public_url: {:?} is not a URL",
+                    crate::redact::redact_url(u)
+                )
+            })?;
+        }
+        self.check_secrets()?;
+        if !(self.database_url.starts_with("sqlite:")
+            || self.database_url.starts_with("postgres:")
+            || self.database_url.starts_with("postgresql:"))
+        {
+            bail!(
+                "database_url: {:?} is neither sqlite://… nor postgres://…",
+                crate::redact::redact_url(&self.database_url)
+            );
+        }
+        Ok(())
+    }
+
+    /// Refuse signing secrets that cannot key anything (a malformed `whsec_` value), naming
+    /// the key. Part of [`Config::validate`]; also run when slotd is assembled from a
+    /// [`Config`] built in code.
+    pub fn check_secrets(&self) -> anyhow::Result<()> {
+        for (handler, h) in &self.handlers {
+            for (key, secret) in &h.secrets {
+                if let Err(e) = secret.signing_key() {
+                    bail!("handlers.{handler}.{key}: {e}");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A tenant name: 1 to [`TENANT_NAME_MAX`] ASCII letters, digits, `-` or `_`. It becomes a
+/// path segment of stored artifacts (`{tenant}/{task}/…`) and appears in logs, so nothing that
+/// could climb a directory or break a line is allowed.
+pub fn check_tenant_name(key: &str, name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.len() > TENANT_NAME_MAX {
+        bail!(
+            "{key}: {name:?} must be 1 to {TENANT_NAME_MAX} characters long, got {}",
+            name.len()
+        );
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        bail!("{key}: {name:?} contains {bad:?}; use letters, digits, '-' and '_' only");
+    }
+    Ok(())
+}
