@@ -16,7 +16,7 @@ use crate::config::{ApiKey, Config, Secret};
 use crate::model::UnitStatus;
 use crate::services::Services;
 use crate::slots::SlotStore;
-use crate::store::{NewTask, NewUnit, TaskStore, UnitUpdate};
+use crate::store::{Field, NewTask, NewUnit, TaskStore, UnitUpdate};
 
 const KEY_A: &str = "key-of-tenant-a";
 const KEY_B: &str = "key-of-tenant-b";
@@ -275,7 +275,7 @@ async fn reading_a_task_and_tenant_isolation() {
     let id = h.seed("a", 3).await;
     let units = h.unit_ids(&id).await;
     let update = UnitUpdate {
-        provider_job_id: Some(Some("job-0".into())),
+        provider_job_id: Field::Set("job-0".into()),
         result: Some(r#"{"object_key":"a/t/0/video.mp4","bytes":3,"sha256":"00"}"#.into()),
         ..Default::default()
     };
@@ -449,7 +449,7 @@ async fn retry_moves_failed_units_back() {
     let id = h.seed("a", 2).await;
     let units = h.unit_ids(&id).await;
     let fail = UnitUpdate {
-        error: Some(Some(r#"{"code":"1201","message":"bad prompt"}"#.into())),
+        error: Field::Set(r#"{"code":"1201","message":"bad prompt"}"#.into()),
         ..Default::default()
     };
     h.drive(&units[1], UnitStatus::Failed, fail).await;

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use crate::config::SchedulerConfig;
 use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus, UnitView, validate};
 use crate::runtime::{HandlerFault, HandlerInfo};
-use crate::store::UnitUpdate;
+use crate::store::{Field, UnitUpdate};
 
 use super::policy::{
     capacity_delay_ms, poll_delay_ms, retry_delay_ms, slow_provider_delay_ms, stage_expired,
@@ -143,7 +143,7 @@ pub fn honour_cancel(unit: &Unit, u: &mut UnitUpdate) {
     // Stay in the stage and pool whose slot it held, with the job id for the record.
     u.stage = None;
     u.pool = None;
-    u.provider_job_id = None;
+    u.provider_job_id = Field::Keep;
     u.next_at = None;
 }
 
@@ -162,7 +162,7 @@ pub fn cancel_unsent(units: &[Unit]) -> Vec<UnitUpdate> {
             from: Some(UnitStatus::Submitted),
             from_stage: Some(unit.stage.clone()),
             to: Some(UnitStatus::Cancelled),
-            submitted_at: Some(None),
+            submitted_at: Field::Clear,
             detail: Some(
                 "cancelled by client: no provider job was recorded for the submission; \
                  not looked up again, since that would submit it; slot released"
@@ -211,9 +211,9 @@ fn update_for(
         Outcome::Accepted { job_id } => {
             u.to = Some(UnitStatus::Submitted);
             u.detail = Some(format!("accepted as provider job {job_id}"));
-            u.provider_job_id = Some(Some(job_id));
+            u.provider_job_id = Field::Set(job_id);
             u.polls = Some(0);
-            u.error = Some(None);
+            u.error = Field::Clear;
             u.next_at = Some(now + safety_net(cfg, poll_delay_ms(cfg, 0, None)));
         }
         Outcome::Running { after_ms } => {
@@ -225,9 +225,9 @@ fn update_for(
         Outcome::Succeeded { result } => {
             u.to = Some(UnitStatus::Succeeded);
             u.result = Some(result);
-            u.error = Some(None);
+            u.error = Field::Clear;
             u.attempts = Some(0);
-            u.submitted_at = Some(None);
+            u.submitted_at = Field::Clear;
             u.next_at = Some(now);
             u.detail = Some("provider job succeeded".into());
         }
@@ -248,16 +248,16 @@ fn update_for(
             ));
             u.stage = Some(stage);
             u.pool = Some(pool);
-            u.provider_job_id = Some(None);
+            u.provider_job_id = Field::Clear;
             u.polls = Some(0);
             u.attempts = Some(0);
-            u.error = Some(None);
-            u.submitted_at = Some(None);
+            u.error = Field::Clear;
+            u.submitted_at = Field::Clear;
             u.next_at = Some(now);
         }
         Outcome::CapacityRejected { after_ms } => {
             u.to = Some(UnitStatus::Pending);
-            u.submitted_at = Some(None);
+            u.submitted_at = Field::Clear;
             u.next_at = Some(now + capacity_delay_ms(cfg, after_ms));
             u.detail = Some("provider over capacity; back to pending".into());
         }
@@ -268,7 +268,7 @@ fn update_for(
             u.next_at = Some(now + retry_delay_ms(cfg, unit.attempts.saturating_add(1), after_ms));
             u.detail =
                 Some("provider did not answer in time; retried, no retry budget spent".into());
-            u.error = Some(Some(error_json(&error)));
+            u.error = Field::Set(error_json(&error));
         }
         Outcome::RetryAfter { after_ms, error } => {
             let attempts = unit.attempts.saturating_add(1);
@@ -276,7 +276,7 @@ fn update_for(
             if attempts > cfg.retry_budget {
                 u.to = Some(UnitStatus::Failed);
                 u.detail = Some(format!("retry budget of {} spent", cfg.retry_budget));
-                u.error = Some(Some(error_json(&error)));
+                u.error = Field::Set(error_json(&error));
             } else {
                 // The unit keeps its slot: a transient error on submit may still have created
                 // the job, so the next call sees it `in-doubt` and looks it up by key first.
@@ -286,13 +286,13 @@ fn update_for(
                     "transient error, retry {attempts}/{}",
                     cfg.retry_budget
                 ));
-                u.error = Some(Some(error_json(&error)));
+                u.error = Field::Set(error_json(&error));
             }
         }
         Outcome::Fail { error } => {
             u.to = Some(UnitStatus::Failed);
             u.detail = Some("provider job failed".into());
-            u.error = Some(Some(error_json(&error)));
+            u.error = Field::Set(error_json(&error));
         }
     }
     u
@@ -324,7 +324,7 @@ pub fn fault_updates(
                 unit_id: unit.id.clone(),
                 from: Some(unit.status),
                 from_stage: Some(unit.stage.clone()),
-                error: Some(Some(error_json(&error))),
+                error: Field::Set(error_json(&error)),
                 to: Some(unit.status),
                 detail: Some(message.clone()),
                 ..UnitUpdate::default()
@@ -381,7 +381,7 @@ pub fn expire_stage_deadline<T>(
             from: Some(unit.status),
             from_stage: Some(unit.stage.clone()),
             to: Some(UnitStatus::Failed),
-            error: Some(Some(error_json(&error))),
+            error: Field::Set(error_json(&error)),
             detail: Some(message),
             ..UnitUpdate::default()
         };

@@ -64,9 +64,9 @@ fn each_outcome_plans_the_whole_update() {
         &UnitUpdate {
             to: Some(UnitStatus::Submitted),
             detail: Some("accepted as provider job j1".into()),
-            provider_job_id: Some(Some("j1".into())),
+            provider_job_id: Field::Set("j1".into()),
             polls: Some(0),
-            error: Some(None),
+            error: Field::Clear,
             next_at: Some(NOW + 5_000),
             ..base_of("a")
         },
@@ -111,9 +111,9 @@ fn each_outcome_plans_the_whole_update() {
             to: Some(UnitStatus::Succeeded),
             unless_cancel_requested: true,
             result: Some("{}".into()),
-            error: Some(None),
+            error: Field::Clear,
             attempts: Some(0),
-            submitted_at: Some(None),
+            submitted_at: Field::Clear,
             next_at: Some(NOW),
             detail: Some("provider job succeeded".into()),
             ..base_of("b")
@@ -127,11 +127,11 @@ fn each_outcome_plans_the_whole_update() {
             detail: Some("stage a succeeded; next stage b".into()),
             stage: Some("b".into()),
             pool: Some("p2".into()),
-            provider_job_id: Some(None),
+            provider_job_id: Field::Clear,
             polls: Some(0),
             attempts: Some(0),
-            error: Some(None),
-            submitted_at: Some(None),
+            error: Field::Clear,
+            submitted_at: Field::Clear,
             next_at: Some(NOW),
             ..base_of("a")
         },
@@ -147,7 +147,7 @@ fn each_outcome_plans_the_whole_update() {
         &UnitUpdate {
             to: Some(UnitStatus::Pending),
             unless_cancel_requested: true,
-            submitted_at: Some(None),
+            submitted_at: Field::Clear,
             next_at: Some(NOW + 7_000),
             detail: Some("provider over capacity; back to pending".into()),
             ..base_of("a")
@@ -166,7 +166,7 @@ fn each_outcome_plans_the_whole_update() {
             to: Some(UnitStatus::Submitted),
             next_at: Some(NOW + retry_delay_ms(&cfg, 2, Some(3_000))),
             detail: Some("provider did not answer in time; retried, no retry budget spent".into()),
-            error: Some(Some(r#"{"code":"timeout","message":"m"}"#.into())),
+            error: Field::Set(r#"{"code":"timeout","message":"m"}"#.into()),
             ..base_of("a")
         },
     );
@@ -184,7 +184,7 @@ fn each_outcome_plans_the_whole_update() {
             attempts: Some(2),
             next_at: Some(NOW + retry_delay_ms(&cfg, 2, None)),
             detail: Some(format!("transient error, retry 2/{}", cfg.retry_budget)),
-            error: Some(Some(r#"{"code":"500","message":"m"}"#.into())),
+            error: Field::Set(r#"{"code":"500","message":"m"}"#.into()),
             ..base_of("a")
         },
     );
@@ -207,7 +207,7 @@ fn each_outcome_plans_the_whole_update() {
             unless_cancel_requested: true,
             attempts: Some(cfg.retry_budget + 1),
             detail: Some(format!("retry budget of {} spent", cfg.retry_budget)),
-            error: Some(Some(r#"{"code":"500","message":"m"}"#.into())),
+            error: Field::Set(r#"{"code":"500","message":"m"}"#.into()),
             ..base_of("a")
         },
     );
@@ -217,7 +217,7 @@ fn each_outcome_plans_the_whole_update() {
             to: Some(UnitStatus::Failed),
             unless_cancel_requested: true,
             detail: Some("provider job failed".into()),
-            error: Some(Some(r#"{"code":"1301","message":"m"}"#.into())),
+            error: Field::Set(r#"{"code":"1301","message":"m"}"#.into()),
             ..base_of("a")
         },
     );
@@ -267,7 +267,7 @@ fn in_doubt_cancelled_units_end_without_a_lookup() {
             from: Some(UnitStatus::Submitted),
             from_stage: Some("a".into()),
             to: Some(UnitStatus::Cancelled),
-            submitted_at: Some(None),
+            submitted_at: Field::Clear,
             detail: Some(
                 "cancelled by client: no provider job was recorded for the submission; \
                  not looked up again, since that would submit it; slot released"
@@ -285,9 +285,8 @@ fn in_doubt_cancelled_units_end_without_a_lookup() {
 fn fault_updates_are_whole() {
     let cfg = SchedulerConfig::default();
     let trap = HandlerFault::Trap("boom".into());
-    let error = Some(Some(
-        r#"{"code":"handler_trap","message":"handler fault: trap: boom"}"#.into(),
-    ));
+    let error =
+        Field::Set(r#"{"code":"handler_trap","message":"handler fault: trap: boom"}"#.into());
     let base = |stage: &str| UnitUpdate {
         unit_id: "u1".into(),
         from: Some(UnitStatus::Submitted),
@@ -364,9 +363,9 @@ fn a_stage_deadline_fails_the_unit_whole() {
             from_stage: Some("a".into()),
             to: Some(UnitStatus::Failed),
             unless_cancel_requested: true,
-            error: Some(Some(format!(
+            error: Field::Set(format!(
                 r#"{{"code":"stage_deadline","message":"{message}"}}"#
-            ))),
+            )),
             detail: Some(message.into()),
             ..UnitUpdate::default()
         },

@@ -79,7 +79,7 @@ fn next_stage_moves_pool_and_clears_job() {
     let up = &p.updates[0];
     assert_eq!(up.to, Some(UnitStatus::Pending));
     assert_eq!(up.pool.as_deref(), Some("p2"));
-    assert_eq!(up.provider_job_id, Some(None));
+    assert_eq!(up.provider_job_id, Field::Clear);
 }
 
 #[test]
@@ -202,7 +202,11 @@ fn cancel_requested_units_end_cancelled() {
         let up = &p.updates[0];
         assert_eq!(up.to, Some(UnitStatus::Cancelled), "{up:?}");
         assert_eq!((up.stage.as_ref(), up.pool.as_ref()), (None, None));
-        assert_eq!(up.provider_job_id, None, "the job id stays for the record");
+        assert_eq!(
+            up.provider_job_id,
+            Field::Keep,
+            "the job id stays for the record"
+        );
         assert!(!up.unless_cancel_requested);
     }
     let mut u = requested(Some("j"), "b");
@@ -311,7 +315,7 @@ fn units_past_the_stage_deadline_fail_with_that_reason() {
     assert_eq!(kept[0].id, "fresh");
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].to, Some(UnitStatus::Failed));
-    let error = failed[0].error.clone().flatten().unwrap_or_default();
+    let error = failed[0].error.value().cloned().unwrap_or_default();
     assert!(
         error.contains("stage_deadline") && error.contains("2h"),
         "{error}"

@@ -14,6 +14,7 @@ use crate::callback_token::Scope;
 use crate::model::{Change, UnitStatus};
 use crate::runtime::{CallbackChange, Handler};
 use crate::services::Services;
+use crate::store::Field;
 
 use super::apply::plan_updates;
 use super::commit::{Origin, commit};
@@ -104,10 +105,10 @@ pub async fn apply_callback(
     for u in &mut planned.updates {
         let unit = units.iter().find(|x| x.id == u.unit_id);
         u.from_submitted_at = unit.and_then(|x| x.submitted_at);
-        if u.provider_job_id.is_none()
+        if u.provider_job_id.is_keep()
             && let Some(job) = jobs.get(&u.unit_id)
         {
-            u.provider_job_id = Some(Some(job.clone()));
+            u.provider_job_id = Field::Set(job.clone());
         }
         // The event log says which transitions a callback made (a poll's look the same).
         if u.detail.is_some() || u.to != u.from {

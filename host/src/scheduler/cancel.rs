@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::config::SchedulerConfig;
 use crate::model::{Unit, UnitStatus};
 use crate::runtime::{BatchUnit, CancelChange, CancelOutcome, Handler, HandlerFault, TickContext};
-use crate::store::UnitUpdate;
+use crate::store::{Field, UnitUpdate};
 
 use super::Scheduler;
 use super::apply::error_json;
@@ -111,7 +111,7 @@ pub(crate) fn cancel_updates(
             match change.outcome {
                 CancelOutcome::Ended => {
                     u.to = Some(UnitStatus::Cancelled);
-                    u.submitted_at = Some(None);
+                    u.submitted_at = Field::Clear;
                     u.detail = Some(
                         "cancelled by client: the provider job was cancelled; slot released".into(),
                     );
@@ -125,7 +125,7 @@ pub(crate) fn cancel_updates(
                 CancelOutcome::RetryAfter { after_ms, error } => {
                     u.polls = Some(polls);
                     u.next_at = Some(now + retry_delay_ms(cfg, polls, after_ms));
-                    u.error = Some(Some(error_json(&error)));
+                    u.error = Field::Set(error_json(&error));
                     u.detail = Some("cancel could not be asked; retried, slot held".into());
                 }
             }
@@ -208,7 +208,7 @@ mod tests {
         );
         assert_eq!(updates.len(), 4, "one update per unit, none for strangers");
         assert_eq!(updates[0].to, Some(UnitStatus::Cancelled));
-        assert_eq!(updates[0].submitted_at, Some(None));
+        assert_eq!(updates[0].submitted_at, Field::Clear);
         assert_eq!(updates[0].cost.as_deref(), Some("0"));
         for u in &updates[1..] {
             assert_eq!(u.to, Some(UnitStatus::Submitted), "{u:?}");
@@ -218,7 +218,7 @@ mod tests {
             );
             assert_eq!(u.from, Some(UnitStatus::Submitted));
         }
-        assert!(updates[2].error.as_ref().is_some_and(|e| e.is_some()));
+        assert!(updates[2].error.value().is_some());
         assert!(
             updates[3]
                 .detail

@@ -198,8 +198,36 @@ pub struct UnitEvent {
     pub error: Option<String>,
 }
 
+/// A column an update leaves alone, sets, or clears.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Field<T> {
+    /// Leave the column as it is.
+    #[default]
+    Keep,
+    /// Write this value.
+    Set(T),
+    /// Write NULL.
+    Clear,
+}
+
+impl<T> Field<T> {
+    /// Whether the update leaves the column alone.
+    pub fn is_keep(&self) -> bool {
+        matches!(self, Field::Keep)
+    }
+
+    /// The value written, if the update sets one (`None` for both `Keep` and `Clear`).
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Field::Set(v) => Some(v),
+            Field::Keep | Field::Clear => None,
+        }
+    }
+}
+
 /// A guarded update of one unit: applied only if the unit is still in `from` (and, when given,
-/// still in stage `from_stage`). Every `Some` field is written; `None` leaves it alone.
+/// still in stage `from_stage`). A plain `Option` field means "`None` leaves the column alone,
+/// `Some` sets it"; a [`Field`] can also clear its column.
 #[derive(Clone, Debug, Default)]
 pub struct UnitUpdate {
     pub unit_id: String,
@@ -211,19 +239,18 @@ pub struct UnitUpdate {
     pub from_submitted_at: Option<i64>,
     pub stage: Option<String>,
     pub pool: Option<String>,
-    /// `Some(None)` clears the job id (a new stage).
-    pub provider_job_id: Option<Option<String>>,
+    /// `Clear` drops the job id (a new stage).
+    pub provider_job_id: Field<String>,
     pub state: Option<String>,
     pub result: Option<String>,
-    /// `Some(None)` clears the error.
-    pub error: Option<Option<String>>,
+    pub error: Field<String>,
     pub cost: Option<String>,
     pub next_at: Option<i64>,
     pub attempts: Option<u32>,
     pub polls: Option<u32>,
     pub submit_attempt: Option<u32>,
-    /// `Some(None)` clears it (leaving `submitted`).
-    pub submitted_at: Option<Option<i64>>,
+    /// `Clear` drops it (leaving `submitted`).
+    pub submitted_at: Field<i64>,
     /// Text for the event log row written with this update.
     pub detail: Option<String>,
     /// Applied only if no cancel has been requested for the unit: an update planned before a
@@ -241,7 +268,7 @@ impl UnitUpdate {
             || self.from.is_none()
             || self.to.is_some_and(|t| Some(t) != self.from)
             || self.stage.is_some()
-            || matches!(self.error, Some(Some(_)))
+            || matches!(self.error, Field::Set(_))
     }
 }
 

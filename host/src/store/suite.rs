@@ -17,7 +17,7 @@ mod tasks;
 use std::any::Any;
 
 use super::{
-    CANCEL_WAIT_DETAIL, Cancelled, Created, DynStore, HandlerVersionRow, NewTask, NewUnit,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, DynStore, Field, HandlerVersionRow, NewTask, NewUnit,
     StoreError, TaskFilter, UnitUpdate,
 };
 use crate::model::{Unit, UnitStatus};
@@ -442,7 +442,7 @@ pub(crate) async fn apply_guard_and_events(store: DynStore) {
     submit(&store, &["t1-u0", "t1-u1"], T0).await;
 
     let mut accepted = update("t1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
-    accepted.provider_job_id = Some(Some("job-1".into()));
+    accepted.provider_job_id = Field::Set("job-1".into());
     accepted.state = Some(r#"{"n":1}"#.into());
     accepted.detail = Some("accepted job job-1".into());
     let stale = update("t1-u1", UnitStatus::Pending, UnitStatus::Submitted);
@@ -450,9 +450,9 @@ pub(crate) async fn apply_guard_and_events(store: DynStore) {
     wrong_stage.from_stage = Some("element".into());
     let mut retry = update("t1-u1", UnitStatus::Submitted, UnitStatus::Pending);
     retry.from_stage = Some("main".into());
-    retry.error = Some(Some(r#"{"message":"5xx"}"#.into()));
+    retry.error = Field::Set(r#"{"message":"5xx"}"#.into());
     retry.attempts = Some(1);
-    retry.submitted_at = Some(None);
+    retry.submitted_at = Field::Clear;
     retry.next_at = Some(T0 + 500);
     let report = store
         .unit_apply(&[accepted, stale, wrong_stage, retry], T0 + 1, None)
@@ -478,12 +478,12 @@ pub(crate) async fn apply_guard_and_events(store: DynStore) {
         (None, Some(r#"{"message":"5xx"}"#))
     );
 
-    // A stage change, then clearing the error with Some(None).
+    // A stage change, then clearing the error and the job id with `Field::Clear`.
     let mut next = update("t1-u1", UnitStatus::Pending, UnitStatus::Pending);
     next.stage = Some("element".into());
     next.pool = Some("kling:avatar".into());
-    next.error = Some(None);
-    next.provider_job_id = Some(None);
+    next.error = Field::Clear;
+    next.provider_job_id = Field::Clear;
     apply(&store, next, T0 + 2).await;
     let u1 = unit(&store, "t1", 1).await;
     assert_eq!(
@@ -537,7 +537,7 @@ pub(crate) async fn find_by_provider(store: DynStore) {
     create(&store, task("t-1", "acme", VIDEO, POOL, 2, 0)).await;
     submit(&store, &["t-1-u0", "t-1-u1"], T0).await;
     let mut accepted = update("t-1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
-    accepted.provider_job_id = Some(Some("job-9".into()));
+    accepted.provider_job_id = Field::Set("job-9".into());
     apply(&store, accepted, T0).await;
     let video = types(&[VIDEO]);
 

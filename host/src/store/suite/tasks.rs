@@ -10,7 +10,7 @@ pub(crate) async fn cancel_keeps_submitted_until_the_job_ends(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 5, 0)).await;
     submit(&store, &["t1-u0", "t1-u2", "t1-u4"], T0).await;
     let mut accepted = update("t1-u4", UnitStatus::Submitted, UnitStatus::Submitted);
-    accepted.provider_job_id = Some(Some("job-4".into()));
+    accepted.provider_job_id = Field::Set("job-4".into());
     apply(&store, accepted, T0 + 1).await;
     apply(
         &store,
@@ -109,7 +109,7 @@ pub(crate) async fn cancel_keeps_submitted_until_the_job_ends(store: DynStore) {
     let report = store.unit_apply(&[stale], T0 + 60, None).await.unwrap();
     assert_eq!(report.skipped, ["t1-u4"]);
     let mut unguarded = update("t1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
-    unguarded.provider_job_id = Some(Some("job-0".into()));
+    unguarded.provider_job_id = Field::Set("job-0".into());
     unguarded.unless_cancel_requested = false;
     apply(&store, unguarded, T0 + 60).await;
     apply(
@@ -144,8 +144,8 @@ pub(crate) async fn retry_bumps_submit_attempt(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 2, 0)).await;
     submit(&store, &["t1-u0"], T0).await;
     let mut fail = update("t1-u0", UnitStatus::Submitted, UnitStatus::Failed);
-    fail.provider_job_id = Some(Some("job-1".into()));
-    fail.error = Some(Some(r#"{"code":"1301","message":"bad"}"#.into()));
+    fail.provider_job_id = Field::Set("job-1".into());
+    fail.error = Field::Set(r#"{"code":"1301","message":"bad"}"#.into());
     fail.attempts = Some(3);
     fail.polls = Some(7);
     apply(&store, fail, T0 + 1).await;
