@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use slotd::clock::{Clock, DynClock, ManualClock};
-use slotd::scheduler::Scheduler;
+use slotd::scheduler::{Scheduler, TickSteps};
 
 use crate::common::{fixture_config, median, ms, submit_many};
 use crate::report::{Better, Report, Target};
@@ -50,9 +50,18 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
         in_flight += r.claimed;
         clock.advance(1);
     }
+    if std::env::var_os("SLOTD_BENCH_ANALYZE").is_some() && url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.expect("pg");
+        sqlx::query("ANALYZE units")
+            .execute(&pool)
+            .await
+            .expect("analyze");
+        eprintln!("  (analyzed)");
+    }
     // Every unit due; each tick polls the 1,000 due longest (max_batch) and reschedules them.
     clock.advance(60_000);
     let mut polls = Vec::new();
+    let mut steps = Vec::new();
     let mut idle = Vec::new();
     for _ in 0..(IN_FLIGHT / DUE) {
         let t = Instant::now();
@@ -61,6 +70,7 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
             .await
             .expect("poll tick");
         polls.push(t.elapsed());
+        steps.push((t.elapsed(), r.steps.clone()));
         assert_eq!(r.polled as u32, DUE, "a poll tick should poll {DUE}");
         assert_eq!(r.used_after, IN_FLIGHT, "every unit stays in flight");
         clock.advance(1);
@@ -75,6 +85,7 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
         idle.push(t.elapsed());
         assert_eq!(r.polled, 0);
     }
+    print_steps(backend, "poll", steps);
     report.add(
         "run_once_poll_10k",
         backend,
@@ -99,6 +110,7 @@ async fn fill(report: &mut Report, backend: &str, url: &str) {
     let rounds = 5;
     submit_many(&services, IN_FLIGHT + rounds * DUE, "quick").await;
     let mut fills = Vec::new();
+    let mut steps = Vec::new();
     let mut frees = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
@@ -107,6 +119,7 @@ async fn fill(report: &mut Report, backend: &str, url: &str) {
             .await
             .expect("fill tick");
         fills.push(t.elapsed());
+        steps.push((t.elapsed(), r.steps.clone()));
         assert_eq!(r.claimed as u32, DUE, "a fill tick should fill {DUE} slots");
         clock.advance(60_000);
         let t = Instant::now();
@@ -118,6 +131,7 @@ async fn fill(report: &mut Report, backend: &str, url: &str) {
         assert_eq!(r.succeeded as u32, DUE, "the poll should end every unit");
         clock.advance(1);
     }
+    print_steps(backend, "fill", steps);
     report.add(
         "run_once_fill_10k",
         backend,
@@ -131,6 +145,23 @@ async fn fill(report: &mut Report, backend: &str, url: &str) {
         ms(median(frees)),
         "ms",
         Target::None(Better::Lower),
+    );
+}
+
+/// Where the median tick's time went (the profile behind the figure).
+fn print_steps(backend: &str, what: &str, mut ticks: Vec<(std::time::Duration, TickSteps)>) {
+    ticks.sort_by_key(|(d, _)| *d);
+    let Some((total, s)) = ticks.get(ticks.len() / 2) else {
+        return;
+    };
+    eprintln!(
+        "  {backend} {what} tick {:.2} ms: claim {:.2}, collect {:.2}, call {:.2}, commit {:.2}, finish {:.2}",
+        ms(*total),
+        ms(s.claim),
+        ms(s.collect),
+        ms(s.call),
+        ms(s.commit),
+        ms(s.finish)
     );
 }
 

@@ -25,7 +25,7 @@ pub use capacity::{Capacity, Observed};
 pub use finalize::FinalizeReport;
 pub use policy::{poll_delay_ms, retry_delay_ms};
 pub use pools::{PoolLimit, pool_limits};
-pub use tick::{TickError, TickReport};
+pub use tick::{TickError, TickReport, TickSteps};
 
 use std::collections::HashMap;
 use std::sync::Arc;

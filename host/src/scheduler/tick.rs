@@ -61,10 +61,42 @@ pub struct TickReport {
     pub capacity_rejected: usize,
     /// Submits the provider accepted.
     pub accepted: usize,
+    /// Where the tick's time went, step by step.
+    pub steps: TickSteps,
     /// When the pool next has something due (Unix ms): its earliest poll, or with free slots
     /// its earliest pending unit. The pool's loop sleeps until then (within its interval).
     pub next_due: Option<i64>,
     pub duration: Duration,
+}
+
+/// Time spent in each step of a tick (also the histogram `slotd_tick_step_seconds`).
+#[derive(Clone, Debug, Default)]
+pub struct TickSteps {
+    /// Reconciliation (when due), the fill query, slot grants and the submit marker.
+    pub claim: Duration,
+    /// The due-poll query.
+    pub collect: Duration,
+    /// Handler calls and planning their updates.
+    pub call: Duration,
+    /// The batch write and what follows it (slots released, snapshots, wake-ups).
+    pub commit: Duration,
+    /// Slots in use, the next due time, adaptive capacity.
+    pub finish: Duration,
+}
+
+impl TickSteps {
+    fn publish(&self, pool: &str) {
+        for (step, d) in [
+            ("claim", self.claim),
+            ("collect", self.collect),
+            ("call", self.call),
+            ("commit", self.commit),
+            ("finish", self.finish),
+        ] {
+            metrics::histogram!("slotd_tick_step_seconds", "pool" => pool.to_string(), "step" => step)
+                .record(d.as_secs_f64());
+        }
+    }
 }
 
 /// Errors that stop a tick before it did anything durable.
@@ -173,10 +205,14 @@ impl Scheduler {
             .invalidate(fresh.iter().map(|u| u.task_id.as_str()))
             .await;
 
+        report.steps.claim = started.elapsed();
+
         // 2: the due polls (and in-doubt units from earlier ticks).
+        let step = Instant::now();
         let due = self
             .collect_due(pool, &limit.task_types, fresh, now)
             .await?;
+        report.steps.collect = step.elapsed();
         report.waiting_in_doubt = due.waiting_in_doubt;
         report.polled = due.batch.len() - report.claimed;
         if due.batch.is_empty() {
@@ -200,14 +236,18 @@ impl Scheduler {
             .collect();
 
         // 3: one call per handler (task types of one pool may belong to different handlers).
+        let step = Instant::now();
         let planned = self.call_handlers(pool, due.batch, now, backlog).await;
+        report.steps.call = step.elapsed();
         report.refused = planned.refused;
         report.faults = planned.faults;
         report.capacity_rejected = planned.capacity_rejected;
         report.accepted = planned.accepted;
 
         // 4: apply everything in one transaction; free and wake for what was written.
+        let step = Instant::now();
         let committed = commit(s, &planned.updates, &origins, now, fence.as_ref()).await?;
+        report.steps.commit = step.elapsed();
         report.applied = committed.applied;
         report.succeeded = committed.succeeded;
         report.released += committed.released;
@@ -223,6 +263,7 @@ impl Scheduler {
         started: Instant,
     ) -> Result<TickReport, TickError> {
         let s = &self.services;
+        let step = Instant::now();
         let pool = report.pool.clone();
         report.used_after = self.slots_used(&pool).await?;
         let polls = s.store.unit_next_due(&pool, UnitStatus::Submitted).await?;
@@ -244,11 +285,13 @@ impl Scheduler {
         metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
             .set(f64::from(effective));
         if report.capacity_rejected > 0 {
-            metrics::counter!("slotd_capacity_rejections_total", "pool" => pool)
+            metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.clone())
                 .increment(report.capacity_rejected as u64);
         }
+        report.steps.finish = step.elapsed();
         report.duration = started.elapsed();
         self.publish_tick(&report);
+        report.steps.publish(&pool);
         Ok(report)
     }
 

@@ -272,6 +272,27 @@ impl UnitUpdate {
     }
 }
 
+impl UnitUpdate {
+    /// Whether this is a pure poll: a `submitted` unit stays `submitted` in its stage and only
+    /// its poll schedule, poll count and handler state change ("still running", "accepted"
+    /// repeats). Both stores write a batch of these with one narrow statement that touches no
+    /// indexed column but `next_at` and writes no event row.
+    pub fn is_pure_poll(&self) -> bool {
+        self.from == Some(UnitStatus::Submitted)
+            && matches!(self.to, None | Some(UnitStatus::Submitted))
+            && self.stage.is_none()
+            && self.pool.is_none()
+            && self.provider_job_id.is_keep()
+            && self.result.is_none()
+            && self.error.is_keep()
+            && self.cost.is_none()
+            && self.attempts.is_none()
+            && self.submit_attempt.is_none()
+            && self.submitted_at.is_keep()
+            && self.detail.is_none()
+    }
+}
+
 /// Whether some unit appears twice in `updates`: then a backend applies them one by one, in
 /// order, so that each guard sees the previous update.
 pub(crate) fn has_repeats(updates: &[UnitUpdate]) -> bool {

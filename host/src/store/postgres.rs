@@ -247,7 +247,7 @@ impl TaskStore for PostgresStore {
                 ..ApplyReport::default()
             });
         }
-        if fence.is_none() && !crate::store::has_repeats(&updates) {
+        if fence.is_none() && !apply::needs_transaction(&updates) {
             let mut conn = self.pool.acquire().await?;
             let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
             report.refused = refused;

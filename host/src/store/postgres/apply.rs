@@ -6,7 +6,10 @@
 //! `None` is a NULL that `COALESCE` turns into "leave the column alone", and the three columns
 //! that can be cleared carry a flag beside their value. The guarded rows are locked in id
 //! order first (as cancel and retry lock theirs), so concurrent writers queue instead of
-//! deadlocking; the event rows read the status each unit is leaving from that lock.
+//! deadlocking; the event rows read the status each unit is leaving from that lock. The input
+//! travels through the lock step (`old` carries it), so the update joins `units` only by
+//! primary key: a cached generic plan, which guesses ten rows for an array of any length, has
+//! no second join to get wrong.
 
 use std::collections::HashSet;
 
@@ -25,7 +28,8 @@ const APPLY_SQL: &str = "WITH input AS ( \
              submit_attempt, set_submitted, submitted_at, detail, eventful, from_submitted, \
              no_cancel, ord) \
      ), old AS ( \
-         SELECT units.id, units.status FROM units JOIN input ON input.id = units.id \
+         SELECT units.status AS old_status, input.* FROM input \
+         JOIN units ON units.id = input.id \
          WHERE (input.from_status IS NULL OR units.status = input.from_status) \
            AND (input.from_stage IS NULL OR units.stage = input.from_stage) \
            AND (input.from_submitted IS NULL OR units.submitted_at = input.from_submitted) \
@@ -52,10 +56,10 @@ const APPLY_SQL: &str = "WITH input AS ( \
              lease_until = CASE WHEN COALESCE(i.to_status, units.status) = 'finalizing' \
                  THEN units.lease_until END, \
              updated_at = GREATEST($22, units.updated_at + 1) \
-         FROM input i JOIN old ON old.id = i.id \
+         FROM old AS i \
          WHERE units.id = i.id \
          RETURNING units.id, units.task_id, units.status, units.stage, \
-             old.status AS from_status, i.detail, i.error, i.eventful, i.ord \
+             i.old_status AS from_status, i.detail, i.error, i.eventful, i.ord \
      ), event AS ( \
          INSERT INTO unit_events \
              (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
@@ -64,7 +68,39 @@ const APPLY_SQL: &str = "WITH input AS ( \
      ) \
      SELECT id FROM moved ORDER BY ord";
 
-/// Apply `updates` on `conn` (a transaction when fenced or [`crate::store::has_repeats`]). Ids normally
+/// Pure polls (see [`UnitUpdate::is_pure_poll`]): locked in id order like every batch write,
+/// then only `state`, `next_at`, `polls` and `updated_at` written (`status` is not touched,
+/// so the state machine's trigger does not run), and no event row.
+const POLL_SQL: &str = "WITH input AS ( \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::bool[], $5::text[], \
+             $6::int8[], $7::int8[]) \
+         AS u (id, from_stage, from_submitted, no_cancel, state, next_at, polls) \
+     ), old AS ( \
+         SELECT input.* FROM input JOIN units ON units.id = input.id \
+         WHERE units.status = 'submitted' \
+           AND (input.from_stage IS NULL OR units.stage = input.from_stage) \
+           AND (input.from_submitted IS NULL OR units.submitted_at = input.from_submitted) \
+           AND (NOT input.no_cancel OR units.cancel_requested_at IS NULL) \
+         ORDER BY units.id FOR UPDATE OF units \
+     ) \
+     UPDATE units SET state = COALESCE(i.state, units.state), \
+         next_at = COALESCE(i.next_at, units.next_at), \
+         polls = COALESCE(i.polls::int, units.polls), \
+         updated_at = GREATEST($8, units.updated_at + 1) \
+     FROM old AS i WHERE units.id = i.id \
+     RETURNING units.id";
+
+/// Whether [`unit_apply`] writes `updates` with more than one statement (and so needs a
+/// transaction to stay atomic): some unit repeats, or pure polls and other updates mix.
+pub(super) fn needs_transaction(updates: &[UnitUpdate]) -> bool {
+    if crate::store::has_repeats(updates) {
+        return true;
+    }
+    let polls = updates.iter().filter(|u| u.is_pure_poll()).count();
+    polls > 0 && polls < updates.len()
+}
+
+/// Apply `updates` on `conn` (a transaction when fenced or [`needs_transaction`]). Ids normally
 /// appear once per batch, and the batch is one statement; if one repeats, the updates run one
 /// by one in order so that each guard sees the previous update.
 pub(super) async fn unit_apply(
@@ -75,7 +111,7 @@ pub(super) async fn unit_apply(
     if crate::store::has_repeats(updates) {
         let mut report = ApplyReport::default();
         for u in updates {
-            let done = apply_batch(conn, std::slice::from_ref(u), now).await?;
+            let done = apply_batch(conn, &[u], now).await?;
             if done.is_empty() {
                 report.skipped.push(u.unit_id.clone());
             } else {
@@ -84,7 +120,15 @@ pub(super) async fn unit_apply(
         }
         return Ok(report);
     }
-    let applied = apply_batch(conn, updates, now).await?;
+    let (polls, others): (Vec<&UnitUpdate>, Vec<&UnitUpdate>) =
+        updates.iter().partition(|u| u.is_pure_poll());
+    let mut applied = Vec::with_capacity(updates.len());
+    if !polls.is_empty() {
+        applied.extend(apply_polls(conn, &polls, now).await?);
+    }
+    if !others.is_empty() {
+        applied.extend(apply_batch(conn, &others, now).await?);
+    }
     let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
     let skipped = updates
         .iter()
@@ -98,18 +142,58 @@ pub(super) async fn unit_apply(
     })
 }
 
+/// One `POLL_SQL` over pure polls (ids unique); the ids applied.
+async fn apply_polls(
+    conn: &mut PgConnection,
+    polls: &[&UnitUpdate],
+    now: i64,
+) -> StoreResult<Vec<String>> {
+    Ok(sqlx::query_scalar(POLL_SQL)
+        .bind(polls.iter().map(|u| u.unit_id.as_str()).collect::<Vec<_>>())
+        .bind(
+            polls
+                .iter()
+                .map(|u| u.from_stage.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            polls
+                .iter()
+                .map(|u| u.from_submitted_at)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            polls
+                .iter()
+                .map(|u| u.unless_cancel_requested)
+                .collect::<Vec<_>>(),
+        )
+        .bind(polls.iter().map(|u| u.state.as_deref()).collect::<Vec<_>>())
+        .bind(polls.iter().map(|u| u.next_at).collect::<Vec<_>>())
+        .bind(
+            polls
+                .iter()
+                .map(|u| u.polls.map(i64::from))
+                .collect::<Vec<_>>(),
+        )
+        .bind(now)
+        .fetch_all(conn)
+        .await?)
+}
+
 /// One `APPLY_SQL` over `updates` (ids unique); the ids applied, in input order.
 async fn apply_batch(
     conn: &mut PgConnection,
-    updates: &[UnitUpdate],
+    updates: &[&UnitUpdate],
     now: i64,
 ) -> StoreResult<Vec<String>> {
     let col = |f: fn(&UnitUpdate) -> Option<String>| -> Vec<Option<String>> {
-        updates.iter().map(f).collect()
+        updates.iter().map(|u| f(u)).collect()
     };
-    let num =
-        |f: fn(&UnitUpdate) -> Option<i64>| -> Vec<Option<i64>> { updates.iter().map(f).collect() };
-    let flag = |f: fn(&UnitUpdate) -> bool| -> Vec<bool> { updates.iter().map(f).collect() };
+    let num = |f: fn(&UnitUpdate) -> Option<i64>| -> Vec<Option<i64>> {
+        updates.iter().map(|u| f(u)).collect()
+    };
+    let flag = |f: fn(&UnitUpdate) -> bool| -> Vec<bool> { updates.iter().map(|u| f(u)).collect() };
     let status = |s: Option<UnitStatus>| s.map(|s| s.as_str().to_string());
     let ids: Vec<&str> = updates.iter().map(|u| u.unit_id.as_str()).collect();
     Ok(sqlx::query_scalar(APPLY_SQL)

@@ -5,6 +5,8 @@
 //! writing, as the scheduler's batch update does, so two writers of overlapping units always
 //! queue instead of deadlocking.
 
+use std::collections::HashMap;
+
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
@@ -17,71 +19,101 @@ use crate::store::{
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
 
-/// A batch of tasks (group commit) as one statement: the task rows (parallel arrays, in
-/// order, so their `seq` ascends in batch order), the units of those inserted (parallel arrays
-/// naming their task) with the task's tenant, type, priority and seq copied, and one "created"
-/// event per unit. A task whose tenant's idempotency key is taken, by a stored task or an
-/// earlier one of the batch, inserts nothing; its units find no task row and insert nothing.
-const TASKS_CREATE_SQL: &str = "WITH input AS ( \
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-             $6::int4[], $7::text[], $8::int8[]) WITH ORDINALITY \
-             AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, ord) \
-     ), task AS ( \
-         INSERT INTO tasks (id, tenant, type, payload, idempotency_key, priority, callback_url, \
-             created_at, updated_at) \
-         SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now \
-         FROM input ORDER BY ord \
-         ON CONFLICT (tenant, idempotency_key) DO NOTHING \
-         RETURNING id, tenant, type, priority, seq, created_at \
-     ), unit AS ( \
+/// The task rows of a batch (parallel arrays, in order, so their `seq` ascends in batch order).
+/// A task whose tenant's idempotency key is taken, by a stored task or an earlier one of the
+/// batch, is not inserted.
+const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
+         priority, callback_url, created_at, updated_at) \
+     SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], \
+         $7::text[], $8::int8[]) WITH ORDINALITY \
+         AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, ord) \
+     ORDER BY ord \
+     ON CONFLICT (tenant, idempotency_key) DO NOTHING \
+     RETURNING id, seq";
+
+/// The units of the tasks inserted (parallel arrays carrying their task's tenant, type,
+/// priority, seq and time), and one "created" event per unit. No join: a cached generic plan
+/// guesses ten rows for any array, which would make a join of tasks and units quadratic.
+const UNITS_INSERT_SQL: &str = "WITH unit AS ( \
          INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
              stage, status, spec, state, routes, next_at, created_at, updated_at) \
-         SELECT u.id, task.id, u.idx, task.tenant, task.type, task.seq, task.priority, u.pool, \
-             u.stage, 'pending', u.spec, u.state, u.routes, task.created_at, task.created_at, \
-             task.created_at \
-         FROM unnest($9::text[], $10::text[], $11::int4[], $12::text[], $13::text[], \
-             $14::text[], $15::text[], $16::text[]) WITH ORDINALITY \
-             AS u (id, task_id, idx, pool, stage, spec, state, routes, ord) \
-         JOIN task ON task.id = u.task_id \
-         ORDER BY u.ord \
+         SELECT id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, \
+             'pending', spec, state, routes, now, now, now \
+         FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::int8[], \
+             $7::int4[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], \
+             $13::int8[]) WITH ORDINALITY \
+             AS u (id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, spec, \
+                 state, routes, now, ord) \
+         ORDER BY ord \
          RETURNING id, task_id, task_seq, idx, stage, created_at \
-     ), event AS ( \
-         INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
-         SELECT id, task_id, created_at, NULL, 'pending', stage, 'created' FROM unit \
-         ORDER BY task_seq, idx \
      ) \
-     SELECT id FROM task";
+     INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+     SELECT id, task_id, created_at, NULL, 'pending', stage, 'created' FROM unit \
+     ORDER BY task_seq, idx";
+
+/// The units of `tasks` that were inserted (`seq` by task id), as the parallel arrays of
+/// [`UNITS_INSERT_SQL`].
+#[derive(Default)]
+struct UnitArrays<'a> {
+    ids: Vec<&'a str>,
+    tasks: Vec<&'a str>,
+    idx: Vec<i32>,
+    tenants: Vec<&'a str>,
+    types: Vec<&'a str>,
+    seqs: Vec<i64>,
+    priorities: Vec<i32>,
+    pools: Vec<&'a str>,
+    stages: Vec<&'a str>,
+    specs: Vec<&'a str>,
+    states: Vec<&'a str>,
+    routes: Vec<Option<&'a str>>,
+    nows: Vec<i64>,
+}
+
+impl<'a> UnitArrays<'a> {
+    fn of(tasks: &'a [NewTask], seqs: &HashMap<String, i64>) -> StoreResult<UnitArrays<'a>> {
+        let mut a = UnitArrays::default();
+        for t in tasks {
+            let Some(&seq) = seqs.get(&t.id) else {
+                continue;
+            };
+            for (i, u) in t.units.iter().enumerate() {
+                a.ids.push(&u.id);
+                a.tasks.push(&t.id);
+                a.idx.push(i32::try_from(i).map_err(|_| {
+                    StoreError::Other(format!("task {}: unit index {i} out of range", t.id))
+                })?);
+                a.tenants.push(&t.tenant);
+                a.types.push(&t.task_type);
+                a.seqs.push(seq);
+                a.priorities.push(t.priority);
+                a.pools.push(&u.pool);
+                a.stages.push(&u.stage);
+                a.specs.push(&u.spec);
+                a.states.push(&u.state);
+                a.routes.push(u.routes.as_deref());
+                a.nows.push(t.now);
+            }
+        }
+        Ok(a)
+    }
+}
 
 /// Store a batch of tasks (group commit): each unless its tenant's idempotency key is taken
-/// (then the holder is reported), with its units and their "created" events. One statement
-/// whatever the batch size, then a lookup per task whose key was taken. `ON CONFLICT DO
-/// NOTHING` waits for a concurrent insert of the same key to commit, so the lookup finds the
-/// holder.
+/// (then the holder is reported), with its units and their "created" events. Two statements
+/// whatever the batch size, one transaction, then a lookup per task whose key was taken.
+/// `ON CONFLICT DO NOTHING` waits for a concurrent insert of the same key to commit, so the
+/// lookup finds the holder.
 pub(super) async fn task_create_batch(
     conn: &mut sqlx::PgConnection,
     tasks: &[NewTask],
 ) -> StoreResult<Vec<Created>> {
+    use sqlx::Connection;
     let text =
         |f: fn(&NewTask) -> Option<&str>| -> Vec<Option<&str>> { tasks.iter().map(f).collect() };
-    let units = tasks
-        .iter()
-        .flat_map(|t| t.units.iter().enumerate().map(move |(i, u)| (t, i, u)));
-    let (mut u_ids, mut u_tasks, mut u_idx, mut u_pools, mut u_stages) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut u_specs, mut u_states, mut u_routes) = (Vec::new(), Vec::new(), Vec::new());
-    for (t, i, u) in units {
-        u_ids.push(u.id.as_str());
-        u_tasks.push(t.id.as_str());
-        u_idx.push(i32::try_from(i).map_err(|_| {
-            StoreError::Other(format!("task {}: unit index {i} out of range", t.id))
-        })?);
-        u_pools.push(u.pool.as_str());
-        u_stages.push(u.stage.as_str());
-        u_specs.push(u.spec.as_str());
-        u_states.push(u.state.as_str());
-        u_routes.push(u.routes.as_deref());
-    }
-    let inserted: std::collections::HashSet<String> = sqlx::query_scalar(TASKS_CREATE_SQL)
+    let mut tx = conn.begin().await?;
+    let rows: Vec<(String, i64)> = sqlx::query_as(TASKS_INSERT_SQL)
         .bind(text(|t| Some(t.id.as_str())))
         .bind(text(|t| Some(t.tenant.as_str())))
         .bind(text(|t| Some(t.task_type.as_str())))
@@ -90,21 +122,31 @@ pub(super) async fn task_create_batch(
         .bind(tasks.iter().map(|t| t.priority).collect::<Vec<i32>>())
         .bind(text(|t| t.callback_url.as_deref()))
         .bind(tasks.iter().map(|t| t.now).collect::<Vec<i64>>())
-        .bind(u_ids)
-        .bind(u_tasks)
-        .bind(u_idx)
-        .bind(u_pools)
-        .bind(u_stages)
-        .bind(u_specs)
-        .bind(u_states)
-        .bind(u_routes)
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .collect();
+        .fetch_all(&mut *tx)
+        .await?;
+    let seqs: HashMap<String, i64> = rows.into_iter().collect();
+    let u = UnitArrays::of(tasks, &seqs)?;
+    if !u.ids.is_empty() {
+        sqlx::query(UNITS_INSERT_SQL)
+            .bind(u.ids)
+            .bind(u.tasks)
+            .bind(u.idx)
+            .bind(u.tenants)
+            .bind(u.types)
+            .bind(u.seqs)
+            .bind(u.priorities)
+            .bind(u.pools)
+            .bind(u.stages)
+            .bind(u.specs)
+            .bind(u.states)
+            .bind(u.routes)
+            .bind(u.nows)
+            .execute(&mut *tx)
+            .await?;
+    }
     let mut out = Vec::with_capacity(tasks.len());
     for task in tasks {
-        if inserted.contains(&task.id) {
+        if seqs.contains_key(&task.id) {
             out.push(Created::New(task.id.clone()));
             continue;
         }
@@ -112,7 +154,7 @@ pub(super) async fn task_create_batch(
             sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
                 .bind(&task.tenant)
                 .bind(&task.idempotency_key)
-                .fetch_optional(&mut *conn)
+                .fetch_optional(&mut *tx)
                 .await?;
         out.push(Created::Existing(existing.ok_or_else(|| {
             StoreError::Other(format!(
@@ -121,6 +163,7 @@ pub(super) async fn task_create_batch(
             ))
         })?));
     }
+    tx.commit().await?;
     Ok(out)
 }
 

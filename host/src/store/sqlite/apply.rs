@@ -77,6 +77,39 @@ fn update_sql() -> String {
     )
 }
 
+/// Pure polls (see [`UnitUpdate::is_pure_poll`]): only `state`, `next_at`, `polls` and
+/// `updated_at` are written, so SQLite maintains only the indexes holding `next_at`, and no
+/// event row is written. Rows: 0 id, 1 from_stage, 2 from_submitted_at,
+/// 3 unless_cancel_requested, 4 state, 5 next_at, 6 polls.
+const POLL_SQL: &str = "WITH i AS MATERIALIZED ( \
+         SELECT value->>0 AS id, value->>1 AS from_stage, value->>2 AS from_submitted, \
+             value->>3 AS no_cancel, value->>4 AS state, value->>5 AS next_at, \
+             value->>6 AS polls \
+         FROM json_each(?1) \
+     ) \
+     UPDATE units SET state = COALESCE(i.state, units.state), \
+         next_at = COALESCE(i.next_at, units.next_at), \
+         polls = COALESCE(i.polls, units.polls), \
+         updated_at = MAX(?2, units.updated_at + 1) \
+     FROM i WHERE units.id = i.id AND units.status = 'submitted' \
+         AND (i.from_stage IS NULL OR units.stage = i.from_stage) \
+         AND (i.from_submitted IS NULL OR units.submitted_at = i.from_submitted) \
+         AND (NOT i.no_cancel OR units.cancel_requested_at IS NULL) \
+     RETURNING units.id";
+
+/// One pure poll as a positional row (see [`POLL_SQL`]).
+fn poll_row(u: &UnitUpdate) -> Value {
+    json!([
+        u.unit_id,
+        u.from_stage,
+        u.from_submitted_at,
+        u.unless_cancel_requested,
+        u.state,
+        u.next_at,
+        u.polls,
+    ])
+}
+
 /// One update as a positional row (see [`INPUT`]).
 fn row(u: &UnitUpdate, ord: usize) -> Value {
     let status = |s: Option<UnitStatus>| s.map(UnitStatus::as_str);
@@ -141,16 +174,35 @@ pub(super) async fn unit_apply(
     Ok(report)
 }
 
-/// The two statements over `updates` (ids unique); the ids applied.
+/// The statements over `updates` (ids unique): one for the pure polls, two (events, then the
+/// update) for the rest; the ids applied.
 async fn apply_batch(
     tx: &mut Transaction<'static, Sqlite>,
     updates: &[UnitUpdate],
     now: i64,
 ) -> StoreResult<HashSet<String>> {
-    let rows: Vec<Value> = updates.iter().enumerate().map(|(i, u)| row(u, i)).collect();
-    let input = serde_json::to_string(&rows)
-        .map_err(|e| StoreError::Other(format!("encoding a batch of unit updates: {e}")))?;
-    if updates.iter().any(UnitUpdate::eventful) {
+    let encode = |rows: &[Value]| {
+        serde_json::to_string(rows)
+            .map_err(|e| StoreError::Other(format!("encoding a batch of unit updates: {e}")))
+    };
+    let (polls, others): (Vec<&UnitUpdate>, Vec<&UnitUpdate>) =
+        updates.iter().partition(|u| u.is_pure_poll());
+    let mut done = HashSet::with_capacity(updates.len());
+    if !polls.is_empty() {
+        let rows: Vec<Value> = polls.iter().map(|u| poll_row(u)).collect();
+        let ids: Vec<String> = sqlx::query_scalar(POLL_SQL)
+            .bind(encode(&rows)?)
+            .bind(now)
+            .fetch_all(&mut **tx)
+            .await?;
+        done.extend(ids);
+    }
+    if others.is_empty() {
+        return Ok(done);
+    }
+    let rows: Vec<Value> = others.iter().enumerate().map(|(i, u)| row(u, i)).collect();
+    let input = encode(&rows)?;
+    if others.iter().any(|u| u.eventful()) {
         sqlx::query(&event_sql())
             .bind(&input)
             .bind(now)
@@ -162,5 +214,6 @@ async fn apply_batch(
         .bind(now)
         .fetch_all(&mut **tx)
         .await?;
-    Ok(ids.into_iter().collect())
+    done.extend(ids);
+    Ok(done)
 }
