@@ -95,7 +95,11 @@ impl Report {
             let cell = |b: &str| match by_backend.get(b) {
                 Some(r) => format!(
                     "{}{}",
-                    fmt_value(r.value),
+                    if r.unit == "ratio" {
+                        format!("{:.4}", r.value)
+                    } else {
+                        fmt_value(r.value)
+                    },
                     match (r.ratio(), r.met()) {
                         (Some(q), Some(ok)) => format!(" ({q:.2}{})", if ok { "" } else { " ✗" }),
                         _ => String::new(),

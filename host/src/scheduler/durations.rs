@@ -27,7 +27,7 @@ use crate::model::Unit;
 /// Completions kept per class.
 pub const KEEP: usize = 256;
 /// Completions a class needs before its distribution plans polls.
-pub const MIN_SAMPLES: usize = 8;
+pub const MIN_SAMPLES: usize = 4;
 /// Expected unnoticed completions that make the next round due while a backlog waits: about
 /// two rounds per completed job (with the create, three provider requests per job).
 pub const ROUND_THETA: f64 = 0.5;
@@ -207,24 +207,28 @@ pub fn learn(
 }
 
 /// Put the ordinary polls of `planned` (one call over `units` of `pool`, while a backlog
-/// waits) into one round: every polled unit whose class has a distribution gets the same
-/// `next_at`, the round [`round_delay`] finds (between `floor` and `ceil` from now), or the
-/// pool's round already planned if that comes sooner, so that units marked by other ticks
-/// meet in one list request. Units of classes not learned yet keep their backoff.
+/// waits) into one round: every polled unit gets the same `next_at`, so that the next call
+/// asks about all of them at once (one list request where the provider has one). The round
+/// is the one [`round_delay`] finds for the units whose class has a distribution (between
+/// `floor` and `ceil` from now); units of a class not learned yet are looked at every
+/// `prior` ms meanwhile, so the first completions (which teach the distribution) are not
+/// noticed late. A round the pool already planned wins when it comes sooner, so that units
+/// marked by other ticks meet in the same request.
 pub fn plan_round(
     durations: &Durations,
     pool: &str,
     units: &[&Unit],
     planned: &mut super::Planned,
     now: i64,
-    (floor, ceil): (i64, i64),
+    (floor, prior, ceil): (i64, i64, i64),
 ) {
-    if planned.polling.is_empty() || !durations.knows(pool) {
+    if planned.polling.is_empty() {
         return;
     }
     let by_id: HashMap<&str, &Unit> = units.iter().map(|u| (u.id.as_str(), *u)).collect();
     let mut members = Vec::new();
     let mut running = Vec::new();
+    let mut unknown = false;
     for &i in &planned.polling {
         let Some(unit) = planned
             .updates
@@ -233,17 +237,28 @@ pub fn plan_round(
         else {
             continue;
         };
-        let Some(dist) = durations.distribution(pool, &class_of(unit)) else {
-            continue;
-        };
-        let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
-        running.push((dist, age));
         members.push(i);
+        match durations.distribution(pool, &class_of(unit)) {
+            Some(dist) => {
+                let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
+                running.push((dist, age));
+            }
+            None => unknown = true,
+        }
     }
     if members.is_empty() {
         return;
     }
-    let mut at = now.saturating_add(round_delay(&running, ROUND_THETA, floor, ceil));
+    let prior = prior.clamp(floor, ceil.max(floor));
+    let mut delay = if running.is_empty() {
+        prior
+    } else {
+        round_delay(&running, ROUND_THETA, floor, ceil)
+    };
+    if unknown {
+        delay = delay.min(prior);
+    }
+    let mut at = now.saturating_add(delay);
     {
         let mut rounds = durations.rounds.lock();
         if let Some(&planned_at) = rounds.get(pool)
@@ -354,6 +369,60 @@ mod tests {
         assert_eq!(class_of(&u), "video/generate/kling-v1-6/pro/10");
         u.spec = "not json".into();
         assert_eq!(class_of(&u), "video/generate");
+    }
+
+    /// A planned batch of "still running" polls for `units` (all of pool p1).
+    fn polls(units: &[&Unit], now: i64) -> super::super::Planned {
+        let mut planned = super::super::Planned::default();
+        for u in units {
+            planned.polling.push(planned.updates.len());
+            planned.updates.push(crate::store::UnitUpdate {
+                unit_id: u.id.clone(),
+                from: Some(crate::model::UnitStatus::Submitted),
+                to: Some(crate::model::UnitStatus::Submitted),
+                next_at: Some(now + 5_000 + planned.updates.len() as i64 * 1_000),
+                ..Default::default()
+            });
+        }
+        planned
+    }
+
+    #[test]
+    fn polls_meet_in_one_round() {
+        let d = Durations::default();
+        let mut a = crate::scheduler::apply::tests::unit("a", Some("ja"), "s");
+        let mut b = crate::scheduler::apply::tests::unit("b", Some("jb"), "s");
+        // Not learned yet: every poll goes to the same round, `prior` away.
+        let now = 100_000;
+        let mut planned = polls(&[&a, &b], now);
+        plan_round(&d, "p1", &[&a, &b], &mut planned, now, (200, 5_000, 30_000));
+        let at: Vec<_> = planned.updates.iter().map(|u| u.next_at).collect();
+        assert_eq!(at, vec![Some(now + 5_000), Some(now + 5_000)]);
+        // Learned (jobs take 30-40 s): jobs 35 s old are near their end, so the round is
+        // sooner than the prior; a job just started alone would wait longer.
+        for ms in [30_000, 32_000, 34_000, 36_000, 38_000, 40_000] {
+            d.observe("p1", &class_of(&a), ms);
+        }
+        a.submitted_at = Some(now - 35_000);
+        b.submitted_at = Some(now - 35_000);
+        let mut planned = polls(&[&a, &b], now);
+        plan_round(
+            &d,
+            "p1",
+            &[&a, &b],
+            &mut planned,
+            now + 1,
+            (200, 5_000, 30_000),
+        );
+        let first = planned.updates[0].next_at.expect("timed");
+        assert!(first < now + 5_000, "{first}");
+        assert!(planned.updates.iter().all(|u| u.next_at == Some(first)));
+        // A young unit polled by another tick joins the round already planned.
+        let mut c = crate::scheduler::apply::tests::unit("c", Some("jc"), "s");
+        c.submitted_at = Some(now);
+        let mut planned = polls(&[&c], now);
+        plan_round(&d, "p1", &[&c], &mut planned, now + 2, (200, 5_000, 30_000));
+        assert_eq!(planned.updates[0].next_at, Some(first));
     }
 
     #[test]

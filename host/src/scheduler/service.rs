@@ -181,3 +181,27 @@ impl Scheduler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_sleeps_until_its_next_unit_is_due_within_bounds() {
+        let mut cfg = crate::config::SchedulerConfig::default();
+        cfg.tick_interval = Duration::from_secs(10);
+        cfg.min_rest = Duration::from_millis(200);
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // Nothing due: the rest of the interval.
+        assert_eq!(rest_for(&cfg, ms(100), None), ms(9_900));
+        // Due in 3 s: then.
+        assert_eq!(rest_for(&cfg, ms(100), Some(s(3))), s(3));
+        // Due now or overdue: still `min_rest` (no spinning).
+        assert_eq!(rest_for(&cfg, ms(100), Some(ms(0))), ms(200));
+        // Due after the interval: the interval (the safety net).
+        assert_eq!(rest_for(&cfg, ms(100), Some(s(60))), ms(9_900));
+        // A tick that took the whole interval still rests `min_rest`.
+        assert_eq!(rest_for(&cfg, s(11), None), ms(200));
+    }
+}

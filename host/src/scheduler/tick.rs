@@ -506,22 +506,7 @@ impl Scheduler {
                 Ok(changes) => {
                     let refs: Vec<&Unit> = units.iter().map(|b| &b.unit).collect();
                     let mut planned = plan_updates(cfg, &h.info, &refs, changes, now);
-                    let durations = &self.services.durations;
-                    learn(durations, &refs, &planned.updates, now);
-                    // With a backlog waiting and no callbacks, polls go in rounds timed by
-                    // the provider's durations; otherwise each unit keeps its backoff.
-                    if backlog && cfg.callback_safety_poll.is_none() {
-                        let floor = i64::try_from(cfg.min_rest.as_millis()).unwrap_or(i64::MAX);
-                        let ceil = i64::try_from(cfg.poll_max.as_millis()).unwrap_or(i64::MAX);
-                        plan_round(
-                            durations,
-                            &ctx.pool,
-                            &refs,
-                            &mut planned,
-                            now,
-                            (floor, ceil),
-                        );
-                    }
+                    self.time_polls(&ctx.pool, &refs, &mut planned, now, backlog);
                     for r in &planned.refused {
                         tracing::warn!(handler = %h.info.name, unit = %r.unit_id, reason = %r.reason, "illegal change refused");
                         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => h.info.name.clone())
@@ -567,6 +552,27 @@ impl Scheduler {
                 }
             }
         })
+    }
+
+    /// Learn the provider's durations from the jobs that ended, and time the next polls: with
+    /// a backlog waiting and no callbacks, in rounds timed by those durations (see
+    /// `durations.rs`); otherwise each unit keeps its backoff.
+    fn time_polls(
+        &self,
+        pool: &str,
+        units: &[&Unit],
+        planned: &mut super::Planned,
+        now: i64,
+        backlog: bool,
+    ) {
+        let cfg = &self.services.config.scheduler;
+        let durations = &self.services.durations;
+        learn(durations, units, &planned.updates, now);
+        if backlog && cfg.callback_safety_poll.is_none() {
+            let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+            let bounds = (ms(cfg.min_rest), ms(cfg.poll_initial), ms(cfg.poll_max));
+            plan_round(durations, pool, units, planned, now, bounds);
+        }
     }
 
     fn publish_tick(&self, r: &TickReport) {
