@@ -157,7 +157,7 @@ async fn an_in_doubt_cancelled_unit_is_never_submitted() {
     let marked = m
         .services
         .store
-        .unit_mark_submitted(std::slice::from_ref(&unit_id), now, None)
+        .unit_mark_submitted(std::slice::from_ref(&unit_id), now, now, None)
         .await
         .expect("mark submitted");
     assert_eq!(marked.len(), 1);

@@ -399,7 +399,7 @@ async fn cancel_keeps_the_slots_of_submitted_units() {
     let submitted = vec![units[0].clone()];
     match h
         .store
-        .unit_mark_submitted(&submitted, 1_000_001, None)
+        .unit_mark_submitted(&submitted, 1_000_001, 1_000_001, None)
         .await
     {
         Ok(moved) => assert_eq!(moved.len(), 1),
@@ -494,7 +494,7 @@ async fn pools_and_handlers() {
     let units = h.unit_ids(&id).await;
     if let Err(e) = h
         .store
-        .unit_mark_submitted(&units[..1], 1_000_001, None)
+        .unit_mark_submitted(&units[..1], 1_000_001, 1_000_001, None)
         .await
     {
         panic!("marking submitted: {e}");

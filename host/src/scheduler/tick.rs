@@ -326,9 +326,7 @@ impl Scheduler {
                 .collect(),
             waiting_in_doubt: 0,
         };
-        let grace = i64::try_from(s.config.limits.call_deadline.as_millis())
-            .unwrap_or(i64::MAX)
-            .saturating_add(IN_DOUBT_MARGIN_MS);
+        let grace = self.in_doubt_grace();
         for unit in listed {
             if fresh_ids.contains(&unit.id) {
                 continue;
@@ -468,7 +466,13 @@ impl Scheduler {
             filled.backlog = true;
             return Ok(filled);
         }
-        let fresh = s.store.unit_mark_submitted(&granted, now, fence).await?;
+        // Due again only if this tick's call never answers for them (a crash mid-call):
+        // then after the call's deadline, in doubt.
+        let hold = now.saturating_add(self.in_doubt_grace());
+        let fresh = s
+            .store
+            .unit_mark_submitted(&granted, now, hold, fence)
+            .await?;
         let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
         let unused: Vec<String> = granted
             .iter()
@@ -552,6 +556,14 @@ impl Scheduler {
                 }
             }
         })
+    }
+
+    /// How long after its submit marker an untouched unit may still be in the marking call:
+    /// the call's deadline and a margin for its last write.
+    fn in_doubt_grace(&self) -> i64 {
+        i64::try_from(self.services.config.limits.call_deadline.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(IN_DOUBT_MARGIN_MS)
     }
 
     /// Learn the provider's durations from the jobs that ended, and time the next polls: with

@@ -453,12 +453,15 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<Unit>>;
     /// The write-ahead submit marker: move these units `pending -> submitted` (job id cleared,
-    /// `submitted_at = now`) and return the ones that moved, before anything is sent.
+    /// `submitted_at = now`, due again at `next_at` unless the call that follows says when:
+    /// the scheduler passes the end of that call's deadline, after which an untouched unit is
+    /// in doubt) and return the ones that moved, before anything is sent.
     /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
     async fn unit_mark_submitted(
         &self,
         ids: &[String],
         now: i64,
+        next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<Vec<Unit>>;
     /// Submitted units of `pool` (types in `task_types`) whose poll is due, soonest first.

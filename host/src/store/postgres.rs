@@ -206,6 +206,7 @@ impl TaskStore for PostgresStore {
         &self,
         ids: &[String],
         now: i64,
+        next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<Vec<Unit>> {
         if ids.is_empty() {
@@ -213,13 +214,13 @@ impl TaskStore for PostgresStore {
         }
         let Some(fence) = fence else {
             let mut conn = self.pool.acquire().await?;
-            return units::unit_mark_submitted(&mut conn, ids, now).await;
+            return units::unit_mark_submitted(&mut conn, ids, now, next_at).await;
         };
         let mut tx = self.pool.begin().await?;
         if let Err(e) = fences::fence_check(&mut tx, fence).await {
             return Err(rollback(tx, e).await);
         }
-        let units = units::unit_mark_submitted(&mut tx, ids, now).await?;
+        let units = units::unit_mark_submitted(&mut tx, ids, now, next_at).await?;
         tx.commit().await?;
         Ok(units)
     }

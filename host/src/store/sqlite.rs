@@ -175,6 +175,7 @@ impl TaskStore for SqliteStore {
         &self,
         ids: &[String],
         now: i64,
+        next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<Vec<Unit>> {
         if ids.is_empty() {
@@ -182,7 +183,7 @@ impl TaskStore for SqliteStore {
         }
         let mut tx = self.begin().await?;
         fences::fence_check(&mut tx, fence).await?;
-        units::unit_mark_submitted(tx, ids, now).await
+        units::unit_mark_submitted(tx, ids, now, next_at).await
     }
 
     async fn unit_list_due(

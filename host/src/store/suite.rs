@@ -147,7 +147,10 @@ fn ids(units: &[Unit]) -> Vec<&str> {
 /// Move the given pending units to submitted, asserting they all moved.
 async fn submit(store: &DynStore, unit_ids: &[&str], now: i64) {
     let list: Vec<String> = unit_ids.iter().map(|s| s.to_string()).collect();
-    let moved = store.unit_mark_submitted(&list, now, None).await.unwrap();
+    let moved = store
+        .unit_mark_submitted(&list, now, now, None)
+        .await
+        .unwrap();
     assert_eq!(ids(&moved), unit_ids);
 }
 
@@ -317,7 +320,7 @@ pub(crate) async fn mark_submitted_guard(store: DynStore) {
     .await;
     let asked = types(&["t1-u2", "t1-u1", "t1-u0", "missing"]);
     let moved = store
-        .unit_mark_submitted(&asked, T0 + 5, None)
+        .unit_mark_submitted(&asked, T0 + 5, T0 + 5, None)
         .await
         .unwrap();
     assert_eq!(
@@ -334,14 +337,14 @@ pub(crate) async fn mark_submitted_guard(store: DynStore) {
     }
     assert!(
         store
-            .unit_mark_submitted(&asked, T0 + 6, None)
+            .unit_mark_submitted(&asked, T0 + 6, T0 + 6, None)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
         store
-            .unit_mark_submitted(&[], T0 + 6, None)
+            .unit_mark_submitted(&[], T0 + 6, T0 + 6, None)
             .await
             .unwrap()
             .is_empty()

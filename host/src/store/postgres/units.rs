@@ -88,6 +88,7 @@ pub(super) async fn unit_mark_submitted(
     conn: &mut PgConnection,
     ids: &[String],
     now: i64,
+    next_at: i64,
 ) -> StoreResult<Vec<Unit>> {
     let rows = sqlx::query(&format!(
         "WITH picked AS ( \
@@ -95,7 +96,7 @@ pub(super) async fn unit_mark_submitted(
              ORDER BY id FOR UPDATE SKIP LOCKED \
          ), moved AS ( \
              UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = $2, \
-                 updated_at = $2 \
+                 updated_at = $2, next_at = $3 \
              FROM picked WHERE units.id = picked.id \
              RETURNING {} \
          ), event AS ( \
@@ -113,6 +114,7 @@ pub(super) async fn unit_mark_submitted(
     ))
     .bind(ids)
     .bind(now)
+    .bind(next_at)
     .fetch_all(conn)
     .await?;
     let mut units = units_from_rows(&rows)?;

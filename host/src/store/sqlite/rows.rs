@@ -75,6 +75,79 @@ pub(super) fn unit_from_row(row: &SqliteRow) -> StoreResult<Unit> {
     })
 }
 
+/// [`UNIT_COLS`] as one JSON array per unit, for batch reads answered as a single JSON text
+/// (`json_group_array(…)`): one row out of SQLite instead of one per unit, each decoded column
+/// by column (a thousand due units read in about half the time).
+pub(super) fn unit_json_cols() -> String {
+    format!("json_array({UNIT_COLS})")
+}
+
+/// One unit as [`unit_json_cols`] writes it (fields in [`UNIT_COLS`] order).
+#[derive(serde::Deserialize)]
+struct UnitRow {
+    id: String,
+    task_id: String,
+    idx: i64,
+    tenant: String,
+    task_type: String,
+    pool: String,
+    stage: String,
+    status: String,
+    priority: i32,
+    spec: String,
+    state: String,
+    provider_job_id: Option<String>,
+    submit_attempt: i64,
+    attempts: i64,
+    polls: i64,
+    next_at: i64,
+    submitted_at: Option<i64>,
+    error: Option<String>,
+    result: Option<String>,
+    cost: Option<String>,
+    cancel_requested_at: Option<i64>,
+    routes: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+/// Decode a JSON array of units written with [`unit_json_cols`].
+pub(super) fn units_from_json(text: &str) -> StoreResult<Vec<Unit>> {
+    let rows: Vec<UnitRow> = serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("a batch of units did not decode: {e}")))?;
+    rows.into_iter()
+        .map(|r| {
+            let status = parse_status(&format!("unit {}", r.id), &r.status)?;
+            Ok(Unit {
+                index: counter(&r.id, "idx", r.idx)?,
+                submit_attempt: counter(&r.id, "submit_attempt", r.submit_attempt)?,
+                attempts: counter(&r.id, "attempts", r.attempts)?,
+                polls: counter(&r.id, "polls", r.polls)?,
+                task_id: r.task_id,
+                tenant: r.tenant,
+                task_type: r.task_type,
+                pool: r.pool,
+                stage: r.stage,
+                status,
+                priority: r.priority,
+                spec: r.spec,
+                state: r.state,
+                provider_job_id: r.provider_job_id,
+                next_at: r.next_at,
+                submitted_at: r.submitted_at,
+                error: r.error,
+                result: r.result,
+                cost: r.cost,
+                cancel_requested_at: r.cancel_requested_at,
+                routes: r.routes,
+                created_at: r.created_at,
+                updated_at: r.updated_at,
+                id: r.id,
+            })
+        })
+        .collect()
+}
+
 /// Decode many rows selected with [`UNIT_COLS`].
 pub(super) fn units_from_rows(rows: &[SqliteRow]) -> StoreResult<Vec<Unit>> {
     rows.iter().map(unit_from_row).collect()

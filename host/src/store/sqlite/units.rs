@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Row, Sqlite, Transaction};
 
-use super::rows::{UNIT_COLS, json_list, parse_status, unit_from_row, units_from_rows};
+use super::rows::{
+    UNIT_COLS, json_list, parse_status, unit_from_row, unit_json_cols, units_from_json,
+    units_from_rows,
+};
 use crate::model::Unit;
 use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent};
 
@@ -45,13 +48,17 @@ pub(super) fn pending_sql() -> String {
     )
 }
 
-/// The due-poll query; parameters as in [`pending_sql`].
+/// The due-poll query, answered as one JSON array (see [`unit_json_cols`]); parameters as in
+/// [`pending_sql`].
 pub(super) fn due_sql() -> String {
     format!(
-        "SELECT {UNIT_COLS} FROM units \
-         WHERE pool = ?1 AND status = 'submitted' AND next_at <= ?2 \
-           AND task_type IN (SELECT value FROM json_each(?3)) \
-         ORDER BY next_at LIMIT ?4"
+        "SELECT json_group_array({json} ORDER BY next_at, id) FROM ( \
+             SELECT {UNIT_COLS} FROM units \
+             WHERE pool = ?1 AND status = 'submitted' AND next_at <= ?2 \
+               AND task_type IN (SELECT value FROM json_each(?3)) \
+             ORDER BY next_at LIMIT ?4 \
+         )",
+        json = unit_json_cols()
     )
 }
 
@@ -84,6 +91,7 @@ pub(super) async fn unit_mark_submitted(
     mut tx: Transaction<'static, Sqlite>,
     ids: &[String],
     now: i64,
+    next_at: i64,
 ) -> StoreResult<Vec<Unit>> {
     let ids_json = json_list(ids)?;
     sqlx::query(
@@ -98,12 +106,13 @@ pub(super) async fn unit_mark_submitted(
     .await?;
     let rows = sqlx::query(&format!(
         "UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = ?2, \
-             updated_at = ?2 \
+             updated_at = ?2, next_at = ?3 \
          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'pending' \
          RETURNING {UNIT_COLS}"
     ))
     .bind(&ids_json)
     .bind(now)
+    .bind(next_at)
     .fetch_all(&mut *tx)
     .await?;
     // The fair-share cursor: these tenants were served now (see migration 0007).
@@ -139,14 +148,14 @@ pub(super) async fn unit_list_due(
     if task_types.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(&due_sql())
+    let text: String = sqlx::query_scalar(&due_sql())
         .bind(sched_pool)
         .bind(now)
         .bind(json_list(task_types)?)
         .bind(i64::from(limit))
-        .fetch_all(pool)
+        .fetch_one(pool)
         .await?;
-    units_from_rows(&rows)
+    units_from_json(&text)
 }
 
 pub(super) async fn unit_list_submitted_ids(

@@ -34,7 +34,10 @@ pub(crate) async fn fill_order_follows_submission_not_ids(store: DynStore) {
 pub(crate) async fn applied_in_the_marking_tick_looks_touched(store: DynStore) {
     create(&store, task("m1", "acme", VIDEO, POOL, 2, 0)).await;
     let ids = ["m1-u0".to_string(), "m1-u1".to_string()];
-    store.unit_mark_submitted(&ids, T0 + 5, None).await.unwrap();
+    store
+        .unit_mark_submitted(&ids, T0 + 5, T0 + 5, None)
+        .await
+        .unwrap();
     let mut u = update("m1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
     u.next_at = Some(T0 + 1_000);
     apply(&store, u, T0 + 5).await;
@@ -61,7 +64,7 @@ pub(crate) async fn concurrent_claims_are_disjoint(store: DynStore) {
     // Every racer asks for every unit: each unit is marked exactly once.
     let markers = (0..RACERS).map(|_| {
         let (store, all) = (store.clone(), all.clone());
-        tokio::spawn(async move { store.unit_mark_submitted(&all, T0 + 1, None).await })
+        tokio::spawn(async move { store.unit_mark_submitted(&all, T0 + 1, T0 + 1, None).await })
     });
     let mut marked = Vec::new();
     for r in futures::future::join_all(markers).await {
@@ -77,7 +80,7 @@ pub(crate) async fn concurrent_claims_are_disjoint(store: DynStore) {
         .cloned()
         .collect();
     store
-        .unit_mark_submitted(&left, T0 + 1, None)
+        .unit_mark_submitted(&left, T0 + 1, T0 + 1, None)
         .await
         .unwrap();
     let events = store.unit_events("t1").await.unwrap();

@@ -35,7 +35,7 @@ pub(crate) async fn fence_stale_refused(store: DynStore) {
     // A submit marker with an older token: refused, the units still pending.
     let asked = types(&["t1-u0", "t1-u1"]);
     let err = store
-        .unit_mark_submitted(&asked, T0 + 1, Some(&fence(POOL, 4)))
+        .unit_mark_submitted(&asked, T0 + 1, T0 + 1, Some(&fence(POOL, 4)))
         .await
         .unwrap_err();
     assert_fenced(err, 4, 5);
@@ -58,7 +58,7 @@ pub(crate) async fn fence_stale_refused(store: DynStore) {
     assert!(!store.pool_fence_advance(POOL, 3).await.unwrap());
     assert!(store.pool_fence_advance(POOL, 5).await.unwrap());
     let err = store
-        .unit_mark_submitted(&asked, T0 + 3, Some(&fence(POOL, 3)))
+        .unit_mark_submitted(&asked, T0 + 3, T0 + 3, Some(&fence(POOL, 3)))
         .await
         .unwrap_err();
     assert_fenced(err, 3, 5);
@@ -70,7 +70,7 @@ pub(crate) async fn fence_newer_accepted(store: DynStore) {
 
     // The current token writes.
     let moved = store
-        .unit_mark_submitted(&types(&["t1-u0"]), T0 + 1, Some(&fence(POOL, 5)))
+        .unit_mark_submitted(&types(&["t1-u0"]), T0 + 1, T0 + 1, Some(&fence(POOL, 5)))
         .await
         .unwrap();
     assert_eq!(ids(&moved), ["t1-u0"]);
@@ -87,7 +87,7 @@ pub(crate) async fn fence_newer_accepted(store: DynStore) {
     assert_eq!(report.applied, ["t1-u0"]);
     assert!(!store.pool_fence_advance(POOL, 6).await.unwrap());
     let err = store
-        .unit_mark_submitted(&types(&["t1-u1"]), T0 + 3, Some(&fence(POOL, 5)))
+        .unit_mark_submitted(&types(&["t1-u1"]), T0 + 3, T0 + 3, Some(&fence(POOL, 5)))
         .await
         .unwrap_err();
     assert_fenced(err, 5, 7);
@@ -95,12 +95,17 @@ pub(crate) async fn fence_newer_accepted(store: DynStore) {
 
     // Fences are per pool, and an unfenced write (embedded mode) is never checked.
     let other = store
-        .unit_mark_submitted(&types(&["t1-u1"]), T0 + 4, Some(&fence("other:pool", 1)))
+        .unit_mark_submitted(
+            &types(&["t1-u1"]),
+            T0 + 4,
+            T0 + 4,
+            Some(&fence("other:pool", 1)),
+        )
         .await
         .unwrap();
     assert_eq!(ids(&other), ["t1-u1"]);
     let unfenced = store
-        .unit_mark_submitted(&types(&["t1-u2"]), T0 + 5, None)
+        .unit_mark_submitted(&types(&["t1-u2"]), T0 + 5, T0 + 5, None)
         .await
         .unwrap();
     assert_eq!(ids(&unfenced), ["t1-u2"]);
