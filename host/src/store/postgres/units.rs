@@ -83,7 +83,8 @@ pub(super) async fn unit_list_pending(
 
 /// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`:
 /// one statement that locks (skipping rows another writer holds, e.g. a cancel in flight:
-/// those are simply not marked), moves and logs.
+/// those are simply not marked), moves and logs. The ids are joined by primary key (an
+/// `id = ANY($1)` filter let the planner scan every pending unit against the whole list).
 pub(super) async fn unit_mark_submitted(
     conn: &mut PgConnection,
     ids: &[String],
@@ -92,8 +93,9 @@ pub(super) async fn unit_mark_submitted(
 ) -> StoreResult<Vec<Unit>> {
     let rows = sqlx::query(&format!(
         "WITH picked AS ( \
-             SELECT id FROM units WHERE id = ANY($1) AND status = 'pending' \
-             ORDER BY id FOR UPDATE SKIP LOCKED \
+             SELECT units.id FROM unnest($1::text[]) AS pick (id) \
+             JOIN units ON units.id = pick.id WHERE units.status = 'pending' \
+             ORDER BY units.id FOR UPDATE OF units SKIP LOCKED \
          ), moved AS ( \
              UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = $2, \
                  updated_at = $2, next_at = $3 \

@@ -19,7 +19,8 @@ use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResul
 /// No window over the whole backlog: a (priority, tenant) group can place at most `limit`
 /// units in the answer, so each group's first `limit` due units are read (`g` finds the groups
 /// on the `units_fill` index, and each group's candidates come from the same index, FIFO), and
-/// only those are numbered and sorted. Only the `limit` winners are read from the table.
+/// only those are numbered and sorted. Only the `limit` winners are read from the table, and
+/// they come back as one JSON array (see [`unit_json_cols`]).
 /// `+next_at` keeps the planner off the `next_at` range of `units_pool_status_next`: almost
 /// every pending unit is due, so that range filters nothing and would cost a second sort.
 pub(super) fn pending_sql() -> String {
@@ -43,8 +44,10 @@ pub(super) fn pending_sql() -> String {
              LEFT JOIN pool_tenant_served AS sv ON sv.pool = ?1 AND sv.tenant = w.t \
              ORDER BY w.p DESC, w.rn, served, w.s, w.i LIMIT ?4 \
          ) \
-         SELECT {UNIT_COLS} FROM fill JOIN units ON units.rowid = fill.rid \
-         ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i"
+         SELECT json_group_array({json} \
+             ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i) \
+         FROM fill JOIN units ON units.rowid = fill.rid",
+        json = unit_json_cols()
     )
 }
 
@@ -76,14 +79,14 @@ pub(super) async fn unit_list_pending(
     if task_types.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(&pending_sql())
+    let text: String = sqlx::query_scalar(&pending_sql())
         .bind(sched_pool)
         .bind(now)
         .bind(json_list(task_types)?)
         .bind(i64::from(limit))
-        .fetch_all(pool)
+        .fetch_one(pool)
         .await?;
-    units_from_rows(&rows)
+    units_from_json(&text)
 }
 
 /// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`.
@@ -104,16 +107,24 @@ pub(super) async fn unit_mark_submitted(
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    let rows = sqlx::query(&format!(
+    let moved: Vec<String> = sqlx::query_scalar(
         "UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = ?2, \
              updated_at = ?2, next_at = ?3 \
          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'pending' \
-         RETURNING {UNIT_COLS}"
-    ))
+         RETURNING id",
+    )
     .bind(&ids_json)
     .bind(now)
     .bind(next_at)
     .fetch_all(&mut *tx)
+    .await?;
+    // The units marked, read back as one JSON array (see `unit_json_cols`).
+    let text: String = sqlx::query_scalar(&format!(
+        "SELECT json_group_array({}) FROM units WHERE id IN (SELECT value FROM json_each(?1))",
+        unit_json_cols()
+    ))
+    .bind(json_list(&moved)?)
+    .fetch_one(&mut *tx)
     .await?;
     // The fair-share cursor: these tenants were served now (see migration 0007).
     sqlx::query(
@@ -128,7 +139,7 @@ pub(super) async fn unit_mark_submitted(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    let mut units = units_from_rows(&rows)?;
+    let mut units = units_from_json(&text)?;
     let order: HashMap<&str, usize> = ids
         .iter()
         .enumerate()
