@@ -18,6 +18,7 @@ mod pools;
 mod renewal;
 mod service;
 mod tick;
+mod tick_report;
 
 pub use apply::{Planned, Refused, fault_updates, plan_updates};
 pub use callback::{CallbackReport, FINALIZE_WAKE, apply_callback};
