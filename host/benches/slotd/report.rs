@@ -120,7 +120,11 @@ impl Report {
                         } else {
                             "≥"
                         };
-                        format!("{op} {}", fmt_value(t))
+                        if r.unit == "ratio" {
+                            format!("{op} {t:.4}")
+                        } else {
+                            format!("{op} {}", fmt_value(t))
+                        }
                     })
                 })
                 .unwrap_or_default();
