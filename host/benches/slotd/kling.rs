@@ -105,6 +105,10 @@ async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Resu
     };
     let wall = started.elapsed();
     let stats = sim.stats();
+    eprintln!(
+        "  provider requests: {} ({} creates, {} single queries, {} list queries), {} downloads",
+        stats.requests, stats.creates, stats.single_queries, stats.list_queries, stats.downloads
+    );
     let jobs = sim.jobs();
     let slots = BTreeMap::from([("kling:video".to_string(), LIMIT)]);
     let f = pool_figures(&jobs, &slots)
