@@ -102,6 +102,8 @@ pub async fn apply_callback(
         mapped,
         now,
     );
+    // A job a callback reports ended teaches the durations as much as one a poll found.
+    super::durations::learn(&services.durations, &refs, &planned.updates, now);
     for u in &mut planned.updates {
         let unit = units.iter().find(|x| x.id == u.unit_id);
         u.from_submitted_at = unit.and_then(|x| x.submitted_at);

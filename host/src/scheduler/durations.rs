@@ -149,11 +149,6 @@ impl Durations {
         }
         s.snapshot.clone()
     }
-
-    /// Whether any class of `pool` has been observed (no spec is read for a pool without).
-    pub fn knows(&self, pool: &str) -> bool {
-        self.classes.lock().keys().any(|(p, _)| p == pool)
-    }
 }
 
 /// The fields of a unit's spec that make its class, when present.
@@ -432,7 +427,6 @@ mod tests {
             d.observe("p", "c", 1_000 + i);
         }
         assert!(d.distribution("p", "c").is_none());
-        assert!(d.knows("p"));
         d.observe("p", "c", 5_000);
         let dist = d.distribution("p", "c").expect("enough samples");
         assert_eq!(dist.len(), MIN_SAMPLES);

@@ -34,7 +34,8 @@ pub use super::tick_report::{TickError, TickReport, TickSteps};
 /// resolved: room for the marking instance's last write.
 const IN_DOUBT_MARGIN_MS: i64 = 1_000;
 
-/// The result of calling one handler for part of a batch.
+/// The result of calling one handler for part of a batch, and (summed with [`CallResult::add`])
+/// step 3's answer for the whole tick: the updates planned and the counts of what happened.
 #[derive(Default)]
 struct CallResult {
     updates: Vec<UnitUpdate>,
@@ -42,6 +43,16 @@ struct CallResult {
     faults: usize,
     capacity_rejected: usize,
     accepted: usize,
+}
+
+impl CallResult {
+    fn add(&mut self, r: CallResult) {
+        self.updates.extend(r.updates);
+        self.refused += r.refused;
+        self.faults += r.faults;
+        self.capacity_rejected += r.capacity_rejected;
+        self.accepted += r.accepted;
+    }
 }
 
 /// Step 2's answer: what goes to the handlers, and what ends without them.
@@ -62,26 +73,6 @@ struct Filled {
     unused: usize,
     /// Pending units are left waiting for a slot.
     backlog: bool,
-}
-
-/// Step 3's answer: the updates planned by every call, and the counts of what happened.
-#[derive(Default)]
-struct Results {
-    updates: Vec<UnitUpdate>,
-    refused: usize,
-    faults: usize,
-    capacity_rejected: usize,
-    accepted: usize,
-}
-
-impl Results {
-    fn add(&mut self, r: CallResult) {
-        self.updates.extend(r.updates);
-        self.refused += r.refused;
-        self.faults += r.faults;
-        self.capacity_rejected += r.capacity_rejected;
-        self.accepted += r.accepted;
-    }
 }
 
 impl Scheduler {
@@ -282,7 +273,7 @@ impl Scheduler {
         batch: Vec<BatchUnit>,
         now: i64,
         backlog: bool,
-    ) -> Results {
+    ) -> CallResult {
         let s = &self.services;
         let (batch, expired) =
             expire_stage_deadline(&s.config.scheduler, batch, |b: &BatchUnit| &b.unit, now);
@@ -318,9 +309,9 @@ impl Scheduler {
         let calls = by_handler
             .into_values()
             .map(|(h, units)| self.call_handler(h, ctx.clone(), units, now, backlog));
-        let mut planned = Results {
+        let mut planned = CallResult {
             updates: expired,
-            ..Results::default()
+            ..CallResult::default()
         };
         planned.updates.extend(cancel_unsent(&unsent));
         for r in futures::future::join_all(calls).await {
@@ -457,17 +448,11 @@ impl Scheduler {
                         b.in_doubt = b.unit.provider_job_id.is_none();
                     }
                     let right = units.split_off(units.len() / 2);
-                    let a = self
+                    let mut both = self
                         .call_isolating(h.clone(), ctx.clone(), units, now, backlog)
                         .await;
-                    let b = self.call_isolating(h, ctx, right, now, backlog).await;
-                    CallResult {
-                        updates: a.updates.into_iter().chain(b.updates).collect(),
-                        refused: a.refused + b.refused,
-                        faults: a.faults + b.faults,
-                        capacity_rejected: a.capacity_rejected + b.capacity_rejected,
-                        accepted: a.accepted + b.accepted,
-                    }
+                    both.add(self.call_isolating(h, ctx, right, now, backlog).await);
+                    both
                 }
                 Err(fault) => {
                     tracing::warn!(handler = %h.info.name, units = units.len(), %fault, "handler call faulted; units unchanged");
