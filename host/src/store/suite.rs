@@ -37,7 +37,10 @@ pub(crate) use moves::{assert_moves_match_the_model, illegal_moves_are_refused};
 pub(crate) use reads::{
     counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
 };
-pub(crate) use tasks::{cancel_keeps_submitted_until_the_job_ends, retry_bumps_submit_attempt};
+pub(crate) use tasks::{
+    cancel_keeps_submitted_until_the_job_ends, create_batch_resolves_keys_in_order,
+    retry_bumps_submit_attempt,
+};
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
 pub(crate) struct TestDb {
@@ -52,6 +55,7 @@ macro_rules! store_suite {
     ($factory:path) => {
         $crate::store_suite!(@each $factory;
             create_and_idempotency,
+            create_batch_resolves_keys_in_order,
             tenant_isolation,
             fill_order,
             fill_order_follows_submission_not_ids,

@@ -197,3 +197,45 @@ pub(crate) async fn retry_bumps_submit_attempt(store: DynStore) {
         .unwrap();
     assert_eq!(ids(&due), ["t1-u0", "t1-u1"]);
 }
+
+/// One batch (group commit) stores each task as one create would, in order: a key an earlier
+/// task of the same batch took answers with that task, the same key of another tenant does
+/// not collide, and only the stored tasks get units and "created" events, FIFO in batch order.
+pub(crate) async fn create_batch_resolves_keys_in_order(store: DynStore) {
+    let keyed = |id: &str, tenant: &str, key: &str| {
+        let mut t = task(id, tenant, VIDEO, POOL, 2, 0);
+        t.idempotency_key = Some(key.into());
+        t
+    };
+    let batch = [
+        keyed("t1", "acme", "k"),
+        keyed("t2", "acme", "k"),
+        keyed("t3", "zeta", "k"),
+        task("t4", "acme", VIDEO, POOL, 1, 0),
+    ];
+    let created = store.task_create_batch(&batch).await.unwrap();
+    assert_eq!(
+        created,
+        [
+            Created::New("t1".into()),
+            Created::Existing("t1".into()),
+            Created::New("t3".into()),
+            Created::New("t4".into()),
+        ]
+    );
+    assert!(store.task_units("t2").await.unwrap().is_empty());
+    assert!(store.unit_events("t2").await.unwrap().is_empty());
+    assert_eq!(store.unit_events("t1").await.unwrap().len(), 2);
+    // Fill order is batch order (FIFO by the tasks' seq).
+    let pending = store
+        .unit_list_pending(POOL, &types(&[VIDEO]), T0, 10)
+        .await
+        .unwrap();
+    let acme: Vec<&str> = pending
+        .iter()
+        .filter(|u| u.tenant == "acme")
+        .map(|u| u.id.as_str())
+        .collect();
+    assert_eq!(acme, ["t1-u0", "t1-u1", "t4-u0"]);
+    assert!(store.task_create_batch(&[]).await.unwrap().is_empty());
+}
