@@ -26,29 +26,23 @@ struct Figures {
     wall: Duration,
 }
 
-async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<Figures> {
-    let dir = tempfile::TempDir::new()?;
-    let sim = slotd::sim::start(SimOptions {
-        listen: "127.0.0.1:0".parse()?,
-        concurrency: 20,
-        time_scale,
-        seed: 2026,
-        access_key: "AK".into(),
-        secret_key: "SK".into(),
-        ..SimOptions::default()
-    })
-    .await?;
-    let plugins = dir.path().join("plugins");
+/// slotd on SQLite in `dir` with the Kling video handler against `sim`, the pool at the
+/// account limit, timings compressed like the provider's time; callbacks to `public` if given.
+fn config(
+    dir: &std::path::Path,
+    sim: &slotd::sim::SimHandle,
+    time_scale: f64,
+    public: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Config> {
+    let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
     let src = slotd::runtime::built_handler("kling-video")
         .ok_or_else(|| anyhow::anyhow!("kling-video not built"))?;
     std::fs::copy(src, plugins.join("kling-video.wasm"))?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
     let mut c = Config::default();
-    c.database_url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    c.database_url = format!("sqlite://{}", dir.join("bench.db").display());
     c.plugins_dir = plugins;
-    c.object_store = format!("file://{}", dir.path().join("objects").display());
+    c.object_store = format!("file://{}", dir.join("objects").display());
     // The seed's timings, compressed like the provider's time.
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * time_scale));
     c.max_units_per_task = 1000;
@@ -63,9 +57,25 @@ async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Resu
     h.secrets.insert("secret_key".into(), Secret::new("SK"));
     h.allowed_hosts.push(sim.addr().to_string());
     c.handlers.insert("kling-video".into(), h);
-    if callbacks {
-        c.public_url = Some(format!("http://{addr}"));
-    }
+    c.public_url = public.map(|addr| format!("http://{addr}"));
+    Ok(c)
+}
+
+async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<Figures> {
+    let dir = tempfile::TempDir::new()?;
+    let sim = slotd::sim::start(SimOptions {
+        listen: "127.0.0.1:0".parse()?,
+        concurrency: 20,
+        time_scale,
+        seed: 2026,
+        access_key: "AK".into(),
+        secret_key: "SK".into(),
+        ..SimOptions::default()
+    })
+    .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let c = config(dir.path(), &sim, time_scale, callbacks.then_some(addr))?;
     let services = slotd::app::build(c).await?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(slotd::run_with(services, Some(listener), async move {
