@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use crate::model::Unit;
 use crate::objects::{StoredObject, artifact_key};
 use crate::runtime::{Artifact, Finalized, TickContext};
+use crate::store::FinalizeRelease;
 
 use super::Scheduler;
 use super::download;
@@ -176,11 +177,13 @@ impl Scheduler {
                 tracing::warn!(attempt, give_up, %reason, "finalization failed");
                 store
                     .unit_finalize_release(
-                        &unit.id,
-                        &self.owner,
-                        &error,
-                        now + retry_delay_ms(cfg, attempt, None),
-                        give_up,
+                        FinalizeRelease {
+                            id: &unit.id,
+                            owner: &self.owner,
+                            error: &error,
+                            next_at: now + retry_delay_ms(cfg, attempt, None),
+                            give_up,
+                        },
                         now,
                     )
                     .await

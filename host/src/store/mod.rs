@@ -10,6 +10,7 @@
 
 pub mod group_commit;
 pub mod postgres;
+mod shared;
 pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
@@ -247,6 +248,20 @@ pub struct HandlerVersionRow {
 }
 
 /// The durable store. Times are Unix milliseconds passed in by the caller (injected clock).
+/// What [`TaskStore::unit_finalize_release`] is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub struct FinalizeRelease<'a> {
+    pub id: &'a str,
+    pub owner: &'a str,
+    /// Error JSON recorded on the unit and in the event.
+    pub error: &'a str,
+    /// When another finalizer may try again (ignored when `give_up`).
+    pub next_at: i64,
+    /// The attempts are spent: park the unit (`next_at` = `FINALIZE_PARKED_AT`) until an
+    /// explicit retry.
+    pub give_up: bool,
+}
+
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Apply pending migrations.
@@ -367,17 +382,14 @@ pub trait TaskStore: Send + Sync + 'static {
         owner: &str,
         lease_until: i64,
     ) -> StoreResult<bool>;
-    /// Give a finalization back, if `owner` still holds the lease: `finalizing -> succeeded`
-    /// with `error` recorded, due again at `next_at`; or, when `give_up` is set (attempts
-    /// spent), parked at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT) so no
-    /// finalizer claims it until [`TaskStore::task_retry_failed`]. The provider result stays.
+    /// Give a finalization back, if `release.owner` still holds the lease: `finalizing ->
+    /// succeeded` with the error recorded, due again at `next_at`; or, when `give_up` is set
+    /// (attempts spent), parked at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT) so
+    /// no finalizer claims it until [`TaskStore::task_retry_failed`]. The provider result
+    /// stays.
     async fn unit_finalize_release(
         &self,
-        id: &str,
-        owner: &str,
-        error: &str,
-        next_at: i64,
-        give_up: bool,
+        release: FinalizeRelease<'_>,
         now: i64,
     ) -> StoreResult<bool>;
 

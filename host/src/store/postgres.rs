@@ -14,13 +14,11 @@
 //! call fails fast (within [`ACQUIRE_TIMEOUT`]) with [`StoreError::Unavailable`].
 //!
 //! The queries live by concern: [`tasks`], [`units`] (scheduler reads, submit marker),
-//! [`apply`] (the batch update), [`finalize`] (leases) and [`fences`].
+//! [`apply`] (the batch update) and [`finalize`] (leases); what both stores share (row
+//! decoders, fencing, keys, the handler history) is in [`super::shared`].
 
 mod apply;
-mod fences;
 mod finalize;
-mod handlers;
-mod keys;
 mod rows;
 mod tasks;
 #[cfg(test)]
@@ -34,9 +32,11 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
+use super::shared::postgres as shared;
 use super::{
-    ApplyReport, Cancelled, Created, Fence, HandlerVersionRow, NewTask, PoolStatusCount,
-    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    ApplyReport, Cancelled, Created, Fence, FinalizeRelease, HandlerVersionRow, NewTask,
+    PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
+    UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -139,11 +139,11 @@ impl TaskStore for PostgresStore {
         candidate: &[u8],
         now: i64,
     ) -> StoreResult<Vec<u8>> {
-        keys::host_key_get_or_create(&self.pool, name, candidate, now).await
+        shared::host_key_get_or_create(&self.pool, name, candidate, now).await
     }
 
     async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
-        handlers::handler_version_record(&self.pool, row).await
+        shared::handler_version_record(&self.pool, row).await
     }
 
     async fn handler_version_list(
@@ -151,7 +151,7 @@ impl TaskStore for PostgresStore {
         name: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<HandlerVersionRow>> {
-        handlers::handler_version_list(&self.pool, name, limit).await
+        shared::handler_version_list(&self.pool, name, limit).await
     }
 
     async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
@@ -167,7 +167,7 @@ impl TaskStore for PostgresStore {
     }
 
     async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
-        tasks::task_units(&self.pool, task_id).await
+        shared::task_units(&self.pool, task_id).await
     }
 
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
@@ -217,7 +217,7 @@ impl TaskStore for PostgresStore {
             return units::unit_mark_submitted(&mut conn, ids, now, next_at).await;
         };
         let mut tx = self.pool.begin().await?;
-        if let Err(e) = fences::fence_check(&mut tx, fence).await {
+        if let Err(e) = shared::fence_check(&mut tx, fence).await {
             return Err(rollback(tx, e).await);
         }
         let units = units::unit_mark_submitted(&mut tx, ids, now, next_at).await?;
@@ -256,7 +256,7 @@ impl TaskStore for PostgresStore {
         }
         let mut tx = self.pool.begin().await?;
         if let Some(fence) = fence
-            && let Err(e) = fences::fence_check(&mut tx, fence).await
+            && let Err(e) = shared::fence_check(&mut tx, fence).await
         {
             return Err(rollback(tx, e).await);
         }
@@ -327,32 +327,22 @@ impl TaskStore for PostgresStore {
 
     async fn unit_finalize_release(
         &self,
-        id: &str,
-        owner: &str,
-        error: &str,
-        next_at: i64,
-        give_up: bool,
+        release: FinalizeRelease<'_>,
         now: i64,
     ) -> StoreResult<bool> {
-        let release = finalize::Release {
-            id,
-            owner,
-            error,
-            next_at,
-            give_up,
-        };
         finalize::unit_finalize_release(&self.pool, release, now).await
     }
 
     async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
-        fences::pool_fence_advance(&self.pool, pool, token).await
+        let mut conn = self.pool.acquire().await?;
+        Ok(shared::fence_raise(&mut conn, pool, token).await? <= token)
     }
 
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
-        units::unit_count_by_pool(&self.pool).await
+        shared::unit_count_by_pool(&self.pool).await
     }
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-        units::unit_events(&self.pool, task_id).await
+        shared::unit_events(&self.pool, task_id).await
     }
 }

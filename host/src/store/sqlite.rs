@@ -10,13 +10,13 @@
 //! query is one statement prepared once per connection whatever the list length.
 //!
 //! The queries live by concern: [`tasks`] (create, read, list, cancel, retry), [`units`] (the
-//! scheduler's reads and guarded writes), [`finalize`] (leases) and [`fences`] (fencing tokens).
+//! scheduler's reads and guarded writes), [`finalize`] (leases) and [`apply`] (the batch update);
+//! what both stores share (row decoders, fencing, keys, the handler history) is in
+//! [`super::shared`]. A fenced write checks its fence first in its write transaction, and
+//! the one writer serializes it with every advance.
 
 mod apply;
-mod fences;
 mod finalize;
-mod handlers;
-mod keys;
 mod rows;
 mod tasks;
 #[cfg(test)]
@@ -32,9 +32,11 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, Transaction};
 
+use super::shared::sqlite as shared;
 use super::{
-    ApplyReport, Cancelled, Created, Fence, HandlerVersionRow, NewTask, PoolStatusCount,
-    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    ApplyReport, Cancelled, Created, Fence, FinalizeRelease, HandlerVersionRow, NewTask,
+    PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
+    UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -136,7 +138,7 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
-        tasks::task_units(&self.reader, task_id).await
+        shared::task_units(&self.reader, task_id).await
     }
 
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
@@ -182,7 +184,9 @@ impl TaskStore for SqliteStore {
             return Ok(Vec::new());
         }
         let mut tx = self.begin().await?;
-        fences::fence_check(&mut tx, fence).await?;
+        if let Some(fence) = fence {
+            shared::fence_check(&mut tx, fence).await?;
+        }
         units::unit_mark_submitted(tx, ids, now, next_at).await
     }
 
@@ -210,7 +214,9 @@ impl TaskStore for SqliteStore {
             });
         }
         let mut tx = self.begin().await?;
-        fences::fence_check(&mut tx, fence).await?;
+        if let Some(fence) = fence {
+            shared::fence_check(&mut tx, fence).await?;
+        }
         let mut report = apply::unit_apply(tx, &updates, now).await?;
         report.refused = refused;
         Ok(report)
@@ -278,33 +284,26 @@ impl TaskStore for SqliteStore {
 
     async fn unit_finalize_release(
         &self,
-        id: &str,
-        owner: &str,
-        error: &str,
-        next_at: i64,
-        give_up: bool,
+        release: FinalizeRelease<'_>,
         now: i64,
     ) -> StoreResult<bool> {
-        let release = finalize::Release {
-            id,
-            owner,
-            error,
-            next_at,
-            give_up,
-        };
         finalize::unit_finalize_release(self.begin().await?, release, now).await
     }
 
     async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
-        fences::pool_fence_advance(self.begin().await?, pool, token).await
+        // One writer: the advance is serialized with every fenced write by the transaction.
+        let mut tx = self.begin().await?;
+        let current = shared::fence_raise(&mut tx, pool, token).await?;
+        tx.commit().await?;
+        Ok(current <= token)
     }
 
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
-        units::unit_count_by_pool(&self.reader).await
+        shared::unit_count_by_pool(&self.reader).await
     }
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-        units::unit_events(&self.reader, task_id).await
+        shared::unit_events(&self.reader, task_id).await
     }
 
     async fn host_key_get_or_create(
@@ -313,11 +312,11 @@ impl TaskStore for SqliteStore {
         candidate: &[u8],
         now: i64,
     ) -> StoreResult<Vec<u8>> {
-        keys::host_key_get_or_create(&self.writer, name, candidate, now).await
+        shared::host_key_get_or_create(&self.writer, name, candidate, now).await
     }
 
     async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
-        handlers::handler_version_record(&self.writer, row).await
+        shared::handler_version_record(&self.writer, row).await
     }
 
     async fn handler_version_list(
@@ -325,6 +324,6 @@ impl TaskStore for SqliteStore {
         name: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<HandlerVersionRow>> {
-        handlers::handler_version_list(&self.reader, name, limit).await
+        shared::handler_version_list(&self.reader, name, limit).await
     }
 }

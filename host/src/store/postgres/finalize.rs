@@ -7,7 +7,7 @@ use sqlx::postgres::PgPool;
 
 use super::rows::{UNIT_COLS, unit_cols_of_units, units_from_rows};
 use crate::model::{FINALIZE_PARKED_AT, Unit};
-use crate::store::StoreResult;
+use crate::store::{FinalizeRelease, StoreResult};
 
 /// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
 /// A `finalizing` unit with no recorded lease expiry counts as expired, so a unit can never be
@@ -104,24 +104,11 @@ pub(super) async fn unit_finalize_renew(
     Ok(held > 0)
 }
 
-/// What [`unit_finalize_release`] is asked to do (named, since the trait passes six values).
-pub(super) struct Release<'a> {
-    pub id: &'a str,
-    pub owner: &'a str,
-    /// Error JSON recorded on the unit and in the event.
-    pub error: &'a str,
-    /// When another finalizer may try again (ignored when `give_up`).
-    pub next_at: i64,
-    /// The attempts are spent: park the unit (`next_at` = [`FINALIZE_PARKED_AT`]) until an
-    /// explicit retry.
-    pub give_up: bool,
-}
-
 /// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the
 /// lease. The provider result stays.
 pub(super) async fn unit_finalize_release(
     pool: &PgPool,
-    r: Release<'_>,
+    r: FinalizeRelease<'_>,
     now: i64,
 ) -> StoreResult<bool> {
     let (next_at, detail) = if r.give_up {

@@ -10,10 +10,8 @@ use std::collections::HashMap;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
-use super::rows::{
-    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, parse_status, task_from_row, units_from_rows,
-};
-use crate::model::{FINALIZE_PARKED_AT, Unit, UnitStatus};
+use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, parse_status, task_from_row};
+use crate::model::{FINALIZE_PARKED_AT, UnitStatus};
 use crate::store::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
@@ -212,16 +210,6 @@ pub(super) async fn task_get(
     counts_for(pool, &mut tasks).await?;
     let [task] = tasks;
     Ok(Some(task))
-}
-
-pub(super) async fn task_units(pool: &PgPool, task_id: &str) -> StoreResult<Vec<Unit>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {UNIT_COLS} FROM units WHERE task_id = $1 ORDER BY idx"
-    ))
-    .bind(task_id)
-    .fetch_all(pool)
-    .await?;
-    units_from_rows(&rows)
 }
 
 /// Newest first by `seq`, limits as in the SQLite store; one row more than the page is read

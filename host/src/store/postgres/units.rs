@@ -2,15 +2,13 @@
 //! reconciliation, webhook lookup, metrics counts and the event log. The batch update is in
 //! [`super::apply`].
 
-use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::rows::{
-    UNIT_COLS, parse_status, sort_like, unit_cols_of, unit_cols_of_units, unit_from_row,
-    units_from_rows,
+    UNIT_COLS, sort_like, unit_cols_of, unit_cols_of_units, unit_from_row, units_from_rows,
 };
 use crate::model::Unit;
-use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent};
+use crate::store::{MAX_LOOKUP_KEY_BYTES, StoreResult};
 
 /// The fill-order query: `$1` pool, `$2` now, `$3` task types, `$4` limit.
 ///
@@ -203,51 +201,4 @@ pub(super) async fn unit_find_by_provider(
         }
     }
     Ok(None)
-}
-
-pub(super) async fn unit_count_by_pool(pool: &PgPool) -> StoreResult<Vec<PoolStatusCount>> {
-    let rows = sqlx::query(
-        "SELECT pool, status, COUNT(*) AS n FROM units GROUP BY pool, status ORDER BY pool, status",
-    )
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let name: String = row.try_get("pool")?;
-            let status: String = row.try_get("status")?;
-            let n: i64 = row.try_get("n")?;
-            Ok(PoolStatusCount {
-                status: parse_status(&format!("a unit of pool {name}"), &status)?,
-                count: u64::try_from(n).map_err(|_| {
-                    StoreError::Corrupt(format!("pool {name}: unit count {n} out of range"))
-                })?,
-                pool: name,
-            })
-        })
-        .collect()
-}
-
-pub(super) async fn unit_events(pool: &PgPool, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-    let rows = sqlx::query(
-        "SELECT id, unit_id, task_id, at, from_status, to_status, stage, detail, error \
-         FROM unit_events WHERE task_id = $1 ORDER BY id",
-    )
-    .bind(task_id)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(UnitEvent {
-                id: row.try_get("id")?,
-                unit_id: row.try_get("unit_id")?,
-                task_id: row.try_get("task_id")?,
-                at: row.try_get("at")?,
-                from_status: row.try_get("from_status")?,
-                to_status: row.try_get("to_status")?,
-                stage: row.try_get("stage")?,
-                detail: row.try_get("detail")?,
-                error: row.try_get("error")?,
-            })
-        })
-        .collect()
 }

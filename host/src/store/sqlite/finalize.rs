@@ -5,7 +5,25 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{UNIT_COLS, json_list, units_from_rows};
 use crate::model::{FINALIZE_PARKED_AT, Unit};
-use crate::store::StoreResult;
+use crate::store::{FinalizeRelease, StoreResult};
+
+/// The condition of the partial index `units_status_next` (migration 0010), word for word.
+const FINALIZE_INDEXED: &str = "status IN ('succeeded', 'finalizing')";
+
+/// The units a finalizer may claim (`?1` now, `?2` how many): two indexed ranges of
+/// `units_status_next` (succeeded and due; finalizing under an expired lease), merged. Each
+/// branch states the partial index's condition ([`FINALIZE_INDEXED`]), which is what lets
+/// SQLite use that index.
+pub(super) fn claim_due_sql() -> String {
+    format!(
+        "SELECT id, next_at FROM units WHERE {FINALIZE_INDEXED} \
+             AND status = 'succeeded' AND next_at <= ?1 \
+         UNION ALL \
+         SELECT id, next_at FROM units WHERE {FINALIZE_INDEXED} AND status = 'finalizing' \
+             AND (lease_until IS NULL OR lease_until <= ?1) \
+         ORDER BY next_at, id LIMIT ?2"
+    )
+}
 
 /// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
 ///
@@ -19,18 +37,11 @@ pub(super) async fn unit_claim_finalize(
     now: i64,
     limit: u32,
 ) -> StoreResult<Vec<Unit>> {
-    // Two indexed ranges of `units_status_next`/a short scan of `finalizing`, merged.
-    let rows = sqlx::query(
-        "SELECT id, next_at FROM units WHERE status = 'succeeded' AND next_at <= ?1 \
-         UNION ALL \
-         SELECT id, next_at FROM units WHERE status = 'finalizing' \
-             AND (lease_until IS NULL OR lease_until <= ?1) \
-         ORDER BY next_at, id LIMIT ?2",
-    )
-    .bind(now)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await?;
+    let rows = sqlx::query(&claim_due_sql())
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(Vec::new());
@@ -130,24 +141,11 @@ pub(super) async fn unit_finalize_renew(
     Ok(held > 0)
 }
 
-/// What [`unit_finalize_release`] is asked to do (named, since the trait passes six values).
-pub(super) struct Release<'a> {
-    pub id: &'a str,
-    pub owner: &'a str,
-    /// Error JSON recorded on the unit and in the event.
-    pub error: &'a str,
-    /// When another finalizer may try again (ignored when `give_up`).
-    pub next_at: i64,
-    /// The attempts are spent: park the unit (`next_at` = [`FINALIZE_PARKED_AT`]) until an
-    /// explicit retry.
-    pub give_up: bool,
-}
-
 /// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the
 /// lease. The provider result stays.
 pub(super) async fn unit_finalize_release(
     mut tx: Transaction<'static, Sqlite>,
-    r: Release<'_>,
+    r: FinalizeRelease<'_>,
     now: i64,
 ) -> StoreResult<bool> {
     let (next_at, detail) = if r.give_up {

@@ -5,10 +5,8 @@ use serde::Serialize;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Row, Sqlite, Transaction};
 
-use super::rows::{
-    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, json_list, task_from_row, units_from_rows,
-};
-use crate::model::{FINALIZE_PARKED_AT, Unit, UnitStatus};
+use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, json_list, task_from_row};
+use crate::model::{FINALIZE_PARKED_AT, UnitStatus};
 use crate::store::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
@@ -193,16 +191,6 @@ pub(super) async fn task_get(
     counts_for(pool, &mut tasks).await?;
     let [task] = tasks;
     Ok(Some(task))
-}
-
-pub(super) async fn task_units(pool: &SqlitePool, task_id: &str) -> StoreResult<Vec<Unit>> {
-    let rows = sqlx::query(&format!(
-        "SELECT {UNIT_COLS} FROM units WHERE task_id = ?1 ORDER BY idx"
-    ))
-    .bind(task_id)
-    .fetch_all(pool)
-    .await?;
-    units_from_rows(&rows)
 }
 
 /// Newest first by `seq`. `filter.limit` 0 means [`LIST_LIMIT_DEFAULT`]; it is capped at

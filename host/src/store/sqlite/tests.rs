@@ -86,7 +86,8 @@ async fn corrupt_status_names_the_unit() {
 }
 
 /// The scheduler's hot reads must be index range scans: fill order runs its window over the
-/// covering `units_fill` in partition order, due polls read `units_pool_status_next` in order.
+/// covering `units_fill` in partition order, due polls read `units_pool_status_next` in order,
+/// finalization claims the partial `units_status_next`.
 /// (`due_sql` answers as one JSON array; its plan is read with the same parameters.)
 #[tokio::test]
 async fn hot_queries_use_their_indexes() {
@@ -118,6 +119,23 @@ async fn hot_queries_use_their_indexes() {
     // Index order is poll order: the LIMIT needs no sort of the due units (the JSON answer
     // orders at most `limit` rows, once they are picked).
     assert!(!due.contains("TEMP B-TREE FOR ORDER BY"), "{due}");
+    // Finalization claims read the partial index (it holds only succeeded and finalizing
+    // units), both branches.
+    let rows = sqlx::query(&format!(
+        "EXPLAIN QUERY PLAN {}",
+        super::finalize::claim_due_sql()
+    ))
+    .bind(5_i64)
+    .bind(10_i64)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let claim: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+    let uses = claim
+        .iter()
+        .filter(|d| d.contains("USING INDEX units_status_next"))
+        .count();
+    assert_eq!(uses, 2, "{claim:?}");
 }
 
 /// Any writer, even a hand-written UPDATE, is held to the state machine by the database: the

@@ -4,14 +4,13 @@
 use std::collections::HashMap;
 
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 
 use super::rows::{
-    UNIT_COLS, json_list, parse_status, unit_from_row, unit_json_cols, units_from_json,
-    units_from_rows,
+    UNIT_COLS, json_list, unit_from_row, unit_json_cols, units_from_json, units_from_rows,
 };
 use crate::model::Unit;
-use crate::store::{MAX_LOOKUP_KEY_BYTES, PoolStatusCount, StoreError, StoreResult, UnitEvent};
+use crate::store::{MAX_LOOKUP_KEY_BYTES, StoreResult};
 
 /// The fill-order query (see [`unit_list_pending`]); `?1` pool, `?2` now, `?3` JSON array of
 /// task types, `?4` limit.
@@ -232,51 +231,4 @@ pub(super) async fn unit_find_by_provider(
         }
     }
     Ok(None)
-}
-
-pub(super) async fn unit_count_by_pool(pool: &SqlitePool) -> StoreResult<Vec<PoolStatusCount>> {
-    let rows = sqlx::query(
-        "SELECT pool, status, COUNT(*) AS n FROM units GROUP BY pool, status ORDER BY pool, status",
-    )
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let name: String = row.try_get("pool")?;
-            let status: String = row.try_get("status")?;
-            let n: i64 = row.try_get("n")?;
-            Ok(PoolStatusCount {
-                status: parse_status(&format!("a unit of pool {name}"), &status)?,
-                count: u64::try_from(n).map_err(|_| {
-                    StoreError::Corrupt(format!("pool {name}: unit count {n} out of range"))
-                })?,
-                pool: name,
-            })
-        })
-        .collect()
-}
-
-pub(super) async fn unit_events(pool: &SqlitePool, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-    let rows = sqlx::query(
-        "SELECT id, unit_id, task_id, at, from_status, to_status, stage, detail, error \
-         FROM unit_events WHERE task_id = ?1 ORDER BY id",
-    )
-    .bind(task_id)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(UnitEvent {
-                id: row.try_get("id")?,
-                unit_id: row.try_get("unit_id")?,
-                task_id: row.try_get("task_id")?,
-                at: row.try_get("at")?,
-                from_status: row.try_get("from_status")?,
-                to_status: row.try_get("to_status")?,
-                stage: row.try_get("stage")?,
-                detail: row.try_get("detail")?,
-                error: row.try_get("error")?,
-            })
-        })
-        .collect()
 }

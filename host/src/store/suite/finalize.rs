@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::model::FINALIZE_PARKED_AT;
+use crate::store::FinalizeRelease;
 
 pub(crate) async fn finalize_lease(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
@@ -97,14 +98,14 @@ pub(crate) async fn finalize_release(store: DynStore) {
     );
     assert!(
         !store
-            .unit_finalize_release("t1-u0", "b", "{}", T0 + 50, false, T0 + 11)
+            .unit_finalize_release(release("t1-u0", "b", "{}", T0 + 50, false), T0 + 11)
             .await
             .unwrap()
     );
     let err = r#"{"message":"download 503"}"#;
     assert!(
         store
-            .unit_finalize_release("t1-u0", "a", err, T0 + 50, false, T0 + 11)
+            .unit_finalize_release(release("t1-u0", "a", err, T0 + 50, false), T0 + 11)
             .await
             .unwrap()
     );
@@ -132,7 +133,7 @@ pub(crate) async fn finalize_release(store: DynStore) {
     // reason, parked where no finalizer claims it.
     assert!(
         store
-            .unit_finalize_release("t1-u0", "a", err, 0, true, T0 + 60)
+            .unit_finalize_release(release("t1-u0", "a", err, 0, true), T0 + 60)
             .await
             .unwrap()
     );
@@ -254,7 +255,7 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
     let err = r#"{"code":"finalize","message":"object store: not a directory"}"#;
     assert!(
         store
-            .unit_finalize_release("t1-u0", "a", err, 0, true, T0 + 12)
+            .unit_finalize_release(release("t1-u0", "a", err, 0, true), T0 + 12)
             .await
             .unwrap()
     );
@@ -314,4 +315,20 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
             .unwrap(),
         Some(0)
     );
+}
+
+fn release<'a>(
+    id: &'a str,
+    owner: &'a str,
+    error: &'a str,
+    next_at: i64,
+    give_up: bool,
+) -> FinalizeRelease<'a> {
+    FinalizeRelease {
+        id,
+        owner,
+        error,
+        next_at,
+        give_up,
+    }
 }

@@ -1,0 +1,338 @@
+//! What the two stores share, written once: the column lists, the row decoders, and every
+//! statement whose text is the same on SQLite and PostgreSQL.
+//!
+//! Statements are written with `$N` placeholders, which both drivers bind by number (SQLite
+//! reads `$1` as a numbered parameter too). [`on_both_drivers!`] compiles each function once
+//! per driver, into [`sqlite`] and [`postgres`], where the names below differ:
+//! - `Pool`, `Conn`, `DbRow`: the driver's pool, connection and row types;
+//! - `Count`: how an `INTEGER` counter column decodes (`i64` on SQLite, `i32` on PostgreSQL);
+//! - `GREATEST`: the two-argument maximum (`MAX(a, b)` on SQLite, `GREATEST(a, b)` on
+//!   PostgreSQL).
+//!
+//! The statements that differ in more than these (list parameters: `json_each(?)` against
+//! `= ANY($1)`; row locks; batch updates) stay in each store's own modules.
+
+use sqlx::Row;
+
+use crate::model::{Unit, UnitCounts, UnitStatus};
+use crate::store::{
+    Fence, HandlerVersionRow, PoolStatusCount, StoreError, StoreResult, TaskRecord, UnitEvent,
+};
+
+/// The columns of `units` that make a [`Unit`]. Used in `SELECT` and `RETURNING` lists so
+/// that every query returns whole units.
+pub(crate) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
+     priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
+     submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at";
+
+/// The columns of `tasks` that make a [`TaskRecord`] (counts are filled separately).
+pub(crate) const TASK_COLS: &str = "seq, id, tenant, type, payload, idempotency_key, priority, \
+     callback_url, cancel_requested_at, created_at, updated_at";
+
+/// SQL list of the terminal statuses, for `status NOT IN (…)`.
+pub(crate) const TERMINAL_SQL: &str = "('completed', 'failed', 'cancelled')";
+
+/// Parse a stored status, naming `what` (e.g. "unit u1") if it is not one we know.
+pub(crate) fn parse_status(what: &str, raw: &str) -> StoreResult<UnitStatus> {
+    raw.parse()
+        .map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// A stored counter as `u32`; negative or oversized values are corruption, named.
+pub(crate) fn counter(unit_id: &str, column: &str, value: i64) -> StoreResult<u32> {
+    u32::try_from(value).map_err(|_| {
+        StoreError::Corrupt(format!(
+            "unit {unit_id}: column {column} holds {value}, not a count"
+        ))
+    })
+}
+
+/// Add one `(status, parked, count)` row of a grouped count query to `counts` (`parked`:
+/// `succeeded` units whose finalization gave up, see [`crate::model::FINALIZE_PARKED_AT`]).
+pub(crate) fn add_count(
+    counts: &mut UnitCounts,
+    task_id: &str,
+    status: &str,
+    parked: bool,
+    n: i64,
+) -> StoreResult<()> {
+    let status = parse_status(&format!("a unit of task {task_id}"), status)?;
+    let n = u32::try_from(n)
+        .map_err(|_| StoreError::Corrupt(format!("task {task_id}: unit count {n} out of range")))?;
+    if parked && status == UnitStatus::Succeeded {
+        counts.add_parked(n);
+    } else {
+        counts.add(status, n);
+    }
+    Ok(())
+}
+
+/// Raise the pool's token to `$2` unless the stored one is higher; returns the token after.
+/// Locks the pool's fence row until the transaction ends (PostgreSQL), so an advance by a new
+/// leader waits for a fenced write in flight, and a write of the old leader that starts after
+/// the advance sees the higher token.
+fn fence_raise_sql(greatest: &str) -> String {
+    format!(
+        "INSERT INTO pool_fences (pool, token) VALUES ($1, $2) \
+         ON CONFLICT (pool) DO UPDATE SET token = {greatest}(pool_fences.token, excluded.token) \
+         RETURNING token"
+    )
+}
+
+/// Compile the items once per driver (see the module documentation for the names that
+/// differ).
+macro_rules! on_both_drivers {
+    ($($item:item)*) => {
+        /// The shared statements on SQLite.
+        pub(crate) mod sqlite {
+            #![allow(dead_code)]
+            use super::*;
+            pub(crate) type Pool = sqlx::SqlitePool;
+            pub(crate) type Conn = sqlx::SqliteConnection;
+            pub(crate) type DbRow = sqlx::sqlite::SqliteRow;
+            type Count = i64;
+            const GREATEST: &str = "MAX";
+            $($item)*
+        }
+        /// The shared statements on PostgreSQL.
+        pub(crate) mod postgres {
+            #![allow(dead_code)]
+            use super::*;
+            pub(crate) type Pool = sqlx::PgPool;
+            pub(crate) type Conn = sqlx::PgConnection;
+            pub(crate) type DbRow = sqlx::postgres::PgRow;
+            type Count = i32;
+            const GREATEST: &str = "GREATEST";
+            $($item)*
+        }
+    };
+}
+
+on_both_drivers! {
+    /// A stored counter column as `u32` (on SQLite the widening is a no-op).
+    #[allow(clippy::useless_conversion)]
+    fn count_of(row: &DbRow, unit_id: &str, column: &str) -> StoreResult<u32> {
+        let value: Count = row.try_get(column)?;
+        counter(unit_id, column, i64::from(value))
+    }
+
+    /// Decode one row selected with [`UNIT_COLS`].
+    pub(crate) fn unit_from_row(row: &DbRow) -> StoreResult<Unit> {
+        let id: String = row.try_get("id")?;
+        let status: String = row.try_get("status")?;
+        Ok(Unit {
+            status: parse_status(&format!("unit {id}"), &status)?,
+            index: count_of(row, &id, "idx")?,
+            submit_attempt: count_of(row, &id, "submit_attempt")?,
+            attempts: count_of(row, &id, "attempts")?,
+            polls: count_of(row, &id, "polls")?,
+            task_id: row.try_get("task_id")?,
+            tenant: row.try_get("tenant")?,
+            task_type: row.try_get("task_type")?,
+            pool: row.try_get("pool")?,
+            stage: row.try_get("stage")?,
+            priority: row.try_get("priority")?,
+            spec: row.try_get("spec")?,
+            state: row.try_get("state")?,
+            provider_job_id: row.try_get("provider_job_id")?,
+            next_at: row.try_get("next_at")?,
+            submitted_at: row.try_get("submitted_at")?,
+            error: row.try_get("error")?,
+            result: row.try_get("result")?,
+            cost: row.try_get("cost")?,
+            cancel_requested_at: row.try_get("cancel_requested_at")?,
+            routes: row.try_get("routes")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+            id,
+        })
+    }
+
+    /// Decode many rows selected with [`UNIT_COLS`].
+    pub(crate) fn units_from_rows(rows: &[DbRow]) -> StoreResult<Vec<Unit>> {
+        rows.iter().map(unit_from_row).collect()
+    }
+
+    /// Decode one row selected with [`TASK_COLS`], returning its `seq` too (the list cursor).
+    pub(crate) fn task_from_row(row: &DbRow) -> StoreResult<(i64, TaskRecord)> {
+        let seq: i64 = row.try_get("seq")?;
+        let task = TaskRecord {
+            id: row.try_get("id")?,
+            tenant: row.try_get("tenant")?,
+            task_type: row.try_get("type")?,
+            payload: row.try_get("payload")?,
+            idempotency_key: row.try_get("idempotency_key")?,
+            priority: row.try_get("priority")?,
+            callback_url: row.try_get("callback_url")?,
+            cancel_requested_at: row.try_get("cancel_requested_at")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+            counts: UnitCounts::default(),
+        };
+        Ok((seq, task))
+    }
+
+    /// A task's units in index order.
+    pub(crate) async fn task_units(pool: &Pool, task_id: &str) -> StoreResult<Vec<Unit>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {UNIT_COLS} FROM units WHERE task_id = $1 ORDER BY idx"
+        ))
+        .bind(task_id)
+        .fetch_all(pool)
+        .await?;
+        units_from_rows(&rows)
+    }
+
+    /// Units per pool and status (the pools view and the gauges).
+    pub(crate) async fn unit_count_by_pool(pool: &Pool) -> StoreResult<Vec<PoolStatusCount>> {
+        let rows = sqlx::query(
+            "SELECT pool, status, COUNT(*) AS n FROM units \
+             GROUP BY pool, status ORDER BY pool, status",
+        )
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let name: String = row.try_get("pool")?;
+                let status: String = row.try_get("status")?;
+                let n: i64 = row.try_get("n")?;
+                Ok(PoolStatusCount {
+                    status: parse_status(&format!("a unit of pool {name}"), &status)?,
+                    count: u64::try_from(n).map_err(|_| {
+                        StoreError::Corrupt(format!("pool {name}: unit count {n} out of range"))
+                    })?,
+                    pool: name,
+                })
+            })
+            .collect()
+    }
+
+    /// A task's unit events, oldest first.
+    pub(crate) async fn unit_events(pool: &Pool, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
+        let rows = sqlx::query(
+            "SELECT id, unit_id, task_id, at, from_status, to_status, stage, detail, error \
+             FROM unit_events WHERE task_id = $1 ORDER BY id",
+        )
+        .bind(task_id)
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(UnitEvent {
+                    id: row.try_get("id")?,
+                    unit_id: row.try_get("unit_id")?,
+                    task_id: row.try_get("task_id")?,
+                    at: row.try_get("at")?,
+                    from_status: row.try_get("from_status")?,
+                    to_status: row.try_get("to_status")?,
+                    stage: row.try_get("stage")?,
+                    detail: row.try_get("detail")?,
+                    error: row.try_get("error")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The key named `name`, storing `candidate` first if there is none (one candidate wins).
+    /// Two statements: the insert stores the candidate or leaves an earlier key alone (a
+    /// concurrent insert of the same name waits for the first to commit, then does nothing),
+    /// and the read returns whichever is stored.
+    pub(crate) async fn host_key_get_or_create(
+        pool: &Pool,
+        name: &str,
+        candidate: &[u8],
+        now: i64,
+    ) -> StoreResult<Vec<u8>> {
+        sqlx::query(
+            "INSERT INTO host_keys (name, key, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(candidate)
+        .bind(now)
+        .execute(pool)
+        .await?;
+        sqlx::query_scalar("SELECT key FROM host_keys WHERE name = $1")
+            .bind(name)
+            .fetch_optional(pool)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("host key {name:?} vanished after insert")))
+    }
+
+    /// Append one row to the handler version history (`handler_versions`, append-only: one
+    /// row per state a version of a handler file entered).
+    pub(crate) async fn handler_version_record(
+        pool: &Pool,
+        row: &HandlerVersionRow,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO handler_versions (at, path, name, version, sha256, state, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(row.at)
+        .bind(&row.path)
+        .bind(&row.name)
+        .bind(&row.version)
+        .bind(&row.sha256)
+        .bind(&row.state)
+        .bind(&row.reason)
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The history's newest rows first, of one handler or all.
+    pub(crate) async fn handler_version_list(
+        pool: &Pool,
+        name: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<HandlerVersionRow>> {
+        let rows = sqlx::query(
+            "SELECT id, at, path, name, version, sha256, state, reason FROM handler_versions \
+             WHERE CAST($1 AS TEXT) IS NULL OR name = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(name)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(HandlerVersionRow {
+                    id: r.try_get("id")?,
+                    at: r.try_get("at")?,
+                    path: r.try_get("path")?,
+                    name: r.try_get("name")?,
+                    version: r.try_get("version")?,
+                    sha256: r.try_get("sha256")?,
+                    state: r.try_get("state")?,
+                    reason: r.try_get("reason")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Raise `name`'s fencing token to `token`; false if the stored one is already higher.
+    /// `conn` is a write transaction's connection on SQLite (one writer); on PostgreSQL any.
+    pub(crate) async fn fence_raise(conn: &mut Conn, name: &str, token: i64) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar(&fence_raise_sql(GREATEST))
+            .bind(name)
+            .bind(token)
+            .fetch_one(conn)
+            .await?)
+    }
+
+    /// Raise `fence.pool`'s token to `fence.token`, or fail with [`StoreError::Fenced`] if
+    /// the stored one is higher. Runs first in the transaction of the write it guards, which
+    /// the caller drops (rolling back) on error.
+    pub(crate) async fn fence_check(conn: &mut Conn, fence: &Fence) -> StoreResult<()> {
+        let current = fence_raise(conn, &fence.pool, fence.token).await?;
+        if current > fence.token {
+            return Err(StoreError::Fenced {
+                pool: fence.pool.clone(),
+                token: fence.token,
+                current,
+            });
+        }
+        Ok(())
+    }
+}
