@@ -103,7 +103,10 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         slots,
         runtime,
         registry,
-        wake: Wake::new(),
+        wake: match &keyspace {
+            Some(keys) => Wake::clustered(keys.clone()),
+            None => Wake::new(),
+        },
         clock,
         objects,
         hot,

@@ -76,6 +76,15 @@ impl Keyspace {
         Ok(conn.clone())
     }
 
+    /// A connection of its own in subscriber mode (the shared one cannot subscribe), opened
+    /// within [`CONNECT_TIMEOUT`].
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, KeyspaceError> {
+        tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_pubsub())
+            .await
+            .map_err(|_| KeyspaceError("connecting to subscribe timed out".into()))?
+            .map_err(KeyspaceError::from)
+    }
+
     /// `PING`: whether Redis answers now.
     pub async fn ping(&self) -> Result<(), KeyspaceError> {
         let mut c = self.conn().await?;

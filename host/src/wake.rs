@@ -1,21 +1,69 @@
 //! Early wake-ups of the per-pool tick loops: a new task, a freed slot or a provider callback
 //! starts the next tick now instead of at the interval (SPEC section 3).
+//!
+//! Within a process a wake is a [`Notify`] per pool. In a cluster (Redis configured) the event
+//! may happen in one process (the API applied a callback) while another holds the pool's lease,
+//! so every wake is also published on Redis (`PUBLISH {prefix}wake:{pool}`), and each scheduler
+//! process relays what it hears to its own loops ([`Wake::relay`]). Publishing never blocks the
+//! caller: wakes queue to a publisher task that coalesces repeats. A lost message only delays
+//! a tick to the next interval, the safety net; a relay that (re)subscribes wakes every loop of
+//! its process at once, since it may have missed messages while away.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
 
-/// One `Notify` per pool, created on first use.
-#[derive(Default)]
+use crate::keyspace::Keyspace;
+
+/// The channel of `pool`'s wakes, under the keyspace prefix.
+pub(crate) fn channel(keys: &Keyspace, pool: &str) -> String {
+    keys.key(&format!("wake:{pool}"))
+}
+
+/// How often a relay sends a probe through Redis to itself: a subscription that stopped
+/// delivering is found within this (plus [`crate::keyspace::RESPONSE_TIMEOUT`]) and renewed.
+const RELAY_PING: Duration = Duration::from_secs(2);
+/// The channel (under `wake:`) of the relays' probes; no pool's loop listens on it.
+const RELAY_PROBE: &str = "slotd:relay-probe";
+/// Longest pause between a relay's attempts to subscribe while Redis is away.
+const RELAY_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// One `Notify` per pool, created on first use, and the publisher of a cluster.
 pub struct Wake {
     pools: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Wakes to publish (cluster mode only).
+    publish: Option<mpsc::UnboundedSender<String>>,
+    /// This process, as the payload of what it publishes: its relay skips its own messages
+    /// (the local loops were woken directly).
+    origin: String,
 }
 
 impl Wake {
+    /// Wakes within this process only (embedded mode, tests).
     pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+        Arc::new(Wake {
+            pools: Mutex::default(),
+            publish: None,
+            origin: String::new(),
+        })
+    }
+
+    /// Wakes within this process and published on `keys`' Redis for the other processes.
+    /// Spawns the publisher task (it ends when the `Wake` is dropped).
+    pub fn clustered(keys: Arc<Keyspace>) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let origin = uuid::Uuid::new_v4().simple().to_string();
+        tokio::spawn(publisher(keys, origin.clone(), rx));
+        Arc::new(Wake {
+            pools: Mutex::default(),
+            publish: Some(tx),
+            origin,
+        })
     }
 
     /// The notifier a pool's loop waits on.
@@ -27,15 +75,155 @@ impl Wake {
             .clone()
     }
 
-    /// Wake one pool's loop (a permit is stored if it is busy, so the wake is not lost).
+    /// Wake one pool's loop, in this process and (in a cluster) in whichever process drives it.
+    /// A permit is stored if the loop is busy, so the wake is not lost.
     pub fn pool(&self, pool: &str) {
+        self.local(pool);
+        if let Some(tx) = &self.publish {
+            // The publisher outlives every caller that could send; a closed channel means
+            // shutdown, when a lost wake costs nothing.
+            let _ = tx.send(pool.to_string());
+        }
+    }
+
+    /// Wake one pool's loop in this process only.
+    pub fn local(&self, pool: &str) {
         self.listener(pool).notify_one();
     }
 
-    /// Wake every pool's loop.
+    /// Wake every loop of this process.
     pub fn all(&self) {
         for n in self.pools.lock().values() {
             n.notify_one();
+        }
+    }
+
+    /// Relay the cluster's wakes to this process's loops until `shutdown`: subscribe to
+    /// `{prefix}wake:*`, wake the named pool on each message from another process, and wake
+    /// every loop whenever the subscription is (re)established. Redis being away only slows
+    /// the loops to their tick interval; the relay keeps trying.
+    pub async fn relay(self: Arc<Self>, keys: Arc<Keyspace>, shutdown: CancellationToken) {
+        let mut failures: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let e = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                e = self.relay_once(&keys) => e,
+            };
+            metrics::gauge!("slotd_wake_relay_subscribed").set(0.0);
+            // A subscription that lasted was live: start the backoff afresh.
+            if started.elapsed() > RELAY_PING * 2 {
+                failures = 0;
+            }
+            failures = failures.saturating_add(1);
+            if failures == 1 {
+                tracing::warn!(error = %e, "wake relay lost Redis; loops fall back to their tick interval");
+            }
+            metrics::counter!("slotd_wake_relay_reconnects_total").increment(1);
+            let pause = Duration::from_millis(50)
+                .saturating_mul(failures.min(40))
+                .min(RELAY_BACKOFF_MAX);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// One subscription, until it fails or stops answering. It counts as live only once a
+    /// probe it published came back through it (a refused subscription is not always reported
+    /// as an error), and a probe goes round every [`RELAY_PING`]: one that does not come back
+    /// within [`crate::keyspace::RESPONSE_TIMEOUT`] ends the subscription.
+    async fn relay_once(&self, keys: &Keyspace) -> anyhow::Error {
+        match self.subscription(keys).await {
+            Ok(never) => match never {},
+            Err(e) => e,
+        }
+    }
+
+    /// [`Wake::relay_once`]'s body; it returns only with an error.
+    async fn subscription(&self, keys: &Keyspace) -> anyhow::Result<std::convert::Infallible> {
+        let pubsub = keys.pubsub().await?;
+        let (mut sink, mut stream) = pubsub.split();
+        sink.psubscribe(channel(keys, "*")).await?;
+        let prefix = channel(keys, "");
+        let probes = channel(keys, RELAY_PROBE);
+        let mut live = false;
+        let mut sent: u64 = 0;
+        let mut outstanding: Option<(String, Instant)> = None;
+        let mut every = tokio::time::interval(RELAY_PING);
+        loop {
+            tokio::select! {
+                msg = stream.next() => {
+                    let Some(msg) = msg else {
+                        anyhow::bail!("the subscription ended");
+                    };
+                    let name = msg.get_channel_name();
+                    let payload: String = msg.get_payload().unwrap_or_default();
+                    if name == probes {
+                        if outstanding.as_ref().is_some_and(|(token, _)| *token == payload) {
+                            outstanding = None;
+                            if !live {
+                                live = true;
+                                tracing::info!("wake relay subscribed");
+                                metrics::gauge!("slotd_wake_relay_subscribed").set(1.0);
+                                // Wakes sent while this process was not listening are gone:
+                                // look at everything.
+                                self.all();
+                            }
+                        }
+                        continue;
+                    }
+                    if let Some(pool) = name.strip_prefix(&prefix)
+                        && payload != self.origin
+                    {
+                        metrics::counter!("slotd_wake_received_total").increment(1);
+                        self.local(pool);
+                    }
+                }
+                _ = every.tick() => {
+                    if let Some((_, at)) = &outstanding {
+                        if at.elapsed() > crate::keyspace::RESPONSE_TIMEOUT {
+                            anyhow::bail!("the relay's probe did not come back in time");
+                        }
+                        continue;
+                    }
+                    sent += 1;
+                    let token = format!("{}-{sent}", self.origin);
+                    let mut conn = keys.conn().await?;
+                    redis::cmd("PUBLISH")
+                        .arg(&probes)
+                        .arg(&token)
+                        .query_async::<i64>(&mut conn)
+                        .await?;
+                    outstanding = Some((token, Instant::now()));
+                }
+            }
+        }
+    }
+}
+
+/// Publish queued wakes, each pool once per batch, until every sender is gone.
+async fn publisher(keys: Arc<Keyspace>, origin: String, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = BTreeSet::from([first]);
+        while let Ok(more) = rx.try_recv() {
+            batch.insert(more);
+        }
+        let Ok(mut conn) = keys.conn().await else {
+            // Redis away: the loops' tick interval covers for the lost wakes.
+            continue;
+        };
+        let mut pipe = redis::pipe();
+        for pool in &batch {
+            pipe.cmd("PUBLISH")
+                .arg(channel(&keys, pool))
+                .arg(&origin)
+                .ignore();
+        }
+        match pipe.query_async::<()>(&mut conn).await {
+            Ok(()) => metrics::counter!("slotd_wake_published_total").increment(batch.len() as u64),
+            Err(e) => tracing::debug!(error = %e, "publishing wakes failed"),
         }
     }
 }

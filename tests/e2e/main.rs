@@ -9,6 +9,7 @@ mod api_http;
 mod callbacks_auth;
 mod cancel_slots;
 mod check_cli;
+mod cluster_wake;
 mod contract_1_0;
 mod core_flow;
 mod crash;

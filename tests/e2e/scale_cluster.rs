@@ -58,21 +58,56 @@ pub struct Cluster {
     _db: crate::pg::PgSchema,
 }
 
+/// How a test's cluster is set up.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    pub schedulers: usize,
+    pub seed: u64,
+    /// `[scheduler] tick_interval`: the pace when no wake arrives.
+    pub tick: Duration,
+    pub lease_ttl: Duration,
+    /// `[pools."kling:video"] max_slots`.
+    pub video_slots: u32,
+    /// Provider callbacks to the API process (`public_url`); polls then only every minute.
+    pub callbacks: bool,
+    /// The Redis every process uses (a test may log in as a user of its own).
+    pub redis_url: String,
+}
+
+impl ClusterOptions {
+    pub fn new(schedulers: usize, seed: u64) -> ClusterOptions {
+        ClusterOptions {
+            schedulers,
+            seed,
+            tick: Duration::from_millis(((10_000.0 * TIME_SCALE) as u64).max(5)),
+            lease_ttl: Duration::from_millis(LEASE_TTL_MS),
+            video_slots: 18,
+            callbacks: false,
+            redis_url: redis_url(),
+        }
+    }
+}
+
 impl Cluster {
     pub async fn start(schedulers: usize, seed: u64) -> Cluster {
+        Cluster::start_with(ClusterOptions::new(schedulers, seed)).await
+    }
+
+    pub async fn start_with(opts: ClusterOptions) -> Cluster {
         let dir = tempfile::TempDir::new().expect("tmp");
-        let sim = slotd::sim::start(sim_options(seed))
+        let sim = slotd::sim::start(sim_options(opts.seed))
             .await
             .expect("simulator");
         let prefix = format!("slotd-e2e:{}:", uuid::Uuid::new_v4().simple());
         let db = crate::pg::PgSchema::create().await;
-        let config = write_config(dir.path(), &sim, &prefix, &db.url());
+        let api_listen = format!("127.0.0.1:{}", free_port());
+        let config = write_config(dir.path(), &sim, &prefix, &db.url(), &opts, &api_listen);
         let log = dir.path().join("slotd.log");
         let client = reqwest::Client::new();
-        let api = spawn(&config, &log, "api");
+        let api = spawn_at(&config, &log, "api", api_listen);
         wait_healthy(&client, &api.base).await;
         let mut procs = Vec::new();
-        for _ in 0..schedulers {
+        for _ in 0..opts.schedulers {
             let p = spawn(&config, &log, "scheduler");
             wait_healthy(&client, &p.base).await;
             procs.push(p);
@@ -255,9 +290,25 @@ impl Drop for Cluster {
     }
 }
 
-fn write_config(dir: &Path, sim: &SimHandle, prefix: &str, database: &str) -> PathBuf {
+fn write_config(
+    dir: &Path,
+    sim: &SimHandle,
+    prefix: &str,
+    database: &str,
+    opts: &ClusterOptions,
+    api_listen: &str,
+) -> PathBuf {
     let plugins = kling_plugins(dir);
-    let tick_ms = ((10_000.0 * TIME_SCALE) as u64).max(5);
+    let callbacks = if opts.callbacks {
+        format!("public_url = \"http://{api_listen}\"\n")
+    } else {
+        String::new()
+    };
+    let polls = if opts.callbacks {
+        "poll_max = \"60s\"\n"
+    } else {
+        ""
+    };
     let text = format!(
         r#"
 database_url = "{database}"
@@ -265,7 +316,7 @@ redis_url = "{redis}"
 redis_prefix = "{prefix}"
 plugins_dir = "{plugins}"
 object_store = "file://{objects}"
-
+{callbacks}
 [limits]
 call_deadline = "2s"
 
@@ -274,10 +325,10 @@ tick_interval = "{tick_ms}ms"
 min_rest = "2ms"
 finalize_lease = "500ms"
 reconcile_interval = "200ms"
-lease_ttl = "{LEASE_TTL_MS}ms"
-
+lease_ttl = "{lease_ms}ms"
+{polls}
 [pools."kling:video"]
-max_slots = 18
+max_slots = {video_slots}
 
 [pools."kling:avatar"]
 max_slots = 2
@@ -294,7 +345,10 @@ access_key = "AK"
 secret_key = "SK"
 allowed_hosts = ["{host}"]
 "#,
-        redis = redis_url(),
+        redis = opts.redis_url,
+        tick_ms = opts.tick.as_millis(),
+        lease_ms = opts.lease_ttl.as_millis(),
+        video_slots = opts.video_slots,
         plugins = plugins.display(),
         objects = dir.join("objects").display(),
         base = sim.base_url(),
@@ -306,8 +360,10 @@ allowed_hosts = ["{host}"]
 }
 
 fn spawn(config: &Path, log: &Path, role: &'static str) -> Proc {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    spawn_at(config, log, role, format!("127.0.0.1:{}", free_port()))
+}
+
+fn spawn_at(config: &Path, log: &Path, role: &'static str, listen: String) -> Proc {
     let child = spawn_slotd(config, log, &["--role", role, "--listen", &listen]);
     Proc {
         base: format!("http://{listen}"),

@@ -2,8 +2,11 @@
 //! real handler and scheduler: a backlog of shots on `kling:video` (pool = account limit = 20),
 //! once polling only and once with callbacks. Backlog utilization is busy slot-seconds over
 //! (slots × the time shots were still waiting to be submitted); makespan is divided by the ideal
-//! zero-overhead FIFO schedule of the same jobs. `SLOTD_BENCH_SHOTS` and
-//! `SLOTD_BENCH_TIME_SCALE` change the run (100 shots at time × 0.1 by default).
+//! zero-overhead FIFO schedule of the same jobs. Each run is made embedded (SQLite, one
+//! process: the `sqlite` column) and in cluster mode (PostgreSQL and Redis, one API and two
+//! scheduler processes: the `cluster` column; skipped when either server does not answer).
+//! `SLOTD_BENCH_SHOTS` and `SLOTD_BENCH_TIME_SCALE` change the run (100 shots at time × 0.1 by
+//! default).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -61,7 +64,69 @@ fn config(
     Ok(c)
 }
 
-async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Result<Figures> {
+/// Where slotd runs for a Kling run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Deployment {
+    /// One process, SQLite, in-process slots (the embedded defaults).
+    Embedded,
+    /// PostgreSQL and Redis, one API and two scheduler processes ([`crate::cluster`]).
+    Cluster,
+}
+
+/// The `[handlers.kling-video]` section of [`config`], as a cluster's file says it.
+fn handler_toml(sim: &slotd::sim::SimHandle, time_scale: f64) -> String {
+    format!(
+        "[handlers.kling-video]\nbase_url = \"{}\"\naccess_key = \"AK\"\nsecret_key = \"SK\"\n\
+         expected_duration_scale = \"{time_scale}\"\nallowed_hosts = [\"{}\"]\n",
+        sim.base_url(),
+        sim.addr()
+    )
+}
+
+/// slotd running one way or the other, until stopped.
+enum Running {
+    Embedded {
+        stop: tokio::sync::oneshot::Sender<()>,
+        server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    },
+    Cluster(crate::cluster::Cluster),
+}
+
+async fn start(
+    deployment: Deployment,
+    dir: &std::path::Path,
+    sim: &slotd::sim::SimHandle,
+    time_scale: f64,
+    callbacks: bool,
+) -> anyhow::Result<Option<(String, Running)>> {
+    if deployment == Deployment::Cluster {
+        let tick = Duration::from_secs_f64(10.0 * time_scale);
+        let handler = handler_toml(sim, time_scale);
+        let Some(c) = crate::cluster::start(dir, &handler, LIMIT, tick, callbacks).await? else {
+            return Ok(None);
+        };
+        return Ok(Some((c.base.clone(), Running::Cluster(c))));
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let c = config(dir, sim, time_scale, callbacks.then_some(addr))?;
+    let services = slotd::app::build(c).await?;
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(slotd::run_with(services, Some(listener), async move {
+        rx.await.ok();
+    }));
+    Ok(Some((
+        format!("http://{addr}"),
+        Running::Embedded { stop, server },
+    )))
+}
+
+async fn run_one(
+    deployment: Deployment,
+    shots: usize,
+    time_scale: f64,
+    callbacks: bool,
+) -> anyhow::Result<Option<Figures>> {
     let dir = tempfile::TempDir::new()?;
     let sim = slotd::sim::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
@@ -73,16 +138,11 @@ async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Resu
         ..SimOptions::default()
     })
     .await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let c = config(dir.path(), &sim, time_scale, callbacks.then_some(addr))?;
-    let services = slotd::app::build(c).await?;
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(slotd::run_with(services, Some(listener), async move {
-        rx.await.ok();
-    }));
+    let Some((base, running)) = start(deployment, dir.path(), &sim, time_scale, callbacks).await?
+    else {
+        return Ok(None);
+    };
     let client = reqwest::Client::new();
-    let base = format!("http://{addr}");
     let started = Instant::now();
     let shots_json: Vec<Value> = (0..shots)
         .map(|i| json!({"prompt": format!("shot {i}")}))
@@ -129,16 +189,22 @@ async fn run_one(shots: usize, time_scale: f64, callbacks: bool) -> anyhow::Resu
     // Makespan from the first submission (sim time 0 is the first create).
     let last_end = jobs.iter().filter_map(|j| j.ended).fold(0.0, f64::max);
     let completed = view["completed"].as_u64().unwrap_or(0).max(1);
-    tx.send(()).ok();
-    server.await??;
-    Ok(Figures {
+    match running {
+        Running::Embedded { stop, server } => {
+            stop.send(()).ok();
+            server.await??;
+        }
+        // Killing the processes (the cluster's drop) is all it takes.
+        Running::Cluster(cluster) => drop(cluster),
+    }
+    Ok(Some(Figures {
         backlog_util: f.backlog_utilization,
         util: f.utilization,
         makespan_ratio: if ideal > 0.0 { last_end / ideal } else { 1.0 },
         requests_per_shot: stats.requests as f64 / completed as f64,
         refusals_1303: stats.rate_limited_1303,
         wall,
-    })
+    }))
 }
 
 pub async fn run(report: &mut Report) {
@@ -154,41 +220,53 @@ pub async fn run(report: &mut Report) {
         ("polling", false, 0.985, 1.01, 3.0),
         ("callbacks", true, 0.998, 1.005, 1.1),
     ] {
-        eprintln!("kling: {shots} shots on {LIMIT} slots at time x{scale}, {mode}…");
-        let f = run_one(shots, scale, callbacks).await.expect("kling run");
-        eprintln!(
-            "kling {mode}: whole-run utilization {:.4}, wall {:.1} s",
-            f.util,
-            f.wall.as_secs_f64()
-        );
-        let name = |n: &str| format!("{n}_{mode}");
-        report.add(
-            &name("backlog_util"),
-            "-",
-            f.backlog_util,
-            "ratio",
-            Target::AtLeast(util),
-        );
-        report.add(
-            &name("makespan_fifo"),
-            "-",
-            f.makespan_ratio,
-            "ratio",
-            Target::AtMost(makespan),
-        );
-        report.add(
-            &name("requests_per_shot"),
-            "-",
-            f.requests_per_shot,
-            "1",
-            Target::AtMost(requests),
-        );
-        report.add(
-            &name("refusals_1303"),
-            "-",
-            f.refusals_1303 as f64,
-            "1",
-            Target::AtMost(0.0),
-        );
+        for (deployment, backend) in [
+            (Deployment::Embedded, "sqlite"),
+            (Deployment::Cluster, "cluster"),
+        ] {
+            eprintln!(
+                "kling: {shots} shots on {LIMIT} slots at time x{scale}, {mode}, {deployment:?}…"
+            );
+            let Some(f) = run_one(deployment, shots, scale, callbacks)
+                .await
+                .expect("kling run")
+            else {
+                continue;
+            };
+            eprintln!(
+                "kling {mode} {deployment:?}: whole-run utilization {:.4}, wall {:.1} s",
+                f.util,
+                f.wall.as_secs_f64()
+            );
+            let name = |n: &str| format!("{n}_{mode}");
+            report.add(
+                &name("backlog_util"),
+                backend,
+                f.backlog_util,
+                "ratio",
+                Target::AtLeast(util),
+            );
+            report.add(
+                &name("makespan_fifo"),
+                backend,
+                f.makespan_ratio,
+                "ratio",
+                Target::AtMost(makespan),
+            );
+            report.add(
+                &name("requests_per_shot"),
+                backend,
+                f.requests_per_shot,
+                "1",
+                Target::AtMost(requests),
+            );
+            report.add(
+                &name("refusals_1303"),
+                backend,
+                f.refusals_1303 as f64,
+                "1",
+                Target::AtMost(0.0),
+            );
+        }
     }
 }

@@ -9,8 +9,10 @@
 //! Groups, all by default, or named: `cargo bench -p slotd -- tick submit`:
 //! `runtime` (handler call, cached reload, cold compile), `tick` (`run_once` at 10,000 units),
 //! `submit` (durable `POST /v1/tasks`), `memory` (resident memory of a real `slotd serve`),
-//! `kling` (slot fullness against the Kling simulator, polling and callbacks).
+//! `kling` (slot fullness against the Kling simulator, polling and callbacks, embedded and in
+//! cluster mode).
 
+mod cluster;
 mod common;
 mod kling;
 mod memory;

@@ -18,7 +18,8 @@ pub enum Better {
 #[derive(Clone, Debug, Serialize)]
 pub struct Record {
     pub name: String,
-    /// `sqlite`, `postgres`, or `-` for figures that do not depend on the database.
+    /// `sqlite`, `postgres`, `cluster` (PostgreSQL and Redis, one API and two scheduler
+    /// processes), or `-` for figures that do not depend on the database.
     pub backend: String,
     pub value: f64,
     pub unit: String,
@@ -86,10 +87,10 @@ impl Report {
         }
         println!();
         println!(
-            "{:<28} {:>22} {:>22} {:>12}  {:<6}",
-            "figure", "sqlite (ratio)", "postgres (ratio)", "target", "unit"
+            "{:<28} {:>22} {:>22} {:>22} {:>12}  {:<6}",
+            "figure", "sqlite (ratio)", "postgres (ratio)", "cluster (ratio)", "target", "unit"
         );
-        println!("{}", "-".repeat(96));
+        println!("{}", "-".repeat(119));
         for (name, by_backend) in rows.values() {
             let any = by_backend.values().next().copied();
             let cell = |b: &str| match by_backend.get(b) {
@@ -107,10 +108,10 @@ impl Report {
                 ),
                 None => String::new(),
             };
-            let (sqlite, postgres) = if by_backend.contains_key("-") {
-                (cell("-"), "  (any backend)".to_string())
+            let (sqlite, postgres, cluster) = if by_backend.contains_key("-") {
+                (cell("-"), "  (any backend)".to_string(), String::new())
             } else {
-                (cell("sqlite"), cell("postgres"))
+                (cell("sqlite"), cell("postgres"), cell("cluster"))
             };
             let target = any
                 .and_then(|r| {
@@ -129,7 +130,7 @@ impl Report {
                 })
                 .unwrap_or_default();
             println!(
-                "{name:<28} {sqlite:>22} {postgres:>22} {target:>12}  {:<6}",
+                "{name:<28} {sqlite:>22} {postgres:>22} {cluster:>22} {target:>12}  {:<6}",
                 any.map(|r| r.unit.as_str()).unwrap_or("")
             );
         }

@@ -35,6 +35,9 @@ pub struct PoolView {
     pub units: BTreeMap<&'static str, u64>,
     pub task_types: Vec<String>,
     pub handlers: Vec<String>,
+    /// In a cluster (Redis configured): which scheduler drives the pool and how long it has
+    /// gone without one between holders; `None` embedded, or when Redis could not be asked.
+    pub lease: Option<crate::lease::LeaseView>,
 }
 
 /// `GET /v1/pools`: a JSON array, by name. Any authenticated tenant may look: pools are shared,
@@ -67,6 +70,7 @@ async fn list(
                 units: empty(),
                 task_types: l.task_types,
                 handlers: l.handlers,
+                lease: None,
             };
             (l.name, view)
         })
@@ -80,6 +84,7 @@ async fn list(
             units: empty(),
             task_types: Vec::new(),
             handlers: Vec::new(),
+            lease: None,
         });
         *view.units.entry(c.status.as_str()).or_default() += c.count;
     }
@@ -87,6 +92,21 @@ async fn list(
         match services.slots.used(&view.name).await {
             Ok(n) => view.used = Some(n),
             Err(e) => tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed"),
+        }
+        if let Some(keys) = &services.keyspace {
+            // The scheduler driving the pool may be another process: its figure counts.
+            if let (Some(max), Ok(Some(lowered))) = (
+                view.max_slots,
+                crate::scheduler::shared_capacity(keys, &view.name).await,
+            ) {
+                view.effective_max_slots = Some(lowered.min(max));
+            }
+            match crate::lease::lease_view(keys, &view.name).await {
+                Ok(lease) => view.lease = Some(lease),
+                Err(e) => {
+                    tracing::warn!(pool = %view.name, error = %e, "reading the pool lease failed")
+                }
+            }
         }
     }
     Ok(Json(pools.into_values().collect()))

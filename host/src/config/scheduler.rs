@@ -62,7 +62,7 @@ pub struct SchedulerConfig {
     /// reason, until `POST /v1/tasks/{id}/retry` finalizes it again.
     pub finalize_attempts: u32,
     /// A pool lease's lifetime (with Redis): renewed every third of it; a dead scheduler's
-    /// pools are taken over within two lease periods.
+    /// pools are taken over within one lease period (a stopped one's at once).
     #[serde(deserialize_with = "file::duration")]
     pub lease_ttl: Duration,
     /// Largest artifact a finalization downloads. Not a file key.

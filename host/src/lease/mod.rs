@@ -66,20 +66,45 @@ impl Leases {
         self.keys.key(&format!("lease:{pool}"))
     }
 
-    /// Take `pool`'s lease if it is free; the fencing token when taken. `now_ms` seeds the
-    /// token counter if Redis lost it, keeping tokens increasing across a flush.
-    pub async fn try_acquire(&self, pool: &str, now_ms: i64) -> Result<Option<i64>, KeyspaceError> {
+    fn held_until_key(&self, pool: &str) -> String {
+        self.keys.key(&format!("lease-held-until:{pool}"))
+    }
+
+    /// Take `pool`'s lease if it is free: the fencing token and how long the pool went
+    /// without a holder, or how long the current holder's lease still runs. `now_ms` seeds
+    /// the token counter if Redis lost it, keeping tokens increasing across a flush.
+    pub async fn acquire(&self, pool: &str, now_ms: i64) -> Result<Acquire, KeyspaceError> {
         let mut conn = self.keys.conn().await?;
-        let token: i64 = self
+        let (token, ms): (i64, i64) = self
             .acquire
             .key(self.lease_key(pool))
             .key(self.keys.key(&format!("fence:{pool}")))
+            .key(self.held_until_key(pool))
+            .key(unheld_key(&self.keys, pool))
             .arg(&self.owner)
             .arg(self.ttl_ms())
             .arg(now_ms.max(0).saturating_mul(1000))
             .invoke_async(&mut conn)
             .await?;
-        Ok((token > 0).then_some(token))
+        Ok(if token > 0 {
+            Acquire::Won {
+                token,
+                unheld: u64::try_from(ms).ok().map(Duration::from_millis),
+            }
+        } else {
+            // PTTL is -1 for a key without expiry and -2 for one just gone: look again soon.
+            Acquire::Held {
+                expires_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+            }
+        })
+    }
+
+    /// [`Leases::acquire`], keeping only the fencing token of a lease won.
+    pub async fn try_acquire(&self, pool: &str, now_ms: i64) -> Result<Option<i64>, KeyspaceError> {
+        Ok(match self.acquire(pool, now_ms).await? {
+            Acquire::Won { token, .. } => Some(token),
+            Acquire::Held { .. } => None,
+        })
     }
 
     /// Extend `pool`'s lease if this instance still holds it; false when it was lost.
@@ -88,6 +113,7 @@ impl Leases {
         let renewed: i64 = self
             .renew
             .key(self.lease_key(pool))
+            .key(self.held_until_key(pool))
             .arg(&self.owner)
             .arg(self.ttl_ms())
             .invoke_async(&mut conn)
@@ -101,23 +127,42 @@ impl Leases {
         let released: i64 = self
             .release
             .key(self.lease_key(pool))
+            .key(self.held_until_key(pool))
             .arg(&self.owner)
             .invoke_async(&mut conn)
             .await?;
         Ok(released == 1)
     }
 
-    /// Announce this instance as live for one lease period; returns how many are live.
-    pub async fn heartbeat(&self) -> Result<usize, KeyspaceError> {
+    /// Announce this instance as live for one lease period: how many are live, and when the
+    /// soonest other instance drops out unless it announces itself again.
+    pub async fn heartbeat(&self) -> Result<Live, KeyspaceError> {
         let mut conn = self.keys.conn().await?;
-        let live: i64 = self
+        let (live, soonest): (i64, i64) = self
             .heartbeat
             .key(self.keys.key("schedulers"))
             .arg(&self.owner)
             .arg(self.ttl_ms())
             .invoke_async(&mut conn)
             .await?;
-        Ok(usize::try_from(live).unwrap_or(1).max(1))
+        Ok(Live {
+            count: usize::try_from(live).unwrap_or(1).max(1),
+            next_expiry: u64::try_from(soonest).ok().map(Duration::from_millis),
+        })
+    }
+
+    /// Tell the other instances to look at the leases now (this one gave its pools up).
+    pub async fn announce_free(&self) -> Result<(), KeyspaceError> {
+        let mut conn = self.keys.conn().await?;
+        redis::cmd("PUBLISH")
+            .arg(crate::wake::channel(
+                &self.keys,
+                crate::scheduler::LEASE_WAKE,
+            ))
+            .arg(&self.owner)
+            .query_async::<i64>(&mut conn)
+            .await?;
+        Ok(())
     }
 
     /// Stop counting this instance as live (at shutdown).
@@ -131,6 +176,58 @@ impl Leases {
             .await?;
         Ok(())
     }
+}
+
+/// What [`Leases::heartbeat`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Live {
+    /// Live instances, this one included.
+    pub count: usize,
+    /// When the soonest other instance drops out unless it announces itself again.
+    pub next_expiry: Option<Duration>,
+}
+
+/// What [`Leases::acquire`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquire {
+    /// The lease is this instance's now.
+    Won {
+        /// The fencing token of this tenure.
+        token: i64,
+        /// How long the pool had no holder before (`None`: it never had one).
+        unheld: Option<Duration>,
+    },
+    /// Another instance holds it, for this long unless renewed.
+    Held { expires_in: Duration },
+}
+
+fn unheld_key(keys: &Keyspace, pool: &str) -> String {
+    keys.key(&format!("lease-unheld-ms:{pool}"))
+}
+
+/// Who holds a pool's lease, as any process sees it in Redis (the API shows it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LeaseView {
+    /// The holding scheduler's owner id (`slotd_scheduler_info` on its metrics), if any.
+    pub holder: Option<String>,
+    /// Milliseconds the pool has spent without a holder between tenures, all told.
+    pub unheld_ms_total: u64,
+}
+
+/// [`LeaseView`] of `pool`.
+pub async fn lease_view(keys: &Keyspace, pool: &str) -> Result<LeaseView, KeyspaceError> {
+    let mut conn = keys.conn().await?;
+    let (holder, unheld): (Option<String>, Option<u64>) = redis::pipe()
+        .cmd("GET")
+        .arg(keys.key(&format!("lease:{pool}")))
+        .cmd("GET")
+        .arg(unheld_key(keys, pool))
+        .query_async(&mut conn)
+        .await?;
+    Ok(LeaseView {
+        holder,
+        unheld_ms_total: unheld.unwrap_or(0),
+    })
 }
 
 #[cfg(test)]

@@ -57,6 +57,54 @@ pub struct Observed {
     pub in_flight: u32,
 }
 
+/// In a cluster, tell every process `pool`'s effective limit (`capacity:{pool}` in Redis,
+/// removed when it is back at `configured`), so `GET /v1/pools` on an API process shows what
+/// the scheduler fills to. Fire and forget: a lost update only shows a stale figure.
+pub(crate) fn share(
+    services: &crate::services::Services,
+    pool: &str,
+    effective: u32,
+    configured: u32,
+) {
+    let Some(keys) = services.keyspace.clone() else {
+        return;
+    };
+    let key = shared_key(&keys, pool);
+    tokio::spawn(async move {
+        let Ok(mut conn) = keys.conn().await else {
+            return;
+        };
+        let mut cmd = if effective >= configured {
+            redis::cmd("DEL")
+        } else {
+            redis::cmd("SET")
+        };
+        cmd.arg(&key);
+        if effective < configured {
+            cmd.arg(effective);
+        }
+        if let Err(e) = cmd.query_async::<()>(&mut conn).await {
+            tracing::debug!(error = %e, "sharing the effective limit failed");
+        }
+    });
+}
+
+fn shared_key(keys: &crate::keyspace::Keyspace, pool: &str) -> String {
+    keys.key(&format!("capacity:{pool}"))
+}
+
+/// The effective limit of `pool` as its scheduler last shared it, if lowered.
+pub(crate) async fn shared(
+    keys: &crate::keyspace::Keyspace,
+    pool: &str,
+) -> Result<Option<u32>, crate::keyspace::KeyspaceError> {
+    let mut conn = keys.conn().await?;
+    Ok(redis::cmd("GET")
+        .arg(shared_key(keys, pool))
+        .query_async::<Option<u32>>(&mut conn)
+        .await?)
+}
+
 impl Capacity {
     /// The pool's effective limit: the adapted one, capped by the configured maximum.
     pub fn effective(&self, pool: &str, configured: u32) -> u32 {

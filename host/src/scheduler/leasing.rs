@@ -16,8 +16,15 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
-use crate::lease::Leases;
+use crate::lease::{Acquire, Leases};
 use crate::store::Fence;
+
+/// The wake-up key of the lease coordinators: a scheduler that gave its pools up (shutdown)
+/// announces it on this key, so the others take them at once rather than at their next round.
+pub const LEASE_WAKE: &str = "slotd:leases";
+
+/// The shortest pause between two coordinator rounds (a burst of wakes is one round).
+const ROUND_REST_MIN: Duration = Duration::from_millis(5);
 
 /// A lease this instance holds.
 #[derive(Clone, Copy, Debug)]
@@ -86,10 +93,10 @@ impl Scheduler {
             return Ok(None);
         };
         let now = self.services.clock.now_ms();
-        let Some(token) = leases.try_acquire(pool, now).await? else {
+        let Acquire::Won { token, unheld } = leases.acquire(pool, now).await? else {
             return Ok(None);
         };
-        self.won_lease(leases, pool, token).await;
+        self.won_lease(leases, pool, token, unheld).await;
         Ok(self.lease_token(pool))
     }
 
@@ -103,45 +110,63 @@ impl Scheduler {
     }
 
     /// The coordinator: renew, drop lost, take or give up pools, every third of a lease
-    /// period, until shutdown; then give every lease up so others take over at once.
+    /// period, and sooner when a lease it may take runs out or another instance announces
+    /// pools given up; at shutdown, leave the live set and give every lease up, announcing it,
+    /// so others take over at once.
     pub(crate) async fn lease_loop(
         self: Arc<Self>,
         leases: Arc<Leases>,
         shutdown: CancellationToken,
     ) {
         let every = leases.ttl() / 3;
+        let announced = self.services.wake.listener(LEASE_WAKE);
         // Who this process is, for operators matching `lease:{pool}` values to processes.
         metrics::gauge!("slotd_scheduler_info", "owner" => self.owner.clone()).set(1.0);
         loop {
-            self.lease_round(&leases).await;
+            let next = self.lease_round(&leases).await;
+            // A dead instance's pools free up when its lease runs out: be there just after.
+            let rest = next
+                .map(|d| d + ROUND_REST_MIN)
+                .unwrap_or(every)
+                .min(every)
+                .max(ROUND_REST_MIN.min(every));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(every) => {}
+                _ = tokio::time::sleep(rest) => {}
+                _ = announced.notified() => {}
             }
         }
-        let held: Vec<String> = self.held_pools().into_iter().collect();
-        for pool in held {
-            let lock = self.lease_state.tick_lock(&pool);
-            let _tick = lock.lock().await;
-            self.drop_lease(&pool, "shutdown");
-            if let Err(e) = leases.release(&pool).await {
-                tracing::warn!(pool = %pool, error = %e, "releasing the pool lease at shutdown failed");
-            }
-        }
+        // Leave first: the others then count one instance less and take this one's share.
         if let Err(e) = leases.leave().await {
             tracing::debug!(error = %e, "leaving the scheduler set failed");
         }
+        let held: Vec<String> = self.held_pools().into_iter().collect();
+        for pool in &held {
+            let lock = self.lease_state.tick_lock(pool);
+            let _tick = lock.lock().await;
+            self.drop_lease(pool, "shutdown");
+            if let Err(e) = leases.release(pool).await {
+                tracing::warn!(pool = %pool, error = %e, "releasing the pool lease at shutdown failed");
+            }
+        }
+        if !held.is_empty()
+            && let Err(e) = leases.announce_free().await
+        {
+            tracing::debug!(error = %e, "announcing the released leases failed");
+        }
     }
 
-    /// One coordinator round.
-    async fn lease_round(&self, leases: &Leases) {
+    /// One coordinator round; returns how soon a lease this instance may take could free up
+    /// (another instance's announcement or lease running out), if sooner than never.
+    async fn lease_round(&self, leases: &Leases) -> Option<Duration> {
         let live = match leases.heartbeat().await {
-            Ok(n) => n,
+            Ok(live) => live,
             Err(e) => {
                 tracing::warn!(error = %e, "Redis unavailable; pool leases cannot be renewed");
-                return;
+                return None;
             }
         };
+        let mut next = live.next_expiry;
         // Renew what is held; drop what was lost.
         for pool in self.held_pools() {
             match leases.renew(&pool).await {
@@ -158,7 +183,7 @@ impl Scheduler {
             .into_keys()
             .collect();
         let held = self.held_pools();
-        let plan = crate::lease::plan(&self.owner, &pools, &held, live);
+        let plan = crate::lease::plan(&self.owner, &pools, &held, live.count);
         if let Some(pool) = plan.give_up {
             let lock = self.lease_state.tick_lock(&pool);
             let _tick = lock.lock().await;
@@ -167,26 +192,41 @@ impl Scheduler {
                 tracing::warn!(pool = %pool, error = %e, "giving the pool lease up failed");
             }
         }
-        let share = crate::lease::share(pools.len(), live);
+        let share = crate::lease::share(pools.len(), live.count);
         for pool in plan.try_take {
             if self.lease_state.held.lock().len() >= share {
                 break;
             }
             let now = self.services.clock.now_ms();
-            match leases.try_acquire(&pool, now).await {
-                Ok(Some(token)) => self.won_lease(leases, &pool, token).await,
-                Ok(None) => {}
+            match leases.acquire(&pool, now).await {
+                Ok(Acquire::Won { token, unheld }) => {
+                    self.won_lease(leases, &pool, token, unheld).await
+                }
+                Ok(Acquire::Held { expires_in }) => {
+                    next = Some(next.map_or(expires_in, |n| n.min(expires_in)));
+                }
                 Err(e) => {
                     tracing::warn!(pool = %pool, error = %e, "taking a pool lease failed");
                     break;
                 }
             }
         }
+        next
     }
 
     /// A lease was won: fence the database at its token, reconcile slots before the first
     /// grant (the previous holder may have died mid-tick), and start ticking at once.
-    async fn won_lease(&self, leases: &Leases, pool: &str, token: i64) {
+    async fn won_lease(&self, leases: &Leases, pool: &str, token: i64, unheld: Option<Duration>) {
+        if let Some(gap) = unheld {
+            // The time the pool's slots could not be filled by anyone (SPEC section 12).
+            metrics::histogram!("slotd_pool_unheld_seconds", "pool" => pool.to_string())
+                .record(gap.as_secs_f64());
+            tracing::info!(
+                pool,
+                gap_ms = gap.as_millis() as u64,
+                "pool had no lease holder"
+            );
+        }
         match self.services.store.pool_fence_advance(pool, token).await {
             Ok(true) => {}
             outcome => {
@@ -222,7 +262,8 @@ impl Scheduler {
         );
         tracing::info!(pool, owner = %self.owner, token, "pool lease taken");
         metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "taken").increment(1);
-        self.services.wake.pool(pool);
+        // Only this process drives the pool: tick it here at once.
+        self.services.wake.local(pool);
     }
 }
 

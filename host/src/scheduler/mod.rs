@@ -22,8 +22,10 @@ mod tick_report;
 
 pub use apply::{Planned, Refused, fault_updates, plan_updates};
 pub use callback::{CallbackReport, FINALIZE_WAKE, apply_callback};
+pub(crate) use capacity::shared as shared_capacity;
 pub use capacity::{Capacity, Observed};
 pub use finalize::FinalizeReport;
+pub use leasing::LEASE_WAKE;
 pub use policy::{poll_delay_ms, retry_delay_ms};
 pub use pools::{PoolLimit, pool_limits};
 pub use tick::{TickError, TickReport, TickSteps};

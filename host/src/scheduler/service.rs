@@ -41,6 +41,11 @@ impl Scheduler {
         if let Some(leases) = self.leases.clone() {
             tracker.spawn(self.clone().lease_loop(leases, shutdown.clone()));
         }
+        // In a cluster, wakes published by other processes (a task created on the API, a
+        // callback applied there) reach this process's loops through the relay.
+        if let Some(keys) = self.services.keyspace.clone() {
+            tracker.spawn(self.services.wake.clone().relay(keys, shutdown.clone()));
+        }
         let every = self
             .services
             .config

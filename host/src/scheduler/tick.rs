@@ -190,6 +190,7 @@ impl Scheduler {
             None
         };
         report.next_due = polls.into_iter().chain(fills).min();
+        let before = s.capacity.effective(&pool, configured);
         let effective = s.capacity.observe(
             &pool,
             configured,
@@ -201,6 +202,9 @@ impl Scheduler {
         );
         metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
             .set(f64::from(effective));
+        if effective != before {
+            super::capacity::share(s, &pool, effective, configured);
+        }
         if report.capacity_rejected > 0 {
             metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.clone())
                 .increment(report.capacity_rejected as u64);

@@ -1,0 +1,172 @@
+//! slotd in cluster mode for the Kling benchmark: PostgreSQL and Redis, one `--role api`
+//! process and two `--role scheduler` processes of the real binary, all killed when dropped.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The processes of one cluster.
+pub struct Cluster {
+    /// The API process's base URL (tasks are submitted and read there).
+    pub base: String,
+    children: Vec<Child>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The Redis to use: `SLOTD_TEST_REDIS_URL` or the local server, if it answers.
+async fn redis_url() -> Option<String> {
+    let url =
+        std::env::var("SLOTD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let client = redis::Client::open(url.as_str()).ok()?;
+    let mut conn = tokio::time::timeout(
+        Duration::from_secs(2),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    redis::cmd("PING")
+        .query_async::<String>(&mut conn)
+        .await
+        .ok()?;
+    Some(url)
+}
+
+/// Start a cluster in `dir` whose handler talks to `sim` (the `[handlers.kling-video]`
+/// section, as TOML lines) and whose pool `kling:video` has `limit` slots, timed by
+/// `tick`; callbacks go to the API process when `callbacks`. `None` when PostgreSQL or Redis
+/// does not answer (the cluster figures are then skipped).
+pub async fn start(
+    dir: &Path,
+    handler: &str,
+    limit: u32,
+    tick: Duration,
+    callbacks: bool,
+) -> anyhow::Result<Option<Cluster>> {
+    let (Some(database), Some(redis)) = (crate::common::pg_schema_url().await, redis_url().await)
+    else {
+        eprintln!("PostgreSQL or Redis not reachable: the cluster figures are skipped");
+        return Ok(None);
+    };
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    let src = slotd::runtime::built_handler("kling-video")
+        .ok_or_else(|| anyhow::anyhow!("kling-video not built"))?;
+    std::fs::copy(src, plugins.join("kling-video.wasm"))?;
+    let api_listen = format!("127.0.0.1:{}", free_port()?);
+    let public = if callbacks {
+        format!("public_url = \"http://{api_listen}\"\n")
+    } else {
+        String::new()
+    };
+    let config = format!(
+        r#"database_url = "{database}"
+redis_url = "{redis}"
+redis_prefix = "slotd-bench:{prefix}:"
+plugins_dir = "{plugins}"
+cache_dir = "{cache}"
+object_store = "file://{objects}"
+max_units_per_task = 1000
+{public}
+[scheduler]
+tick_interval = "{tick_ms}ms"
+
+[pools."kling:video"]
+max_slots = {limit}
+
+{handler}
+"#,
+        prefix = uuid::Uuid::new_v4().simple(),
+        plugins = plugins.display(),
+        cache = dir.join("cache").display(),
+        objects = dir.join("objects").display(),
+        tick_ms = tick.as_millis(),
+    );
+    let file = dir.join("cluster.toml");
+    std::fs::write(&file, config)?;
+    let log = dir.join("cluster.log");
+    let mut cluster = Cluster {
+        base: format!("http://{api_listen}"),
+        children: Vec::new(),
+    };
+    let client = reqwest::Client::new();
+    let mut bases = Vec::new();
+    for (role, listen) in [
+        ("api", api_listen.clone()),
+        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
+        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
+    ] {
+        let err = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let child = Command::new(env!("CARGO_BIN_EXE_slotd"))
+            .arg("serve")
+            .args(["--role", role, "--listen", &listen])
+            .arg("--config")
+            .arg(&file)
+            .env("SLOTD_LOG", "warn")
+            .env_remove("SLOTD_DATABASE_URL")
+            .env_remove("SLOTD_REDIS_URL")
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()?;
+        cluster.children.push(child);
+        bases.push(format!("http://{listen}"));
+    }
+    // Every process answers, and the pool has a lease holder with its wake relay listening.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for base in &bases {
+        loop {
+            let ok = client
+                .get(format!("{base}/healthz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ok {
+                break;
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "{base} did not start: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    loop {
+        let pools: serde_json::Value = client
+            .get(format!("{}/v1/pools", cluster.base))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let held = pools.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|p| p["name"] == "kling:video" && p["lease"]["holder"].is_string())
+        });
+        if held {
+            break;
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("no scheduler took the pool: {pools}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Some(cluster))
+}
