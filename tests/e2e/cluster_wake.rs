@@ -101,7 +101,7 @@ async fn a_task_created_on_the_api_starts_at_once_on_the_scheduler() {
 
 /// With callbacks to the API process and one slot, each callback frees the slot there and
 /// the scheduler process submits the next shot within milliseconds (polls are a minute apart
-/// and so is the tick: neither can explain it).
+/// and so is the tick: neither can explain it), and its finalizer stores the result at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callback_applied_on_the_api_refills_the_slot_at_once() {
     let opts = ClusterOptions {
@@ -113,8 +113,13 @@ async fn a_callback_applied_on_the_api_refills_the_slot_at_once() {
     let c = Cluster::start_with(opts).await;
     c.holder_of(VIDEO).await;
     relay_subscribed(&c, 0).await;
+    let t = Instant::now();
     let id = submit(&c, 4).await;
     c.wait_completed(&[id]).await;
+    // Each unit's end reaches the scheduler's finalizer (the download) by a wake too: with
+    // the minute-long tick as its only pace, the task could not be done this soon.
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(20), "the task took {took:?}");
     let gaps = gaps(&c);
     eprintln!("end → next start, s: {gaps:?}");
     assert_eq!(gaps.len(), 3, "four shots one after the other");
