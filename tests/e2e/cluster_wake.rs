@@ -8,30 +8,16 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::kling::{TIME_SCALE, video_payload};
+use crate::kling::TIME_SCALE;
 use crate::scale_cluster::{Cluster, ClusterOptions, redis_url};
 use crate::support::*;
 
 const VIDEO: &str = "kling:video";
 
-/// A metric's value in a process's `/metrics` (the first series of that name).
 async fn metric(c: &Cluster, base: &str, name: &str) -> Option<f64> {
-    let text = c
-        .client
-        .get(format!("{base}/metrics"))
-        .timeout(Duration::from_secs(2))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find(|l| l.starts_with(name) && !l.starts_with('#'))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    metric_sum(&c.client, base, name).await
 }
 
 /// Wait until scheduler `i`'s wake relay is subscribed.
@@ -46,16 +32,7 @@ async fn relay_subscribed(c: &Cluster, i: usize) {
 }
 
 async fn submit(c: &Cluster, shots: usize) -> String {
-    let r = c
-        .client
-        .post(format!("{}/v1/tasks/video", c.api.base))
-        .json(&json!({"payload": video_payload(shots)}))
-        .send()
-        .await
-        .expect("submit");
-    assert_eq!(r.status(), 202);
-    let v: Value = r.json().await.expect("json");
-    v["task_id"].as_str().expect("id").to_string()
+    c.submit_videos(1, shots).await.remove(0)
 }
 
 /// Real seconds from each job's end to the next job's start, in start order (the pool has one

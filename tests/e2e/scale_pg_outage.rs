@@ -171,20 +171,7 @@ async fn wait_tick_failures(client: &reqwest::Client, base: &str, at_least: u64)
         Duration::from_secs(60),
         "failed scheduler ticks",
         async || {
-            let text = client
-                .get(format!("{base}/metrics"))
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
-            let seen: u64 = text
-                .lines()
-                .filter(|l| l.starts_with("slotd_tick_failures_total"))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .map(|v| v as u64)
-                .sum();
+            let seen = metric_sum(client, base, "slotd_tick_failures_total").await? as u64;
             (seen >= at_least).then_some(seen)
         },
     )

@@ -440,3 +440,23 @@ pub async fn wait_healthy(client: &reqwest::Client, base: &str) {
     })
     .await;
 }
+
+/// The sum of every series of metric `name` in a process's `/metrics`; `None` when it does
+/// not answer (within 2 s: a paused process accepts the connection but never answers).
+pub async fn metric_sum(client: &reqwest::Client, base: &str, name: &str) -> Option<f64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
