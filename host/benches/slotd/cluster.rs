@@ -46,10 +46,10 @@ async fn redis_url() -> Option<String> {
     Some(url)
 }
 
-/// Start a cluster in `dir` whose handler talks to `sim` (the `[handlers.kling-video]`
-/// section, as TOML lines) and whose pool `kling:video` has `limit` slots, timed by
-/// `tick`; callbacks go to the API process when `callbacks`. `None` when PostgreSQL or Redis
-/// does not answer (the cluster figures are then skipped).
+/// Start a cluster in `dir` whose handler talks to the simulator (`handler`: the
+/// `[handlers.kling-video]` section, as TOML lines) and whose pool `kling:video` has `limit`
+/// slots, timed by `tick`; callbacks go to the API process when `callbacks`. `None` when
+/// PostgreSQL or Redis does not answer (the cluster figures are then skipped).
 pub async fn start(
     dir: &Path,
     handler: &str,
@@ -62,17 +62,57 @@ pub async fn start(
         eprintln!("PostgreSQL or Redis not reachable: the cluster figures are skipped");
         return Ok(None);
     };
+    let api_listen = format!("127.0.0.1:{}", free_port()?);
+    let servers = Servers {
+        database,
+        redis,
+        public: callbacks.then(|| format!("http://{api_listen}")),
+    };
+    let file = write_config(dir, &servers, handler, limit, tick)?;
+    let log = dir.join("cluster.log");
+    let mut cluster = Cluster {
+        base: format!("http://{api_listen}"),
+        children: Vec::new(),
+    };
+    let mut bases = Vec::new();
+    for (role, listen) in [
+        ("api", api_listen.clone()),
+        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
+        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
+    ] {
+        cluster.children.push(spawn(&file, &log, role, &listen)?);
+        bases.push(format!("http://{listen}"));
+    }
+    wait_ready(&cluster.base, &bases, &log).await?;
+    Ok(Some(cluster))
+}
+
+/// What a cluster's processes connect to.
+struct Servers {
+    database: String,
+    redis: String,
+    /// The API process's URL, for provider callbacks.
+    public: Option<String>,
+}
+
+/// The configuration file every process of the cluster reads.
+fn write_config(
+    dir: &Path,
+    servers: &Servers,
+    handler: &str,
+    limit: u32,
+    tick: Duration,
+) -> anyhow::Result<std::path::PathBuf> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
     let src = slotd::runtime::built_handler("kling-video")
         .ok_or_else(|| anyhow::anyhow!("kling-video not built"))?;
     std::fs::copy(src, plugins.join("kling-video.wasm"))?;
-    let api_listen = format!("127.0.0.1:{}", free_port()?);
-    let public = if callbacks {
-        format!("public_url = \"http://{api_listen}\"\n")
-    } else {
-        String::new()
-    };
+    let public = servers
+        .public
+        .as_ref()
+        .map(|url| format!("public_url = \"{url}\"\n"))
+        .unwrap_or_default();
     let config = format!(
         r#"database_url = "{database}"
 redis_url = "{redis}"
@@ -90,6 +130,8 @@ max_slots = {limit}
 
 {handler}
 "#,
+        database = servers.database,
+        redis = servers.redis,
         prefix = uuid::Uuid::new_v4().simple(),
         plugins = plugins.display(),
         cache = dir.join("cache").display(),
@@ -98,39 +140,33 @@ max_slots = {limit}
     );
     let file = dir.join("cluster.toml");
     std::fs::write(&file, config)?;
-    let log = dir.join("cluster.log");
-    let mut cluster = Cluster {
-        base: format!("http://{api_listen}"),
-        children: Vec::new(),
-    };
+    Ok(file)
+}
+
+/// One `slotd serve --role ROLE` of the real binary, its stderr appended to `log`.
+fn spawn(file: &Path, log: &Path, role: &str, listen: &str) -> anyhow::Result<Child> {
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    Ok(Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .arg("serve")
+        .args(["--role", role, "--listen", listen])
+        .arg("--config")
+        .arg(file)
+        .env("SLOTD_LOG", "warn")
+        .env_remove("SLOTD_DATABASE_URL")
+        .env_remove("SLOTD_REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()?)
+}
+
+/// Every process answers, and the pool has a lease holder.
+async fn wait_ready(api: &str, bases: &[String], log: &Path) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
-    let mut bases = Vec::new();
-    for (role, listen) in [
-        ("api", api_listen.clone()),
-        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
-        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
-    ] {
-        let err = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?;
-        let child = Command::new(env!("CARGO_BIN_EXE_slotd"))
-            .arg("serve")
-            .args(["--role", role, "--listen", &listen])
-            .arg("--config")
-            .arg(&file)
-            .env("SLOTD_LOG", "warn")
-            .env_remove("SLOTD_DATABASE_URL")
-            .env_remove("SLOTD_REDIS_URL")
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()?;
-        cluster.children.push(child);
-        bases.push(format!("http://{listen}"));
-    }
-    // Every process answers, and the pool has a lease holder with its wake relay listening.
     let deadline = Instant::now() + Duration::from_secs(60);
-    for base in &bases {
+    for base in bases {
         loop {
             let ok = client
                 .get(format!("{base}/healthz"))
@@ -143,7 +179,7 @@ max_slots = {limit}
             if Instant::now() > deadline {
                 anyhow::bail!(
                     "{base} did not start: {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
+                    std::fs::read_to_string(log).unwrap_or_default()
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -151,7 +187,7 @@ max_slots = {limit}
     }
     loop {
         let pools: serde_json::Value = client
-            .get(format!("{}/v1/pools", cluster.base))
+            .get(format!("{api}/v1/pools"))
             .send()
             .await?
             .json()
@@ -161,12 +197,11 @@ max_slots = {limit}
                 .any(|p| p["name"] == "kling:video" && p["lease"]["holder"].is_string())
         });
         if held {
-            break;
+            return Ok(());
         }
         if Instant::now() > deadline {
             anyhow::bail!("no scheduler took the pool: {pools}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok(Some(cluster))
 }
