@@ -8,6 +8,7 @@
 //! Implementations: [`sqlite::SqliteStore`] (embedded default) and [`postgres::PostgresStore`]
 //! (scale-out); both run the one test suite in `suite.rs`.
 
+mod events;
 pub mod group_commit;
 pub mod postgres;
 mod shared;
@@ -22,6 +23,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::model::{Unit, UnitCounts, UnitStatus};
+pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
 
@@ -200,6 +202,15 @@ pub struct UnitEvent {
     /// What happened ("accepted job 123", "capacity rejected", "handler fault: trap", …).
     pub detail: Option<String>,
     pub error: Option<String>,
+}
+
+/// A page of an event stream ([`TaskStore::unit_events_after`]).
+#[derive(Clone, Debug, Default)]
+pub struct EventPage {
+    /// The events, each with the cursor that resumes right after it.
+    pub events: Vec<(EventCursor, UnitEvent)>,
+    /// Where to read on.
+    pub next: EventCursor,
 }
 
 /// What a cancellation did. No slot is freed by it: a `submitted` unit's job keeps running at
@@ -408,6 +419,17 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
     /// The event log of one task (every unit), oldest first.
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
+    /// At most `limit` events of `scope` after `after`, in stream order, each with the cursor
+    /// that resumes after it; and the cursor to read on from (see `events.rs` for why this is
+    /// not simply "ids above").
+    async fn unit_events_after(
+        &self,
+        scope: EventScope<'_>,
+        after: EventCursor,
+        limit: u32,
+    ) -> StoreResult<EventPage>;
+    /// The cursor at the log's end now: a stream starting there sees only what comes next.
+    async fn unit_events_head(&self) -> StoreResult<EventCursor>;
 
     /// The host key named `name` (SPEC section 17: one key shared by every instance, e.g. the
     /// callback token key). Stores `candidate` first if there is none, atomically: of

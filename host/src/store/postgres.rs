@@ -18,6 +18,7 @@
 //! decoders, fencing, keys, the handler history) is in [`super::shared`].
 
 mod apply;
+mod events;
 mod finalize;
 mod rows;
 mod tasks;
@@ -34,9 +35,9 @@ use sqlx::{Postgres, Transaction};
 
 use super::shared::postgres as shared;
 use super::{
-    ApplyReport, Cancelled, Created, Fence, FinalizeRelease, HandlerVersionRow, NewTask,
-    PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
-    UnitEvent, UnitUpdate,
+    ApplyReport, Cancelled, Created, EventCursor, EventPage, EventScope, Fence, FinalizeRelease,
+    HandlerVersionRow, NewTask, PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage,
+    TaskRecord, TaskStore, UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -344,5 +345,18 @@ impl TaskStore for PostgresStore {
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
         shared::unit_events(&self.pool, task_id).await
+    }
+
+    async fn unit_events_after(
+        &self,
+        scope: EventScope<'_>,
+        after: EventCursor,
+        limit: u32,
+    ) -> StoreResult<EventPage> {
+        events::unit_events_after(&self.pool, scope, after, limit).await
+    }
+
+    async fn unit_events_head(&self) -> StoreResult<EventCursor> {
+        events::unit_events_head(&self.pool).await
     }
 }

@@ -29,6 +29,18 @@ pub(crate) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, s
 pub(crate) const TASK_COLS: &str = "seq, id, tenant, type, payload, idempotency_key, priority, \
      callback_url, cancel_requested_at, created_at, updated_at";
 
+/// The columns of `unit_events` (as `e`) that make a [`UnitEvent`].
+pub(crate) const EVENT_COLS: &str = "e.id, e.unit_id, e.task_id, e.at, e.from_status, \
+     e.to_status, e.stage, e.detail, e.error";
+
+/// The tenant condition of an event stream (events as `e`, the tenant `$2`): a task must be
+/// the tenant's for its events to be read.
+pub(crate) const EVENT_TENANT: &str =
+    "EXISTS (SELECT 1 FROM tasks t WHERE t.id = e.task_id AND t.tenant = $2)";
+
+/// The scope condition of a tenant-wide event stream: `$3` (the task) is bound as NULL.
+pub(crate) const EVENT_SCOPE_ALL: &str = "CAST($3 AS TEXT) IS NULL";
+
 /// SQL list of the terminal statuses, for `status NOT IN (…)`.
 pub(crate) const TERMINAL_SQL: &str = "('completed', 'failed', 'cancelled')";
 
@@ -207,30 +219,30 @@ on_both_drivers! {
             .collect()
     }
 
+    /// Decode one row selected with [`EVENT_COLS`].
+    pub(crate) fn event_from_row(row: &DbRow) -> StoreResult<UnitEvent> {
+        Ok(UnitEvent {
+            id: row.try_get("id")?,
+            unit_id: row.try_get("unit_id")?,
+            task_id: row.try_get("task_id")?,
+            at: row.try_get("at")?,
+            from_status: row.try_get("from_status")?,
+            to_status: row.try_get("to_status")?,
+            stage: row.try_get("stage")?,
+            detail: row.try_get("detail")?,
+            error: row.try_get("error")?,
+        })
+    }
+
     /// A task's unit events, oldest first.
     pub(crate) async fn unit_events(pool: &Pool, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-        let rows = sqlx::query(
-            "SELECT id, unit_id, task_id, at, from_status, to_status, stage, detail, error \
-             FROM unit_events WHERE task_id = $1 ORDER BY id",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLS} FROM unit_events e WHERE e.task_id = $1 ORDER BY e.id"
+        ))
         .bind(task_id)
         .fetch_all(pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(UnitEvent {
-                    id: row.try_get("id")?,
-                    unit_id: row.try_get("unit_id")?,
-                    task_id: row.try_get("task_id")?,
-                    at: row.try_get("at")?,
-                    from_status: row.try_get("from_status")?,
-                    to_status: row.try_get("to_status")?,
-                    stage: row.try_get("stage")?,
-                    detail: row.try_get("detail")?,
-                    error: row.try_get("error")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_from_row).collect()
     }
 
     /// The key named `name`, storing `candidate` first if there is none (one candidate wins).

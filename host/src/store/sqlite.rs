@@ -16,6 +16,7 @@
 //! the one writer serializes it with every advance.
 
 mod apply;
+mod events;
 mod finalize;
 mod rows;
 mod tasks;
@@ -34,9 +35,9 @@ use sqlx::{Sqlite, Transaction};
 
 use super::shared::sqlite as shared;
 use super::{
-    ApplyReport, Cancelled, Created, Fence, FinalizeRelease, HandlerVersionRow, NewTask,
-    PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
-    UnitEvent, UnitUpdate,
+    ApplyReport, Cancelled, Created, EventCursor, EventPage, EventScope, Fence, FinalizeRelease,
+    HandlerVersionRow, NewTask, PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage,
+    TaskRecord, TaskStore, UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -304,6 +305,19 @@ impl TaskStore for SqliteStore {
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
         shared::unit_events(&self.reader, task_id).await
+    }
+
+    async fn unit_events_after(
+        &self,
+        scope: EventScope<'_>,
+        after: EventCursor,
+        limit: u32,
+    ) -> StoreResult<EventPage> {
+        events::unit_events_after(&self.reader, scope, after, limit).await
+    }
+
+    async fn unit_events_head(&self) -> StoreResult<EventCursor> {
+        events::unit_events_head(&self.reader).await
     }
 
     async fn host_key_get_or_create(

@@ -12,6 +12,7 @@ mod fencing;
 mod finalize;
 mod moves;
 mod reads;
+mod streams;
 mod tasks;
 
 use std::any::Any;
@@ -37,6 +38,7 @@ pub(crate) use moves::{assert_moves_match_the_model, illegal_moves_are_refused};
 pub(crate) use reads::{
     counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
 };
+pub(crate) use streams::event_streams_page_and_resume;
 pub(crate) use tasks::{
     cancel_keeps_submitted_until_the_job_ends, create_batch_resolves_keys_in_order,
     retry_bumps_submit_attempt,
@@ -82,6 +84,7 @@ macro_rules! store_suite {
             host_key_shared,
             apply_guard_submit_attempt,
             illegal_moves_are_refused,
+            event_streams_page_and_resume,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

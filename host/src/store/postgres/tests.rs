@@ -269,3 +269,61 @@ async fn server_errors_map_by_sqlstate() {
     assert!(matches!(e, StoreError::IllegalTransition(_)), "{e:?}");
     pool.close().await;
 }
+
+/// A transaction that appended an event first but commits last: a stream that had read the
+/// later event by id would move past the earlier one and never deliver it. The horizon holds
+/// the stream back until the open transaction ends, then both come, in id order.
+#[tokio::test]
+async fn an_event_committed_late_is_not_skipped() {
+    use crate::store::{EventCursor, EventScope};
+    let schema = Schema::create().await;
+    let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let task = crate::store::suite::task("t1", "acme", "video", "p", 2, 0);
+    store.task_create(task).await.unwrap();
+    let raw = sqlx::PgPool::connect_with(schema.options()).await.unwrap();
+    let event = "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \
+                 detail) VALUES ($1, 't1', 1, 'pending', 'pending', 'main', 'test') RETURNING id";
+    let mut slow = raw.begin().await.unwrap();
+    let early: i64 = sqlx::query_scalar(event)
+        .bind("t1-u0")
+        .fetch_one(&mut *slow)
+        .await
+        .unwrap();
+    let late: i64 = sqlx::query_scalar(event)
+        .bind("t1-u1")
+        .fetch_one(&raw)
+        .await
+        .unwrap();
+    assert!(early < late);
+    let scope = EventScope {
+        tenant: "acme",
+        task_id: Some("t1"),
+    };
+    let read = |from: EventCursor| {
+        let store = store.clone();
+        async move { store.unit_events_after(scope, from, 100).await.unwrap() }
+    };
+    // While the first transaction is open, neither shows: the committed one is above it.
+    let page = read(EventCursor::default()).await;
+    assert!(
+        page.events.iter().all(|(_, e)| e.id != late),
+        "an event above an open transaction was read: {:?}",
+        page.events
+    );
+    slow.commit().await.unwrap();
+    let mut from = page.next;
+    let mut seen: Vec<i64> = page.events.iter().map(|(_, e)| e.id).collect();
+    for _ in 0..10 {
+        let page = read(from).await;
+        seen.extend(page.events.iter().map(|(_, e)| e.id));
+        from = page.next;
+    }
+    assert!(seen.contains(&early) && seen.contains(&late), "{seen:?}");
+    let at = |id: i64| seen.iter().position(|&s| s == id);
+    assert!(at(early) < at(late), "{seen:?}");
+    raw.close().await;
+    store.close().await;
+}

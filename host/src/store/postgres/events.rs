@@ -1,0 +1,82 @@
+//! Event streams on PostgreSQL: events are read in batches of settled transactions (those
+//! below the snapshot's `xmin`), each batch in id order (see `store/events.rs`).
+
+use sqlx::postgres::PgPool;
+
+use crate::store::shared::postgres::event_from_row;
+use crate::store::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
+use crate::store::{EventCursor, EventPage, EventScope, StoreResult};
+
+/// The horizon now: every transaction below it has committed or rolled back.
+const HORIZON_SQL: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+
+pub(super) async fn unit_events_after(
+    pool: &PgPool,
+    scope: EventScope<'_>,
+    after: EventCursor,
+    limit: u32,
+) -> StoreResult<EventPage> {
+    // Go on with the batch being read, or start the next one at the horizon now.
+    let (horizon, from_id) = if after.horizon != 0 {
+        (after.horizon, after.id)
+    } else {
+        let now: i64 = sqlx::query_scalar(HORIZON_SQL).fetch_one(pool).await?;
+        (now, 0)
+    };
+    if horizon <= after.settled {
+        return Ok(EventPage {
+            events: Vec::new(),
+            next: after,
+        });
+    }
+    let scoped = match scope.task_id {
+        Some(_) => "e.task_id = $3",
+        None => EVENT_SCOPE_ALL,
+    };
+    let rows = sqlx::query(&format!(
+        "SELECT {EVENT_COLS} FROM unit_events e \
+         WHERE {scoped} AND e.tx >= $5 AND e.tx < $6 AND e.id > $1 AND {EVENT_TENANT} \
+         ORDER BY e.id LIMIT $4"
+    ))
+    .bind(from_id)
+    .bind(scope.tenant)
+    .bind(scope.task_id)
+    .bind(i64::from(limit))
+    .bind(after.settled)
+    .bind(horizon)
+    .fetch_all(pool)
+    .await?;
+    let full = rows.len() >= limit as usize;
+    let events = rows
+        .iter()
+        .map(|row| {
+            let e = event_from_row(row)?;
+            let cursor = EventCursor {
+                settled: after.settled,
+                horizon,
+                id: e.id,
+            };
+            Ok((cursor, e))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    let next = match events.last() {
+        // More of this batch may follow.
+        Some((c, _)) if full => *c,
+        // The batch is read: everything below its horizon is.
+        _ => EventCursor {
+            settled: horizon,
+            horizon: 0,
+            id: 0,
+        },
+    };
+    Ok(EventPage { events, next })
+}
+
+pub(super) async fn unit_events_head(pool: &PgPool) -> StoreResult<EventCursor> {
+    let horizon: i64 = sqlx::query_scalar(HORIZON_SQL).fetch_one(pool).await?;
+    Ok(EventCursor {
+        settled: horizon,
+        horizon: 0,
+        id: 0,
+    })
+}

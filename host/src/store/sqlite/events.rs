@@ -1,0 +1,54 @@
+//! Event streams on SQLite: one writer, so ids are in commit order and the cursor is the last
+//! id read (see `store/events.rs`).
+
+use sqlx::sqlite::SqlitePool;
+
+use crate::store::shared::sqlite::event_from_row;
+use crate::store::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
+use crate::store::{EventCursor, EventPage, EventScope, StoreResult};
+
+pub(super) async fn unit_events_after(
+    pool: &SqlitePool,
+    scope: EventScope<'_>,
+    after: EventCursor,
+    limit: u32,
+) -> StoreResult<EventPage> {
+    // One task reads its own index, `(task_id, id)`; a tenant's stream the id range.
+    let scoped = match scope.task_id {
+        Some(_) => "e.task_id = $3",
+        None => EVENT_SCOPE_ALL,
+    };
+    let rows = sqlx::query(&format!(
+        "SELECT {EVENT_COLS} FROM unit_events e \
+         WHERE {scoped} AND e.id > $1 AND {EVENT_TENANT} ORDER BY e.id LIMIT $4"
+    ))
+    .bind(after.id)
+    .bind(scope.tenant)
+    .bind(scope.task_id)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let events = rows
+        .iter()
+        .map(|row| {
+            let e = event_from_row(row)?;
+            let cursor = EventCursor {
+                id: e.id,
+                ..EventCursor::default()
+            };
+            Ok((cursor, e))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    let next = events.last().map_or(after, |(c, _)| *c);
+    Ok(EventPage { events, next })
+}
+
+pub(super) async fn unit_events_head(pool: &SqlitePool) -> StoreResult<EventCursor> {
+    let id: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM unit_events")
+        .fetch_one(pool)
+        .await?;
+    Ok(EventCursor {
+        id,
+        ..EventCursor::default()
+    })
+}
