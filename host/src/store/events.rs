@@ -86,8 +86,11 @@ mod tests {
             horizon: 9,
             id: 1234,
         };
-        assert_eq!(EventCursor::parse(&c.to_string()).unwrap(), c);
-        assert_eq!(EventCursor::parse("0.0.0").unwrap(), EventCursor::default());
+        assert_eq!(EventCursor::parse(&c.to_string()).expect("round trip"), c);
+        assert_eq!(
+            EventCursor::parse("0.0.0").expect("zeros"),
+            EventCursor::default()
+        );
         for bad in [
             "", "12", "1.2", "1.2.3.4", "a.b.c", "-1.0.0", "5.3.1", "1.2.x",
         ] {
