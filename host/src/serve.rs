@@ -22,8 +22,12 @@ use tokio_util::task::TaskTracker;
 /// loop does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// How long shutdown waits for responses in progress before closing their connections.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// Serve `app` on `listener` until `stop` is cancelled; then stop accepting, let requests in
-/// progress finish (each connection closes after its current response), and return.
+/// progress finish (each connection closes after its current response) for up to
+/// [`SHUTDOWN_GRACE`], and return.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -76,5 +80,12 @@ pub async fn serve(
     }
     drop(listener);
     connections.close();
-    connections.wait().await;
+    // Responses in progress finish; a live event stream never does, so it is cut after a
+    // grace period (its client resumes from its last event id elsewhere).
+    if tokio::time::timeout(SHUTDOWN_GRACE, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::info!(grace = ?SHUTDOWN_GRACE, "closing connections still open at shutdown (event streams)");
+    }
 }

@@ -13,6 +13,7 @@ mod cluster_wake;
 mod contract_1_0;
 mod core_flow;
 mod crash;
+mod events_sse;
 mod fencing;
 mod finalize_trust;
 mod handler_faults;

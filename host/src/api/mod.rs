@@ -23,6 +23,7 @@ pub mod auth;
 mod callbacks;
 mod dashboard;
 pub mod error;
+mod events;
 mod handlers;
 mod health;
 mod local_guard;
@@ -68,6 +69,7 @@ pub fn router(services: Services) -> Router {
     let guard = LocalGuard::for_config(&services.config);
     Router::new()
         .merge(tasks::router())
+        .merge(events::router())
         .merge(callbacks::router())
         .merge(dashboard::router())
         .merge(pools::router())

@@ -40,7 +40,7 @@ pub fn router() -> Router<Services> {
 }
 
 /// A query string that does not even decode.
-fn bad_query(rejection: QueryRejection) -> ApiError {
+pub(super) fn bad_query(rejection: QueryRejection) -> ApiError {
     ApiError::BadRequest {
         detail: format!("the query string is malformed: {}", rejection.body_text()),
         field: None,
@@ -247,18 +247,26 @@ async fn retry(
 }
 
 /// `GET /v1/tasks/{id}/events`: the task's unit event log, oldest first, as JSON.
+/// `GET /v1/tasks/{id}/events`: the task's event log as JSON, or, with `Accept:
+/// text/event-stream`, as a live stream (see `events.rs`).
 async fn events(
     State(services): State<Services>,
     Tenant(tenant): Tenant,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+    headers: axum::http::HeaderMap,
+    after: Result<Query<super::events::After>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(after) = after.map_err(bad_query)?;
     let task = find(&services, &tenant, &id).await?;
+    if super::events::wants_stream(&headers) {
+        return super::events::task_stream(services, tenant, task.id, &headers, &after).await;
+    }
     let events = services
         .store
         .unit_events(&task.id)
         .await
         .map_err(log_store_error("reading events"))?;
-    Ok(Json(json!({ "task_id": task.id, "events": events })))
+    Ok(Json(json!({ "task_id": task.id, "events": events })).into_response())
 }
 
 #[cfg(test)]

@@ -1,0 +1,250 @@
+//! Live events (SSE): `GET /v1/tasks/{id}/events` with `Accept: text/event-stream` streams one
+//! task's unit events as they are committed, from the first, and ends once the task has; `GET
+//! /v1/events` streams every task of the caller's tenant from now on. Both resume after a
+//! dropped connection from `Last-Event-ID` (or `?after=`), keep the connection alive with
+//! comments, and read the durable event log, so any API instance serves any stream.
+//!
+//! Each event is `event: unit`, `id:` the cursor that resumes right after it, `data:` the event
+//! as JSON; a task stream ends with `event: end` and the task's status.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router, routing::get};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::auth::Tenant;
+use super::error::{ApiError, log_store_error};
+use crate::services::Services;
+use crate::store::{EventCursor, EventScope, UnitEvent};
+
+/// How often a stream looks for new events when it has none to send.
+pub const POLL: Duration = Duration::from_millis(200);
+/// Events read per query.
+const PAGE: u32 = 500;
+/// A comment line this often keeps proxies from closing an idle stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Routes: the tenant stream (the task stream shares `/v1/tasks/{id}/events` with the JSON log,
+/// see `tasks.rs`).
+pub fn router() -> Router<Services> {
+    Router::new().route("/v1/events", get(tenant_events))
+}
+
+/// `?after=CURSOR`: where to resume when the client cannot send `Last-Event-ID`.
+#[derive(Debug, Default, Deserialize)]
+pub struct After {
+    pub after: Option<String>,
+}
+
+/// Whether the request asks for a stream.
+pub fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+/// The cursor to resume from: `Last-Event-ID`, else `?after=`, else none.
+pub fn resume_from(headers: &HeaderMap, after: &After) -> Result<Option<EventCursor>, ApiError> {
+    let token = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| bad_cursor("Last-Event-ID is not text".into()))?,
+        ),
+        None => after.after.as_deref(),
+    };
+    token
+        .map(|t| EventCursor::parse(t).map_err(|e| bad_cursor(e.to_string())))
+        .transpose()
+}
+
+fn bad_cursor(detail: String) -> ApiError {
+    ApiError::BadRequest {
+        detail,
+        field: Some("Last-Event-ID".into()),
+    }
+}
+
+/// `GET /v1/events`: every task of the tenant. A stream starts at the log's end (or where
+/// `Last-Event-ID` says); without `Accept: text/event-stream`, one JSON page from `?after=`
+/// (`{"events": […], "next": CURSOR}`), for clients that poll.
+async fn tenant_events(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    headers: HeaderMap,
+    after: Result<Query<After>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(after) = after.map_err(super::tasks::bad_query)?;
+    let from = resume_from(&headers, &after)?;
+    let start = match from {
+        Some(c) => c,
+        None => services
+            .store
+            .unit_events_head()
+            .await
+            .map_err(log_store_error("reading the event log's end"))?,
+    };
+    if !wants_stream(&headers) {
+        let page = services
+            .store
+            .unit_events_after(
+                EventScope {
+                    tenant: &tenant,
+                    task_id: None,
+                },
+                from.unwrap_or_default(),
+                PAGE,
+            )
+            .await
+            .map_err(log_store_error("reading events"))?;
+        let events: Vec<&UnitEvent> = page.events.iter().map(|(_, e)| e).collect();
+        return Ok(
+            Json(json!({ "events": events, "next": page.next.to_string() })).into_response(),
+        );
+    }
+    Ok(stream(services, tenant, None, start).into_response())
+}
+
+/// The SSE response for `scope` from `start` (a task stream when `task` is set).
+pub fn stream(
+    services: Services,
+    tenant: String,
+    task: Option<String>,
+    start: EventCursor,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    metrics::counter!("slotd_event_streams_total", "scope" => if task.is_some() { "task" } else { "tenant" }).increment(1);
+    let state = Reader {
+        services,
+        tenant,
+        task,
+        cursor: start,
+        queued: VecDeque::new(),
+        ended_seen: 0,
+        done: false,
+    };
+    let events = futures::stream::unfold(state, |mut r| async move {
+        let event = r.next().await?;
+        Some((Ok(event), r))
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+/// One stream's reading state.
+struct Reader {
+    services: Services,
+    tenant: String,
+    task: Option<String>,
+    cursor: EventCursor,
+    queued: VecDeque<(EventCursor, UnitEvent)>,
+    /// Empty reads since the task was seen ended (a task stream closes after two: the last
+    /// events may still have been settling on PostgreSQL at the first).
+    ended_seen: u32,
+    done: bool,
+}
+
+impl Reader {
+    /// The next SSE event, waiting for one; `None` once the stream is over.
+    async fn next(&mut self) -> Option<Event> {
+        if self.done {
+            return None;
+        }
+        loop {
+            if let Some((cursor, e)) = self.queued.pop_front() {
+                return Some(unit_event(cursor, &e));
+            }
+            match self.read().await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(message) => {
+                    // The stream says why it stops; the client resumes from its last id.
+                    self.done = true;
+                    return Some(
+                        Event::default()
+                            .event("error")
+                            .data(json!({ "message": message }).to_string()),
+                    );
+                }
+            }
+            if let Some(status) = self.ended().await {
+                self.ended_seen += 1;
+                if self.ended_seen >= 2 {
+                    self.done = true;
+                    return Some(
+                        Event::default()
+                            .event("end")
+                            .data(json!({ "task_id": self.task, "status": status }).to_string()),
+                    );
+                }
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Read a page into the queue; whether it brought events.
+    async fn read(&mut self) -> Result<bool, String> {
+        let scope = EventScope {
+            tenant: &self.tenant,
+            task_id: self.task.as_deref(),
+        };
+        let page = self
+            .services
+            .store
+            .unit_events_after(scope, self.cursor, PAGE)
+            .await
+            .map_err(|e| format!("reading events: {e}"))?;
+        self.cursor = page.next;
+        let any = !page.events.is_empty();
+        self.queued.extend(page.events);
+        if any {
+            self.ended_seen = 0;
+        }
+        Ok(any)
+    }
+
+    /// For a task stream: the task's status once it has ended.
+    async fn ended(&self) -> Option<&'static str> {
+        let id = self.task.as_deref()?;
+        let task = self
+            .services
+            .store
+            .task_get(&self.tenant, id)
+            .await
+            .ok()??;
+        let status = task.counts.task_status();
+        use crate::model::TaskStatus;
+        matches!(
+            status,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+        .then(|| status.as_str())
+    }
+}
+
+fn unit_event(cursor: EventCursor, e: &UnitEvent) -> Event {
+    Event::default()
+        .event("unit")
+        .id(cursor.to_string())
+        .data(serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
+}
+
+/// `GET /v1/tasks/{id}/events` as a stream (the route in `tasks.rs` calls this when the client
+/// accepts `text/event-stream`): from the first event, or `Last-Event-ID`.
+pub async fn task_stream(
+    services: Services,
+    tenant: String,
+    id: String,
+    headers: &HeaderMap,
+    after: &After,
+) -> Result<Response, ApiError> {
+    let start = resume_from(headers, after)?.unwrap_or_default();
+    Ok(stream(services, tenant, Some(id), start).into_response())
+}
