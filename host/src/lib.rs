@@ -19,6 +19,7 @@
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`sim_runway`]: the Runway-compatible provider simulator (`slotd sim runway`), likewise.
 //! - [`check`]: `slotd check`, the read-only audit of a database against the invariants.
+//! - [`watch`]: `slotd task watch`, a task's live progress from its event stream.
 //! - [`app`]: building the services from the config, running until shutdown; [`serve`]: the
 //!   HTTP/1.1 listener loop (header-read timeout, graceful shutdown).
 //! - [`redact`]: passwords out of printed URLs.
@@ -51,6 +52,7 @@ pub mod slots;
 pub mod store;
 pub mod stub;
 pub mod wake;
+pub mod watch;
 pub mod webhooks;
 
 pub use app::{build, run, run_with};

@@ -129,6 +129,8 @@ enum TaskCommand {
     },
     /// Show a task.
     Get { id: String },
+    /// Follow a task's progress live until it ends (exit status 1 unless it completed).
+    Watch { id: String },
     /// List tasks.
     List {
         #[arg(long)]
@@ -189,7 +191,17 @@ async fn task_command(url: &str, key: Option<&str>, cmd: TaskCommand) -> anyhow:
         Some(k) => rb.bearer_auth(k),
         None => rb,
     };
+    if let TaskCommand::Watch { id } = &cmd {
+        use std::io::IsTerminal;
+        let redraw = std::io::stdout().is_terminal();
+        let status = slotd::watch::watch(base, key, id, &mut std::io::stdout(), redraw).await?;
+        if status != "completed" {
+            anyhow::bail!("task {id} ended {status}");
+        }
+        return Ok(());
+    }
     let resp = match cmd {
+        TaskCommand::Watch { .. } => unreachable!("handled above"),
         TaskCommand::Submit {
             task_type,
             payload,

@@ -3,24 +3,13 @@
 //! `Last-Event-ID`, and ends when the task has; the tenant stream sees a new task's events;
 //! a resume token that is not one slotd wrote is a 400 that names it.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// One parsed SSE frame.
-#[derive(Debug, Default)]
-struct Frame {
-    event: String,
-    id: Option<String>,
-    data: String,
-}
-
-/// An open event stream.
+/// An open event stream, read with the parser `slotd task watch` uses.
 struct Stream {
-    resp: reqwest::Response,
-    buf: String,
+    frames: slotd::watch::Frames,
 }
 
 impl Stream {
@@ -41,37 +30,13 @@ impl Stream {
             .to_string();
         assert!(kind.starts_with("text/event-stream"), "{kind}");
         Stream {
-            resp,
-            buf: String::new(),
+            frames: slotd::watch::Frames::new(resp),
         }
     }
 
     /// The next frame with an event (comments are keep-alives), or `None` at the end.
-    async fn next(&mut self) -> Option<Frame> {
-        loop {
-            if let Some(at) = self.buf.find("\n\n") {
-                let raw: String = self.buf.drain(..at + 2).collect();
-                let mut f = Frame::default();
-                for line in raw.lines() {
-                    if let Some(v) = line.strip_prefix("event:") {
-                        f.event = v.trim().to_string();
-                    } else if let Some(v) = line.strip_prefix("id:") {
-                        f.id = Some(v.trim().to_string());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        f.data.push_str(v.trim_start());
-                    }
-                }
-                if !f.event.is_empty() {
-                    return Some(f);
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.resp.chunk())
-                .await
-                .expect("the stream went silent")
-                .expect("stream read")?;
-            self.buf.push_str(&String::from_utf8_lossy(&chunk));
-        }
+    async fn next(&mut self) -> Option<slotd::watch::Frame> {
+        self.frames.next().await.expect("reading the stream")
     }
 }
 
@@ -199,5 +164,37 @@ async fn the_tenant_stream_sees_new_tasks_and_bad_tokens_are_named() {
         m.task(&id).await["status"] == "completed"
     })
     .await;
+    m.check().await;
+}
+
+/// `slotd task watch ID` (the real binary) follows a task to its end over the stream and
+/// exits 0 once it completed, the last progress line counting every unit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_watch_follows_a_task_to_its_end() {
+    let m = Manual::start(5, 100).await;
+    let base = serve(&m).await;
+    let id = m.submit("fixture", json!({"count": 12, "polls": 1})).await;
+    let watcher = tokio::process::Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .args(["task", "--url", &base, "watch", &id])
+        .env_remove("SLOTD_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("slotd task watch");
+    let driver = m.run_until(&["fixture"], 500, async |m| {
+        m.task(&id).await["status"] == "completed"
+    });
+    let (out, _) = tokio::join!(watcher.wait_with_output(), driver);
+    let out = out.expect("watch output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("12/12 completed"), "{text}");
+    assert!(text.contains(&format!("task {id} completed")), "{text}");
+    // Progress was shown as it went, not only at the end.
+    assert!(text.lines().count() > 3, "{text}");
     m.check().await;
 }
