@@ -33,7 +33,7 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let buckets = [
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0, 30.0, 60.0, 300.0, 900.0,
+                10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0,
             ];
             PrometheusBuilder::new()
                 .set_buckets(&buckets)

@@ -18,6 +18,7 @@ mod fencing;
 mod finalize_trust;
 mod handler_faults;
 mod kling;
+mod metrics_dashboard;
 mod plugin_new;
 mod reload_hot;
 mod runway;

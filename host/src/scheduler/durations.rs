@@ -196,7 +196,16 @@ pub fn learn(
     }
     for unit in units.iter().filter(|u| succeeded.contains(u.id.as_str())) {
         if let Some(at) = unit.submitted_at {
-            durations.observe(&unit.pool, &class_of(unit), now.saturating_sub(at));
+            let ms = now.saturating_sub(at);
+            let class = class_of(unit);
+            // The provider's job durations as slotd saw them (SPEC §12).
+            metrics::histogram!(
+                "slotd_provider_job_seconds",
+                "pool" => unit.pool.clone(),
+                "class" => class.clone(),
+            )
+            .record(ms.max(0) as f64 / 1000.0);
+            durations.observe(&unit.pool, &class, ms);
         }
     }
 }

@@ -152,9 +152,17 @@ impl Scheduler {
         let result = match outcome {
             Ok((fin, stored)) => {
                 let result = merged_result(&unit, &fin, &stored);
-                store
-                    .unit_complete(&unit.id, &self.owner, &result, s.clock.now_ms())
-                    .await
+                let now = s.clock.now_ms();
+                let done = store
+                    .unit_complete(&unit.id, &self.owner, &result, now)
+                    .await;
+                if matches!(done, Ok(true)) {
+                    // End to end: from the task's creation to its stored result (SPEC §12).
+                    let secs = now.saturating_sub(unit.created_at).max(0) as f64 / 1000.0;
+                    metrics::histogram!("slotd_unit_end_to_end_seconds", "pool" => unit.pool.clone())
+                        .record(secs);
+                }
+                done
             }
             Err(reason) => {
                 // The claim set `attempts` to this finalization attempt (1-based). Once they

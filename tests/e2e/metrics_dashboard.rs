@@ -1,0 +1,138 @@
+//! The Grafana dashboard in the repository charts what slotd exports (issue 13, SPEC §12):
+//! every metric its queries name is one slotd records, and those a plain run records are in
+//! `/metrics` after one, histograms with their buckets.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+/// The metric names in `text` (`slotd_…`), a histogram's `_bucket`/`_sum`/`_count` series
+/// counted as the histogram.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("slotd_") {
+        let start = i + at;
+        let mut end = start;
+        while end < bytes.len()
+            && (bytes[end].is_ascii_lowercase()
+                || bytes[end] == b'_'
+                || bytes[end].is_ascii_digit())
+        {
+            end += 1;
+        }
+        let name = &text[start..end];
+        let name = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        out.insert(name.to_string());
+        i = end;
+    }
+    out
+}
+
+/// Every query of every panel.
+fn dashboard_queries() -> Vec<String> {
+    let path = repo().join("deploy/grafana/dashboards/slotd.json");
+    let text = std::fs::read_to_string(&path).expect("the dashboard");
+    let dash: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut out = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            out.push(t["expr"].as_str().expect("expr").to_string());
+        }
+    }
+    out
+}
+
+/// The `"slotd_…"` metric names recorded somewhere in the host's source.
+fn recorded_in_source() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut dirs = vec![repo().join("host/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("source dir").flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                for line in text.lines().filter(|l| l.contains("\"slotd_")) {
+                    names.extend(metric_names(line));
+                }
+            }
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_charts_what_slotd_exports() {
+    let queries = dashboard_queries();
+    assert!(queries.len() >= 15, "{} queries", queries.len());
+    let charted: BTreeSet<String> = queries.iter().flat_map(|q| metric_names(q)).collect();
+    let recorded = recorded_in_source();
+    let unknown: Vec<&String> = charted.difference(&recorded).collect();
+    assert!(
+        unknown.is_empty(),
+        "the dashboard charts metrics slotd never records: {unknown:?}"
+    );
+
+    // A plain run records the core of it.
+    let m = Manual::start(2, 100).await;
+    let id = m.submit("fixture", json!({"count": 3, "polls": 1})).await;
+    m.run_until(&["fixture"], 200, async |m| {
+        m.task(&id).await["status"] == "completed"
+    })
+    .await;
+    let (status, _) = api_call(&m.services, "GET", "/v1/pools", None).await;
+    assert_eq!(status, 200);
+    let text = m
+        .services
+        .metrics
+        .as_ref()
+        .expect("the Prometheus recorder")
+        .render();
+    let exported = metric_names(&text);
+    for name in [
+        "slotd_pool_slots_used",
+        "slotd_pool_slots_max",
+        "slotd_pool_effective_max",
+        "slotd_pool_utilization",
+        "slotd_unit_transitions_total",
+        "slotd_provider_job_seconds",
+        "slotd_unit_end_to_end_seconds",
+        "slotd_provider_http_seconds",
+        "slotd_tick_seconds",
+        "slotd_handler_call_seconds",
+        "slotd_api_requests_total",
+        "slotd_tasks_created_total",
+    ] {
+        assert!(charted.contains(name), "{name} is not on the dashboard");
+        assert!(
+            exported.contains(name),
+            "{name} is not in /metrics:\n{text}"
+        );
+    }
+    for histogram in [
+        "slotd_provider_job_seconds",
+        "slotd_unit_end_to_end_seconds",
+    ] {
+        assert!(
+            text.contains(&format!("{histogram}_bucket")),
+            "{histogram} has no buckets"
+        );
+    }
+    m.check().await;
+}
