@@ -52,6 +52,11 @@ pub async fn build(config: Config) -> anyhow::Result<Services> {
 pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Result<Services> {
     config.finish();
     config.check_secrets()?;
+    if config.webhooks.secret.is_none() {
+        tracing::info!(
+            "[webhooks] secret is not set: completion webhooks are sent unsigned (no webhook-signature)"
+        );
+    }
     let store = crate::store::open(&config.database_url)
         .await
         .with_context(|| {

@@ -29,6 +29,7 @@ mod scheduler;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod webhooks;
 
 pub use self::api::{
     ApiConfig, HEADER_READ_TIMEOUT_DEFAULT, MAX_CONCURRENT_REQUESTS_DEFAULT,
@@ -39,6 +40,7 @@ pub use self::handler::{ApiKey, HandlerConfig, Secret};
 pub use self::limits::RuntimeLimits;
 pub use self::scheduler::SchedulerConfig;
 pub use self::validate::check_tenant_name;
+pub use self::webhooks::WebhooksConfig;
 
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 pub const DATABASE_URL_DEFAULT: &str = "sqlite://slotd.db";
@@ -150,6 +152,7 @@ pub struct Config {
     pub handlers: BTreeMap<String, HandlerConfig>,
     pub api_keys: Vec<ApiKey>,
     pub api: ApiConfig,
+    pub webhooks: WebhooksConfig,
     pub max_body_bytes: usize,
     pub max_units_per_task: usize,
     /// Emit JSON logs.
@@ -177,6 +180,7 @@ impl Default for Config {
             handlers: BTreeMap::new(),
             api_keys: Vec::new(),
             api: ApiConfig::default(),
+            webhooks: WebhooksConfig::default(),
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
             max_units_per_task: MAX_UNITS_PER_TASK_DEFAULT,
             log_json: false,
@@ -204,6 +208,7 @@ impl fmt::Debug for Config {
             .field("handlers", &self.handlers)
             .field("api_keys", &self.api_keys)
             .field("api", &self.api)
+            .field("webhooks", &self.webhooks)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_units_per_task", &self.max_units_per_task)
             .field("log_json", &self.log_json)

@@ -20,6 +20,7 @@
 //! - [`sim_runway`]: the Runway-compatible provider simulator (`slotd sim runway`), likewise.
 //! - [`check`]: `slotd check`, the read-only audit of a database against the invariants.
 //! - [`watch`]: `slotd task watch`, a task's live progress from its event stream.
+//! - [`deliveries`]: completion webhooks from a durable outbox, signed, SSRF-checked.
 //! - [`app`]: building the services from the config, running until shutdown; [`serve`]: the
 //!   HTTP/1.1 listener loop (header-read timeout, graceful shutdown).
 //! - [`redact`]: passwords out of printed URLs.
@@ -34,6 +35,7 @@ pub mod callback_token;
 pub mod check;
 pub mod clock;
 pub mod config;
+pub mod deliveries;
 pub mod demo;
 pub mod hot;
 pub mod keyspace;

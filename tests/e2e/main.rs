@@ -30,3 +30,4 @@ mod scale_cluster;
 mod scale_pg_outage;
 mod soak;
 mod trust_runtime;
+mod webhooks_delivery;

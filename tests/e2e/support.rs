@@ -147,6 +147,14 @@ impl Manual {
         body["task_id"].as_str().expect("task_id").to_string()
     }
 
+    /// Submit a fixture task with a whole request body (`payload` and the optional fields).
+    pub async fn submit_body(&self, body: Value) -> String {
+        let (status, answer) =
+            api_call(&self.services, "POST", "/v1/tasks/fixture", Some(body)).await;
+        assert_eq!(status, 202, "submit answered {status}: {answer}");
+        answer["task_id"].as_str().expect("task_id").to_string()
+    }
+
     /// Submit as the tenant of API key `key`.
     pub async fn submit_as(&self, key: &str, task_type: &str, payload: Value) -> String {
         let (status, body) = api_call_as(

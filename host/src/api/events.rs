@@ -128,7 +128,6 @@ pub fn stream(
         task,
         cursor: start,
         queued: VecDeque::new(),
-        ended_seen: 0,
         done: false,
     };
     let events = futures::stream::unfold(state, |mut r| async move {
@@ -145,9 +144,6 @@ struct Reader {
     task: Option<String>,
     cursor: EventCursor,
     queued: VecDeque<(EventCursor, UnitEvent)>,
-    /// Empty reads since the task was seen ended (a task stream closes after two: the last
-    /// events may still have been settling on PostgreSQL at the first).
-    ended_seen: u32,
     done: bool,
 }
 
@@ -175,15 +171,12 @@ impl Reader {
                 }
             }
             if let Some(status) = self.ended().await {
-                self.ended_seen += 1;
-                if self.ended_seen >= 2 {
-                    self.done = true;
-                    return Some(
-                        Event::default()
-                            .event("end")
-                            .data(json!({ "task_id": self.task, "status": status }).to_string()),
-                    );
-                }
+                self.done = true;
+                return Some(
+                    Event::default()
+                        .event("end")
+                        .data(json!({ "task_id": self.task, "status": status }).to_string()),
+                );
             }
             tokio::time::sleep(POLL).await;
         }
@@ -204,28 +197,28 @@ impl Reader {
         self.cursor = page.next;
         let any = !page.events.is_empty();
         self.queued.extend(page.events);
-        if any {
-            self.ended_seen = 0;
-        }
         Ok(any)
     }
 
-    /// For a task stream: the task's status once it has ended.
+    /// For a task stream: the task's status once it has ended and every one of its events has
+    /// been read (on PostgreSQL the last ones may still be settling when the task shows ended).
     async fn ended(&self) -> Option<&'static str> {
-        let id = self.task.as_deref()?;
-        let task = self
-            .services
-            .store
-            .task_get(&self.tenant, id)
-            .await
-            .ok()??;
-        let status = task.counts.task_status();
         use crate::model::TaskStatus;
-        matches!(
+        let id = self.task.as_deref()?;
+        let store = &self.services.store;
+        let task = store.task_get(&self.tenant, id).await.ok()??;
+        let status = task.counts.task_status();
+        if !matches!(
             status,
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
-        )
-        .then(|| status.as_str())
+        ) {
+            return None;
+        }
+        let behind = store
+            .unit_events_behind(id, self.cursor)
+            .await
+            .unwrap_or(true);
+        (!behind && self.queued.is_empty()).then(|| status.as_str())
     }
 }
 

@@ -142,6 +142,37 @@ fn callback_url(fields: &mut Map<String, Value>) -> Result<Option<String>, ApiEr
     Ok(Some(text))
 }
 
+/// The SSRF rule at the door (SPEC §17): a `callback_url` naming a loopback, private or
+/// link-local address (or `localhost`) is refused now, unless `[webhooks] allow_private`.
+/// Names are resolved and checked again at every delivery.
+fn refuse_internal_target(text: &str, allow_private: bool) -> Result<(), ApiError> {
+    if allow_private {
+        return Ok(());
+    }
+    let Some(host) = url::Url::parse(text)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+    else {
+        return Ok(());
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let internal = match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => !crate::deliveries::is_public(ip),
+        Err(_) => bare.eq_ignore_ascii_case("localhost") || bare.ends_with(".localhost"),
+    };
+    if internal {
+        return Err(ApiError::invalid_field(
+            "callback_url",
+            format!(
+                "callback_url targets {host}, a loopback, private or link-local address; \
+                 completion webhooks go to public addresses only (unless [webhooks] \
+                 allow_private = true)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `POST /v1/tasks/{type}`.
 pub async fn create(
     State(services): State<Services>,
@@ -166,6 +197,9 @@ pub async fn create(
         ApiError::NotFound(format!("no loaded handler serves task type {task_type:?}"))
     })?;
     let request = parse_request(&body)?;
+    if let Some(url) = &request.callback_url {
+        refuse_internal_target(url, services.config.webhooks.allow_private)?;
+    }
 
     let first_stage = handler
         .info

@@ -37,6 +37,7 @@ pub fn router() -> Router<Services> {
         .route("/v1/tasks/{id}/cancel", post(cancel))
         .route("/v1/tasks/{id}/retry", post(retry))
         .route("/v1/tasks/{id}/events", get(events))
+        .route("/v1/tasks/{id}/webhooks", get(webhooks))
 }
 
 /// A query string that does not even decode.
@@ -267,6 +268,35 @@ async fn events(
         .await
         .map_err(log_store_error("reading events"))?;
     Ok(Json(json!({ "task_id": task.id, "events": events })).into_response())
+}
+
+/// `GET /v1/tasks/{id}/webhooks`: the task's completion webhook deliveries, each with its
+/// attempts (status, error, duration), oldest first.
+async fn webhooks(
+    State(services): State<Services>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let task = find(&services, &tenant, &id).await?;
+    let list = services
+        .store
+        .webhook_list(&task.id)
+        .await
+        .map_err(log_store_error("reading webhook deliveries"))?;
+    let deliveries: Vec<Value> = list
+        .into_iter()
+        .map(|(d, attempts)| {
+            let mut v = serde_json::to_value(&d).unwrap_or_default();
+            v["attempts_made"] = v["attempts"].take();
+            v["attempts"] = serde_json::to_value(attempts).unwrap_or_default();
+            v
+        })
+        .collect();
+    Ok(Json(json!({
+        "task_id": task.id,
+        "callback_url": task.callback_url,
+        "deliveries": deliveries,
+    })))
 }
 
 #[cfg(test)]

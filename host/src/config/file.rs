@@ -71,6 +71,13 @@ fn resolve_env_refs(
             }
         }
     }
+    if let Some(v) = table
+        .get_mut("webhooks")
+        .and_then(|w| w.as_table_mut())
+        .and_then(|w| w.get_mut("secret"))
+    {
+        resolve_env_ref("webhooks.secret", v, env)?;
+    }
     if let Some(toml::Value::Array(keys)) = table.get_mut("api_keys") {
         for (i, entry) in keys.iter_mut().enumerate() {
             if let Some(v) = entry.as_table_mut().and_then(|t| t.get_mut("key")) {

@@ -24,6 +24,7 @@ impl Config {
             check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
         }
         self.api.validate()?;
+        self.webhooks.validate()?;
         if let Some(u) = &self.public_url {
             url::Url::parse(u).with_context(|| {
                 format!(

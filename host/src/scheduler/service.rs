@@ -14,6 +14,9 @@ use tokio_util::task::TaskTracker;
 use super::Scheduler;
 use crate::model::UnitStatus;
 
+/// The wake-up key of the completion webhook loop.
+const WEBHOOK_WAKE: &str = "slotd:webhooks";
+
 /// Longest pause after repeated store errors.
 const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
@@ -38,6 +41,7 @@ impl Scheduler {
         let tracker = TaskTracker::new();
         let mut running: HashSet<String> = HashSet::new();
         tracker.spawn(self.clone().finalize_loop(shutdown.clone()));
+        tracker.spawn(self.clone().webhook_loop(shutdown.clone()));
         if let Some(leases) = self.leases.clone() {
             tracker.spawn(self.clone().lease_loop(leases, shutdown.clone()));
         }
@@ -155,6 +159,31 @@ impl Scheduler {
             let now = self.services.clock.now_ms();
             if let Err(e) = self.finalize_once(now).await {
                 tracing::warn!(error = %e, "finalization claim failed; retrying");
+            }
+            // Units that ended may have ended their task: its webhook is looked at now.
+            self.services.wake.local(WEBHOOK_WAKE);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(cfg.tick_interval) => {}
+                _ = wake.notified() => {}
+            }
+        }
+    }
+
+    /// Completion webhooks (see `deliveries.rs`): queue the ends of tasks that have ended,
+    /// attempt the deliveries due; at every finalization round of this process and every
+    /// tick interval, until shutdown. Apart from finalization, so a slow receiver never holds
+    /// up a download.
+    async fn webhook_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let cfg = self.services.config.scheduler.clone();
+        let wake = self.services.wake.listener(WEBHOOK_WAKE);
+        loop {
+            let now = self.services.clock.now_ms();
+            if let Err(e) = crate::deliveries::sweep(&self.services, now).await {
+                tracing::warn!(error = %e, "queueing completion webhooks failed; retrying");
+            }
+            if let Err(e) = crate::deliveries::deliver_due(&self.services, &self.owner, now).await {
+                tracing::warn!(error = %e, "delivering completion webhooks failed; retrying");
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -16,6 +16,7 @@ pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
 mod update;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::model::{Unit, UnitCounts, UnitStatus};
 pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
+pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
 
 /// Store failures. `Unavailable` is what the API maps to 503 and the scheduler to "pause".
 #[derive(Debug, thiserror::Error)]
@@ -430,6 +432,30 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<EventPage>;
     /// The cursor at the log's end now: a stream starting there sees only what comes next.
     async fn unit_events_head(&self) -> StoreResult<EventCursor>;
+    /// Whether task `task_id` has events a stream at `cursor` has not read yet, committed or
+    /// not yet settled (a task stream ends only once there are none).
+    async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool>;
+
+    /// Tasks with a `callback_url` whose end is not queued for delivery yet, oldest first, as
+    /// `(tenant, task id)`.
+    async fn webhook_open_tasks(&self, limit: u32) -> StoreResult<Vec<(String, String)>>;
+    /// Queue `d` and mark its task's webhook done, in one transaction; queuing the same id
+    /// again changes nothing.
+    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()>;
+    /// Take up to `limit` deliveries due at `now` whose lease is free, leased to `owner` until
+    /// `lease_until`.
+    async fn webhook_claim(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>>;
+    /// Record an attempt and what comes next, if `a.owner` still holds the lease (false: it
+    /// does not, nothing changed).
+    async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool>;
+    /// A task's deliveries, each with its attempts (oldest first).
+    async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>>;
 
     /// The host key named `name` (SPEC section 17: one key shared by every instance, e.g. the
     /// callback token key). Stores `candidate` first if there is none, atomically: of

@@ -35,9 +35,9 @@ use sqlx::{Postgres, Transaction};
 
 use super::shared::postgres as shared;
 use super::{
-    ApplyReport, Cancelled, Created, EventCursor, EventPage, EventScope, Fence, FinalizeRelease,
-    HandlerVersionRow, NewTask, PoolStatusCount, StoreError, StoreResult, TaskFilter, TaskPage,
-    TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
+    EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
+    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -358,5 +358,35 @@ impl TaskStore for PostgresStore {
 
     async fn unit_events_head(&self) -> StoreResult<EventCursor> {
         events::unit_events_head(&self.pool).await
+    }
+
+    async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool> {
+        events::unit_events_behind(&self.pool, task_id, cursor).await
+    }
+
+    async fn webhook_open_tasks(&self, limit: u32) -> StoreResult<Vec<(String, String)>> {
+        shared::webhook_open_tasks(&self.pool, limit).await
+    }
+
+    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
+        shared::webhook_enqueue(&self.pool, d).await
+    }
+
+    async fn webhook_claim(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>> {
+        shared::webhook_claim(&self.pool, owner, lease_until, now, limit).await
+    }
+
+    async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
+        shared::webhook_attempt(&self.pool, a).await
+    }
+
+    async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
+        shared::webhook_list(&self.pool, task_id).await
     }
 }

@@ -11,6 +11,7 @@ mod claims;
 mod fencing;
 mod finalize;
 mod moves;
+mod outbox;
 mod reads;
 mod streams;
 mod tasks;
@@ -35,6 +36,7 @@ pub(crate) use finalize::{
     finalize_give_up_then_retry, finalize_lease, finalize_release, finalize_renew,
 };
 pub(crate) use moves::{assert_moves_match_the_model, illegal_moves_are_refused};
+pub(crate) use outbox::webhook_outbox;
 pub(crate) use reads::{
     counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
 };
@@ -85,6 +87,7 @@ macro_rules! store_suite {
             apply_guard_submit_attempt,
             illegal_moves_are_refused,
             event_streams_page_and_resume,
+            webhook_outbox,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

@@ -80,3 +80,22 @@ pub(super) async fn unit_events_head(pool: &PgPool) -> StoreResult<EventCursor> 
         id: 0,
     })
 }
+
+/// An event is read once its transaction is below `settled`, or in the batch being read
+/// (`settled <= tx < horizon`) at or below the cursor's id.
+pub(super) async fn unit_events_behind(
+    pool: &PgPool,
+    task_id: &str,
+    cursor: EventCursor,
+) -> StoreResult<bool> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM unit_events WHERE task_id = $1 AND tx >= $2 \
+             AND NOT ($3 <> 0 AND tx < $3 AND id <= $4))",
+    )
+    .bind(task_id)
+    .bind(cursor.settled)
+    .bind(cursor.horizon)
+    .bind(cursor.id)
+    .fetch_one(pool)
+    .await?)
+}

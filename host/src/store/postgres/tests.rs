@@ -316,10 +316,17 @@ async fn an_event_committed_late_is_not_skipped() {
     slow.commit().await.unwrap();
     let mut from = page.next;
     let mut seen: Vec<i64> = page.events.iter().map(|(_, e)| e.id).collect();
-    for _ in 0..10 {
+    // Both show once every older write transaction on the server has ended (other tests'
+    // too): read on, with a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(seen.contains(&early) && seen.contains(&late)) {
+        assert!(std::time::Instant::now() < deadline, "seen only {seen:?}");
         let page = read(from).await;
         seen.extend(page.events.iter().map(|(_, e)| e.id));
         from = page.next;
+        if page.events.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
     assert!(seen.contains(&early) && seen.contains(&late), "{seen:?}");
     let at = |id: i64| seen.iter().position(|&s| s == id);

@@ -52,3 +52,17 @@ pub(super) async fn unit_events_head(pool: &SqlitePool) -> StoreResult<EventCurs
         ..EventCursor::default()
     })
 }
+
+pub(super) async fn unit_events_behind(
+    pool: &SqlitePool,
+    task_id: &str,
+    cursor: EventCursor,
+) -> StoreResult<bool> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM unit_events WHERE task_id = $1 AND id > $2)",
+    )
+    .bind(task_id)
+    .bind(cursor.id)
+    .fetch_one(pool)
+    .await?)
+}
