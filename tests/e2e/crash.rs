@@ -10,14 +10,11 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
-    let plugins = plugins_dir_with_fixture(dir);
-    let text = format!(
+    fixture_config_file(
+        dir,
+        stub,
+        port,
         r#"
-listen = "127.0.0.1:{port}"
-database_url = "sqlite://{db}"
-plugins_dir = "{plugins}"
-object_store = "file://{objects}"
-
 [limits]
 call_deadline = "2s"
 
@@ -26,23 +23,8 @@ tick_interval = "20ms"
 min_rest = "1ms"
 finalize_lease = "300ms"
 reconcile_interval = "200ms"
-
-[pools.fixture]
-max_slots = 5
-
-[handlers.fixture]
-base_url = "{base}"
-allowed_hosts = ["{host}"]
 "#,
-        db = dir.join("slotd.db").display(),
-        plugins = plugins.display(),
-        objects = dir.join("objects").display(),
-        base = stub.base_url(),
-        host = stub.addr(),
-    );
-    let path = dir.join("slotd.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
+    )
 }
 
 fn spawn(config: &Path, log: &Path) -> Child {

@@ -468,3 +468,40 @@ pub async fn metric_sum(client: &reqwest::Client, base: &str, name: &str) -> Opt
             .sum(),
     )
 }
+
+/// A `slotd.toml` in `dir` for the real binary: SQLite in `dir`, the fixture handler against
+/// `stub` on a pool of 5, listening on `port`, with `sections` (TOML, e.g. `[scheduler]` and
+/// `[webhooks]` tables) after the top-level keys.
+pub fn fixture_config_file(
+    dir: &Path,
+    stub: &StubHandle,
+    port: u16,
+    sections: &str,
+) -> std::path::PathBuf {
+    let plugins = plugins_dir_with_fixture(dir);
+    let text = format!(
+        r#"
+listen = "127.0.0.1:{port}"
+database_url = "sqlite://{db}"
+plugins_dir = "{plugins}"
+object_store = "file://{objects}"
+
+{sections}
+
+[pools.fixture]
+max_slots = 5
+
+[handlers.fixture]
+base_url = "{base}"
+allowed_hosts = ["{host}"]
+"#,
+        db = dir.join("slotd.db").display(),
+        plugins = plugins.display(),
+        objects = dir.join("objects").display(),
+        base = stub.base_url(),
+        host = stub.addr(),
+    );
+    let path = dir.join("slotd.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}

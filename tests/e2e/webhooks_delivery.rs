@@ -17,14 +17,8 @@ use crate::support::*;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
-    let plugins = plugins_dir_with_fixture(dir);
-    let text = format!(
+    let sections = format!(
         r#"
-listen = "127.0.0.1:{port}"
-database_url = "sqlite://{db}"
-plugins_dir = "{plugins}"
-object_store = "file://{objects}"
-
 [scheduler]
 tick_interval = "50ms"
 min_rest = "1ms"
@@ -35,23 +29,9 @@ allow_private = true
 retry_base = "100ms"
 retry_max = "300ms"
 timeout = "2s"
-
-[pools.fixture]
-max_slots = 5
-
-[handlers.fixture]
-base_url = "{base}"
-allowed_hosts = ["{host}"]
-"#,
-        db = dir.join("slotd.db").display(),
-        plugins = plugins.display(),
-        objects = dir.join("objects").display(),
-        base = stub.base_url(),
-        host = stub.addr(),
+"#
     );
-    let path = dir.join("slotd.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
+    fixture_config_file(dir, stub, port, &sections)
 }
 
 /// What the receiver got: each request's headers and body.
