@@ -25,8 +25,8 @@ use crate::model::TaskStatus;
 use crate::services::Services;
 use crate::store::{AttemptNext, AttemptOutcome, Delivery, NewDelivery, StoreError};
 
-/// Tasks looked at per sweep.
-const SWEEP_LIMIT: u32 = 200;
+/// Open tasks read per page of a sweep.
+const SWEEP_PAGE: u32 = 200;
 /// Deliveries attempted per round.
 const CLAIM_LIMIT: u32 = 32;
 
@@ -102,40 +102,59 @@ pub fn retry_delay(cfg: &WebhooksConfig, attempts: i64) -> Duration {
 pub async fn sweep(services: &Services, now: i64) -> Result<usize, StoreError> {
     let store = &services.store;
     let mut queued = 0;
-    for (tenant, id) in store.webhook_open_tasks(SWEEP_LIMIT).await? {
-        let Some(task) = store.task_get(&tenant, &id).await? else {
-            continue;
+    // Every open task, page by page: tasks still running must not hide newer ones that ended.
+    let mut after = 0;
+    loop {
+        let page = store.webhook_open_tasks(after, SWEEP_PAGE).await?;
+        let Some((last, _, _)) = page.last() else {
+            return Ok(queued);
         };
-        let event = match task.counts.task_status() {
-            TaskStatus::Completed => "task.completed",
-            TaskStatus::Failed => "task.failed",
-            TaskStatus::Cancelled => "task.cancelled",
-            TaskStatus::Pending | TaskStatus::Running => continue,
-        };
-        let Some(url) = task.callback_url.clone() else {
-            continue;
-        };
-        let units = store.task_units(&task.id).await?;
-        let view = crate::api::TaskView::new(&task, units, false);
-        let payload = json!({
-            "type": event,
-            "timestamp": now,
-            "data": view,
-        });
-        store
-            .webhook_enqueue(&NewDelivery {
-                id: format!("msg_{}_{}", task.id, event.trim_start_matches("task.")),
-                task_id: task.id.clone(),
-                tenant,
-                url,
-                event: event.into(),
-                payload: payload.to_string(),
-                now,
-            })
-            .await?;
-        queued += 1;
+        after = *last;
+        for (_, tenant, id) in page {
+            queued += queue_if_ended(services, tenant, id, now).await?;
+        }
     }
-    Ok(queued)
+}
+
+/// Queue task `id`'s delivery if it has ended; 1 if it was queued.
+async fn queue_if_ended(
+    services: &Services,
+    tenant: String,
+    id: String,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let store = &services.store;
+    let Some(task) = store.task_get(&tenant, &id).await? else {
+        return Ok(0);
+    };
+    let event = match task.counts.task_status() {
+        TaskStatus::Completed => "task.completed",
+        TaskStatus::Failed => "task.failed",
+        TaskStatus::Cancelled => "task.cancelled",
+        TaskStatus::Pending | TaskStatus::Running => return Ok(0),
+    };
+    let Some(url) = task.callback_url.clone() else {
+        return Ok(0);
+    };
+    let units = store.task_units(&task.id).await?;
+    let view = crate::api::TaskView::new(&task, units, false);
+    let payload = json!({
+        "type": event,
+        "timestamp": now,
+        "data": view,
+    });
+    store
+        .webhook_enqueue(&NewDelivery {
+            id: format!("msg_{}_{}", task.id, event.trim_start_matches("task.")),
+            task_id: task.id.clone(),
+            tenant,
+            url,
+            event: event.into(),
+            payload: payload.to_string(),
+            now,
+        })
+        .await?;
+    Ok(1)
 }
 
 /// Attempt the deliveries due at `now`, as `owner`; how many were attempted.

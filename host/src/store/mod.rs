@@ -436,9 +436,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// not yet settled (a task stream ends only once there are none).
     async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool>;
 
-    /// Tasks with a `callback_url` whose end is not queued for delivery yet, oldest first, as
-    /// `(tenant, task id)`.
-    async fn webhook_open_tasks(&self, limit: u32) -> StoreResult<Vec<(String, String)>>;
+    /// Tasks with a `callback_url` whose end is not queued for delivery yet, after task `seq`
+    /// `after`, oldest first, as `(seq, tenant, task id)`.
+    async fn webhook_open_tasks(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, String, String)>>;
     /// Queue `d` and mark its task's webhook done, in one transaction; queuing the same id
     /// again changes nothing.
     async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()>;

@@ -364,8 +364,12 @@ impl TaskStore for PostgresStore {
         events::unit_events_behind(&self.pool, task_id, cursor).await
     }
 
-    async fn webhook_open_tasks(&self, limit: u32) -> StoreResult<Vec<(String, String)>> {
-        shared::webhook_open_tasks(&self.pool, limit).await
+    async fn webhook_open_tasks(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, String, String)>> {
+        shared::webhook_open_tasks(&self.pool, after, limit).await
     }
 
     async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {

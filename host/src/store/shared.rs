@@ -375,12 +375,15 @@ on_both_drivers! {
     /// index's, word for word (SQLite uses a partial index only then).
     pub(crate) async fn webhook_open_tasks(
         pool: &Pool,
+        after: i64,
         limit: u32,
-    ) -> StoreResult<Vec<(String, String)>> {
+    ) -> StoreResult<Vec<(i64, String, String)>> {
         Ok(sqlx::query_as(
-            "SELECT tenant, id FROM tasks WHERE callback_url IS NOT NULL AND webhook_done = 0 \
-             ORDER BY seq LIMIT $1",
+            "SELECT seq, tenant, id FROM tasks \
+             WHERE callback_url IS NOT NULL AND webhook_done = 0 AND seq > $1 \
+             ORDER BY seq LIMIT $2",
         )
+        .bind(after)
         .bind(i64::from(limit))
         .fetch_all(pool)
         .await?)

@@ -324,8 +324,12 @@ impl TaskStore for SqliteStore {
         events::unit_events_behind(&self.reader, task_id, cursor).await
     }
 
-    async fn webhook_open_tasks(&self, limit: u32) -> StoreResult<Vec<(String, String)>> {
-        shared::webhook_open_tasks(&self.reader, limit).await
+    async fn webhook_open_tasks(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, String, String)>> {
+        shared::webhook_open_tasks(&self.reader, after, limit).await
     }
 
     async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {

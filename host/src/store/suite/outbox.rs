@@ -11,8 +11,17 @@ pub(crate) async fn webhook_outbox(store: DynStore) {
     with_hook.callback_url = Some("https://example.com/hook".into());
     create(&store, with_hook).await;
     create(&store, task("t2", "acme", VIDEO, POOL, 1, 0)).await;
-    let open = store.webhook_open_tasks(10).await.unwrap();
-    assert_eq!(open, [("acme".to_string(), "t1".to_string())]);
+    let open = store.webhook_open_tasks(0, 10).await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!((open[0].1.as_str(), open[0].2.as_str()), ("acme", "t1"));
+    // Paged by seq: nothing after the last one.
+    assert!(
+        store
+            .webhook_open_tasks(open[0].0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let d = NewDelivery {
         id: "msg_t1_completed".into(),
         task_id: "t1".into(),
@@ -24,7 +33,7 @@ pub(crate) async fn webhook_outbox(store: DynStore) {
     };
     store.webhook_enqueue(&d).await.unwrap();
     store.webhook_enqueue(&d).await.unwrap();
-    assert!(store.webhook_open_tasks(10).await.unwrap().is_empty());
+    assert!(store.webhook_open_tasks(0, 10).await.unwrap().is_empty());
     // One owner at a time.
     let a = store.webhook_claim("a", T0 + 1000, T0, 10).await.unwrap();
     assert_eq!(a.len(), 1, "queued once");
