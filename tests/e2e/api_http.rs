@@ -73,17 +73,28 @@ impl Server {
         key: Option<&str>,
         body: Option<String>,
     ) -> (u16, String, Value) {
-        let mut rb = self
-            .client
-            .request(method, format!("{}{path}", self.base))
-            .header("content-type", "application/json");
-        if let Some(k) = key {
-            rb = rb.bearer_auth(k);
-        }
-        if let Some(b) = body {
-            rb = rb.body(b);
-        }
-        let resp = rb.send().await.expect("send");
+        let request = || {
+            let mut rb = self
+                .client
+                .request(method.clone(), format!("{}{path}", self.base))
+                .header("content-type", "application/json");
+            if let Some(k) = key {
+                rb = rb.bearer_auth(k);
+            }
+            if let Some(b) = &body {
+                rb = rb.body(b.clone());
+            }
+            rb
+        };
+        let resp = match request().send().await {
+            Ok(resp) => resp,
+            // A pooled connection the server closed (after the 413, which closes its
+            // connection) fails before any answer: a read is simply asked again.
+            Err(e) if method == reqwest::Method::GET && e.is_request() => {
+                request().send().await.expect("send")
+            }
+            Err(e) => panic!("send: {e:?}"),
+        };
         let status = resp.status().as_u16();
         let ct = resp
             .headers()
