@@ -314,14 +314,7 @@ pub async fn wait_all_completed(
     eventually(deadline, "every task completed", async || {
         let mut out = Vec::new();
         for id in ids {
-            let v: Value = client
-                .get(format!("{base}/v1/tasks/{id}"))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+            let v = get_json(client, &format!("{base}/v1/tasks/{id}")).await?;
             if v["status"] != "completed" {
                 return None;
             }
@@ -504,4 +497,9 @@ allowed_hosts = ["{host}"]
     let path = dir.join("slotd.toml");
     std::fs::write(&path, text).expect("write config");
     path
+}
+
+/// GET `url` as JSON; `None` if it did not answer with JSON (for polling with [`eventually`]).
+pub async fn get_json(client: &reqwest::Client, url: &str) -> Option<Value> {
+    client.get(url).send().await.ok()?.json().await.ok()
 }

@@ -84,16 +84,10 @@ async fn a_kill_between_the_end_and_the_delivery_loses_nothing() {
         Duration::from_secs(60),
     )
     .await;
+    let hooks = format!("{base}/v1/tasks/{id}/webhooks");
     // At least one attempt failed: the delivery is queued and retrying.
     eventually(Duration::from_secs(30), "a failed attempt", async || {
-        let v: Value = client
-            .get(format!("{base}/v1/tasks/{id}/webhooks"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let v = get_json(&client, &hooks).await?;
         let d = v["deliveries"].as_array()?.first()?.clone();
         (d["attempts_made"].as_i64()? >= 1 && d["status"] == "pending").then_some(())
     })
@@ -110,14 +104,7 @@ async fn a_kill_between_the_end_and_the_delivery_loses_nothing() {
     })
     .await;
     let view: Value = eventually(Duration::from_secs(30), "recorded delivered", async || {
-        let v: Value = client
-            .get(format!("{base}/v1/tasks/{id}/webhooks"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let v = get_json(&client, &hooks).await?;
         (v["deliveries"][0]["status"] == "delivered").then_some(v)
     })
     .await;

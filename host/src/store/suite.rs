@@ -38,7 +38,8 @@ pub(crate) use finalize::{
 pub(crate) use moves::{assert_moves_match_the_model, illegal_moves_are_refused};
 pub(crate) use outbox::webhook_outbox;
 pub(crate) use reads::{
-    counts_by_pool, event_log_order, handler_version_history, list_paging_and_filters,
+    counts_by_pool, event_log_order, find_by_provider, handler_version_history,
+    list_paging_and_filters,
 };
 pub(crate) use streams::event_streams_page_and_resume;
 pub(crate) use tasks::{
@@ -544,57 +545,6 @@ pub(crate) async fn apply_guard_and_events(store: DynStore) {
         )
         .await;
     assert_eq!(gone.unwrap().skipped, ["nope"]);
-}
-
-pub(crate) async fn find_by_provider(store: DynStore) {
-    create(&store, task("t-1", "acme", VIDEO, POOL, 2, 0)).await;
-    submit(&store, &["t-1-u0", "t-1-u1"], T0).await;
-    let mut accepted = update("t-1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
-    accepted.provider_job_id = Field::Set("job-9".into());
-    apply(&store, accepted, T0).await;
-    let video = types(&[VIDEO]);
-
-    let by_job = store
-        .unit_find_by_provider(&video, Some("job-9"), None)
-        .await
-        .unwrap();
-    assert_eq!(by_job.map(|u| u.id).as_deref(), Some("t-1-u0"));
-    let key = unit(&store, "t-1", 1).await.idempotency_key();
-    assert_eq!(key, "t-1-u1-main-0");
-    let by_key = store
-        .unit_find_by_provider(&video, Some("unknown"), Some(&key))
-        .await
-        .unwrap();
-    assert_eq!(by_key.map(|u| u.id).as_deref(), Some("t-1-u1"));
-    let other_type = types(&["avatar_clone"]);
-    assert!(
-        store
-            .unit_find_by_provider(&other_type, Some("job-9"), Some(&key))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        store
-            .unit_find_by_provider(&video, None, Some("t-1-u1-main-1"))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        store
-            .unit_find_by_provider(&video, None, Some(&"-".repeat(100_000)))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        store
-            .unit_find_by_provider(&video, None, None)
-            .await
-            .unwrap()
-            .is_none()
-    );
 }
 
 /// Shared assertion for implementation-specific corruption tests.

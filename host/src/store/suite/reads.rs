@@ -1,5 +1,6 @@
 //! What the API and operators read: task lists with paging and filters, unit counts per pool,
-//! the unit event log and the handler version history.
+//! the unit event log, the handler version history, and the lookup of a unit by a provider's
+//! job id or idempotency key (webhooks).
 
 use super::*;
 
@@ -205,4 +206,55 @@ pub(crate) async fn handler_version_history(store: DynStore) {
     assert_eq!(fixture.len(), 2);
     assert_eq!(fixture[0].at, T0 + 2);
     assert_eq!(store.handler_version_list(None, 1).await.unwrap().len(), 1);
+}
+
+pub(crate) async fn find_by_provider(store: DynStore) {
+    create(&store, task("t-1", "acme", VIDEO, POOL, 2, 0)).await;
+    submit(&store, &["t-1-u0", "t-1-u1"], T0).await;
+    let mut accepted = update("t-1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
+    accepted.provider_job_id = Field::Set("job-9".into());
+    apply(&store, accepted, T0).await;
+    let video = types(&[VIDEO]);
+
+    let by_job = store
+        .unit_find_by_provider(&video, Some("job-9"), None)
+        .await
+        .unwrap();
+    assert_eq!(by_job.map(|u| u.id).as_deref(), Some("t-1-u0"));
+    let key = unit(&store, "t-1", 1).await.idempotency_key();
+    assert_eq!(key, "t-1-u1-main-0");
+    let by_key = store
+        .unit_find_by_provider(&video, Some("unknown"), Some(&key))
+        .await
+        .unwrap();
+    assert_eq!(by_key.map(|u| u.id).as_deref(), Some("t-1-u1"));
+    let other_type = types(&["avatar_clone"]);
+    assert!(
+        store
+            .unit_find_by_provider(&other_type, Some("job-9"), Some(&key))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unit_find_by_provider(&video, None, Some("t-1-u1-main-1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unit_find_by_provider(&video, None, Some(&"-".repeat(100_000)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .unit_find_by_provider(&video, None, None)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
