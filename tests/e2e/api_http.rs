@@ -33,10 +33,12 @@ async fn server() -> Server {
         ApiKey {
             key: Secret::new("key-tenant-a"),
             tenant: "a".into(),
+            admin: false,
         },
         ApiKey {
             key: Secret::new("key-tenant-b"),
             tenant: "b".into(),
+            admin: false,
         },
     ];
     config.max_body_bytes = 64 * 1024;
@@ -245,8 +247,21 @@ async fn dashboard_is_served_and_reads_the_api() {
         .to_string();
     assert!(ct.starts_with("text/html"), "{ct}");
     let page = resp.text().await.expect("body");
-    for path in ["/v1/pools", "/v1/handlers", "/v1/tasks"] {
-        assert!(page.contains(path), "the dashboard must read {path}");
+    assert!(
+        page.contains("/console/app.js"),
+        "the console loads its script"
+    );
+    let script = s
+        .client
+        .get(format!("{}/console/app.js", s.base))
+        .send()
+        .await
+        .expect("get the console script")
+        .text()
+        .await
+        .expect("script");
+    for path in ["/v1/pools", "/v1/handlers", "/v1/tasks", "/v1/webhooks"] {
+        assert!(script.contains(path), "the console must read {path}");
     }
     s.check().await;
 }

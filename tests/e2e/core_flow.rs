@@ -210,10 +210,12 @@ async fn two_tenants_share_one_slot_on(database_url: Option<String>) {
             ApiKey {
                 key: Secret::new("key-big"),
                 tenant: "big".into(),
+                admin: false,
             },
             ApiKey {
                 key: Secret::new("key-small"),
                 tenant: "small".into(),
+                admin: false,
             },
         ];
     })

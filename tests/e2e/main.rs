@@ -10,6 +10,7 @@ mod callbacks_auth;
 mod cancel_slots;
 mod check_cli;
 mod cluster_wake;
+mod console_browser;
 mod contract_1_0;
 mod core_flow;
 mod crash;

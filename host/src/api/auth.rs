@@ -54,7 +54,7 @@ pub fn tenant_of(headers: &HeaderMap, keys: &[ApiKey]) -> Option<String> {
 }
 
 /// The token of a `Bearer` authorization value (scheme is case-insensitive, RFC 7235).
-fn bearer_token(value: &str) -> Option<&str> {
+pub(super) fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -76,7 +76,7 @@ fn tenant_for_key(keys: &[ApiKey], presented: &str) -> Option<String> {
 }
 
 /// Byte-slice equality whose running time depends only on the lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -104,10 +104,12 @@ mod tests {
             ApiKey {
                 key: Secret::new("key-of-tenant-a"),
                 tenant: "a".into(),
+                admin: false,
             },
             ApiKey {
                 key: Secret::new("key-of-tenant-b"),
                 tenant: "b".into(),
+                admin: false,
             },
         ];
         assert_eq!(

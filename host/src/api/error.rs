@@ -32,6 +32,10 @@ pub enum ApiError {
     /// A provider callback without a valid callback token (SPEC section 17).
     #[error("{0}")]
     CallbackToken(String),
+    /// The caller may not do this (e.g. a tenant's key asking for another tenant's list);
+    /// the detail names the rule.
+    #[error("{0}")]
+    Forbidden(String),
     /// No such resource for this tenant (another tenant's task looks the same as none).
     #[error("{0}")]
     NotFound(String),
@@ -106,6 +110,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized | ApiError::CallbackToken(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -127,6 +132,7 @@ impl ApiError {
             ApiError::BadRequest { .. } => ("bad-request", "Bad request"),
             ApiError::Unauthorized => ("unauthorized", "Unauthorized"),
             ApiError::CallbackToken(_) => ("callback-token", "Unauthorized"),
+            ApiError::Forbidden(_) => ("forbidden", "Forbidden"),
             ApiError::NotFound(_) => ("not-found", "Not found"),
             ApiError::MethodNotAllowed => ("method-not-allowed", "Method not allowed"),
             ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Payload too large"),

@@ -215,6 +215,7 @@ mod tests {
         config.api_keys.push(crate::config::ApiKey {
             key: crate::config::Secret::new("key-of-tenant-a"),
             tenant: "a".into(),
+            admin: false,
         });
         assert_eq!(LocalGuard::for_config(&config), None);
     }

@@ -3,12 +3,16 @@
 //! `oneshot` and no socket.
 //!
 //! # Layout
-//! - `auth.rs`: the [`auth::Tenant`] extractor (bearer API keys → tenant).
+//! - `auth.rs`: the [`auth::Tenant`] extractor (bearer API keys → tenant); `caller.rs`: the
+//!   `Caller` extractor (tenant and admin flag) of routes an admin may widen to every tenant.
 //! - `error.rs`: [`error::ApiError`] → `application/problem+json`, never leaking internals.
 //! - `tasks.rs`: read, list, cancel, retry, events; `task_create.rs`: `POST /v1/tasks/{type}`;
 //!   `task_view.rs`: the task's JSON shape.
 //! - `pools.rs`, `handlers.rs`: what runs where; `health.rs`: `/healthz`, `/readyz`,
 //!   `/metrics`.
+//! - `console.rs`: the operator console at `/` (files in `console/`); `console_api.rs`: what
+//!   it reads beyond the rest (`/v1/me`, pool timelines, webhook deliveries), derived by the
+//!   pure `timeline.rs`.
 //!
 //! - `local_guard.rs`: the loopback default's web rules (loopback `Host`, JSON writes);
 //!   `admission.rs`: the bound on requests in flight and per-tenant rate limits.
@@ -21,7 +25,9 @@
 mod admission;
 pub mod auth;
 mod callbacks;
-mod dashboard;
+mod caller;
+mod console;
+mod console_api;
 pub mod error;
 mod events;
 mod handlers;
@@ -31,7 +37,10 @@ mod pools;
 mod task_create;
 mod task_view;
 mod tasks;
+mod timeline;
 
+#[cfg(test)]
+mod console_tests;
 #[cfg(test)]
 mod test_harness;
 #[cfg(test)]
@@ -71,7 +80,8 @@ pub fn router(services: Services) -> Router {
         .merge(tasks::router())
         .merge(events::router())
         .merge(callbacks::router())
-        .merge(dashboard::router())
+        .merge(console::router())
+        .merge(console_api::router())
         .merge(pools::router())
         .merge(handlers::router())
         .merge(health::router())

@@ -50,6 +50,8 @@ pub struct TaskSummary {
     pub created_at: i64,
     /// Unix milliseconds.
     pub updated_at: i64,
+    /// The tenant that owns the task (an admin's lists mix tenants).
+    pub tenant: String,
 }
 
 impl TaskSummary {
@@ -66,6 +68,7 @@ impl TaskSummary {
             idempotency_key: task.idempotency_key.clone(),
             created_at: task.created_at,
             updated_at: task.updated_at,
+            tenant: task.tenant.clone(),
         }
     }
 }

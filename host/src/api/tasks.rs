@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::auth::Tenant;
+use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
 use super::task_create;
 use super::task_view::{TaskSummary, TaskView};
@@ -69,11 +69,12 @@ async fn units_of(services: &Services, task_id: &str) -> Result<Vec<Unit>, ApiEr
 /// `GET /v1/tasks/{id}`.
 async fn read(
     State(services): State<Services>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     Path(id): Path<String>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
+    let tenant = caller.tenant_of_task(&services, &id).await?;
     // `?units=true` adds the full unit records.
     let with_units = match query.get("units").map(String::as_str) {
         None | Some("false") | Some("0") => false,
@@ -114,17 +115,19 @@ fn json_body(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// `GET /v1/tasks?type=&status=&limit=&cursor=`: newest first, cursor paging.
+/// `GET /v1/tasks?type=&status=&limit=&cursor=&tenant=`: newest first, cursor paging.
 async fn list(
     State(services): State<Services>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
     let filter = list_filter(&query)?;
+    // `?tenant=`: an admin's filter (all tenants when absent); see `Caller::list_scope`.
+    let scope = caller.list_scope(query.get("tenant").map(String::as_str))?;
     let page = services
         .store
-        .task_list(&tenant, &filter)
+        .task_list_any(scope.as_deref(), &filter)
         .await
         .map_err(log_store_error("listing tasks"))?;
     let tasks: Vec<TaskSummary> = page.tasks.iter().map(TaskSummary::new).collect();
@@ -137,11 +140,13 @@ async fn list(
 /// Check the list parameters, naming the bad one. Unknown parameters are refused too, so that
 /// a typo (`?staus=failed`) does not silently list everything.
 fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> {
-    const KNOWN: [&str; 4] = ["type", "status", "limit", "cursor"];
+    const KNOWN: [&str; 5] = ["type", "status", "limit", "cursor", "tenant"];
     if let Some(unknown) = query.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(ApiError::bad_field(
             unknown,
-            format!("unknown query parameter {unknown:?}; expected type, status, limit, cursor"),
+            format!(
+                "unknown query parameter {unknown:?}; expected type, status, limit, cursor, tenant"
+            ),
         ));
     }
     let non_empty = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
@@ -191,9 +196,10 @@ fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> 
 /// running it; the scheduler then ends them `cancelled`. Repeating it changes nothing.
 async fn cancel(
     State(services): State<Services>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<TaskView>, ApiError> {
+    let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
     let cancelled = services
         .store
@@ -218,9 +224,10 @@ async fn cancel(
 /// units whose finalization gave up are finalized again (no new provider job).
 async fn retry(
     State(services): State<Services>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
     let retried = services
         .store
@@ -252,11 +259,12 @@ async fn retry(
 /// text/event-stream`, as a live stream (see `events.rs`).
 async fn events(
     State(services): State<Services>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     Path(id): Path<String>,
     headers: axum::http::HeaderMap,
     after: Result<Query<super::events::After>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let tenant = caller.tenant_of_task(&services, &id).await?;
     let Query(after) = after.map_err(bad_query)?;
     let task = find(&services, &tenant, &id).await?;
     if super::events::wants_stream(&headers) {
@@ -274,9 +282,10 @@ async fn events(
 /// attempts (status, error, duration), oldest first.
 async fn webhooks(
     State(services): State<Services>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    let tenant = caller.tenant_of_task(&services, &id).await?;
     let task = find(&services, &tenant, &id).await?;
     let list = services
         .store

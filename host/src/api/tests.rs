@@ -56,10 +56,12 @@ async fn harness() -> Harness {
             ApiKey {
                 key: Secret::new(KEY_A),
                 tenant: "a".into(),
+                admin: false,
             },
             ApiKey {
                 key: Secret::new(KEY_B),
                 tenant: "b".into(),
+                admin: false,
             },
         ],
         ..Config::default()

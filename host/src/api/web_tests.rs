@@ -62,10 +62,12 @@ fn with_keys() -> Config {
             ApiKey {
                 key: Secret::new(KEY_A),
                 tenant: "a".into(),
+                admin: false,
             },
             ApiKey {
                 key: Secret::new(KEY_B),
                 tenant: "b".into(),
+                admin: false,
             },
         ],
         ..Config::default()

@@ -67,6 +67,10 @@ impl<'de> Deserialize<'de> for Secret {
 pub struct ApiKey {
     pub key: Secret,
     pub tenant: String,
+    /// `admin = true`: this key also reads and acts on every tenant's tasks (the operator
+    /// console's view). Default false: a key sees only its own tenant.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// One handler's settings: what its guest may read, what it may sign with, where it may call.

@@ -99,6 +99,7 @@ fn demo_config(
         .map(|(t, k)| ApiKey {
             key: Secret::new(*k),
             tenant: (*t).into(),
+            admin: false,
         })
         .collect();
     c

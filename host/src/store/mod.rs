@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::model::{Unit, UnitCounts, UnitStatus};
 pub use events::{BadCursor, EventCursor, EventScope};
+pub(crate) use shared::tenant_scope;
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
@@ -206,6 +207,44 @@ pub struct UnitEvent {
     pub error: Option<String>,
 }
 
+/// One slot-relevant transition of a pool's unit (entering or leaving `submitted`), for the
+/// console's slot timeline ([`TaskStore::pool_slot_log`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotEvent {
+    pub id: i64,
+    pub unit_id: String,
+    pub task_id: String,
+    pub tenant: String,
+    pub at: i64,
+    pub from_status: Option<String>,
+    pub to_status: String,
+    /// The stage after the transition: a stage that changed means the job ended well.
+    pub stage: String,
+    /// Why ("provider over capacity; back to pending", …).
+    pub detail: Option<String>,
+}
+
+/// A unit of a pool holding a slot now, and since when (its `submitted_at`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotHolder {
+    pub unit_id: String,
+    pub task_id: String,
+    pub tenant: String,
+    pub stage: String,
+    pub since: i64,
+}
+
+/// What [`TaskStore::pool_slot_log`] reads: the window's transitions and the current holders.
+#[derive(Clone, Debug, Default)]
+pub struct SlotLog {
+    /// Transitions into or out of `submitted` at or after the window's start, oldest first.
+    pub events: Vec<SlotEvent>,
+    /// The units `submitted` now (their start may lie before the window).
+    pub holders: Vec<SlotHolder>,
+    /// The event cap was reached: the oldest transitions of the window are missing.
+    pub truncated: bool,
+}
+
 /// A page of an event stream ([`TaskStore::unit_events_after`]).
 #[derive(Clone, Debug, Default)]
 pub struct EventPage {
@@ -302,6 +341,15 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>>;
     /// A tenant's tasks, newest first.
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage>;
+    /// Tasks newest first: of one tenant, or of every tenant with `None` (the console's
+    /// admin view).
+    async fn task_list_any(
+        &self,
+        tenant: Option<&str>,
+        filter: &TaskFilter,
+    ) -> StoreResult<TaskPage>;
+    /// The tenant that owns task `id`, if there is such a task (an admin acting on it).
+    async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>>;
     /// Cancel a tenant's task: record the request on the task (once), move its pending,
     /// succeeded and finalizing units to `cancelled`, and mark its `submitted` units
     /// cancel-requested (they keep their slots until their jobs end). Repeating it changes
@@ -460,6 +508,19 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool>;
     /// A task's deliveries, each with its attempts (oldest first).
     async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>>;
+    /// The newest `limit` deliveries across tasks, newest first: of one tenant, or of every
+    /// tenant with `None`; only those in `status` if given.
+    async fn webhook_recent(
+        &self,
+        tenant: Option<&str>,
+        status: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>>;
+
+    /// The slot history of `pool` since `since` (Unix ms): at most `limit` transitions into
+    /// or out of `submitted`, plus the units holding a slot now. Read backwards from the log's
+    /// end by id, so a recent window costs the window, not the log.
+    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog>;
 
     /// The host key named `name` (SPEC section 17: one key shared by every instance, e.g. the
     /// callback token key). Stores `candidate` first if there is none, atomically: of

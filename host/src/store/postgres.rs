@@ -37,7 +37,8 @@ use super::shared::postgres as shared;
 use super::{
     ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
     EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
-    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent,
+    UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -172,7 +173,32 @@ impl TaskStore for PostgresStore {
     }
 
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
+        tasks::task_list(&self.pool, Some(tenant), filter).await
+    }
+
+    async fn task_list_any(
+        &self,
+        tenant: Option<&str>,
+        filter: &TaskFilter,
+    ) -> StoreResult<TaskPage> {
         tasks::task_list(&self.pool, tenant, filter).await
+    }
+
+    async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>> {
+        shared::task_tenant(&self.pool, id).await
+    }
+
+    async fn webhook_recent(
+        &self,
+        tenant: Option<&str>,
+        status: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>> {
+        shared::webhook_recent(&self.pool, tenant, status, limit).await
+    }
+
+    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog> {
+        shared::pool_slot_log(&self.pool, pool, since, limit).await
     }
 
     async fn task_cancel(

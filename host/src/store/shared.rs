@@ -17,7 +17,8 @@ use sqlx::Row;
 use crate::model::{Unit, UnitCounts, UnitStatus};
 use crate::store::{
     Attempt, AttemptNext, AttemptOutcome, Delivery, Fence, HandlerVersionRow, NewDelivery,
-    PoolStatusCount, StoreError, StoreResult, TaskRecord, UnitEvent,
+    PoolStatusCount, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult, TaskRecord,
+    UnitEvent,
 };
 
 /// The columns of `units` that make a [`Unit`]. Used in `SELECT` and `RETURNING` lists so
@@ -45,6 +46,31 @@ pub(crate) const EVENT_SCOPE_ALL: &str = "CAST($3 AS TEXT) IS NULL";
 /// The columns of `webhook_deliveries` that make a [`Delivery`].
 const DELIVERY_COLS: &str = "id, task_id, tenant, url, event, payload, status, attempts, \
      next_at, last_status, last_error, created_at, delivered_at";
+
+/// The tenant condition of a list that an admin may widen to every tenant: `$1` is the
+/// tenant, or NULL for all. Two texts rather than `($1 IS NULL OR tenant = $1)`, so that the
+/// tenant's own list keeps its `(tenant, …)` index (a planner cannot use an index through
+/// that `OR`).
+pub(crate) fn tenant_scope(tenant: Option<&str>) -> &'static str {
+    match tenant {
+        Some(_) => "tenant = $1",
+        None => "CAST($1 AS TEXT) IS NULL",
+    }
+}
+
+/// The transitions into or out of `submitted` of pool `$1`'s units since `$2`, newest first,
+/// at most `$3`. The id bound comes first: the newest event before the window, found by
+/// reading the log backwards by id (its primary key), so only the window is scanned. Ids
+/// follow time closely but not exactly across instances, hence the `at` condition too.
+const SLOT_LOG_SQL: &str = "SELECT e.id, e.unit_id, e.task_id, u.tenant, e.at, e.from_status, \
+         e.to_status, e.stage, e.detail \
+     FROM unit_events e JOIN units u ON u.id = e.unit_id \
+     WHERE e.id > COALESCE((SELECT b.id FROM unit_events b WHERE b.at < $2 \
+                            ORDER BY b.id DESC LIMIT 1), 0) \
+       AND e.at >= $2 AND u.pool = $1 \
+       AND ((e.to_status = 'submitted' AND COALESCE(e.from_status, '') <> 'submitted') \
+            OR (e.from_status = 'submitted' AND e.to_status <> 'submitted')) \
+     ORDER BY e.id DESC LIMIT $3";
 
 /// SQL list of the terminal statuses, for `status NOT IN (…)`.
 pub(crate) const TERMINAL_SQL: &str = "('completed', 'failed', 'cancelled')";
@@ -517,5 +543,90 @@ on_both_drivers! {
             out.push((d, attempts));
         }
         Ok(out)
+    }
+
+    /// See [`crate::store::TaskStore::task_tenant`].
+    pub(crate) async fn task_tenant(pool: &Pool, id: &str) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar("SELECT tenant FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+    }
+
+    /// See [`crate::store::TaskStore::webhook_recent`].
+    pub(crate) async fn webhook_recent(
+        pool: &Pool,
+        tenant: Option<&str>,
+        status: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DELIVERY_COLS} FROM webhook_deliveries \
+             WHERE {} AND (CAST($2 AS TEXT) IS NULL OR status = $2) \
+             ORDER BY created_at DESC, id DESC LIMIT $3",
+            tenant_scope(tenant)
+        ))
+        .bind(tenant)
+        .bind(status)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(delivery_from_row).collect()
+    }
+
+    /// See [`crate::store::TaskStore::pool_slot_log`].
+    pub(crate) async fn pool_slot_log(
+        pool: &Pool,
+        name: &str,
+        since: i64,
+        limit: u32,
+    ) -> StoreResult<SlotLog> {
+        let rows = sqlx::query(SLOT_LOG_SQL)
+            .bind(name)
+            .bind(since)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?;
+        let truncated = rows.len() >= limit as usize;
+        let mut events = rows
+            .iter()
+            .map(|r| {
+                Ok(SlotEvent {
+                    id: r.try_get("id")?,
+                    unit_id: r.try_get("unit_id")?,
+                    task_id: r.try_get("task_id")?,
+                    tenant: r.try_get("tenant")?,
+                    at: r.try_get("at")?,
+                    from_status: r.try_get("from_status")?,
+                    to_status: r.try_get("to_status")?,
+                    stage: r.try_get("stage")?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        events.reverse();
+        let holders = sqlx::query(
+            "SELECT id, task_id, tenant, stage, COALESCE(submitted_at, updated_at) AS since \
+             FROM units WHERE pool = $1 AND status = 'submitted' ORDER BY id",
+        )
+        .bind(name)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(SlotHolder {
+                unit_id: r.try_get("id")?,
+                task_id: r.try_get("task_id")?,
+                tenant: r.try_get("tenant")?,
+                stage: r.try_get("stage")?,
+                since: r.try_get("since")?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+        Ok(SlotLog {
+            events,
+            holders,
+            truncated,
+        })
     }
 }

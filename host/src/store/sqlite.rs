@@ -37,7 +37,8 @@ use super::shared::sqlite as shared;
 use super::{
     ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
     EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
-    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent, UnitUpdate,
+    SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent,
+    UnitUpdate,
 };
 use crate::model::Unit;
 
@@ -143,7 +144,32 @@ impl TaskStore for SqliteStore {
     }
 
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
+        tasks::task_list(&self.reader, Some(tenant), filter).await
+    }
+
+    async fn task_list_any(
+        &self,
+        tenant: Option<&str>,
+        filter: &TaskFilter,
+    ) -> StoreResult<TaskPage> {
         tasks::task_list(&self.reader, tenant, filter).await
+    }
+
+    async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>> {
+        shared::task_tenant(&self.reader, id).await
+    }
+
+    async fn webhook_recent(
+        &self,
+        tenant: Option<&str>,
+        status: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>> {
+        shared::webhook_recent(&self.reader, tenant, status, limit).await
+    }
+
+    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog> {
+        shared::pool_slot_log(&self.reader, pool, since, limit).await
     }
 
     async fn task_cancel(

@@ -8,6 +8,7 @@
 
 mod callbacks;
 mod claims;
+mod console;
 mod fencing;
 mod finalize;
 mod moves;
@@ -29,6 +30,7 @@ pub(crate) use claims::{
     applied_in_the_marking_tick_looks_touched, concurrent_claims_are_disjoint,
     fill_order_follows_submission_not_ids,
 };
+pub(crate) use console::console_reads;
 pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
@@ -89,6 +91,7 @@ macro_rules! store_suite {
             illegal_moves_are_refused,
             event_streams_page_and_resume,
             webhook_outbox,
+            console_reads,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

@@ -214,18 +214,20 @@ pub(super) async fn task_get(
 
 /// Newest first by `seq`, limits as in the SQLite store; one row more than the page is read
 /// to know whether a next page exists.
+/// `tenant` `None`: every tenant's (see `shared::tenant_scope` for why two texts).
 pub(super) async fn task_list(
     pool: &PgPool,
-    tenant: &str,
+    tenant: Option<&str>,
     filter: &TaskFilter,
 ) -> StoreResult<TaskPage> {
     let limit = match filter.limit {
         0 => LIST_LIMIT_DEFAULT,
         n => n.min(LIST_LIMIT_MAX),
     };
+    let scope = crate::store::tenant_scope(tenant);
     let rows: Vec<PgRow> = sqlx::query(&format!(
         "SELECT {TASK_COLS} FROM tasks \
-         WHERE tenant = $1 \
+         WHERE {scope} \
            AND ($2::text IS NULL OR type = $2) \
            AND ($3::bigint IS NULL OR seq < $3) \
            AND ($4::text IS NULL OR EXISTS \

@@ -195,18 +195,23 @@ pub(super) async fn task_get(
 
 /// Newest first by `seq`. `filter.limit` 0 means [`LIST_LIMIT_DEFAULT`]; it is capped at
 /// [`LIST_LIMIT_MAX`]. One row more than the page is read to know whether a next page exists.
+/// `tenant` `None`: every tenant's (see `shared::tenant_scope` for why two texts).
 pub(super) async fn task_list(
     pool: &SqlitePool,
-    tenant: &str,
+    tenant: Option<&str>,
     filter: &TaskFilter,
 ) -> StoreResult<TaskPage> {
     let limit = match filter.limit {
         0 => LIST_LIMIT_DEFAULT,
         n => n.min(LIST_LIMIT_MAX),
     };
+    let scope = match tenant {
+        Some(_) => "tenant = ?1",
+        None => "?1 IS NULL",
+    };
     let rows: Vec<SqliteRow> = sqlx::query(&format!(
         "SELECT {TASK_COLS} FROM tasks \
-         WHERE tenant = ?1 \
+         WHERE {scope} \
            AND (?2 IS NULL OR type = ?2) \
            AND (?3 IS NULL OR seq < ?3) \
            AND (?4 IS NULL OR EXISTS \

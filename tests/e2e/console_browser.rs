@@ -1,0 +1,339 @@
+//! The operator console in a real browser: Debian's chromium driven through chromedriver
+//! (WebDriver, `fantoccini`) against a running slotd (real loops, the Kling handlers, the Kling
+//! simulator slowed so that a run lasts seconds).
+//!
+//! What a person would check: the pools page shows the pools and a live slot timeline with
+//! bars; a task opens from the task list; cancel works from the page (under the loopback
+//! rules); the back button returns to the previous page; a shared task URL opens in a fresh
+//! tab; and a task whose type and error carry HTML renders it as text. Screenshots land in
+//! `<target>/console/` (`pools.png`, `task.png`).
+//!
+//! Without chromium and chromedriver the test fails when `CI=true` (CI installs them, see
+//! `.ci/run`) and otherwise says loudly that it skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use slotd::model::UnitStatus;
+use slotd::store::{Field, NewTask, NewUnit, UnitUpdate};
+
+use crate::kling::{Run, sim_options, video_payload};
+use crate::support::{eventually, free_port};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long any one thing may take to show in the browser.
+const DEADLINE: Duration = Duration::from_secs(60);
+/// What an injected element would set, were the page to create it.
+const XSS: &str = "<img src=x onerror=\"window.__xss=1\">";
+
+/// chromedriver as a child process, killed when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether the browser tools are installed; `false` (after saying so) when the test should
+/// skip. Panics under CI, where they must be.
+fn browser_available() -> bool {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|p| !Path::new(p).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "the console browser test needs {missing:?} (apt-get install -y chromium chromium-driver)"
+        );
+    }
+    eprintln!(
+        "\n!!!!!!!! SKIPPED console_browser: {missing:?} not installed \
+         (apt-get install -y chromium chromium-driver) !!!!!!!!\n"
+    );
+    false
+}
+
+/// Where screenshots go: `<target>/console/`.
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("console");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+async fn start_browser(profile: &Path) -> (Driver, Client) {
+    let port = free_port();
+    let child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let driver = Driver(child);
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    eventually(
+        Duration::from_secs(30),
+        "chromedriver /status",
+        async || {
+            let r = http.get(format!("{url}/status")).send().await.ok()?;
+            r.status().is_success().then_some(())
+        },
+    )
+    .await;
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1440,1000",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&url)
+        .await
+        .expect("a chromium session");
+    (driver, client)
+}
+
+/// Evaluate `script` (a function body returning a value) in the page.
+async fn js(c: &Client, script: &str) -> Value {
+    c.execute(script, vec![]).await.unwrap_or(Value::Null)
+}
+
+/// Wait until `script` returns something truthy in the page; returns it.
+async fn until(c: &Client, what: &str, script: &str) -> Value {
+    eventually(DEADLINE, what, async || {
+        let v = js(c, script).await;
+        let truthy = match &v {
+            Value::Null | Value::Bool(false) => false,
+            Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
+            Value::String(s) => !s.is_empty(),
+            _ => true,
+        };
+        truthy.then_some(v)
+    })
+    .await
+}
+
+async fn screenshot(c: &Client, name: &str) -> PathBuf {
+    let png = c.screenshot().await.expect("screenshot");
+    let path = screenshot_dir().join(name);
+    std::fs::write(&path, png).expect("write screenshot");
+    path
+}
+
+/// A failed task whose type and error message are HTML, stored directly (a unit no handler
+/// serves, so the scheduler leaves it alone); returns its id.
+async fn hostile_task(run: &Run) -> String {
+    let store = &run.services.store;
+    let id = uuid::Uuid::now_v7().to_string();
+    let unit = uuid::Uuid::now_v7().to_string();
+    let now = slotd::clock::Clock::now_ms(&slotd::clock::SystemClock);
+    let task = NewTask {
+        id: id.clone(),
+        tenant: slotd::api::LOCAL_TENANT.into(),
+        task_type: XSS.into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: vec![NewUnit {
+            id: unit.clone(),
+            pool: "console:hostile".into(),
+            stage: "main".into(),
+            spec: "{}".into(),
+            state: "{}".into(),
+            routes: None,
+        }],
+        now,
+    };
+    store
+        .task_create(task)
+        .await
+        .expect("store the hostile task");
+    store
+        .unit_mark_submitted(std::slice::from_ref(&unit), now, now, None)
+        .await
+        .expect("mark submitted");
+    let failed = UnitUpdate {
+        unit_id: unit,
+        from: Some(UnitStatus::Submitted),
+        to: Some(UnitStatus::Failed),
+        error: Field::Set(json!({ "code": "1201", "message": XSS }).to_string()),
+        detail: Some(XSS.into()),
+        ..UnitUpdate::default()
+    };
+    let report = store
+        .unit_apply(&[failed], now + 1, None)
+        .await
+        .expect("fail it");
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_in_a_browser() {
+    if !browser_available() {
+        return;
+    }
+    // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 24 shots on 4 slots would last ~20 s;
+    // the test cancels the task once the timeline has enough history to look at.
+    let mut opts = sim_options(7);
+    opts.time_scale = 0.05;
+    let run = Run::start(opts, 4, false).await;
+    // Three short tasks first (the pool serves a tenant's tasks in order), then the long one
+    // the test opens and cancels: the timeline shows several tasks' colors.
+    for _ in 0..3 {
+        run.submit("video", video_payload(3)).await;
+    }
+    let task = run.submit("video", video_payload(24)).await;
+    let profile = tempfile::TempDir::new().expect("profile dir");
+    let (_driver, c) = start_browser(profile.path()).await;
+    let base = run.base.clone();
+
+    // Pools: the pool cards, then the live slot timeline with bars.
+    c.goto(&format!("{base}/")).await.expect("load /");
+    until(
+        &c,
+        "the kling:video pool card",
+        r#"return !!document.querySelector('section.pool[data-pool="kling:video"]');"#,
+    )
+    .await;
+    c.goto(&format!("{base}/#/pools?minutes=1"))
+        .await
+        .expect("one-minute window");
+    let bars = until(
+        &c,
+        "the slot timeline with several bars, some ended",
+        r#"const bars = document.querySelectorAll('section.pool[data-pool="kling:video"] svg.timeline rect.bar');
+           const ended = [...bars].filter((b) => !b.classList.contains('open')).length;
+           return bars.length >= 12 && ended >= 8 ? bars.length : 0;"#,
+    )
+    .await;
+    eprintln!("timeline shows {bars} bars");
+    let lanes = js(&c, r#"return document.querySelectorAll('section.pool[data-pool="kling:video"] svg.timeline rect.lane').length;"#).await;
+    assert_eq!(lanes, json!(4), "one row per slot of the pool");
+    let pools_png = screenshot(&c, "pools.png").await;
+
+    // Tasks: the list, then the task page by clicking its link.
+    c.find(Locator::Css("header nav a[data-page=tasks]"))
+        .await
+        .expect("tasks nav")
+        .click()
+        .await
+        .expect("click tasks");
+    until(
+        &c,
+        "the task in the list",
+        &format!(r#"return !!document.querySelector('tr[data-task="{task}"] a');"#),
+    )
+    .await;
+    c.find(Locator::Css(&format!(r#"tr[data-task="{task}"] a"#)))
+        .await
+        .expect("task link")
+        .click()
+        .await
+        .expect("open task");
+    until(
+        &c,
+        "the task page with its units and their events",
+        &format!(r#"return document.querySelector('section.task[data-task="{task}"]') && document.querySelectorAll('table.units tr[data-unit]').length === 24;"#),
+    )
+    .await;
+    let url = c.current_url().await.expect("url");
+    assert!(url.as_str().ends_with(&format!("#/tasks/{task}")), "{url}");
+    let task_png = screenshot(&c, "task.png").await;
+
+    // Cancel from the page (a JSON POST the loopback rules accept).
+    c.find(Locator::Css("#cancel"))
+        .await
+        .expect("cancel button")
+        .click()
+        .await
+        .expect("click cancel");
+    let status = until(
+        &c,
+        "the status to show the cancel",
+        r#"const s = document.querySelector('#task-status');
+           return s && /cancel requested|cancelled/.test(s.textContent) ? s.textContent : '';"#,
+    )
+    .await;
+    eprintln!("after cancel: {status}");
+    let view = run.task(&task).await;
+    assert_eq!(view["cancel_requested"], true, "{view}");
+
+    // Back: the task list again.
+    c.back().await.expect("back");
+    until(&c, "the task list after back", r#"return location.hash.startsWith('#/tasks') && !location.hash.startsWith('#/tasks/') && document.querySelector('main h1')?.textContent === 'Tasks' && !!document.querySelector('table.tasks');"#).await;
+
+    // A shared link to the task, opened in a fresh tab.
+    let tab = c.new_window(true).await.expect("new tab");
+    c.switch_to_window(tab.handle).await.expect("switch tab");
+    c.goto(&format!("{base}/#/tasks/{task}"))
+        .await
+        .expect("shared url");
+    until(
+        &c,
+        "the task page from a shared URL",
+        &format!(
+            r#"return !!document.querySelector('section.task[data-task="{task}"] #task-status');"#
+        ),
+    )
+    .await;
+
+    // Hostile text renders as text: in the list and on the task page, no element made of it.
+    let hostile = hostile_task(&run).await;
+    c.goto(&format!("{base}/#/tasks/{hostile}"))
+        .await
+        .expect("hostile task");
+    let shown = until(
+        &c,
+        "the hostile error shown",
+        r#"const e = document.querySelector('td.unit-error'); return e ? e.textContent : '';"#,
+    )
+    .await;
+    assert!(shown.as_str().is_some_and(|s| s.contains(XSS)), "{shown}");
+    let type_shown = js(&c, "return document.querySelector('.kv dd').textContent;").await;
+    assert_eq!(type_shown, json!(XSS));
+    c.goto(&format!("{base}/#/tasks")).await.expect("list");
+    until(&c, "the hostile task in the list", &format!(r#"return document.querySelector('tr[data-task="{hostile}"] td:nth-child(2)')?.textContent;"#)).await;
+    let injected = js(
+        &c,
+        "return [document.querySelectorAll('main img').length, window.__xss === undefined];",
+    )
+    .await;
+    assert_eq!(
+        injected,
+        json!([0, true]),
+        "the page made an element out of API text"
+    );
+
+    c.close().await.expect("close the browser");
+    // Leave the run to end before the database audit.
+    run.wait_terminal(std::slice::from_ref(&task), Duration::from_secs(120))
+        .await;
+    eprintln!(
+        "screenshots: {} {}",
+        pools_png.display(),
+        task_png.display()
+    );
+    run.stop().await;
+}
