@@ -18,7 +18,7 @@ use std::time::Duration;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use slotd::model::UnitStatus;
-use slotd::store::{Field, NewTask, NewUnit, UnitUpdate};
+use slotd::store::{Field, NewDelivery, NewTask, NewUnit, UnitUpdate};
 
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::{eventually, free_port};
@@ -283,6 +283,14 @@ async fn console_in_a_browser() {
     // Back: the task list again.
     c.back().await.expect("back");
     until(&c, "the task list after back", r#"return location.hash.startsWith('#/tasks') && !location.hash.startsWith('#/tasks/') && document.querySelector('main h1')?.textContent === 'Tasks' && !!document.querySelector('table.tasks');"#).await;
+    screenshot(&c, "tasks.png").await;
+
+    // Handlers: the two Kling handlers serving, and their durable history.
+    c.goto(&format!("{base}/#/handlers"))
+        .await
+        .expect("handlers page");
+    until(&c, "the handlers serving", r#"return /kling-video/.test(document.querySelector('main section.card table')?.textContent || '');"#).await;
+    screenshot(&c, "handlers.png").await;
 
     // A shared link to the task, opened in a fresh tab.
     let tab = c.new_window(true).await.expect("new tab");
@@ -311,10 +319,40 @@ async fn console_in_a_browser() {
     )
     .await;
     assert!(shown.as_str().is_some_and(|s| s.contains(XSS)), "{shown}");
+    screenshot(&c, "hostile.png").await;
     let type_shown = js(&c, "return document.querySelector('.kv dd').textContent;").await;
     assert_eq!(type_shown, json!(XSS));
     c.goto(&format!("{base}/#/tasks")).await.expect("list");
     until(&c, "the hostile task in the list", &format!(r#"return document.querySelector('tr[data-task="{hostile}"] td:nth-child(2)')?.textContent;"#)).await;
+
+    // A webhook delivery whose URL carries HTML: listed as text (its delivery to loopback is
+    // refused by the SSRF rule and recorded as the last error).
+    let delivery = NewDelivery {
+        id: format!("msg_{hostile}"),
+        task_id: hostile.clone(),
+        tenant: slotd::api::LOCAL_TENANT.into(),
+        url: format!("http://127.0.0.1:9/{XSS}"),
+        event: "task.failed".into(),
+        payload: "{}".into(),
+        now: slotd::clock::Clock::now_ms(&slotd::clock::SystemClock),
+    };
+    run.services
+        .store
+        .webhook_enqueue(&delivery)
+        .await
+        .expect("queue a delivery");
+    c.goto(&format!("{base}/#/webhooks"))
+        .await
+        .expect("webhooks page");
+    let url_shown = until(
+        &c,
+        "the delivery listed",
+        "return document.querySelector('table.deliveries tbody td.mono')?.textContent;",
+    )
+    .await;
+    assert_eq!(url_shown, json!(delivery.url));
+    screenshot(&c, "webhooks.png").await;
+
     let injected = js(
         &c,
         "return [document.querySelectorAll('main img').length, window.__xss === undefined];",
