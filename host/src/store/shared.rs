@@ -62,7 +62,7 @@ pub(crate) fn tenant_scope(tenant: Option<&str>) -> &'static str {
 /// at most `$3`. The id bound comes first: the newest event before the window, found by
 /// reading the log backwards by id (its primary key), so only the window is scanned. Ids
 /// follow time closely but not exactly across instances, hence the `at` condition too.
-const SLOT_LOG_SQL: &str = "SELECT e.id, e.unit_id, e.task_id, u.tenant, e.at, e.from_status, \
+pub(crate) const SLOT_LOG_SQL: &str = "SELECT e.id, e.unit_id, e.task_id, u.tenant, e.at, e.from_status, \
          e.to_status, e.stage, e.detail \
      FROM unit_events e JOIN units u ON u.id = e.unit_id \
      WHERE e.id > COALESCE((SELECT b.id FROM unit_events b WHERE b.at < $2 \

@@ -172,3 +172,34 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
         .await
         .unwrap();
 }
+
+/// The console's slot timeline reads the window, not the log: the events from the window's
+/// start on by their primary key (the bound found by reading the log backwards), each unit by
+/// its primary key.
+#[tokio::test]
+async fn slot_log_reads_only_the_window() {
+    let db = sqlite_db().await;
+    let dir = db.guard.downcast_ref::<tempfile::TempDir>().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("slotd.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let rows = sqlx::query(&format!(
+        "EXPLAIN QUERY PLAN {}",
+        crate::store::shared::SLOT_LOG_SQL
+    ))
+    .bind("p")
+    .bind(5_i64)
+    .bind(10_i64)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+    let plan = plan.join(" | ");
+    assert!(
+        plan.contains("SEARCH e USING INTEGER PRIMARY KEY (rowid>?)"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("SEARCH u USING INDEX sqlite_autoindex_units_1 (id=?)"),
+        "{plan}"
+    );
+}
