@@ -43,6 +43,9 @@ pub struct DemoOptions {
 const DEMO_ACCESS_KEY: &str = "demo-access-key";
 const DEMO_SECRET_KEY: &str = "demo-secret-key";
 
+/// The operators' key: an admin's, so the console shows every tenant's work during the demo.
+const OPS_KEY: &str = "demo-key-ops";
+
 const TENANTS: [(&str, &str); 3] = [
     ("studio-a", "demo-key-studio-a"),
     ("studio-b", "demo-key-studio-b"),
@@ -101,6 +104,11 @@ fn demo_config(
             tenant: (*t).into(),
             admin: false,
         })
+        .chain([ApiKey {
+            key: Secret::new(OPS_KEY),
+            tenant: "ops".into(),
+            admin: true,
+        }])
         .collect();
     c
 }
@@ -290,6 +298,7 @@ pub async fn run(
             "callbacks on, polling as the safety net"
         }
     );
+    println!("console: {base}/ (API key {OPS_KEY} sees every tenant)\n");
     let client = reqwest::Client::new();
     let started = Instant::now();
     let mut tasks = Vec::new();

@@ -62,6 +62,14 @@ keyInput.addEventListener("change", () => {
   render();
 });
 
+// A key typed into another tab of the console applies here too.
+window.addEventListener("storage", (e) => {
+  if (e.key !== "slotd-key") return;
+  keyInput.value = e.newValue || "";
+  me = null;
+  render();
+});
+
 function headers(extra) {
   const h = Object.assign({}, extra || {});
   if (keyInput.value) h.Authorization = "Bearer " + keyInput.value;
@@ -139,11 +147,12 @@ function errorText(e) {
   if (typeof e !== "object") return String(e);
   return (e.code ? "[" + e.code + "] " : "") + (e.message || JSON.stringify(e));
 }
-/** A stable hue per task, so one task's bars share a color. */
+/** A stable hue per task, so one task's bars share a color; from green through blue to
+ *  pink, never the orange of an over-capacity refusal. */
 function hue(s) {
   let h = 0;
-  for (const c of String(s)) h = (h * 31 + c.charCodeAt(0)) % 360;
-  return h;
+  for (const c of String(s)) h = (h * 31 + c.charCodeAt(0)) % 210;
+  return 120 + h;
 }
 
 // ---- routing -------------------------------------------------------------------------------
