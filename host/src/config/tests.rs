@@ -502,3 +502,29 @@ fn host_keys_of_a_handler_take_no_secret_form() {
         }
     }
 }
+
+#[test]
+fn api_keys_are_not_admins_unless_marked() {
+    let file = r#"
+        [[api_keys]]
+        key = "key-of-tenant-a"
+        tenant = "a"
+        [[api_keys]]
+        key = "key-of-the-operators"
+        tenant = "ops"
+        admin = true
+    "#;
+    let c = Config::from_parts(Some(file), &lookup(&[])).expect("valid");
+    let admins: Vec<(&str, bool)> = c
+        .api_keys
+        .iter()
+        .map(|k| (k.tenant.as_str(), k.admin))
+        .collect();
+    assert_eq!(admins, [("a", false), ("ops", true)]);
+    let bad = "[[api_keys]]\nkey = \"key-of-tenant-a\"\ntenant = \"a\"\nadmin = \"yes\"";
+    assert!(
+        error_of(bad, &[]).contains("admin"),
+        "{}",
+        error_of(bad, &[])
+    );
+}
