@@ -194,7 +194,8 @@ async fn console_in_a_browser() {
     if !browser_available() {
         return;
     }
-    // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 24 shots on 4 slots would last ~20 s;
+    // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 40 shots on 4 slots would last ~40 s (long enough
+    // for a slow machine to reach the cancel while it runs);
     // the test cancels the task once the timeline has enough history to look at.
     let mut opts = sim_options(7);
     opts.time_scale = 0.05;
@@ -204,7 +205,8 @@ async fn console_in_a_browser() {
     for _ in 0..3 {
         run.submit("video", video_payload(3)).await;
     }
-    let task = run.submit("video", video_payload(24)).await;
+    let task = run.submit("video", video_payload(40)).await;
+    let t0 = std::time::Instant::now();
     let profile = tempfile::TempDir::new().expect("profile dir");
     let (_driver, c) = start_browser(profile.path()).await;
     let base = run.base.clone();
@@ -228,7 +230,7 @@ async fn console_in_a_browser() {
            return bars.length >= 12 && ended >= 8 ? bars.length : 0;"#,
     )
     .await;
-    eprintln!("timeline shows {bars} bars");
+    eprintln!("{:?}: timeline shows {bars} bars", t0.elapsed());
     let lanes = js(&c, r#"return document.querySelectorAll('section.pool[data-pool="kling:video"] svg.timeline rect.lane').length;"#).await;
     assert_eq!(lanes, json!(4), "one row per slot of the pool");
     let pools_png = screenshot(&c, "pools.png").await;
@@ -255,7 +257,7 @@ async fn console_in_a_browser() {
     until(
         &c,
         "the task page with its units and their events",
-        &format!(r#"return document.querySelector('section.task[data-task="{task}"]') && document.querySelectorAll('table.units tr[data-unit]').length === 24;"#),
+        &format!(r#"return document.querySelector('section.task[data-task="{task}"]') && document.querySelectorAll('table.units tr[data-unit]').length === 40;"#),
     )
     .await;
     let url = c.current_url().await.expect("url");
@@ -276,7 +278,7 @@ async fn console_in_a_browser() {
            return s && /cancel requested|cancelled/.test(s.textContent) ? s.textContent : '';"#,
     )
     .await;
-    eprintln!("after cancel: {status}");
+    eprintln!("{:?}: after cancel: {status}", t0.elapsed());
     let view = run.task(&task).await;
     assert_eq!(view["cancel_requested"], true, "{view}");
 
@@ -365,6 +367,7 @@ async fn console_in_a_browser() {
     );
 
     c.close().await.expect("close the browser");
+    eprintln!("{:?}: browser checks done", t0.elapsed());
     // Leave the run to end before the database audit.
     run.wait_terminal(std::slice::from_ref(&task), Duration::from_secs(120))
         .await;
