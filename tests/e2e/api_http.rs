@@ -247,19 +247,23 @@ async fn dashboard_is_served_and_reads_the_api() {
         .to_string();
     assert!(ct.starts_with("text/html"), "{ct}");
     let page = resp.text().await.expect("body");
-    assert!(
-        page.contains("/console/app.js"),
-        "the console loads its script"
-    );
-    let script = s
-        .client
-        .get(format!("{}/console/app.js", s.base))
-        .send()
-        .await
-        .expect("get the console script")
-        .text()
-        .await
-        .expect("script");
+    let mut script = String::new();
+    for name in ["core.js", "pools.js", "app.js"] {
+        assert!(
+            page.contains(&format!("/console/{name}")),
+            "the console loads {name}"
+        );
+        let part = s
+            .client
+            .get(format!("{}/console/{name}", s.base))
+            .send()
+            .await
+            .expect("get a console script")
+            .text()
+            .await
+            .expect("script");
+        script.push_str(&part);
+    }
     for path in ["/v1/pools", "/v1/handlers", "/v1/tasks", "/v1/webhooks"] {
         assert!(script.contains(path), "the console must read {path}");
     }

@@ -194,9 +194,9 @@ async fn console_in_a_browser() {
     if !browser_available() {
         return;
     }
-    // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 40 shots on 4 slots would last ~40 s (long enough
-    // for a slow machine to reach the cancel while it runs);
-    // the test cancels the task once the timeline has enough history to look at.
+    // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 80 shots on 4 slots would run for over a
+    // minute, long enough for a loaded machine to reach the cancel while the task runs; the
+    // cancel ends it early (only the jobs in flight finish).
     let mut opts = sim_options(7);
     opts.time_scale = 0.05;
     let run = Run::start(opts, 4, false).await;
@@ -205,7 +205,7 @@ async fn console_in_a_browser() {
     for _ in 0..3 {
         run.submit("video", video_payload(3)).await;
     }
-    let task = run.submit("video", video_payload(40)).await;
+    let task = run.submit("video", video_payload(80)).await;
     let t0 = std::time::Instant::now();
     let profile = tempfile::TempDir::new().expect("profile dir");
     let (_driver, c) = start_browser(profile.path()).await;
@@ -257,7 +257,7 @@ async fn console_in_a_browser() {
     until(
         &c,
         "the task page with its units and their events",
-        &format!(r#"return document.querySelector('section.task[data-task="{task}"]') && document.querySelectorAll('table.units tr[data-unit]').length === 40;"#),
+        &format!(r#"return document.querySelector('section.task[data-task="{task}"]') && document.querySelectorAll('table.units tr[data-unit]').length === 80;"#),
     )
     .await;
     let url = c.current_url().await.expect("url");

@@ -17,19 +17,28 @@ use axum::routing::get;
 use crate::services::Services;
 
 const PAGE: &str = include_str!("console/index.html");
-const SCRIPT: &str = include_str!("console/app.js");
+/// The scripts, by name under `/console/`, in the order the page loads them: helpers, the
+/// pools page, then routing and the other pages.
+const SCRIPTS: [(&str, &str); 3] = [
+    ("core.js", include_str!("console/core.js")),
+    ("pools.js", include_str!("console/pools.js")),
+    ("app.js", include_str!("console/app.js")),
+];
 const STYLE: &str = include_str!("console/app.css");
 
 /// No inline script, no inline style attribute, no other origin: what the page needs, only.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
      connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Routes `/` and the console's two assets.
+/// Routes `/` and the console's assets.
 pub fn router() -> Router<Services> {
-    Router::new()
+    let mut router = Router::new()
         .route("/", get(page))
-        .route("/console/app.js", get(script))
-        .route("/console/app.css", get(style))
+        .route("/console/app.css", get(style));
+    for (name, source) in SCRIPTS {
+        router = router.route(&format!("/console/{name}"), get(move || script(source)));
+    }
+    router
 }
 
 async fn page() -> impl IntoResponse {
@@ -44,13 +53,13 @@ async fn page() -> impl IntoResponse {
     )
 }
 
-async fn script() -> impl IntoResponse {
+async fn script(source: &'static str) -> impl IntoResponse {
     (
         [
             (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
-        SCRIPT,
+        source,
     )
 }
 
@@ -68,18 +77,24 @@ async fn style() -> impl IntoResponse {
 mod tests {
     use super::*;
 
-    /// The script builds the page from text nodes only: no API value can become markup.
+    /// The scripts build the page from text nodes only: no API value can become markup.
     #[test]
-    fn the_script_never_parses_html() {
-        for sink in [
-            ".innerHTML",
-            ".outerHTML",
-            "insertAdjacentHTML",
-            "document.write",
-            "eval(",
-            "new Function",
-        ] {
-            assert!(!SCRIPT.contains(sink), "app.js uses {sink}");
+    fn the_scripts_never_parse_html() {
+        for (name, source) in SCRIPTS {
+            for sink in [
+                ".innerHTML",
+                ".outerHTML",
+                "insertAdjacentHTML",
+                "document.write",
+                "eval(",
+                "new Function",
+            ] {
+                assert!(!source.contains(sink), "{name} uses {sink}");
+            }
+            assert!(
+                PAGE.contains(&format!("/console/{name}")),
+                "{name} is loaded"
+            );
         }
         assert!(
             !PAGE.contains("<script>") && !PAGE.contains(" style="),

@@ -407,6 +407,8 @@ async fn the_console_is_served_with_a_strict_content_security_policy() {
     let h = harness_with(Config::default()).await;
     for (path, kind) in [
         ("/", "text/html"),
+        ("/console/core.js", "text/javascript"),
+        ("/console/pools.js", "text/javascript"),
         ("/console/app.js", "text/javascript"),
         ("/console/app.css", "text/css"),
     ] {
@@ -428,7 +430,10 @@ async fn the_console_is_served_with_a_strict_content_security_policy() {
                 .unwrap_or("");
             assert!(csp.contains("script-src 'self'"), "{csp}");
             assert!(!csp.contains("unsafe-inline"), "{csp}");
-            assert!(body.as_str().is_some_and(|b| b.contains("/console/app.js")));
+            assert!(
+                body.as_str()
+                    .is_some_and(|b| b.contains("/console/core.js"))
+            );
         }
     }
 }

@@ -1,0 +1,155 @@
+// slotd operator console, part 2 of 3: the pools page (limits, units by status, the live slot
+// timeline as an SVG Gantt chart, throughput and provider latency). Uses core.js.
+"use strict";
+
+const WINDOWS = [1, 2, 5, 10, 30, 60];
+
+async function poolsPage(view, r, first, current) {
+  const minutes = WINDOWS.includes(Number(r.params.get("minutes"))) ? Number(r.params.get("minutes")) : 2;
+  const pools = await api("/v1/pools");
+  const timelines = await Promise.all(pools.map((p) =>
+    api("/v1/pools/" + q(p.name) + "/timeline?minutes=" + minutes).catch(() => null)));
+  if (!current()) return;
+  const picker = el("select", { id: "window", onchange: (e) => go("pools", { minutes: e.target.value }) },
+    WINDOWS.map((m) => el("option", { value: m, selected: m === minutes }, "last " + m + " min")));
+  replace(view,
+    el("div", { class: "row" }, el("h1", { class: "grow" }, "Pools"), el("label", { class: "muted" }, "Timeline window ", picker)),
+    pools.length ? pools.map((p, i) => poolCard(p, timelines[i])) : el("p", { class: "empty" }, "No pools yet: load a handler or configure [pools]."));
+}
+
+function poolCard(p, t) {
+  const u = p.units || {};
+  const max = p.max_slots;
+  const eff = p.effective_max_slots;
+  const used = p.used;
+  const lowered = eff !== null && eff !== undefined && max !== null && eff < max;
+  const stats = el("div", { class: "row" },
+    el("span", { class: "stat" }, el("b", {}, (used ?? "?") + " / " + (eff ?? max ?? "?")), el("span", {}, "slots used / limit")),
+    el("span", { class: "stat" }, el("b", {}, max ?? "—"), el("span", {}, "configured max")),
+    el("span", { class: "stat" }, el("b", { class: lowered ? "warn" : "" }, eff ?? "—"), el("span", {}, "effective limit")),
+    t ? el("span", { class: "stat" }, el("b", {}, duration(t.latency.p50_ms)), el("span", {}, "job p50 (window)")) : null,
+    t ? el("span", { class: "stat" }, el("b", {}, duration(t.latency.p95_ms)), el("span", {}, "job p95 (window)")) : null,
+    t ? el("span", { class: "stat" }, el("b", {}, sum(t.per_minute, "over_capacity")), el("span", {}, "over capacity (1303)")) : null,
+    el("span", { class: "stat" }, el("b", {}, p.lease ? (p.lease.holder || "none") : "embedded"), el("span", {}, "lease holder")));
+  const chips = el("div", { class: "chips" }, STATUSES.map((s) => el("span", { class: "chip" }, s, el("b", {}, u[s] ?? 0))));
+  const notes = [];
+  if (lowered) notes.push(el("div", { class: "notice" }, "The provider has shown less room than configured (over-capacity answers): the scheduler fills to " + eff + " of " + max + " for now."));
+  if (p.lease) notes.push(el("div", { class: "muted" }, "Lease: " + (p.lease.holder ? "held by " + p.lease.holder : "no holder") + ", " + p.lease.unheld_ms_total + " ms unheld in total."));
+  return el("section", { class: "card pool", "data-pool": p.name },
+    el("div", { class: "row" }, el("h2", { class: "grow" }, p.name),
+      el("span", { class: "muted" }, (p.task_types || []).join(", "), p.handlers && p.handlers.length ? " · " + p.handlers.join(", ") : "")),
+    stats, notes, chips,
+    t ? el("div", { class: "charts" },
+      el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Slot timeline (one row per slot lane)"), el("span", {}, "last " + t.minutes + " min")),
+        gantt(t, max), legend()),
+      el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Throughput (jobs ended / min)")), throughputChart(t)),
+      el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Provider latency p50 / p95")), latencyChart(t)))
+      : el("p", { class: "muted" }, "No timeline for this pool."));
+}
+
+function sum(list, key) { return (list || []).reduce((a, m) => a + (m[key] || 0), 0); }
+
+function legend() {
+  return el("div", { class: "legend" },
+    el("span", {}, "color: task"),
+    el("span", {}, el("i", { class: "l-open" }), "holding a slot"),
+    el("span", {}, el("i", { class: "l-ended" }), "job ended"),
+    el("span", {}, el("i", { class: "l-over" }), "over capacity (1303)"),
+    el("span", {}, el("i", { class: "l-ret" }), "back to pending"),
+    el("span", {}, el("i", { class: "l-other" }), "another tenant's"));
+}
+
+/** The slot timeline: one row per lane, a bar per interval, now at the right edge. */
+function gantt(t, max) {
+  const W = 900, LEFT = 34, ROW = 16, GAP = 3, AXIS = 16;
+  const lanes = Math.max(t.lanes, max || 0, 1);
+  const H = lanes * (ROW + GAP) + AXIS;
+  const span = Math.max(1, t.now_ms - t.since_ms);
+  const x = (ms) => LEFT + (W - LEFT) * (ms - t.since_ms) / span;
+  const root = svg("svg", { class: "timeline", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "slot timeline of " + t.pool });
+  for (let i = 0; i < lanes; i++) {
+    const y = i * (ROW + GAP);
+    root.appendChild(svg("rect", { class: "lane", x: LEFT, y, width: W - LEFT, height: ROW, rx: 2 }));
+    root.appendChild(svg("text", { x: LEFT - 6, y: y + ROW - 4, "text-anchor": "end" }, "#" + (i + 1)));
+  }
+  const step = t.minutes <= 2 ? 15000 : t.minutes <= 10 ? 60000 : 300000;
+  for (let ms = t.now_ms; ms >= t.since_ms; ms -= step) {
+    const gx = x(ms);
+    root.appendChild(svg("line", { class: "grid", x1: gx, x2: gx, y1: 0, y2: lanes * (ROW + GAP) }));
+    const ago = Math.round((t.now_ms - ms) / 1000);
+    const label = ago === 0 ? "now" : ago % 60 === 0 ? "-" + ago / 60 + "m" : "-" + ago + "s";
+    root.appendChild(svg("text", { x: gx, y: H - 4, "text-anchor": ago === 0 ? "end" : "middle" }, label));
+  }
+  for (const i of t.intervals) {
+    const end = i.end_ms ?? t.now_ms;
+    const x0 = x(i.start_ms);
+    const w = Math.max(2, x(end) - x0);
+    const mine = i.task_id !== null;
+    const cls = ["bar", i.end_ms === null ? "open" : "", i.outcome === "over_capacity" ? "over_capacity" : "",
+      i.outcome === "returned" ? "returned" : "", mine ? "" : "other"].filter(Boolean).join(" ");
+    const fill = mine ? "hsl(" + hue(i.task_id) + ", 65%, " + (i.end_ms === null ? "55%" : "72%") + ")" : "#9ca3af";
+    const rect = svg("rect", { class: cls, x: x0, y: i.slot * (ROW + GAP) + 1, width: w, height: ROW - 2, rx: 2, fill },
+      svg("title", {}, (mine ? "task " + i.task_id + "\nunit " + i.unit_id + (i.tenant ? "\ntenant " + i.tenant : "") : "another tenant's unit") +
+        "\n" + time(i.start_ms) + " → " + (i.end_ms === null ? "now (holding)" : time(i.end_ms) + " (" + (i.outcome || "") + ")") +
+        "\n" + duration(end - i.start_ms) + (i.clipped ? " (started before the window)" : "")));
+    if (mine) {
+      rect.style.cursor = "pointer";
+      rect.addEventListener("click", () => { location.hash = "#/tasks/" + q(i.task_id); });
+    }
+    root.appendChild(rect);
+  }
+  return root;
+}
+
+function throughputChart(t) {
+  const W = 260, H = 110, B = 16, L = 22;
+  const data = t.per_minute || [];
+  const top = Math.max(1, ...data.map((m) => m.ended + m.over_capacity));
+  const bw = (W - L) / Math.max(1, data.length);
+  const root = svg("svg", { class: "throughput", viewBox: "0 0 " + W + " " + H });
+  if (!data.some((m) => m.ended || m.returned)) {
+    root.appendChild(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no job ended in the window"));
+    return root;
+  }
+  root.appendChild(svg("text", { x: L - 4, y: 10, "text-anchor": "end" }, top));
+  root.appendChild(svg("text", { x: L - 4, y: H - B, "text-anchor": "end" }, 0));
+  data.forEach((m, k) => {
+    const h1 = (H - B - 4) * m.ended / top, h2 = (H - B - 4) * m.over_capacity / top;
+    const bx = L + k * bw + 1;
+    root.appendChild(svg("rect", { class: "t-ended", x: bx, y: H - B - h1, width: Math.max(1, bw - 2), height: h1 },
+      svg("title", {}, time(m.start_ms) + ": " + m.ended + " ended, " + m.returned + " back to pending (" + m.over_capacity + " over capacity)")));
+    if (h2 > 0) root.appendChild(svg("rect", { class: "t-over", x: bx, y: H - B - h1 - h2, width: Math.max(1, bw - 2), height: h2 }));
+  });
+  root.appendChild(svg("line", { class: "grid", x1: L, x2: W, y1: H - B, y2: H - B }));
+  root.appendChild(svg("text", { x: L, y: H - 3 }, "-" + t.minutes + "m"));
+  root.appendChild(svg("text", { x: W, y: H - 3, "text-anchor": "end" }, "now"));
+  return root;
+}
+
+function latencyChart(t) {
+  const W = 260, H = 110, B = 16, L = 34;
+  const data = t.per_minute || [];
+  const top = Math.max(1, ...data.map((m) => m.p95_ms || 0));
+  const bw = (W - L) / Math.max(1, data.length);
+  const line = (key) => data.map((m, k) => m[key] === null ? null : [L + k * bw + bw / 2, H - B - (H - B - 4) * m[key] / top])
+    .filter(Boolean).map((p) => p.join(",")).join(" ");
+  const root = svg("svg", { class: "latency", viewBox: "0 0 " + W + " " + H });
+  if (!data.some((m) => m.p95_ms !== null)) {
+    root.appendChild(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no job ended in the window"));
+    return root;
+  }
+  root.appendChild(svg("text", { x: L - 4, y: 10, "text-anchor": "end" }, duration(top)));
+  root.appendChild(svg("line", { class: "grid", x1: L, x2: W, y1: H - B, y2: H - B }));
+  for (const key of ["p50_ms", "p95_ms"]) {
+    const pts = line(key);
+    if (pts) root.appendChild(svg("polyline", { class: key.slice(0, 3), points: pts }));
+    for (const [k, m] of data.entries()) {
+      if (m[key] === null) continue;
+      root.appendChild(svg("circle", { class: key.slice(0, 3), cx: L + k * bw + bw / 2, cy: H - B - (H - B - 4) * m[key] / top, r: 2 },
+        svg("title", {}, time(m.start_ms) + " " + key.slice(0, 3) + ": " + duration(m[key]))));
+    }
+  }
+  root.appendChild(svg("text", { x: L, y: H - 3 }, "p50 —  p95 - -"));
+  root.appendChild(svg("text", { x: W, y: H - 3, "text-anchor": "end" }, "now"));
+  return root;
+}
