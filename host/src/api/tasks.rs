@@ -3,7 +3,8 @@
 //! Creation lives in `task_create.rs`, the response shapes in `task_view.rs`.
 //!
 //! Every lookup is by (tenant, id): another tenant's task is answered exactly like a missing
-//! one (404), so ids reveal nothing.
+//! one (404), so ids reveal nothing. An admin key looks a task up under the tenant that owns
+//! it (see `caller.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 
