@@ -74,6 +74,8 @@ tenant = "b"
         .args(["--report", "junit", "--report-dir"])
         .arg(&report)
         .env("NO_COLOR", "1")
+        // Its cache goes where it runs: the test's own directory, not the checkout.
+        .current_dir(dir.path())
         .output();
     let _ = child.kill();
     let _ = child.wait();
