@@ -40,6 +40,9 @@ enum Command {
     Demo(slotd::demo::DemoOptions),
     /// Apply database migrations and exit.
     Migrate,
+    /// Print the API's OpenAPI 3.1 document (what `GET /openapi.json` serves; the repository's
+    /// `openapi.json` is this output).
+    Openapi,
     /// Audit a database (read-only) against slotd's invariants; exit status 1 on any finding.
     Check(CheckArgs),
     /// Handler tools.
@@ -445,6 +448,13 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
                 init_tracing(false);
             }
             slotd::demo::run(opts, shutdown_signal()).await.map(|_| ())
+        }
+        Command::Openapi => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(slotd::api::openapi_json_text().as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing the OpenAPI document to stdout")
         }
         Command::Migrate => {
             let config = Config::load(cli.config.as_deref())?;

@@ -20,6 +20,7 @@ mod finalize_trust;
 mod handler_faults;
 mod kling;
 mod metrics_dashboard;
+mod openapi_fuzz;
 mod plugin_new;
 mod reload_hot;
 mod runway;

@@ -9,12 +9,13 @@
 //! units the token names. The bare `POST /v1/callbacks/{handler}` of earlier versions carries
 //! no token and is always refused. No API key: providers cannot send one.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::routing::post;
-use axum::{Json, Router};
 use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::error::ApiError;
 use crate::callback_token;
@@ -23,20 +24,36 @@ use crate::scheduler::apply_callback;
 use crate::services::Services;
 
 /// Routes under `/v1/callbacks`.
-pub fn router() -> Router<Services> {
-    Router::new()
-        .route("/v1/callbacks/{handler}", post(without_token))
-        .route("/v1/callbacks/{handler}/{token}", post(receive))
+pub fn router() -> OpenApiRouter<Services> {
+    OpenApiRouter::new()
+        .routes(routes!(without_token))
+        .routes(routes!(receive))
 }
 
 /// What a webhook did (for the provider's logs and for tests).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct Received {
+    /// Unit changes applied.
     applied: usize,
+    /// Changes for units already past them (a repeat), ignored.
     ignored: usize,
+    /// Changes the state machine or the token's scope refused.
     refused: usize,
 }
 
+/// A callback without a token
+///
+/// The bare callback URL of earlier versions: always refused, since it proves nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/callbacks/{handler}",
+    tag = "callbacks",
+    operation_id = "callback_without_token",
+    security(()),
+    params(("handler" = String, Path, description = "The handler name")),
+    request_body(content = Object, description = "The provider's notification", content_type = "application/json"),
+    responses((status = 401, description = "Always: the URL carries no callback token")),
+)]
 async fn without_token(Path(name): Path<String>) -> ApiError {
     tracing::warn!(handler = %name, "callback without a token refused");
     metrics::counter!("slotd_callbacks_refused_total", "reason" => "no-token").increment(1);
@@ -85,6 +102,30 @@ fn verify_signature(
     })
 }
 
+/// A provider callback
+///
+/// A provider's notification about jobs, at the URL slotd handed the handler: the token names
+/// the handler and the units it may touch; with a `webhook_secret` configured the Standard
+/// Webhooks signature must verify too. The handler's `on-callback` turns the body into unit
+/// changes, applied like a tick's.
+#[utoipa::path(
+    post,
+    path = "/v1/callbacks/{handler}/{token}",
+    tag = "callbacks",
+    operation_id = "callback",
+    security(()),
+    params(
+        ("handler" = String, Path, description = "The handler name"),
+        ("token" = String, Path, description = "The callback token slotd minted into the URL"),
+    ),
+    request_body(content = Object, description = "The provider's notification", content_type = "application/json"),
+    responses(
+        (status = 200, description = "Applied", body = Received),
+        (status = 400, description = "The handler refused the body"),
+        (status = 401, description = "A bad token or signature"),
+        (status = 404, description = "The handler is not loaded"),
+    ),
+)]
 async fn receive(
     State(services): State<Services>,
     Path((name, token)): Path<(String, String)>,

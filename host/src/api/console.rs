@@ -9,10 +9,11 @@
 //! helper (a task type or provider error is attacker-controlled); the Content-Security-Policy
 //! allows only the console's own script and style as a second line of defence.
 
-use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::services::Services;
 
@@ -30,10 +31,10 @@ const STYLE: &str = include_str!("console/app.css");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
      connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Routes `/` and the console's assets.
-pub fn router() -> Router<Services> {
-    let mut router = Router::new()
-        .route("/", get(page))
+/// Routes `/` (described in the OpenAPI document) and the console's assets.
+pub fn router() -> OpenApiRouter<Services> {
+    let mut router = OpenApiRouter::new()
+        .routes(routes!(page))
         .route("/console/app.css", get(style));
     for (name, source) in SCRIPTS {
         router = router.route(&format!("/console/{name}"), get(move || script(source)));
@@ -41,6 +42,18 @@ pub fn router() -> Router<Services> {
     router
 }
 
+/// The console
+///
+/// The operator console (pools with a live slot timeline, tasks, handlers, webhook
+/// deliveries): one HTML page that reads this API.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "operations",
+    operation_id = "console",
+    security(()),
+    responses((status = 200, description = "The page", body = String, content_type = "text/html")),
+)]
 async fn page() -> impl IntoResponse {
     (
         [

@@ -151,14 +151,20 @@ impl ApiError {
     }
 }
 
-/// The problem+json body.
-#[derive(Serialize)]
-struct Problem {
+/// The problem+json body (RFC 9457) of every error.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// A stable URN naming the kind of problem (`urn:slotd:problem:not-found`, …).
     #[serde(rename = "type")]
     kind: String,
+    /// Short human summary of the kind.
+    #[schema(value_type = String)]
     title: &'static str,
+    /// The HTTP status, repeated.
     status: u16,
+    /// What went wrong with this request.
     detail: String,
+    /// The request field, query parameter or header at fault, for validation problems.
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<String>,
 }

@@ -11,15 +11,17 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router, routing::get};
 use futures::Stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
@@ -35,12 +37,22 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Routes: the tenant stream (the task stream shares `/v1/tasks/{id}/events` with the JSON log,
 /// see `tasks.rs`).
-pub fn router() -> Router<Services> {
-    Router::new().route("/v1/events", get(tenant_events))
+pub fn router() -> OpenApiRouter<Services> {
+    OpenApiRouter::new().routes(routes!(tenant_events))
+}
+
+/// `GET /v1/events` without a stream: one page of the log.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct EventsPage {
+    /// In log order.
+    pub events: Vec<UnitEvent>,
+    /// Pass as `after` to read on.
+    pub next: String,
 }
 
 /// `?after=CURSOR`: where to resume when the client cannot send `Last-Event-ID`.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct After {
     pub after: Option<String>,
 }
@@ -53,18 +65,30 @@ pub fn wants_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("text/event-stream"))
 }
 
-/// The cursor to resume from: `Last-Event-ID`, else `?after=`, else none.
+/// The cursor to resume from: `Last-Event-ID`, else `?after=`, else none. Both are checked
+/// when both are given, so a bad one is named rather than silently outranked.
 pub fn resume_from(headers: &HeaderMap, after: &After) -> Result<Option<EventCursor>, ApiError> {
-    let token = match headers.get("last-event-id") {
-        Some(v) => Some(
-            v.to_str()
-                .map_err(|_| bad_cursor("Last-Event-ID is not text".into()))?,
-        ),
-        None => after.after.as_deref(),
+    // An empty value is no value (nothing was seen yet), in the header as in the query.
+    let from_query = after
+        .after
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            EventCursor::parse(t).map_err(|e| ApiError::BadRequest {
+                detail: e.to_string(),
+                field: Some("after".into()),
+            })
+        })
+        .transpose()?;
+    let Some(header) = headers.get("last-event-id").filter(|v| !v.is_empty()) else {
+        return Ok(from_query);
     };
-    token
-        .map(|t| EventCursor::parse(t).map_err(|e| bad_cursor(e.to_string())))
-        .transpose()
+    let text = header
+        .to_str()
+        .map_err(|_| bad_cursor("Last-Event-ID is not text".into()))?;
+    EventCursor::parse(text)
+        .map(Some)
+        .map_err(|e| bad_cursor(e.to_string()))
 }
 
 fn bad_cursor(detail: String) -> ApiError {
@@ -74,9 +98,28 @@ fn bad_cursor(detail: String) -> ApiError {
     }
 }
 
-/// `GET /v1/events`: every task of the tenant. A stream starts at the log's end (or where
-/// `Last-Event-ID` says); without `Accept: text/event-stream`, one JSON page from `?after=`
-/// (`{"events": […], "next": CURSOR}`), for clients that poll.
+/// The tenant's events
+///
+/// Every event of the tenant's tasks. With `Accept: text/event-stream`, a live stream that
+/// starts at the log's end (or after `Last-Event-ID`); without it, one JSON page from `after`
+/// (the log's start when absent), for clients that poll.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "events",
+    operation_id = "tenant_events",
+    params(
+        ("after" = Option<String>, Query, pattern = r"^([0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18})?$", description = "Empty: none. Resume after this event id (`next` of the previous page)"),
+        ("Last-Event-ID" = Option<String>, Header, pattern = r"^([0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18})?$", description = "Empty: none. Stream: resume after this event id"),
+    ),
+    responses(
+        (status = 200, description = "A page of events, or a live stream", content(
+            (EventsPage = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 400, description = "A resume cursor this API did not hand out"),
+    ),
+)]
 async fn tenant_events(
     State(services): State<Services>,
     Tenant(tenant): Tenant,
@@ -106,10 +149,11 @@ async fn tenant_events(
             )
             .await
             .map_err(log_store_error("reading events"))?;
-        let events: Vec<&UnitEvent> = page.events.iter().map(|(_, e)| e).collect();
-        return Ok(
-            Json(json!({ "events": events, "next": page.next.to_string() })).into_response(),
-        );
+        return Ok(Json(EventsPage {
+            next: page.next.to_string(),
+            events: page.events.into_iter().map(|(_, e)| e).collect(),
+        })
+        .into_response());
     }
     Ok(stream(services, tenant, None, start).into_response())
 }

@@ -5,30 +5,31 @@
 //! (active, refused with the reason, quarantined, unloaded); `GET /v1/handlers/history` reads
 //! the durable history (`?name=&limit=`), which outlives restarts.
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::runtime::{PoolInfo, TaskTypeInfo, VersionState};
+use crate::runtime::{PoolInfo, TaskTypeInfo, VersionRecord, VersionState};
 use crate::services::Services;
+use crate::store::HandlerVersionRow;
 
 /// Most history rows one request returns.
 const HISTORY_LIMIT_MAX: u32 = 1000;
 
 /// Routes under `/v1/handlers`.
-pub fn router() -> Router<Services> {
-    Router::new()
-        .route("/v1/handlers", get(list))
-        .route("/v1/handlers/history", get(history))
+pub fn router() -> OpenApiRouter<Services> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(history))
 }
 
 /// One loaded handler as shown.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HandlerView {
     pub name: String,
     pub version: String,
@@ -49,24 +50,47 @@ pub struct HandlerView {
     pub consecutive_faults: u32,
 }
 
+/// `GET /v1/handlers`: the active handlers, or with `?all=true` every version seen.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum HandlerList {
+    Active(Vec<HandlerView>),
+    All(Vec<VersionRecord>),
+}
+
 /// Query of `GET /v1/handlers`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Every version seen, not only the active ones.
     #[serde(default)]
     pub all: bool,
 }
 
-/// `GET /v1/handlers`: a JSON array, by name; with `?all=true`, every version seen, oldest
-/// first.
+/// List handlers
+///
+/// The handler versions serving now, by name; with `?all=true`, every version of every file
+/// this process has seen (refused, quarantined, unloaded too), oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/handlers",
+    tag = "handlers",
+    operation_id = "list_handlers",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The handlers", body = HandlerList),
+        (status = 400, description = "A bad query parameter"),
+    ),
+)]
 async fn list(
     State(services): State<Services>,
     Tenant(_tenant): Tenant,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<HandlerList>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
     if q.all {
-        return Ok(Json(services.registry.versions()).into_response());
+        return Ok(Json(HandlerList::All(services.registry.versions())));
     }
     let handlers: Vec<HandlerView> = services
         .registry
@@ -86,7 +110,7 @@ async fn list(
             consecutive_faults: h.consecutive_faults(),
         })
         .collect();
-    Ok(Json(handlers).into_response())
+    Ok(Json(HandlerList::Active(handlers)))
 }
 
 fn bad_query(e: QueryRejection) -> ApiError {
@@ -97,24 +121,52 @@ fn bad_query(e: QueryRejection) -> ApiError {
 }
 
 /// Query of `GET /v1/handlers/history`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
+    /// Only this handler's versions.
     pub name: Option<String>,
+    /// Most rows (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
-/// `GET /v1/handlers/history`: the durable version history, newest first.
+/// Handler history
+///
+/// The durable version history (loaded, refused, quarantined, unloaded), newest first; it
+/// outlives restarts.
+#[utoipa::path(
+    get,
+    path = "/v1/handlers/history",
+    tag = "handlers",
+    operation_id = "handler_history",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "The history", body = Vec<HandlerVersionRow>),
+        (status = 400, description = "A bad query parameter"),
+    ),
+)]
 async fn history(
     State(services): State<Services>,
     Tenant(_tenant): Tenant,
     query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<Vec<HandlerVersionRow>>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
-    let limit = q.limit.unwrap_or(100).clamp(1, HISTORY_LIMIT_MAX);
+    let limit = match q.limit {
+        None => 100,
+        Some(n) if (1..=HISTORY_LIMIT_MAX).contains(&n) => n,
+        Some(n) => {
+            return Err(ApiError::bad_field(
+                "limit",
+                format!("limit {n} is not a number from 1 to {HISTORY_LIMIT_MAX}"),
+            ));
+        }
+    };
     let rows = services
         .store
         .handler_version_list(q.name.as_deref(), limit)
         .await
         .map_err(log_store_error("reading the handler version history"))?;
-    Ok(Json(rows).into_response())
+    Ok(Json(rows))
 }

@@ -9,7 +9,7 @@
 //! - `tasks.rs`: read, list, cancel, retry, events; `task_create.rs`: `POST /v1/tasks/{type}`;
 //!   `task_view.rs`: the task's JSON shape.
 //! - `pools.rs`, `handlers.rs`: what runs where; `health.rs`: `/healthz`, `/readyz`,
-//!   `/metrics`.
+//!   `/metrics`; `openapi.rs`: the OpenAPI document every route is registered with.
 //! - `console.rs`: the operator console at `/` (files in `console/`); `console_api.rs`: what
 //!   it reads beyond the rest (`/v1/me`, pool timelines, webhook deliveries), derived by the
 //!   pure `timeline.rs`.
@@ -33,6 +33,7 @@ mod events;
 mod handlers;
 mod health;
 mod local_guard;
+pub mod openapi;
 mod pools;
 mod task_create;
 mod task_view;
@@ -55,6 +56,8 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 use self::error::ApiError;
 use crate::config::Config;
@@ -70,21 +73,67 @@ pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 /// Room beyond the handler call deadline for the database work around a `plan`.
 pub const REQUEST_TIMEOUT_SLACK: Duration = Duration::from_secs(5);
 
+/// Every route with its description (see `openapi.rs`).
+fn routes() -> OpenApiRouter<Services> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(tasks::router())
+        .merge(events::router())
+        .merge(callbacks::router())
+        .merge(console::router())
+        // Not in the OpenAPI document yet: plain routes.
+        .merge(OpenApiRouter::from(console_api::router()))
+        .merge(pools::router())
+        .merge(handlers::router())
+        .merge(health::router())
+        .routes(utoipa_axum::routes!(openapi_json))
+}
+
+/// The OpenAPI document of the API, as served at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = routes().split_for_parts();
+    openapi::add_layer_errors(&mut doc);
+    doc
+}
+
+/// [`openapi`] as the JSON text served and checked in (pretty, with a final newline).
+pub fn openapi_json_text() -> String {
+    // The document is built from static types; rendering it cannot fail.
+    let mut doc = serde_json::to_value(openapi()).unwrap_or_default();
+    openapi::tidy(&mut doc);
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The OpenAPI document
+///
+/// This API's OpenAPI 3.1 description.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    operation_id = "openapi",
+    security(()),
+    responses((status = 200, description = "The document", body = Object)),
+)]
+async fn openapi_json() -> Response {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = TEXT.get_or_init(openapi_json_text).clone();
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response()
+}
+
 /// The whole API over `services`.
 pub fn router(services: Services) -> Router {
     let body_limit = services.config.max_body_bytes;
     let deadline = request_timeout(&services.config);
     let admission = admission::Admission::for_config(&services.config);
     let guard = LocalGuard::for_config(&services.config);
-    Router::new()
-        .merge(tasks::router())
-        .merge(events::router())
-        .merge(callbacks::router())
-        .merge(console::router())
-        .merge(console_api::router())
-        .merge(pools::router())
-        .merge(handlers::router())
-        .merge(health::router())
+    let (routes, _) = routes().split_for_parts();
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -113,7 +162,8 @@ pub fn router(services: Services) -> Router {
 /// orchestrators can probe it and Prometheus scrape it.
 pub fn probe_router(services: Services) -> Router {
     let guard = LocalGuard::for_config(&services.config);
-    health::router()
+    let (health, _) = health::router().split_for_parts();
+    health
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(guard, guard_local))
         .with_state(services)

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
@@ -14,12 +15,12 @@ use crate::scheduler::pool_limits;
 use crate::services::Services;
 
 /// Routes under `/v1/pools`.
-pub fn router() -> Router<Services> {
-    Router::new().route("/v1/pools", get(list))
+pub fn router() -> OpenApiRouter<Services> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
 /// One pool as shown.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PoolView {
     pub name: String,
     /// The effective maximum; `None` for a pool that only stored units still name (its handler
@@ -32,6 +33,7 @@ pub struct PoolView {
     /// fatal: the database still answers everything else).
     pub used: Option<u32>,
     /// Unit counts by status (every status present, zeros included).
+    #[schema(value_type = BTreeMap<String, u64>)]
     pub units: BTreeMap<&'static str, u64>,
     pub task_types: Vec<String>,
     pub handlers: Vec<String>,
@@ -40,8 +42,17 @@ pub struct PoolView {
     pub lease: Option<crate::lease::LeaseView>,
 }
 
-/// `GET /v1/pools`: a JSON array, by name. Any authenticated tenant may look: pools are shared,
-/// not per tenant.
+/// List pools
+///
+/// Every pool, by name: its limit, the limit filled to now, slots in use, units by status.
+/// Any authenticated tenant may look: pools are shared, not per tenant.
+#[utoipa::path(
+    get,
+    path = "/v1/pools",
+    tag = "pools",
+    operation_id = "list_pools",
+    responses((status = 200, description = "The pools", body = Vec<PoolView>)),
+)]
 async fn list(
     State(services): State<Services>,
     Tenant(_tenant): Tenant,

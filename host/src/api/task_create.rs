@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
+use crate::model::TaskStatus;
 use crate::runtime::{PlannedUnit, StageInfo};
 use crate::services::Services;
 use crate::store::{Created, NewTask, NewUnit};
@@ -35,6 +36,9 @@ pub struct CreateRequest {
     pub callback_url: Option<String>,
 }
 
+/// The fields of a create's body ([`CreateBody`] documents them).
+pub const KNOWN_FIELDS: [&str; 4] = ["payload", "idempotency_key", "priority", "callback_url"];
+
 /// Parse and check the envelope, naming the offending field. Malformed JSON, unknown fields
 /// and wrong types are 400; values of the right type but out of range are 422.
 pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
@@ -48,8 +52,7 @@ pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
             field: None,
         });
     };
-    const KNOWN: [&str; 4] = ["payload", "idempotency_key", "priority", "callback_url"];
-    if let Some(unknown) = fields.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+    if let Some(unknown) = fields.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
         return Err(ApiError::bad_field(
             unknown,
             format!(
@@ -98,8 +101,14 @@ fn priority(fields: &mut Map<String, Value>) -> Result<i32, ApiError> {
     match fields.remove(F) {
         None | Some(Value::Null) => Ok(0),
         Some(Value::Number(n)) => {
+            // JSON has one number type: 3.0 is the integer 3 (as JSON Schema reads it too).
             let p = n
                 .as_i64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                        .map(|f| f as i64)
+                })
                 .ok_or_else(|| ApiError::bad_field(F, "priority must be an integer"))?;
             if !PRIORITY_RANGE.contains(&p) {
                 return Err(ApiError::invalid_field(
@@ -173,13 +182,67 @@ fn refuse_internal_target(text: &str, allow_private: bool) -> Result<(), ApiErro
     Ok(())
 }
 
-/// `POST /v1/tasks/{type}`.
+/// The request body of `POST /v1/tasks/{type}`, as documented. The body is checked by
+/// [`parse_request`] (field by field, naming the culprit); a test keeps the two in step.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // Read by the OpenAPI document, not by code.
+pub struct CreateBody {
+    /// What to do, in the task type's own terms; the handler's `plan` splits it into units
+    /// (and refuses it with 422 when it is not valid).
+    #[schema(value_type = Object)]
+    payload: Map<String, Value>,
+    /// A repeat with the same key (per tenant) answers the task it already created.
+    #[schema(min_length = 1, max_length = 255)]
+    idempotency_key: Option<String>,
+    /// Higher runs first within the tenant's fair share (default 0).
+    #[schema(minimum = -1000, maximum = 1000)]
+    priority: Option<i32>,
+    /// Where the task's completion webhook goes (a public `http`/`https` URL).
+    #[schema(max_length = 2048, pattern = "^[hH][tT][tT][pP][sS]?://")]
+    callback_url: Option<String>,
+}
+
+/// What a create answers.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Accepted {
+    pub task_id: String,
+    /// `pending` for a new task; for a repeated idempotency key, where that task is now.
+    pub status: TaskStatus,
+}
+
+/// Create a task
+///
+/// The handler serving the type plans the payload into units, stored with the task in one
+/// transaction; the units then wait for slots of their pools. Nothing is stored unless every
+/// check passed.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}",
+    tag = "tasks",
+    operation_id = "create_task",
+    params(("id" = String, Path, description = "The task type (one a loaded handler serves, see `GET /v1/handlers`)")),
+    request_body(content = CreateBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Created (or, for a repeated idempotency key, the task it names)", body = Accepted,
+            links(
+                ("read" = (operation_id = "read_task", parameters(("id" = "$response.body#/task_id")))),
+                ("cancel" = (operation_id = "cancel_task", parameters(("id" = "$response.body#/task_id")))),
+                ("retry" = (operation_id = "retry_task", parameters(("id" = "$response.body#/task_id")))),
+                ("events" = (operation_id = "task_events", parameters(("id" = "$response.body#/task_id")))),
+                ("webhooks" = (operation_id = "task_webhooks", parameters(("id" = "$response.body#/task_id")))),
+            )),
+        (status = 400, description = "Malformed body: bad JSON, an unknown field, a wrong type"),
+        (status = 404, description = "No loaded handler serves this task type"),
+        (status = 422, description = "Refused: the handler's plan said no, a value is out of range, too many units, a private callback_url"),
+    ),
+)]
 pub async fn create(
     State(services): State<Services>,
     Tenant(tenant): Tenant,
     Path(task_type): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge {
@@ -283,7 +346,7 @@ pub async fn create(
                 services.wake.pool(pool);
             }
             tracing::info!(task_id = %id, task_type = %task_type, "task created");
-            (id, "pending".to_string())
+            (id, TaskStatus::Pending)
         }
         Created::Existing(id) => {
             // The key already names a task: report where that task is now.
@@ -292,17 +355,11 @@ pub async fn create(
                 .task_get(&tenant, &id)
                 .await
                 .map_err(log_store_error("reading existing task"))?
-                .map_or_else(
-                    || "pending".to_string(),
-                    |t| t.counts.task_status().as_str().to_string(),
-                );
+                .map_or(TaskStatus::Pending, |t| t.counts.task_status());
             (id, status)
         }
     };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(serde_json::json!({ "task_id": task_id, "status": status })),
-    ))
+    Ok((StatusCode::ACCEPTED, Json(Accepted { task_id, status })))
 }
 
 /// A planned unit as stored: in its first stage's pool (the one `plan-routed` chose, else the

@@ -9,7 +9,7 @@ use crate::model::{TaskStatus, Unit, UnitStatus};
 use crate::store::TaskRecord;
 
 /// `GET /v1/tasks/{id}` and the answer to a cancel.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TaskView {
     #[serde(flatten)]
     pub summary: TaskSummary,
@@ -27,7 +27,7 @@ pub struct TaskView {
 }
 
 /// A task without its per-unit detail: what `GET /v1/tasks` lists.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TaskSummary {
     pub task_id: String,
     #[serde(rename = "type")]

@@ -9,13 +9,14 @@
 use std::collections::{BTreeSet, HashMap};
 
 use axum::Json;
-use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
@@ -23,7 +24,7 @@ use super::task_create;
 use super::task_view::{TaskSummary, TaskView};
 use crate::model::{Unit, UnitStatus};
 use crate::services::Services;
-use crate::store::{TaskFilter, TaskRecord};
+use crate::store::{Attempt, Delivery, TaskFilter, TaskRecord, UnitEvent};
 
 /// Page size of `GET /v1/tasks` when `limit` is not given.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
@@ -31,14 +32,58 @@ pub const LIST_LIMIT_DEFAULT: u32 = 50;
 pub const LIST_LIMIT_MAX: u32 = 500;
 
 /// Routes under `/v1/tasks`.
-pub fn router() -> Router<Services> {
-    Router::new()
-        .route("/v1/tasks", get(list))
-        .route("/v1/tasks/{id}", get(read).post(task_create::create))
-        .route("/v1/tasks/{id}/cancel", post(cancel))
-        .route("/v1/tasks/{id}/retry", post(retry))
-        .route("/v1/tasks/{id}/events", get(events))
-        .route("/v1/tasks/{id}/webhooks", get(webhooks))
+pub fn router() -> OpenApiRouter<Services> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read, task_create::create))
+        .routes(routes!(cancel))
+        .routes(routes!(retry))
+        .routes(routes!(events))
+        .routes(routes!(webhooks))
+}
+
+/// `GET /v1/tasks`: a page of the tenant's tasks.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskList {
+    /// Newest first.
+    pub tasks: Vec<TaskSummary>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What `POST /v1/tasks/{id}/retry` did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Retried {
+    pub task_id: String,
+    /// Units moved back to `pending` (failed) or made due for finalization again.
+    pub retried: u32,
+}
+
+/// `GET /v1/tasks/{id}/events` as JSON.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskEvents {
+    pub task_id: String,
+    /// Oldest first.
+    pub events: Vec<UnitEvent>,
+}
+
+/// `GET /v1/tasks/{id}/webhooks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskWebhooks {
+    pub task_id: String,
+    /// Where the task's completion is delivered, if anywhere.
+    pub callback_url: Option<String>,
+    /// Oldest first.
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// One webhook delivery with its attempts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryView {
+    #[serde(flatten)]
+    pub delivery: Delivery,
+    /// Every attempt so far, oldest first.
+    pub attempts: Vec<Attempt>,
 }
 
 /// A query string that does not even decode.
@@ -67,7 +112,25 @@ async fn units_of(services: &Services, task_id: &str) -> Result<Vec<Unit>, ApiEr
         .map_err(log_store_error("reading units"))
 }
 
-/// `GET /v1/tasks/{id}`.
+/// Read a task
+///
+/// The task's status and progress, one result per unit, its error and cost. A hot snapshot
+/// answers repeated polls without touching the database.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}",
+    operation_id = "read_task",
+    tag = "tasks",
+    params(
+        ("id" = String, Path, description = "The task id"),
+        ("units" = Option<bool>, Query, description = "Add the full unit records"),
+    ),
+    responses(
+        (status = 200, description = "The task", body = TaskView),
+        (status = 400, description = "A bad query parameter"),
+        (status = 404, description = "No such task for this tenant"),
+    ),
+)]
 async fn read(
     State(services): State<Services>,
     caller: Caller,
@@ -75,6 +138,12 @@ async fn read(
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
+    if let Some(unknown) = query.keys().find(|k| *k != "units") {
+        return Err(ApiError::bad_field(
+            unknown,
+            format!("unknown query parameter {unknown:?}; expected units"),
+        ));
+    }
     let tenant = caller.tenant_of_task(&services, &id).await?;
     // `?units=true` adds the full unit records.
     let with_units = match query.get("units").map(String::as_str) {
@@ -116,12 +185,34 @@ fn json_body(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// `GET /v1/tasks?type=&status=&limit=&cursor=&tenant=`: newest first, cursor paging.
+/// List tasks
+///
+/// The tenant's tasks, newest first, a page at a time (`cursor` from `next_cursor`); an admin
+/// key's lists every tenant's unless `tenant` names one. Unknown parameters are refused, so a
+/// typo does not silently list everything.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks",
+    operation_id = "list_tasks",
+    tag = "tasks",
+    params(
+        ("type" = Option<String>, Query, description = "Only tasks of this type"),
+        ("status" = Option<UnitStatus>, Query, description = "Only tasks with a unit in this status"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 500, description = "Page size (default 50)"),
+        ("cursor" = Option<String>, Query, pattern = "^-?[0-9]{1,18}$", description = "`next_cursor` of the previous page"),
+        ("tenant" = Option<String>, Query, description = "Only this tenant's tasks (another tenant's needs an admin key)"),
+    ),
+    responses(
+        (status = 200, description = "A page of tasks", body = TaskList),
+        (status = 400, description = "A bad or unknown query parameter"),
+        (status = 403, description = "Another tenant's list, asked with a key that is not an admin's"),
+    ),
+)]
 async fn list(
     State(services): State<Services>,
     caller: Caller,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TaskList>, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
     let filter = list_filter(&query)?;
     // `?tenant=`: an admin's filter (all tenants when absent); see `Caller::list_scope`.
@@ -131,11 +222,10 @@ async fn list(
         .task_list_any(scope.as_deref(), &filter)
         .await
         .map_err(log_store_error("listing tasks"))?;
-    let tasks: Vec<TaskSummary> = page.tasks.iter().map(TaskSummary::new).collect();
-    Ok(Json(json!({
-        "tasks": tasks,
-        "next_cursor": page.next.map(|c| c.to_string()),
-    })))
+    Ok(Json(TaskList {
+        tasks: page.tasks.iter().map(TaskSummary::new).collect(),
+        next_cursor: page.next.map(|c| c.to_string()),
+    }))
 }
 
 /// Check the list parameters, naming the bad one. Unknown parameters are refused too, so that
@@ -150,8 +240,10 @@ fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> 
             ),
         ));
     }
-    let non_empty = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let unit_status = non_empty("status")
+    // An empty `type` lists every type; the others must hold a value when given (`?cursor=` is
+    // not a cursor this API handed out).
+    let value = |k: &str| query.get(k).map(String::as_str);
+    let unit_status = value("status")
         .map(|s| {
             s.parse::<UnitStatus>().map_err(|_| {
                 let names: Vec<&str> = UnitStatus::ALL.iter().map(|s| s.as_str()).collect();
@@ -162,10 +254,10 @@ fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> 
             })
         })
         .transpose()?;
-    let limit = match non_empty("limit") {
+    let limit = match value("limit") {
         None => LIST_LIMIT_DEFAULT,
-        Some(l) => match l.parse::<u32>() {
-            Ok(n) if (1..=LIST_LIMIT_MAX).contains(&n) => n,
+        Some(l) => match plain_integer(l).and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if (1..=LIST_LIMIT_MAX).contains(&n) => n,
             _ => {
                 return Err(ApiError::bad_field(
                     "limit",
@@ -174,9 +266,9 @@ fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> 
             }
         },
     };
-    let before = non_empty("cursor")
+    let before = value("cursor")
         .map(|c| {
-            c.parse::<i64>().map_err(|_| {
+            plain_integer(c).ok_or_else(|| {
                 ApiError::bad_field(
                     "cursor",
                     format!("cursor {c:?} is not one this API returned as next_cursor"),
@@ -185,16 +277,39 @@ fn list_filter(query: &HashMap<String, String>) -> Result<TaskFilter, ApiError> 
         })
         .transpose()?;
     Ok(TaskFilter {
-        task_type: non_empty("type").map(str::to_string),
+        task_type: value("type").filter(|t| !t.is_empty()).map(str::to_string),
         unit_status,
         before,
         limit,
     })
 }
 
-/// `POST /v1/tasks/{id}/cancel`: cancel every unit not yet finished. Units whose job is at the
+/// A decimal integer as written in a query (`-12`, `40`), nothing else: Rust's parser would
+/// also take `+40`, which the documented pattern does not.
+fn plain_integer(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Cancel a task
+///
+/// Cancel every unit not yet finished. Units whose job is at the
 /// provider (`submitted`) keep their slots until the job ends, because the provider keeps
 /// running it; the scheduler then ends them `cancelled`. Repeating it changes nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/cancel",
+    operation_id = "cancel_task",
+    tag = "tasks",
+    params(("id" = String, Path, description = "The task id")),
+    responses(
+        (status = 200, description = "The task after the cancel", body = TaskView),
+        (status = 404, description = "No such task for this tenant"),
+    ),
+)]
 async fn cancel(
     State(services): State<Services>,
     caller: Caller,
@@ -221,13 +336,26 @@ async fn cancel(
     Ok(Json(TaskView::new(&task, units, false)))
 }
 
-/// `POST /v1/tasks/{id}/retry`: failed units back to pending with a fresh submit attempt;
-/// units whose finalization gave up are finalized again (no new provider job).
+/// Retry a task's failed units
+///
+/// Failed units go back to pending with a fresh submit attempt; units whose finalization gave
+/// up are finalized again (no new provider job).
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/retry",
+    operation_id = "retry_task",
+    tag = "tasks",
+    params(("id" = String, Path, description = "The task id")),
+    responses(
+        (status = 200, description = "How many units were retried", body = Retried),
+        (status = 404, description = "No such task for this tenant"),
+    ),
+)]
 async fn retry(
     State(services): State<Services>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Retried>, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
     let retried = services
@@ -252,12 +380,37 @@ async fn retry(
         }
         tracing::info!(task_id = %id, retried, "failed units retried");
     }
-    Ok(Json(json!({ "task_id": id, "retried": retried })))
+    Ok(Json(Retried {
+        task_id: id,
+        retried,
+    }))
 }
 
-/// `GET /v1/tasks/{id}/events`: the task's unit event log, oldest first, as JSON.
-/// `GET /v1/tasks/{id}/events`: the task's event log as JSON, or, with `Accept:
-/// text/event-stream`, as a live stream (see `events.rs`).
+/// A task's events
+///
+/// The task's unit event log, oldest first, as JSON; with `Accept: text/event-stream`, a live
+/// stream of the same events (`event: unit`, `id:` a resume cursor, `data:` the event), ending
+/// with `event: end` once the task has ended and every event was sent. Resume with
+/// `Last-Event-ID` (or `?after=`).
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}/events",
+    operation_id = "task_events",
+    tag = "events",
+    params(
+        ("id" = String, Path, description = "The task id"),
+        ("after" = Option<String>, Query, pattern = r"^([0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18})?$", description = "Empty: none. Stream only: resume after this event id"),
+        ("Last-Event-ID" = Option<String>, Header, pattern = r"^([0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18})?$", description = "Empty: none. Stream only: resume after this event id"),
+    ),
+    responses(
+        (status = 200, description = "The event log, or a live stream of it", content(
+            (TaskEvents = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 400, description = "A resume cursor this API did not hand out"),
+        (status = 404, description = "No such task for this tenant"),
+    ),
+)]
 async fn events(
     State(services): State<Services>,
     caller: Caller,
@@ -267,6 +420,8 @@ async fn events(
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let Query(after) = after.map_err(bad_query)?;
+    // Checked in both forms; the JSON log is always whole.
+    super::events::resume_from(&headers, &after)?;
     let task = find(&services, &tenant, &id).await?;
     if super::events::wants_stream(&headers) {
         return super::events::task_stream(services, tenant, task.id, &headers, &after).await;
@@ -276,16 +431,33 @@ async fn events(
         .unit_events(&task.id)
         .await
         .map_err(log_store_error("reading events"))?;
-    Ok(Json(json!({ "task_id": task.id, "events": events })).into_response())
+    Ok(Json(TaskEvents {
+        task_id: task.id,
+        events,
+    })
+    .into_response())
 }
 
-/// `GET /v1/tasks/{id}/webhooks`: the task's completion webhook deliveries, each with its
-/// attempts (status, error, duration), oldest first.
+/// A task's webhook deliveries
+///
+/// The task's completion webhook deliveries, each with its attempts (status, error,
+/// duration), oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}/webhooks",
+    operation_id = "task_webhooks",
+    tag = "tasks",
+    params(("id" = String, Path, description = "The task id")),
+    responses(
+        (status = 200, description = "The deliveries", body = TaskWebhooks),
+        (status = 404, description = "No such task for this tenant"),
+    ),
+)]
 async fn webhooks(
     State(services): State<Services>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TaskWebhooks>, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let task = find(&services, &tenant, &id).await?;
     let list = services
@@ -293,20 +465,14 @@ async fn webhooks(
         .webhook_list(&task.id)
         .await
         .map_err(log_store_error("reading webhook deliveries"))?;
-    let deliveries: Vec<Value> = list
-        .into_iter()
-        .map(|(d, attempts)| {
-            let mut v = serde_json::to_value(&d).unwrap_or_default();
-            v["attempts_made"] = v["attempts"].take();
-            v["attempts"] = serde_json::to_value(attempts).unwrap_or_default();
-            v
-        })
-        .collect();
-    Ok(Json(json!({
-        "task_id": task.id,
-        "callback_url": task.callback_url,
-        "deliveries": deliveries,
-    })))
+    Ok(Json(TaskWebhooks {
+        task_id: task.id,
+        callback_url: task.callback_url,
+        deliveries: list
+            .into_iter()
+            .map(|(delivery, attempts)| DeliveryView { delivery, attempts })
+            .collect(),
+    }))
 }
 
 #[cfg(test)]
@@ -347,5 +513,12 @@ mod tests {
         assert_eq!(bad_field(&[("status", "done")]).as_deref(), Some("status"));
         assert_eq!(bad_field(&[("cursor", "x")]).as_deref(), Some("cursor"));
         assert_eq!(bad_field(&[("staus", "failed")]).as_deref(), Some("staus"));
+        // Empty values and a sign are not the documented forms.
+        assert_eq!(bad_field(&[("cursor", "")]).as_deref(), Some("cursor"));
+        assert_eq!(bad_field(&[("cursor", "+17")]).as_deref(), Some("cursor"));
+        assert_eq!(bad_field(&[("limit", "+5")]).as_deref(), Some("limit"));
+        assert_eq!(bad_field(&[("status", "")]).as_deref(), Some("status"));
+        let f = list_filter(&q(&[("type", ""), ("cursor", "-3")])).expect("valid");
+        assert_eq!((f.task_type, f.before), (None, Some(-3)));
     }
 }

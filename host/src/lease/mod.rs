@@ -206,7 +206,7 @@ fn unheld_key(keys: &Keyspace, pool: &str) -> String {
 }
 
 /// Who holds a pool's lease, as any process sees it in Redis (the API shows it).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct LeaseView {
     /// The holding scheduler's owner id (`slotd_scheduler_info` on its metrics), if any.
     pub holder: Option<String>,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::UnitStatus;
 
 /// A task's status, derived from its units' statuses (SPEC section 2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// No unit has started yet.

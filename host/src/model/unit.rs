@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::UnitStatus;
 
 /// One unit as stored. Times are Unix milliseconds (the scheduler's injected clock).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Unit {
     pub id: String,
     pub task_id: String,

@@ -18,7 +18,7 @@
 use crate::model::{Outcome, Unit};
 
 /// A stage of a task type and the pool its jobs occupy.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct StageInfo {
     pub name: String,
     /// The stage's default pool.
@@ -36,14 +36,14 @@ impl StageInfo {
 }
 
 /// A task type a handler serves.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct TaskTypeInfo {
     pub name: String,
     pub stages: Vec<StageInfo>,
 }
 
 /// A pool a handler proposes.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct PoolInfo {
     pub name: String,
     pub default_max_slots: u32,
@@ -79,7 +79,7 @@ pub struct PlannedUnit {
 
 /// The optional parts of the contract a handler uses (contract 1.1 `extensions.features`;
 /// none for a 1.0 component).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Features {
     /// Provider-side cancel of cancelled tasks' jobs.
     pub cancel: bool,

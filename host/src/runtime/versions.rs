@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// Where a version of a handler file stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VersionState {
     /// Serving its task types now.
@@ -31,7 +31,7 @@ impl VersionState {
 }
 
 /// One version of one handler file, as the API shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct VersionRecord {
     /// The file it came from.
     pub path: String,

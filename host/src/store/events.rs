@@ -51,19 +51,25 @@ impl EventCursor {
         let bad = || BadCursor(token.chars().take(64).collect());
         let mut parts = token.trim().split('.');
         let mut next = || -> Result<i64, BadCursor> {
-            let n: i64 = parts.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
-            if n < 0 {
+            // Digits only (no sign), as the API documents the token.
+            let part = parts.next().ok_or_else(bad)?;
+            if part.is_empty() || part.len() > 18 || !part.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad());
             }
-            Ok(n)
+            part.parse().map_err(|_| bad())
         };
-        let cursor = EventCursor {
+        let mut cursor = EventCursor {
             settled: next()?,
             horizon: next()?,
             id: next()?,
         };
-        if parts.next().is_some() || (cursor.horizon != 0 && cursor.horizon < cursor.settled) {
+        if parts.next().is_some() {
             return Err(bad());
+        }
+        // A batch ending below where it starts is empty (only a hand-made token says so):
+        // read on between batches, from `settled`.
+        if cursor.horizon != 0 && cursor.horizon < cursor.settled {
+            cursor.horizon = 0;
         }
         Ok(cursor)
     }
@@ -91,8 +97,25 @@ mod tests {
             EventCursor::parse("0.0.0").expect("zeros"),
             EventCursor::default()
         );
+        // A batch that ends below its start is read between batches.
+        assert_eq!(
+            EventCursor::parse("5.3.1").expect("empty batch"),
+            EventCursor {
+                settled: 5,
+                horizon: 0,
+                id: 1
+            }
+        );
         for bad in [
-            "", "12", "1.2", "1.2.3.4", "a.b.c", "-1.0.0", "5.3.1", "1.2.x",
+            "",
+            "12",
+            "1.2",
+            "1.2.3.4",
+            "a.b.c",
+            "-1.0.0",
+            "+1.0.0",
+            "1.2.x",
+            "1.2.1234567890123456789",
         ] {
             let e = EventCursor::parse(bad).expect_err(bad);
             assert!(e.to_string().contains("settled.horizon.id"), "{e}");

@@ -193,7 +193,7 @@ pub struct TaskPage {
 }
 
 /// One row of the append-only unit event log.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct UnitEvent {
     pub id: i64,
     pub unit_id: String,
@@ -279,7 +279,7 @@ pub struct PoolStatusCount {
 
 /// One row of the append-only handler version history: a state a handler file's version
 /// entered (loaded and active, refused, quarantined, unloaded).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct HandlerVersionRow {
     /// Row id (ascending with time); ignored when recording.
     pub id: i64,

@@ -20,7 +20,7 @@ pub struct NewDelivery {
 }
 
 /// A delivery as stored.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Delivery {
     pub id: String,
     pub task_id: String,
@@ -32,6 +32,8 @@ pub struct Delivery {
     pub payload: String,
     /// `pending`, `delivered` or `failed` (given up).
     pub status: String,
+    /// Attempts made so far.
+    #[serde(rename = "attempts_made")]
     pub attempts: i64,
     pub next_at: i64,
     pub last_status: Option<i64>,
@@ -64,7 +66,7 @@ pub enum AttemptNext {
 }
 
 /// One stored attempt (`GET /v1/tasks/{id}/webhooks`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Attempt {
     pub at: i64,
     pub status: Option<i64>,

@@ -48,6 +48,26 @@ pub(crate) async fn event_streams_page_and_resume(store: DynStore) {
         store.unit_apply(&batch, T0 + 1, None).await.unwrap();
     }
     let log = store.unit_events("t1").await.unwrap();
+    // On PostgreSQL an event shows once every older write transaction on the server has ended
+    // (other tests' too): wait until all of them show, with a deadline, before reading them in
+    // pieces (the horizon only moves forward).
+    let all_of_acme = store_ids(&store, "t1").await.len() + store_ids(&store, "t2").await.len();
+    let everything = EventScope {
+        tenant: "acme",
+        task_id: None,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while read_all(&store, everything, EventCursor::default(), 100)
+        .await
+        .len()
+        < all_of_acme
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the events never all showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let one = EventScope {
         tenant: "acme",
         task_id: Some("t1"),
