@@ -37,6 +37,7 @@ pub mod clock;
 pub mod config;
 pub mod deliveries;
 pub mod demo;
+pub mod eta;
 pub mod hot;
 pub mod keyspace;
 pub mod lease;

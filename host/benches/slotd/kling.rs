@@ -18,7 +18,7 @@ use slotd::sim::SimOptions;
 
 use crate::report::{Report, Target};
 
-const LIMIT: u32 = 20;
+pub(crate) const LIMIT: u32 = 20;
 
 struct Figures {
     backlog_util: f64,
@@ -66,7 +66,7 @@ fn config(
 
 /// Where slotd runs for a Kling run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Deployment {
+pub(crate) enum Deployment {
     /// One process, SQLite, in-process slots (the embedded defaults).
     Embedded,
     /// PostgreSQL and Redis, one API and two scheduler processes ([`crate::cluster`]).
@@ -84,7 +84,7 @@ fn handler_toml(sim: &slotd::sim::SimHandle, time_scale: f64) -> String {
 }
 
 /// slotd running one way or the other, until stopped.
-enum Running {
+pub(crate) enum Running {
     Embedded {
         stop: tokio::sync::oneshot::Sender<()>,
         server: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -92,7 +92,7 @@ enum Running {
     Cluster(crate::cluster::Cluster),
 }
 
-async fn start(
+pub(crate) async fn start(
     deployment: Deployment,
     dir: &std::path::Path,
     sim: &slotd::sim::SimHandle,

@@ -10,10 +10,11 @@
 //! `runtime` (handler call, cached reload, cold compile), `tick` (`run_once` at 10,000 units),
 //! `submit` (durable `POST /v1/tasks`), `memory` (resident memory of a real `slotd serve`),
 //! `kling` (slot fullness against the Kling simulator, polling and callbacks, embedded and in
-//! cluster mode).
+//! cluster mode), `eta` (the error of `estimated_completion_at` against the Kling simulator).
 
 mod cluster;
 mod common;
+mod eta;
 mod kling;
 mod memory;
 mod report;
@@ -23,7 +24,7 @@ mod tick;
 
 use std::path::PathBuf;
 
-const GROUPS: &[&str] = &["runtime", "tick", "submit", "memory", "kling"];
+const GROUPS: &[&str] = &["runtime", "tick", "submit", "memory", "kling", "eta"];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
 fn target_dir() -> PathBuf {
@@ -70,6 +71,9 @@ fn main() {
         }
         if wanted("kling") {
             kling::run(&mut report).await;
+        }
+        if wanted("eta") {
+            eta::run(&mut report).await;
         }
     });
     report.print();

@@ -81,7 +81,7 @@ fn routes() -> OpenApiRouter<Services> {
         .merge(callbacks::router())
         .merge(console::router())
         // Not in the OpenAPI document yet: plain routes.
-        .merge(OpenApiRouter::from(console_api::router()))
+        .merge(console_api::router())
         .merge(pools::router())
         .merge(handlers::router())
         .merge(health::router())

@@ -24,6 +24,15 @@ pub struct TaskView {
     /// The full unit records, when asked for with `?units=true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub units: Option<Vec<Unit>>,
+    /// Units of its pool filled before the task's next waiting unit (0: it is next); absent
+    /// when none of its units waits for a slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u64>,
+    /// When the task's jobs in its pool are expected to end (Unix ms), from the pool's free
+    /// slots, the fill order and the provider's observed durations (see `eta.rs`); absent for
+    /// a finished task, and until the pool has seen enough jobs end to say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_completion_at: Option<i64>,
 }
 
 /// A task without its per-unit detail: what `GET /v1/tasks` lists.
@@ -99,6 +108,8 @@ impl TaskView {
             error,
             cost,
             units: with_units.then_some(units),
+            queue_position: None,
+            estimated_completion_at: None,
         }
     }
 }

@@ -159,7 +159,13 @@ async fn read(
     if with_units {
         let task = find(&services, &tenant, &id).await?;
         let units = units_of(&services, &task.id).await?;
-        return Ok(Json(TaskView::new(&task, units, true)).into_response());
+        let (queue_position, estimated_completion_at) = estimate(&services, &task, &units).await?;
+        let view = TaskView {
+            queue_position,
+            estimated_completion_at,
+            ..TaskView::new(&task, units, true)
+        };
+        return Ok(Json(view).into_response());
     }
     // The hot snapshot first (another tenant's snapshot is a miss: the database answers 404).
     let seen = services.hot.lookup(&id).await;
@@ -170,7 +176,13 @@ async fn read(
     }
     let task = find(&services, &tenant, &id).await?;
     let units = units_of(&services, &task.id).await?;
-    let body = serde_json::to_string(&TaskView::new(&task, units, false)).map_err(|e| {
+    let (queue_position, estimated_completion_at) = estimate(&services, &task, &units).await?;
+    let view = TaskView {
+        queue_position,
+        estimated_completion_at,
+        ..TaskView::new(&task, units, false)
+    };
+    let body = serde_json::to_string(&view).map_err(|e| {
         tracing::error!(task_id = %id, error = %e, "serializing a task view failed");
         ApiError::Internal
     })?;
@@ -178,6 +190,49 @@ async fn read(
         services.hot.fill(&id, &tenant, &l.generation, &body).await;
     }
     Ok(json_body(body))
+}
+
+/// The queue position and the completion estimate of an unfinished task with these units (see
+/// `eta.rs`): `(queue_position, estimated_completion_at)`.
+async fn estimate(
+    services: &Services,
+    task: &TaskRecord,
+    units: &[Unit],
+) -> Result<(Option<u64>, Option<i64>), ApiError> {
+    if task.counts.task_status().is_final() {
+        return Ok((None, None));
+    }
+    let Some(standing) = services
+        .store
+        .task_queue_standing(&task.id)
+        .await
+        .map_err(log_store_error("reading the task's place in its pool"))?
+    else {
+        return Ok((None, None));
+    };
+    let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
+    let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
+        return Ok((queue_position, None));
+    };
+    let max = crate::scheduler::pool_limits(&services.config, &services.registry)
+        .get(&standing.pool)
+        .map_or(1, |l| l.max_slots);
+    let own = units
+        .iter()
+        .find(|u| u.pool == standing.pool && !u.status.is_terminal())
+        .and_then(|u| {
+            services
+                .durations
+                .distribution(&u.pool, &crate::scheduler::durations::class_of(u))
+        });
+    let at = crate::eta::completion(crate::eta::Inputs {
+        now: services.clock.now_ms(),
+        slots: services.capacity.effective(&standing.pool, max),
+        standing: &standing,
+        pool: &pool,
+        own: own.as_deref(),
+    });
+    Ok((queue_position, Some(at)))
 }
 
 /// A ready JSON body (a hot snapshot or a freshly serialized view).

@@ -494,3 +494,68 @@ async fn metrics_render_in_prometheus_text() {
         Some(&b"text/plain; version=0.0.4"[..])
     );
 }
+
+/// `GET /v1/tasks/{id}` tells where a waiting task stands and, once the pool has seen jobs end,
+/// when it should end: 2 slots busy for 9 s more, 4 units ahead, then the task's 2, each taking
+/// the observed 10 s.
+#[tokio::test]
+async fn a_task_view_gives_its_queue_position_and_an_estimate() {
+    let mut config = Config::default();
+    config
+        .pools
+        .insert(FIXTURE_POOL.into(), crate::config::PoolConfig { max_slots: 2 });
+    let h = harness_with(config).await;
+    let now = h.services.clock.now_ms();
+    let first = h.seed("local", 6).await;
+    let second = h.seed("local", 2).await;
+    let running: Vec<String> = h.unit_ids(&first).await.into_iter().take(2).collect();
+    if let Err(e) = h
+        .store
+        .unit_mark_submitted(&running, now - 1000, now + 60_000, None)
+        .await
+    {
+        panic!("marking submitted: {e}");
+    }
+
+    // No job has ended yet: a place in the queue, no estimate.
+    let r = h
+        .send("GET", &format!("/v1/tasks/{second}"), None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["queue_position"], 4);
+    assert!(r.json.get("estimated_completion_at").is_none(), "{}", r.json);
+
+    for _ in 0..4 {
+        h.services.durations.observe(FIXTURE_POOL, "fixture/main", 10_000);
+    }
+    let r = h
+        .send("GET", &format!("/v1/tasks/{second}"), None, None)
+        .await;
+    // Slots free at +9 s; the 4 ahead start at 9, 9, 19, 19 s; the task's last unit at 29 s.
+    assert_eq!(r.json["estimated_completion_at"], now + 39_000, "{}", r.json);
+    // The same with the unit records.
+    let r = h
+        .send("GET", &format!("/v1/tasks/{second}?units=true"), None, None)
+        .await;
+    assert_eq!(r.json["estimated_completion_at"], now + 39_000);
+    assert_eq!(r.json["units"].as_array().map(Vec::len), Some(2));
+    // The first task is next (its own units ahead of its later ones do not count).
+    let r = h
+        .send("GET", &format!("/v1/tasks/{first}"), None, None)
+        .await;
+    assert_eq!(r.json["queue_position"], 0);
+    // Slots free at +9 s: its 4 waiting units run 9–19 s and 19–29 s.
+    assert_eq!(r.json["estimated_completion_at"], now + 29_000);
+
+    // A finished task has neither.
+    let r = h
+        .send("POST", &format!("/v1/tasks/{second}/cancel"), None, Some("{}"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = h
+        .send("GET", &format!("/v1/tasks/{second}"), None, None)
+        .await;
+    assert_eq!(r.json["status"], "cancelled");
+    assert!(r.json.get("queue_position").is_none(), "{}", r.json);
+    assert!(r.json.get("estimated_completion_at").is_none(), "{}", r.json);
+}

@@ -23,6 +23,14 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// `completed`, `failed` and `cancelled`: nothing more will happen without a retry.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             TaskStatus::Pending => "pending",

@@ -82,6 +82,24 @@ impl Distribution {
         self.sorted.len()
     }
 
+    /// The mean duration.
+    pub fn mean(&self) -> i64 {
+        let n = self.sorted.len().max(1) as i128;
+        (self.sorted.iter().map(|&v| i128::from(v)).sum::<i128>() / n) as i64
+    }
+
+    /// How much longer a job still running at `age` ms is expected to take: the mean of the
+    /// samples longer than `age`, less `age`. A job older than every sample (the long tail) is
+    /// given a tenth of the mean.
+    pub fn expected_remaining(&self, age: i64) -> i64 {
+        let longer = &self.sorted[self.sorted.partition_point(|&v| v <= age)..];
+        if longer.is_empty() {
+            return (self.mean() / 10).max(1);
+        }
+        let sum: i128 = longer.iter().map(|&v| i128::from(v)).sum();
+        (sum / longer.len() as i128) as i64 - age.max(0)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }
@@ -148,6 +166,23 @@ impl Durations {
             s.snapshot = Distribution::new(s.recent.iter().copied().collect()).map(Arc::new);
         }
         s.snapshot.clone()
+    }
+}
+
+impl Durations {
+    /// Every class of `pool` together (what a unit of unknown class is expected to take),
+    /// once it has [`MIN_SAMPLES`].
+    pub fn pool_distribution(&self, pool: &str) -> Option<Distribution> {
+        let classes = self.classes.lock();
+        let samples: Vec<i64> = classes
+            .iter()
+            .filter(|((p, _), _)| p == pool)
+            .flat_map(|(_, s)| s.recent.iter().copied())
+            .collect();
+        if samples.len() < MIN_SAMPLES {
+            return None;
+        }
+        Distribution::new(samples)
     }
 }
 

@@ -277,6 +277,22 @@ pub struct PoolStatusCount {
     pub count: u64,
 }
 
+/// Where a task's waiting units stand in their pool's fill order (priority first, then
+/// round-robin across tenants, FIFO within one), for the estimate `GET /v1/tasks/{id}` gives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStanding {
+    /// The pool of the task's pending units (of its submitted ones when none is pending).
+    pub pool: String,
+    /// The task's pending units in `pool`.
+    pub pending: u64,
+    /// Pending units of the pool filled before the task's first pending unit.
+    pub ahead_first: u64,
+    /// Pending units of the pool filled before the task's last pending unit.
+    pub ahead_last: u64,
+    /// Every unit of the pool holding a slot now: its submit time and whether it is the task's.
+    pub running: Vec<(i64, bool)>,
+}
+
 /// One row of the append-only handler version history: a state a handler file's version
 /// entered (loaded and active, refused, quarantined, unloaded).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -467,6 +483,9 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Unit counts per pool and status.
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
+    /// Where the task's waiting units stand ([`QueueStanding`]); `None` when none of its units
+    /// waits for or holds a slot.
+    async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>>;
     /// The event log of one task (every unit), oldest first.
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
     /// At most `limit` events of `scope` after `after`, in stream order, each with the cursor

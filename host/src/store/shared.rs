@@ -17,7 +17,7 @@ use sqlx::Row;
 use crate::model::{Unit, UnitCounts, UnitStatus};
 use crate::store::{
     Attempt, AttemptNext, AttemptOutcome, Delivery, Fence, HandlerVersionRow, NewDelivery,
-    PoolStatusCount, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult, TaskRecord,
+    PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult, TaskRecord,
     UnitEvent,
 };
 
@@ -246,6 +246,113 @@ on_both_drivers! {
                     })?,
                     pool: name,
                 })
+            })
+            .collect()
+    }
+
+    /// [`crate::store::TaskStore::task_queue_standing`]. Fill order ties between tenants at
+    /// the same rank go by who was served last, which this does not read: half of them are
+    /// counted ahead.
+    pub(crate) async fn task_queue_standing(
+        pool: &Pool,
+        task_id: &str,
+    ) -> StoreResult<Option<QueueStanding>> {
+        let own = sqlx::query(
+            "SELECT pool, tenant, priority, task_seq, MIN(idx) AS lo, COUNT(*) AS n FROM units \
+             WHERE task_id = $1 AND status = 'pending' \
+             GROUP BY pool, tenant, priority, task_seq ORDER BY n DESC LIMIT 1",
+        )
+        .bind(task_id)
+        .fetch_optional(pool)
+        .await?;
+        let Some(own) = own else {
+            let running_pool: Option<String> = sqlx::query_scalar(
+                "SELECT pool FROM units WHERE task_id = $1 AND status = 'submitted' LIMIT 1",
+            )
+            .bind(task_id)
+            .fetch_optional(pool)
+            .await?;
+            let Some(name) = running_pool else {
+                return Ok(None);
+            };
+            return Ok(Some(QueueStanding {
+                running: running_in(pool, &name, task_id).await?,
+                pool: name,
+                ..QueueStanding::default()
+            }));
+        };
+        let name: String = own.try_get("pool")?;
+        let tenant: String = own.try_get("tenant")?;
+        let priority: i64 = own.try_get::<Count, _>("priority")?.into();
+        let seq: i64 = own.try_get("task_seq")?;
+        let lo: i64 = own.try_get::<Count, _>("lo")?.into();
+        let pending = count(own.try_get::<i64, _>("n")?);
+        let earlier: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM units WHERE pool = $1 AND status = 'pending' \
+             AND tenant = $2 AND priority = $3 AND (task_seq < $4 OR (task_seq = $4 AND idx < $5))",
+        )
+        .bind(&name)
+        .bind(&tenant)
+        .bind(priority)
+        .bind(seq)
+        .bind(lo)
+        .fetch_one(pool)
+        .await?;
+        let higher: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM units WHERE pool = $1 AND status = 'pending' AND priority > $2",
+        )
+        .bind(&name)
+        .bind(priority)
+        .fetch_one(pool)
+        .await?;
+        let others: Vec<i64> = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM units WHERE pool = $1 AND status = 'pending' \
+             AND priority = $2 AND tenant <> $3 GROUP BY tenant",
+        )
+        .bind(&name)
+        .bind(priority)
+        .bind(&tenant)
+        .fetch_all(pool)
+        .await?;
+        let earlier = count(earlier);
+        // Other tenants' units ahead of the task's unit at 0-based rank `r` of its tenant.
+        let ahead_at = |r: u64| -> u64 {
+            let mut ahead = count(higher) + r;
+            let mut ties = 0;
+            for &c in &others {
+                let c = count(c);
+                ahead += c.min(r);
+                ties += u64::from(c > r);
+            }
+            ahead + ties / 2
+        };
+        Ok(Some(QueueStanding {
+            running: running_in(pool, &name, task_id).await?,
+            pool: name,
+            pending,
+            ahead_first: ahead_at(earlier),
+            ahead_last: ahead_at(earlier + pending.saturating_sub(1)),
+        }))
+    }
+
+    /// A count as `u64` (a negative one reads as none).
+    fn count(n: i64) -> u64 {
+        u64::try_from(n).unwrap_or(0)
+    }
+
+    /// The units of `name` holding a slot: submit time and whether `task_id` is theirs.
+    async fn running_in(pool: &Pool, name: &str, task_id: &str) -> StoreResult<Vec<(i64, bool)>> {
+        let rows = sqlx::query(
+            "SELECT task_id, submitted_at FROM units WHERE pool = $1 AND status = 'submitted'",
+        )
+        .bind(name)
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let task: String = row.try_get("task_id")?;
+                let at: Option<i64> = row.try_get("submitted_at")?;
+                Ok((at.unwrap_or(0), task == task_id))
             })
             .collect()
     }

@@ -36,7 +36,7 @@ use sqlx::{Sqlite, Transaction};
 use super::shared::sqlite as shared;
 use super::{
     ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
-    EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
+    EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount, QueueStanding,
     SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent,
     UnitUpdate,
 };
@@ -327,6 +327,10 @@ impl TaskStore for SqliteStore {
 
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
         shared::unit_count_by_pool(&self.reader).await
+    }
+
+    async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>> {
+        shared::task_queue_standing(&self.reader, task_id).await
     }
 
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {

@@ -14,6 +14,7 @@ mod finalize;
 mod moves;
 mod outbox;
 mod reads;
+mod standing;
 mod streams;
 mod tasks;
 
@@ -43,6 +44,7 @@ pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
     list_paging_and_filters,
 };
+pub(crate) use standing::queue_standing_follows_the_fill_order;
 pub(crate) use streams::event_streams_page_and_resume;
 pub(crate) use tasks::{
     cancel_keeps_submitted_until_the_job_ends, create_batch_resolves_keys_in_order,
@@ -92,6 +94,7 @@ macro_rules! store_suite {
             event_streams_page_and_resume,
             webhook_outbox,
             console_reads,
+            queue_standing_follows_the_fill_order,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {
