@@ -4,10 +4,10 @@
 //! ([`Durations`]).
 //!
 //! The estimate replays the pool's near future: each slot frees when its job is expected to
-//! end (a job of age `a` is expected to take the mean of the observed durations longer than
-//! `a`, less `a`), and the units ahead of the task's last pending one take the freed slots in
-//! fill order, each for the pool's mean duration; the task ends when its last job does. No
-//! durations observed yet: no estimate (`None`), rather than a guess.
+//! end, and the units ahead of the task's last pending one take the freed slots in fill order,
+//! each for the pool's mean duration; the task ends when its last job does. Durations come
+//! from the jobs that ended and, as lower bounds, those still running ([`Survival`]). No job
+//! ended yet: no estimate (`None`), rather than a guess.
 //!
 //! What it leaves out, and so what the benchmark's error shows: the time between a job's end
 //! and slotd noticing it (polling), finalization (downloads), retries, and work arriving later
@@ -18,6 +18,110 @@ use std::collections::BinaryHeap;
 
 use crate::scheduler::durations::Distribution;
 use crate::store::QueueStanding;
+
+/// Job durations as the estimate reads them: the ended jobs (the [`Distribution`]'s samples)
+/// together with the jobs still running, whose ages are lower bounds of their durations
+/// (right-censored). Early in a run only the shortest jobs have ended; reading the ended ones
+/// alone would promise everything far too soon. So the survival curve is the Kaplan–Meier
+/// product-limit estimate over both, and past the longest ended job, where nothing is known,
+/// a job is expected to take another mean duration of the ended ones (a memoryless tail).
+#[derive(Clone, Debug)]
+struct Survival {
+    /// Distinct ended durations, ascending, each with S just after it.
+    steps: Vec<(i64, f64)>,
+    /// Mean of the ended durations: the expected remainder past the last step.
+    tail: f64,
+}
+
+impl Survival {
+    fn new(ended: &Distribution, running_ages: &[i64]) -> Survival {
+        let samples = ended.samples();
+        let mut censored: Vec<i64> = running_ages.to_vec();
+        censored.sort_unstable();
+        let mut steps = Vec::new();
+        let mut s = 1.0;
+        let mut i = 0;
+        while i < samples.len() {
+            let t = samples[i];
+            let ties = samples[i..].iter().take_while(|&&v| v == t).count();
+            let at_risk =
+                (samples.len() - i) + (censored.len() - censored.partition_point(|&c| c < t));
+            s *= 1.0 - ties as f64 / at_risk.max(1) as f64;
+            steps.push((t, s));
+            i += ties;
+        }
+        Survival {
+            steps,
+            tail: ended.mean().max(1) as f64,
+        }
+    }
+
+    /// S(t): the share of jobs still running at `t`.
+    fn at(&self, t: i64) -> f64 {
+        let k = self.steps.partition_point(|&(v, _)| v <= t);
+        if k == 0 { 1.0 } else { self.steps[k - 1].1 }
+    }
+
+    /// ∫ S from `a` on: the steps, then the memoryless tail.
+    fn integral_from(&self, a: i64) -> f64 {
+        let mut total = 0.0;
+        let mut from = a;
+        let mut s = self.at(a);
+        for &(t, after) in &self.steps {
+            if t <= from {
+                continue;
+            }
+            total += s * (t - from) as f64;
+            from = t;
+            s = after;
+        }
+        total + s * self.tail
+    }
+
+    /// The expected duration.
+    fn mean(&self) -> i64 {
+        self.integral_from(0).round() as i64
+    }
+
+    /// How much longer a job running at `age` takes with probability `q`: the `q` quantile of
+    /// its remaining duration (past the last step, of the memoryless tail).
+    fn remaining_quantile(&self, age: i64, q: f64) -> i64 {
+        let alive = self.at(age);
+        let left = (1.0 - q).clamp(1e-6, 1.0);
+        if alive > 1e-9 {
+            // The first step at which fewer than `left` of the jobs alive at `age` still run.
+            if let Some(&(t, _)) = self
+                .steps
+                .iter()
+                .find(|&&(t, after)| t > age && after / alive < left)
+            {
+                return t - age;
+            }
+        }
+        // In the tail: S falls by e every `tail` ms from where the steps end.
+        let last = self.steps.last().map_or(0, |&(t, _)| t).max(age);
+        let share = if alive > 1e-9 {
+            (self.at(last) / alive).clamp(1e-9, 1.0)
+        } else {
+            1.0
+        };
+        let beyond = if share > left {
+            self.tail * (share / left).ln()
+        } else {
+            0.0
+        };
+        last - age + beyond.round() as i64
+    }
+
+    /// How much longer a job running at `age` is expected to take.
+    fn remaining(&self, age: i64) -> i64 {
+        let alive = self.at(age);
+        if alive <= 1e-9 {
+            return self.tail.round() as i64;
+        }
+        (self.integral_from(age) / alive).round() as i64
+    }
+}
 
 /// Most queued units replayed one by one; beyond, the rest is taken at the pool's rate.
 const REPLAY_MAX: u64 = 200_000;
@@ -44,17 +148,32 @@ pub fn completion(input: Inputs<'_>) -> i64 {
         pool,
         own,
     } = input;
-    let own = own.unwrap_or(pool);
+    let ages = |mine_only: bool| -> Vec<i64> {
+        standing
+            .running
+            .iter()
+            .filter(|(_, mine)| !mine_only || *mine)
+            .map(|&(at, _)| (now - at).max(0))
+            .collect()
+    };
+    let pool = Survival::new(pool, &ages(false));
+    let own = match own {
+        Some(d) => Survival::new(d, &ages(true)),
+        None => pool.clone(),
+    };
+    // The task ends with the last of its jobs: the expected maximum of n durations, not the
+    // maximum of their expectations, which is about the `n / (n + 1)` quantile of each.
+    let own_jobs = standing.pending + standing.running.iter().filter(|(_, m)| *m).count() as u64;
+    let q = own_jobs as f64 / (own_jobs + 1) as f64;
     let mut own_end = now;
     let mut free: BinaryHeap<Reverse<i64>> = BinaryHeap::new();
     for &(submitted_at, mine) in &standing.running {
         let age = (now - submitted_at).max(0);
-        let class = if mine { own } else { pool };
-        let end = now + class.expected_remaining(age).max(0);
         if mine {
-            own_end = own_end.max(end);
+            own_end = own_end.max(now + own.remaining_quantile(age, q).max(0));
         }
-        free.push(Reverse(end));
+        let class = if mine { &own } else { &pool };
+        free.push(Reverse(now + class.remaining(age).max(0)));
     }
     let slots = usize::try_from(slots.max(1)).unwrap_or(1);
     while free.len() < slots {
@@ -72,8 +191,11 @@ pub fn completion(input: Inputs<'_>) -> i64 {
     // Past the replay cap the pool drains `slots` units per mean duration.
     let rest = standing.ahead_last - replayed;
     let drained = i64::try_from(rest / slots as u64).unwrap_or(i64::MAX / 4) * pool_mean;
-    let start = free.pop().map_or(now, |Reverse(at)| at).saturating_add(drained);
-    own_end.max(start + own.mean().max(1))
+    let start = free
+        .pop()
+        .map_or(now, |Reverse(at)| at)
+        .saturating_add(drained);
+    own_end.max(start + own.remaining_quantile(0, q).max(1))
 }
 
 #[cfg(test)]
@@ -127,7 +249,8 @@ mod tests {
     #[test]
     fn a_running_task_ends_with_its_last_job() {
         let d = dist(&[1000, 2000, 3000, 4000]);
-        // Our job has run 2500 ms: expected to take mean(3000, 4000) = 3500, so 1000 more.
+        // Our job has run 2500 ms: it ends at 3000 or 4000 ms, even odds; its median
+        // remainder (one job: the 1/2 quantile) is the later step, 1500 ms.
         let s = standing(0, 0, vec![(7_500, true), (9_000, false)]);
         let at = completion(Inputs {
             now: 10_000,
@@ -136,7 +259,36 @@ mod tests {
             pool: &d,
             own: None,
         });
-        assert_eq!(at, 11_000);
+        assert_eq!(at, 11_500);
+    }
+
+    #[test]
+    fn early_in_a_run_jobs_still_running_stretch_the_expected_duration() {
+        // Only the 4 shortest of 20 jobs ended (1 s each); 16 run at 1.2 s. Taken alone the
+        // ended ones say every job takes 1 s; with the running ones as lower bounds, S(1 s) =
+        // 0.8 and past 1 s the tail is memoryless with the 1 s mean, so the median job (one
+        // job of its own: the 1/2 quantile) takes 1 + ln(0.8 / 0.5) s.
+        let d = dist(&[1000, 1000, 1000, 1000]);
+        let s = standing(1, 0, vec![(8_800, false); 16]);
+        let at = completion(Inputs {
+            now: 10_000,
+            slots: 20,
+            standing: &s,
+            pool: &d,
+            own: None,
+        });
+        assert_eq!(at, 11_470);
+        // A job older than every ended one is not about to end: its median remainder is the
+        // tail's, ln 2 means.
+        let s = standing(0, 0, vec![(0, true)]);
+        let at = completion(Inputs {
+            now: 10_000,
+            slots: 1,
+            standing: &s,
+            pool: &d,
+            own: None,
+        });
+        assert_eq!(at, 10_693);
     }
 
     #[test]

@@ -501,9 +501,10 @@ async fn metrics_render_in_prometheus_text() {
 #[tokio::test]
 async fn a_task_view_gives_its_queue_position_and_an_estimate() {
     let mut config = Config::default();
-    config
-        .pools
-        .insert(FIXTURE_POOL.into(), crate::config::PoolConfig { max_slots: 2 });
+    config.pools.insert(
+        FIXTURE_POOL.into(),
+        crate::config::PoolConfig { max_slots: 2 },
+    );
     let h = harness_with(config).await;
     let now = h.services.clock.now_ms();
     let first = h.seed("local", 6).await;
@@ -523,16 +524,27 @@ async fn a_task_view_gives_its_queue_position_and_an_estimate() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json["queue_position"], 4);
-    assert!(r.json.get("estimated_completion_at").is_none(), "{}", r.json);
+    assert!(
+        r.json.get("estimated_completion_at").is_none(),
+        "{}",
+        r.json
+    );
 
     for _ in 0..4 {
-        h.services.durations.observe(FIXTURE_POOL, "fixture/main", 10_000);
+        h.services
+            .durations
+            .observe(FIXTURE_POOL, "fixture/main", 10_000);
     }
     let r = h
         .send("GET", &format!("/v1/tasks/{second}"), None, None)
         .await;
     // Slots free at +9 s; the 4 ahead start at 9, 9, 19, 19 s; the task's last unit at 29 s.
-    assert_eq!(r.json["estimated_completion_at"], now + 39_000, "{}", r.json);
+    assert_eq!(
+        r.json["estimated_completion_at"],
+        now + 39_000,
+        "{}",
+        r.json
+    );
     // The same with the unit records.
     let r = h
         .send("GET", &format!("/v1/tasks/{second}?units=true"), None, None)
@@ -549,7 +561,12 @@ async fn a_task_view_gives_its_queue_position_and_an_estimate() {
 
     // A finished task has neither.
     let r = h
-        .send("POST", &format!("/v1/tasks/{second}/cancel"), None, Some("{}"))
+        .send(
+            "POST",
+            &format!("/v1/tasks/{second}/cancel"),
+            None,
+            Some("{}"),
+        )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     let r = h
@@ -557,5 +574,9 @@ async fn a_task_view_gives_its_queue_position_and_an_estimate() {
         .await;
     assert_eq!(r.json["status"], "cancelled");
     assert!(r.json.get("queue_position").is_none(), "{}", r.json);
-    assert!(r.json.get("estimated_completion_at").is_none(), "{}", r.json);
+    assert!(
+        r.json.get("estimated_completion_at").is_none(),
+        "{}",
+        r.json
+    );
 }

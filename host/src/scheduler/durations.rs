@@ -82,22 +82,15 @@ impl Distribution {
         self.sorted.len()
     }
 
+    /// The samples, shortest first.
+    pub fn samples(&self) -> &[i64] {
+        &self.sorted
+    }
+
     /// The mean duration.
     pub fn mean(&self) -> i64 {
         let n = self.sorted.len().max(1) as i128;
         (self.sorted.iter().map(|&v| i128::from(v)).sum::<i128>() / n) as i64
-    }
-
-    /// How much longer a job still running at `age` ms is expected to take: the mean of the
-    /// samples longer than `age`, less `age`. A job older than every sample (the long tail) is
-    /// given a tenth of the mean.
-    pub fn expected_remaining(&self, age: i64) -> i64 {
-        let longer = &self.sorted[self.sorted.partition_point(|&v| v <= age)..];
-        if longer.is_empty() {
-            return (self.mean() / 10).max(1);
-        }
-        let sum: i128 = longer.iter().map(|&v| i128::from(v)).sum();
-        (sum / longer.len() as i128) as i64 - age.max(0)
     }
 
     pub fn is_empty(&self) -> bool {

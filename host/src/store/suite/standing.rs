@@ -36,8 +36,14 @@ pub(crate) async fn queue_standing_follows_the_fill_order(store: DynStore) {
         ("a2", "a2-u0", "a2-u1"),
     ] {
         let s = store.task_queue_standing(t).await.unwrap().expect(t);
-        assert!(s.ahead_first.abs_diff(place(first)) <= 1, "{t}: {s:?} {order:?}");
-        assert!(s.ahead_last.abs_diff(place(last)) <= 1, "{t}: {s:?} {order:?}");
+        assert!(
+            s.ahead_first.abs_diff(place(first)) <= 1,
+            "{t}: {s:?} {order:?}"
+        );
+        assert!(
+            s.ahead_last.abs_diff(place(last)) <= 1,
+            "{t}: {s:?} {order:?}"
+        );
     }
 
     // Nothing waiting but a job running: no queue, the running job only.
