@@ -9,12 +9,13 @@
 //! helper (a task type or provider error is attacker-controlled); the Content-Security-Policy
 //! allows only the console's own script and style as a second line of defence.
 
+use axum::extract::Path;
 use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::error::ApiError;
 use crate::services::Services;
 
 const PAGE: &str = include_str!("console/index.html");
@@ -31,15 +32,11 @@ const STYLE: &str = include_str!("console/app.css");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
      connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Routes `/` (described in the OpenAPI document) and the console's assets.
+/// Routes `/` and the console's assets.
 pub fn router() -> OpenApiRouter<Services> {
-    let mut router = OpenApiRouter::new()
+    OpenApiRouter::new()
         .routes(routes!(page))
-        .route("/console/app.css", get(style));
-    for (name, source) in SCRIPTS {
-        router = router.route(&format!("/console/{name}"), get(move || script(source)));
-    }
-    router
+        .routes(routes!(asset))
 }
 
 /// The console
@@ -66,24 +63,42 @@ async fn page() -> impl IntoResponse {
     )
 }
 
-async fn script(source: &'static str) -> impl IntoResponse {
-    (
+/// A console asset
+///
+/// The console's scripts and style sheet, compiled into the binary.
+#[utoipa::path(
+    get,
+    path = "/console/{file}",
+    tag = "operations",
+    operation_id = "console_asset",
+    security(()),
+    params(("file" = String, Path, description = "`core.js`, `pools.js`, `app.js` or `app.css`")),
+    responses(
+        (status = 200, description = "The file", content(
+            (String = "text/javascript"),
+            (String = "text/css"),
+        )),
+        (status = 404, description = "No such file"),
+    ),
+)]
+async fn asset(Path(file): Path<String>) -> Result<Response, ApiError> {
+    let (kind, source) = if file == "app.css" {
+        ("text/css; charset=utf-8", STYLE)
+    } else {
+        let (_, source) = SCRIPTS
+            .iter()
+            .find(|(name, _)| *name == file)
+            .ok_or_else(|| ApiError::NotFound(format!("no console file {file:?}")))?;
+        ("text/javascript; charset=utf-8", *source)
+    };
+    Ok((
         [
-            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CONTENT_TYPE, kind),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         source,
     )
-}
-
-async fn style() -> impl IntoResponse {
-    (
-        [
-            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        STYLE,
-    )
+        .into_response())
 }
 
 #[cfg(test)]

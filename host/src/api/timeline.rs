@@ -26,7 +26,7 @@ const OVER_CAPACITY_DETAIL: &str = "provider over capacity";
 pub const MINUTE_MS: i64 = 60_000;
 
 /// How an interval closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ended,
@@ -52,7 +52,7 @@ pub struct Interval {
 }
 
 /// One minute of the window.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct MinuteStats {
     pub start_ms: i64,
     /// Jobs that ended in this minute.

@@ -17,8 +17,8 @@ use sqlx::Row;
 use crate::model::{Unit, UnitCounts, UnitStatus};
 use crate::store::{
     Attempt, AttemptNext, AttemptOutcome, Delivery, Fence, HandlerVersionRow, NewDelivery,
-    PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult, TaskRecord,
-    UnitEvent,
+    PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult,
+    TaskRecord, UnitEvent,
 };
 
 /// The columns of `units` that make a [`Unit`]. Used in `SELECT` and `RETURNING` lists so

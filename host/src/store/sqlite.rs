@@ -36,9 +36,9 @@ use sqlx::{Sqlite, Transaction};
 use super::shared::sqlite as shared;
 use super::{
     ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
-    EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount, QueueStanding,
-    SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore, UnitEvent,
-    UnitUpdate,
+    EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
+    QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
+    UnitEvent, UnitUpdate,
 };
 use crate::model::Unit;
 
