@@ -14,7 +14,9 @@
 //! - [`runtime`]: the wasm engine, handler calls, host imports, the handler registry.
 //! - [`scheduler`]: per-pool loops around `run_once`, finalization workers.
 //! - [`objects`]: the object store for artifacts (local dir, S3), streaming uploads.
-//! - [`api`]: the axum router, one file per resource, problem+json errors.
+//! - [`api`]: the axum router, one file per resource, problem+json errors, the OpenAPI
+//!   document every route is registered with, and the operator console at `/`.
+//! - [`eta`]: the completion estimate of `GET /v1/tasks/{id}`.
 //! - [`callback_token`]: the tokens in callback URLs that say which units a callback may change.
 //! - [`sim`]: the Kling-compatible provider simulator (`slotd sim kling`), outside the scheduling path.
 //! - [`sim_runway`]: the Runway-compatible provider simulator (`slotd sim runway`), likewise.
