@@ -36,6 +36,7 @@ mod local_guard;
 pub mod openapi;
 mod pools;
 mod task_create;
+mod task_eta;
 mod task_view;
 mod tasks;
 mod timeline;

@@ -4,9 +4,10 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use crate::model::{TaskStatus, Unit, UnitStatus};
-use crate::store::TaskRecord;
+use crate::store::{Attempt, Delivery, TaskRecord, UnitEvent};
 
 /// `GET /v1/tasks/{id}` and the answer to a cancel.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -61,6 +62,50 @@ pub struct TaskSummary {
     pub updated_at: i64,
     /// The tenant that owns the task (an admin's lists mix tenants).
     pub tenant: String,
+}
+
+/// `GET /v1/tasks`: a page of the tenant's tasks.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskList {
+    /// Newest first.
+    pub tasks: Vec<TaskSummary>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What `POST /v1/tasks/{id}/retry` did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Retried {
+    pub task_id: String,
+    /// Units moved back to `pending` (failed) or made due for finalization again.
+    pub retried: u32,
+}
+
+/// `GET /v1/tasks/{id}/events` as JSON.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskEvents {
+    pub task_id: String,
+    /// Oldest first.
+    pub events: Vec<UnitEvent>,
+}
+
+/// `GET /v1/tasks/{id}/webhooks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskWebhooks {
+    pub task_id: String,
+    /// Where the task's completion is delivered, if anywhere.
+    pub callback_url: Option<String>,
+    /// Oldest first.
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// One webhook delivery with its attempts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryView {
+    #[serde(flatten)]
+    pub delivery: Delivery,
+    /// Every attempt so far, oldest first.
+    pub attempts: Vec<Attempt>,
 }
 
 impl TaskSummary {

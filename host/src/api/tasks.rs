@@ -13,18 +13,18 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
 use super::task_create;
-use super::task_view::{TaskSummary, TaskView};
+use super::task_view::{
+    DeliveryView, Retried, TaskEvents, TaskList, TaskSummary, TaskView, TaskWebhooks,
+};
 use crate::model::{Unit, UnitStatus};
 use crate::services::Services;
-use crate::store::{Attempt, Delivery, TaskFilter, TaskRecord, UnitEvent};
+use crate::store::{TaskFilter, TaskRecord};
 
 /// Page size of `GET /v1/tasks` when `limit` is not given.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
@@ -40,50 +40,6 @@ pub fn router() -> OpenApiRouter<Services> {
         .routes(routes!(retry))
         .routes(routes!(events))
         .routes(routes!(webhooks))
-}
-
-/// `GET /v1/tasks`: a page of the tenant's tasks.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TaskList {
-    /// Newest first.
-    pub tasks: Vec<TaskSummary>,
-    /// Pass as `cursor` for the next page; absent on the last page.
-    pub next_cursor: Option<String>,
-}
-
-/// What `POST /v1/tasks/{id}/retry` did.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Retried {
-    pub task_id: String,
-    /// Units moved back to `pending` (failed) or made due for finalization again.
-    pub retried: u32,
-}
-
-/// `GET /v1/tasks/{id}/events` as JSON.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TaskEvents {
-    pub task_id: String,
-    /// Oldest first.
-    pub events: Vec<UnitEvent>,
-}
-
-/// `GET /v1/tasks/{id}/webhooks`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TaskWebhooks {
-    pub task_id: String,
-    /// Where the task's completion is delivered, if anywhere.
-    pub callback_url: Option<String>,
-    /// Oldest first.
-    pub deliveries: Vec<DeliveryView>,
-}
-
-/// One webhook delivery with its attempts.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeliveryView {
-    #[serde(flatten)]
-    pub delivery: Delivery,
-    /// Every attempt so far, oldest first.
-    pub attempts: Vec<Attempt>,
 }
 
 /// A query string that does not even decode.
@@ -159,7 +115,8 @@ async fn read(
     if with_units {
         let task = find(&services, &tenant, &id).await?;
         let units = units_of(&services, &task.id).await?;
-        let (queue_position, estimated_completion_at) = estimate(&services, &task, &units).await?;
+        let (queue_position, estimated_completion_at) =
+            super::task_eta::estimate(&services, &task, &units).await?;
         let view = TaskView {
             queue_position,
             estimated_completion_at,
@@ -176,7 +133,8 @@ async fn read(
     }
     let task = find(&services, &tenant, &id).await?;
     let units = units_of(&services, &task.id).await?;
-    let (queue_position, estimated_completion_at) = estimate(&services, &task, &units).await?;
+    let (queue_position, estimated_completion_at) =
+        super::task_eta::estimate(&services, &task, &units).await?;
     let view = TaskView {
         queue_position,
         estimated_completion_at,
@@ -190,49 +148,6 @@ async fn read(
         services.hot.fill(&id, &tenant, &l.generation, &body).await;
     }
     Ok(json_body(body))
-}
-
-/// The queue position and the completion estimate of an unfinished task with these units (see
-/// `eta.rs`): `(queue_position, estimated_completion_at)`.
-async fn estimate(
-    services: &Services,
-    task: &TaskRecord,
-    units: &[Unit],
-) -> Result<(Option<u64>, Option<i64>), ApiError> {
-    if task.counts.task_status().is_final() {
-        return Ok((None, None));
-    }
-    let Some(standing) = services
-        .store
-        .task_queue_standing(&task.id)
-        .await
-        .map_err(log_store_error("reading the task's place in its pool"))?
-    else {
-        return Ok((None, None));
-    };
-    let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
-    let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
-        return Ok((queue_position, None));
-    };
-    let max = crate::scheduler::pool_limits(&services.config, &services.registry)
-        .get(&standing.pool)
-        .map_or(1, |l| l.max_slots);
-    let own = units
-        .iter()
-        .find(|u| u.pool == standing.pool && !u.status.is_terminal())
-        .and_then(|u| {
-            services
-                .durations
-                .distribution(&u.pool, &crate::scheduler::durations::class_of(u))
-        });
-    let at = crate::eta::completion(crate::eta::Inputs {
-        now: services.clock.now_ms(),
-        slots: services.capacity.effective(&standing.pool, max),
-        standing: &standing,
-        pool: &pool,
-        own: own.as_deref(),
-    });
-    Ok((queue_position, Some(at)))
 }
 
 /// A ready JSON body (a hot snapshot or a freshly serialized view).

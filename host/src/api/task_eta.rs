@@ -1,0 +1,51 @@
+//! The queue position and completion estimate of `GET /v1/tasks/{id}`: the store says where
+//! the task stands in its pool, the scheduler's learned durations say how long jobs take, and
+//! [`crate::eta`] replays the pool's near future.
+
+use super::error::{ApiError, log_store_error};
+use crate::model::Unit;
+use crate::services::Services;
+use crate::store::TaskRecord;
+
+/// The queue position and the completion estimate of an unfinished task with these units (see
+/// `eta.rs`): `(queue_position, estimated_completion_at)`.
+pub(super) async fn estimate(
+    services: &Services,
+    task: &TaskRecord,
+    units: &[Unit],
+) -> Result<(Option<u64>, Option<i64>), ApiError> {
+    if task.counts.task_status().is_final() {
+        return Ok((None, None));
+    }
+    let Some(standing) = services
+        .store
+        .task_queue_standing(&task.id)
+        .await
+        .map_err(log_store_error("reading the task's place in its pool"))?
+    else {
+        return Ok((None, None));
+    };
+    let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
+    let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
+        return Ok((queue_position, None));
+    };
+    let max = crate::scheduler::pool_limits(&services.config, &services.registry)
+        .get(&standing.pool)
+        .map_or(1, |l| l.max_slots);
+    let own = units
+        .iter()
+        .find(|u| u.pool == standing.pool && !u.status.is_terminal())
+        .and_then(|u| {
+            services
+                .durations
+                .distribution(&u.pool, &crate::scheduler::durations::class_of(u))
+        });
+    let at = crate::eta::completion(crate::eta::Inputs {
+        now: services.clock.now_ms(),
+        slots: services.capacity.effective(&standing.pool, max),
+        standing: &standing,
+        pool: &pool,
+        own: own.as_deref(),
+    });
+    Ok((queue_position, Some(at)))
+}
