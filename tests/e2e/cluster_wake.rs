@@ -49,6 +49,7 @@ fn gaps(c: &Cluster) -> Vec<f64> {
 /// milliseconds: the tick interval is a minute, so only the published wake explains it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_created_on_the_api_starts_at_once_on_the_scheduler() {
+    let _quiet = QUIET.lock().await;
     let opts = ClusterOptions {
         tick: Duration::from_secs(60),
         ..ClusterOptions::new(1, 31)
@@ -81,6 +82,7 @@ async fn a_task_created_on_the_api_starts_at_once_on_the_scheduler() {
 /// and so is the tick: neither can explain it), and its finalizer stores the result at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callback_applied_on_the_api_refills_the_slot_at_once() {
+    let _quiet = QUIET.lock().await;
     let opts = ClusterOptions {
         tick: Duration::from_secs(60),
         video_slots: 1,
@@ -194,6 +196,7 @@ impl Drop for RedisUser {
 /// within milliseconds again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pub_sub_cut_falls_back_to_the_tick_and_recovers() {
+    let _quiet = QUIET.lock().await;
     let (mut user, url) = RedisUser::create().await;
     let tick = Duration::from_millis(1500);
     let opts = ClusterOptions {
@@ -241,6 +244,7 @@ async fn pub_sub_cut_falls_back_to_the_tick_and_recovers() {
 /// the pool spent without a holder, shown on `GET /v1/pools`, is a few milliseconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_the_pools_over_without_an_idle_period() {
+    let _quiet = QUIET.lock().await;
     let opts = ClusterOptions {
         lease_ttl: Duration::from_secs(10),
         ..ClusterOptions::new(2, 34)
@@ -269,6 +273,7 @@ async fn sigterm_hands_the_pools_over_without_an_idle_period() {
 /// right then, within one lease period of the kill.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_scheduler_s_pools_are_taken_within_one_lease_period() {
+    let _quiet = QUIET.lock().await;
     let ttl = Duration::from_secs(6);
     let opts = ClusterOptions {
         lease_ttl: ttl,

@@ -194,6 +194,7 @@ async fn console_in_a_browser() {
     if !browser_available() {
         return;
     }
+    let _quiet = crate::support::QUIET.lock().await;
     // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 80 shots on 4 slots would run for over a
     // minute, long enough for a loaded machine to reach the cancel while the task runs; the
     // cancel ends it early (only the jobs in flight finish).

@@ -38,6 +38,7 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         );
         return;
     };
+    let _quiet = QUIET.lock().await;
     let dir = tempfile::TempDir::new().expect("tmp");
     let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
         .await

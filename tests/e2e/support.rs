@@ -503,3 +503,9 @@ allowed_hosts = ["{host}"]
 pub async fn get_json(client: &reqwest::Client, url: &str) -> Option<Value> {
     client.get(url).send().await.ok()?.json().await.ok()
 }
+
+/// Held by the tests that measure latency (the cluster's wake-ups) and by the ones that load
+/// the machine most (a browser, schemathesis), so that none of them runs beside another: on
+/// two cores a browser starting next to a cluster turns milliseconds into a tick.
+pub static QUIET: std::sync::LazyLock<tokio::sync::Mutex<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
