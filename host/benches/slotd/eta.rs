@@ -14,31 +14,14 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use slotd::sim::SimOptions;
 
-use crate::kling::{Deployment, Running, start};
+use crate::kling::{Deployment, Running, create_video_task as create, start};
 use crate::report::{Better, Report, Target};
 
 /// (task id, when sampled, the estimated completion), Unix ms.
 type Sample = (String, i64, i64);
-
-async fn create(client: &reqwest::Client, base: &str, shots: usize) -> anyhow::Result<String> {
-    let shots: Vec<Value> = (0..shots)
-        .map(|i| json!({"prompt": format!("shot {i}")}))
-        .collect();
-    let resp: Value = client
-        .post(format!("{base}/v1/tasks/video"))
-        .json(&json!({"payload": {"model_name": "kling-v1-6", "mode": "std", "duration": "5", "shots": shots}}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    resp["task_id"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| anyhow::anyhow!("no task id: {resp}"))
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
@@ -75,18 +58,37 @@ async fn run_one(scale: f64) -> anyhow::Result<Figures> {
     else {
         anyhow::bail!("embedded slotd did not start");
     };
-    let client = reqwest::Client::new();
     let started = Instant::now();
+    let (samples, done) = sample_until_done(&base, scale, started).await?;
+    let wall = started.elapsed().as_secs_f64();
+    if let Running::Embedded { stop, server } = running {
+        stop.send(()).ok();
+        server.await??;
+    }
+    if std::env::var_os("SLOTD_BENCH_ETA_TRACE").is_some() {
+        trace(&samples, &done);
+    }
+    Ok(figures(&samples, &done, scale, wall))
+}
+
+/// Submit the tasks (the last one late) and read every unfinished one's estimate every 250 ms
+/// until all completed: the samples, and when each task ended (Unix ms).
+async fn sample_until_done(
+    base: &str,
+    scale: f64,
+    started: Instant,
+) -> anyhow::Result<(Vec<Sample>, BTreeMap<String, i64>)> {
+    let client = reqwest::Client::new();
     let mut tasks = Vec::new();
     for shots in [40, 20, 12, 6] {
-        tasks.push(create(&client, &base, shots).await?);
+        tasks.push(create(&client, base, shots).await?);
     }
     let mut late = false;
     let mut samples: Vec<Sample> = Vec::new();
     let mut done: BTreeMap<String, i64> = BTreeMap::new();
     while done.len() < tasks.len() + usize::from(!late) {
         if !late && started.elapsed() > Duration::from_secs_f64(300.0 * scale) {
-            tasks.push(create(&client, &base, 10).await?);
+            tasks.push(create(&client, base, 10).await?);
             late = true;
         }
         for id in &tasks {
@@ -101,21 +103,7 @@ async fn run_one(scale: f64) -> anyhow::Result<Figures> {
                 .await?;
             match v["status"].as_str() {
                 Some("completed") => {
-                    // It ended when its last unit did.
-                    let full: Value = client
-                        .get(format!("{base}/v1/tasks/{id}?units=true"))
-                        .send()
-                        .await?
-                        .json()
-                        .await?;
-                    let end = full["units"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|u| u["updated_at"].as_i64())
-                        .max()
-                        .ok_or_else(|| anyhow::anyhow!("task {id} has no units: {full}"))?;
-                    done.insert(id.clone(), end);
+                    done.insert(id.clone(), ended_at(&client, base, id).await?);
                 }
                 Some("failed" | "cancelled") => anyhow::bail!("task {id} ended {}", v["status"]),
                 _ => {
@@ -133,27 +121,46 @@ async fn run_one(scale: f64) -> anyhow::Result<Figures> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let wall = started.elapsed().as_secs_f64();
-    if let Running::Embedded { stop, server } = running {
-        stop.send(()).ok();
-        server.await??;
-    }
-    if std::env::var_os("SLOTD_BENCH_ETA_TRACE").is_some() {
-        for (id, end) in &done {
-            let mine: Vec<&Sample> = samples.iter().filter(|s| &s.0 == id).collect();
-            for s in mine.iter().step_by((mine.len() / 6).max(1)) {
-                eprintln!(
-                    "  {id}: at {} ms before the end, estimated {} ms before",
-                    end - s.1,
-                    s.2 - s.1
-                );
-            }
+    Ok((samples, done))
+}
+
+/// When a completed task ended: when its last unit did.
+async fn ended_at(client: &reqwest::Client, base: &str, id: &str) -> anyhow::Result<i64> {
+    let full: Value = client
+        .get(format!("{base}/v1/tasks/{id}?units=true"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    full["units"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|u| u["updated_at"].as_i64())
+        .max()
+        .ok_or_else(|| anyhow::anyhow!("task {id} has no units: {full}"))
+}
+
+/// A few samples of each task, for reading by eye (`SLOTD_BENCH_ETA_TRACE`).
+fn trace(samples: &[Sample], done: &BTreeMap<String, i64>) {
+    for (id, end) in done {
+        let mine: Vec<&Sample> = samples.iter().filter(|s| &s.0 == id).collect();
+        for s in mine.iter().step_by((mine.len() / 6).max(1)) {
+            eprintln!(
+                "  {id}: at {} ms before the end, estimated {} ms before",
+                end - s.1,
+                s.2 - s.1
+            );
         }
     }
+}
+
+/// Each estimate's error against when its task really ended.
+fn figures(samples: &[Sample], done: &BTreeMap<String, i64>, scale: f64, wall: f64) -> Figures {
     let mut abs = Vec::new();
     let mut rel = Vec::new();
     let mut per_task: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for (id, at, eta) in &samples {
+    for (id, at, eta) in samples {
         let Some(&end) = done.get(id) else { continue };
         let left = (end - at).max(1) as f64;
         let err = (eta - end).abs() as f64;
@@ -162,13 +169,12 @@ async fn run_one(scale: f64) -> anyhow::Result<Figures> {
         rel.push(err / left);
         per_task.entry(id).or_default().push(err / left);
     }
-    let task_medians = per_task.into_values().map(median).collect();
-    Ok(Figures {
+    Figures {
         abs,
         rel,
-        task_medians,
+        task_medians: per_task.into_values().map(median).collect(),
         wall,
-    })
+    }
 }
 
 pub async fn run(report: &mut Report) {

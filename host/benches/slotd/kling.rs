@@ -121,6 +121,28 @@ pub(crate) async fn start(
     )))
 }
 
+/// Post one Kling video task of `shots` 5 s std shots; its id.
+pub(crate) async fn create_video_task(
+    client: &reqwest::Client,
+    base: &str,
+    shots: usize,
+) -> anyhow::Result<String> {
+    let shots: Vec<Value> = (0..shots)
+        .map(|i| json!({"prompt": format!("shot {i}")}))
+        .collect();
+    let resp: Value = client
+        .post(format!("{base}/v1/tasks/video"))
+        .json(&json!({"payload": {"model_name": "kling-v1-6", "mode": "std", "duration": "5", "shots": shots}}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    resp["task_id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("no task id: {resp}"))
+}
+
 async fn run_one(
     deployment: Deployment,
     shots: usize,
@@ -144,20 +166,7 @@ async fn run_one(
     };
     let client = reqwest::Client::new();
     let started = Instant::now();
-    let shots_json: Vec<Value> = (0..shots)
-        .map(|i| json!({"prompt": format!("shot {i}")}))
-        .collect();
-    let resp: Value = client
-        .post(format!("{base}/v1/tasks/video"))
-        .json(&json!({"payload": {"model_name": "kling-v1-6", "mode": "std", "duration": "5", "shots": shots_json}}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let id = resp["task_id"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("no task id: {resp}"))?
-        .to_string();
+    let id = create_video_task(&client, &base, shots).await?;
     let view = loop {
         let v: Value = client
             .get(format!("{base}/v1/tasks/{id}"))
