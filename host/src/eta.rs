@@ -206,6 +206,17 @@ mod tests {
         Distribution::new(samples.to_vec()).expect("samples")
     }
 
+    /// [`completion`] with the pool's durations for the task's own jobs too.
+    fn complete(now: i64, slots: u32, standing: &QueueStanding, pool: &Distribution) -> i64 {
+        completion(Inputs {
+            now,
+            slots,
+            standing,
+            pool,
+            own: None,
+        })
+    }
+
     fn standing(pending: u64, ahead_last: u64, running: Vec<(i64, bool)>) -> QueueStanding {
         QueueStanding {
             pool: "p".into(),
@@ -220,13 +231,7 @@ mod tests {
     fn an_empty_pool_runs_the_task_now() {
         let d = dist(&[1000, 1000, 1000, 1000]);
         let s = standing(1, 0, vec![]);
-        let at = completion(Inputs {
-            now: 10_000,
-            slots: 2,
-            standing: &s,
-            pool: &d,
-            own: None,
-        });
+        let at = complete(10_000, 2, &s, &d);
         assert_eq!(at, 11_000);
     }
 
@@ -235,13 +240,7 @@ mod tests {
         // 2 slots, both busy until +500; 3 units ahead, then ours: waves at 500, 1500, 2500.
         let d = dist(&[1000, 1000, 1000, 1000]);
         let s = standing(1, 3, vec![(9_500, false), (9_500, false)]);
-        let at = completion(Inputs {
-            now: 10_000,
-            slots: 2,
-            standing: &s,
-            pool: &d,
-            own: None,
-        });
+        let at = complete(10_000, 2, &s, &d);
         // Slots free at 10500, 10500; ahead take 10500, 10500, 11500; ours starts 11500.
         assert_eq!(at, 12_500);
     }
@@ -252,13 +251,7 @@ mod tests {
         // Our job has run 2500 ms: it ends at 3000 or 4000 ms, even odds; its median
         // remainder (one job: the 1/2 quantile) is the later step, 1500 ms.
         let s = standing(0, 0, vec![(7_500, true), (9_000, false)]);
-        let at = completion(Inputs {
-            now: 10_000,
-            slots: 2,
-            standing: &s,
-            pool: &d,
-            own: None,
-        });
+        let at = complete(10_000, 2, &s, &d);
         assert_eq!(at, 11_500);
     }
 
@@ -270,24 +263,12 @@ mod tests {
         // job of its own: the 1/2 quantile) takes 1 + ln(0.8 / 0.5) s.
         let d = dist(&[1000, 1000, 1000, 1000]);
         let s = standing(1, 0, vec![(8_800, false); 16]);
-        let at = completion(Inputs {
-            now: 10_000,
-            slots: 20,
-            standing: &s,
-            pool: &d,
-            own: None,
-        });
+        let at = complete(10_000, 20, &s, &d);
         assert_eq!(at, 11_470);
         // A job older than every ended one is not about to end: its median remainder is the
         // tail's, ln 2 means.
         let s = standing(0, 0, vec![(0, true)]);
-        let at = completion(Inputs {
-            now: 10_000,
-            slots: 1,
-            standing: &s,
-            pool: &d,
-            own: None,
-        });
+        let at = complete(10_000, 1, &s, &d);
         assert_eq!(at, 10_693);
     }
 
@@ -306,13 +287,7 @@ mod tests {
         assert_eq!(at, 5000);
         // A million ahead on 10 slots: about 100,000 pool means.
         let s = standing(1, 1_000_000, vec![]);
-        let at = completion(Inputs {
-            now: 0,
-            slots: 10,
-            standing: &s,
-            pool: &pool,
-            own: None,
-        });
+        let at = complete(0, 10, &s, &pool);
         assert!((at - 100_001_000).abs() <= 1000, "{at}");
     }
 }
