@@ -2,7 +2,7 @@
 //! every `Handler` here (converting at the edge, with the real [`WitHost`]), so
 //! [`crate::export_handler!`] only has to name the type.
 
-use crate::bindings::exports::slotd::handler::{extensions as ext, handler as core};
+use crate::bindings::exports::slotd::handler::{costs, extensions as ext, handler as core};
 use crate::bindings::slotd::handler::types as wit;
 use crate::handler::Handler;
 use crate::info::Features;
@@ -75,8 +75,17 @@ impl<H: Handler> ext::Guest for H {
     }
 }
 
-/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.1: `handler`
-/// and `extensions`). Use it once, at the top level of a `cdylib` crate built for
+impl<H: Handler> costs::Guest for H {
+    fn estimate(task_type: String, specs: Vec<String>) -> Vec<Option<f64>> {
+        specs
+            .iter()
+            .map(|spec| H::estimate(&task_type, spec))
+            .collect()
+    }
+}
+
+/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.2: `handler`,
+/// `extensions` and `costs`). Use it once, at the top level of a `cdylib` crate built for
 /// `wasm32-wasip2`; the type must be named by a plain identifier (`use` it first, or give it a
 /// `type` alias).
 ///

@@ -11,7 +11,8 @@ use crate::types::{CallbackChange, Change, Finalized, PlanError, PlannedUnit, Ti
 /// pass a [`crate::testing::ScriptedHost`] to drive them in ordinary tests.
 ///
 /// The 1.1 extensions are optional: set [`Handler::CANCEL`] or [`Handler::ROUTING`] and
-/// implement the matching methods; the host calls nothing that is not claimed.
+/// implement the matching methods; the host calls nothing that is not claimed. The 1.2 cost
+/// estimate ([`Handler::estimate`]) is optional too: by default every unit's cost is unknown.
 pub trait Handler {
     /// Claim the `cancel` feature: the host calls [`Handler::cancel`] for submitted units of
     /// cancelled tasks.
@@ -60,6 +61,15 @@ pub trait Handler {
     fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
         let _ = host;
         Vec::new()
+    }
+
+    /// The expected provider cost of one planned unit of `task_type`, from its `spec` (as
+    /// [`Handler::plan`] or [`Handler::plan_routed`] wrote it), in the provider's own unit
+    /// (Kling units, Runway credits). The host asks right after a successful plan; it must not
+    /// do I/O. `None`: unknown (the default). Negative or non-finite values are ignored.
+    fn estimate(task_type: &str, spec: &str) -> Option<f64> {
+        let _ = (task_type, spec);
+        None
     }
 
     /// [`Handler::plan`] with a pool per stage (needs [`Handler::ROUTING`]). Default: refused.
