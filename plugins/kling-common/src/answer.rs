@@ -7,6 +7,14 @@ use serde_json::Value;
 use slotd_sdk::client::{self, Class as Status};
 use slotd_sdk::{HttpError, ProviderError, Response};
 
+/// The error code of an answer refusing the account's credentials (contract 1.2 convention):
+/// 401 with 1000–1002 (or 1003/1004 still refused after re-signing), and 1100 "account
+/// exception" (an account-level refusal, not the job's).
+pub const ACCOUNT_REFUSED: &str = "account_refused";
+/// The error code of an answer saying the account's balance or resource packs are used up
+/// (429 with 1101 "in arrears" or 1102 "resource packs used up").
+pub const ACCOUNT_EXHAUSTED: &str = "account_exhausted";
+
 /// Back-off hint after a 1303 (Kling's advice: start at ≥ 1 s, back off exponentially; the
 /// host grows it from there).
 pub const CAPACITY_RETRY_MS: u64 = 1_000;
@@ -20,13 +28,19 @@ pub enum Class {
     Transient,
     /// 1003/1004: the token is not yet valid or expired; re-sign once.
     TokenTime,
+    /// 1000–1002, 1100, or HTTP 401 without a code: the provider refuses the account's
+    /// credentials. The job is not at fault: retried with code [`ACCOUNT_REFUSED`].
+    AccountRefused,
+    /// 1101, 1102: the account's balance or resource packs are used up. Retried with code
+    /// [`ACCOUNT_EXHAUSTED`].
+    AccountExhausted,
     /// 404 / 1203: no such task (or external id).
     NotFound,
     /// 400/1201 saying the `external_task_id` is already used: the job exists; adopt it.
     Duplicate,
     /// 400/1201 for any other parameter problem.
     InvalidParameter,
-    /// Everything else: auth failures, account problems, policy and moderation refusals.
+    /// Everything else: no access to the API or model (1103), policy and moderation refusals.
     Permanent,
 }
 
@@ -43,6 +57,26 @@ impl Problem {
             class,
             error: ProviderError::new(code, message),
         }
+    }
+
+    /// An account-level refusal: the contract's code ([`ACCOUNT_REFUSED`] or
+    /// [`ACCOUNT_EXHAUSTED`]), Kling's own code and message in the message
+    /// (`"kling 1002: invalid token"`).
+    pub fn account(class: Class, kling_code: &str, message: &str) -> Problem {
+        let code = if class == Class::AccountExhausted {
+            ACCOUNT_EXHAUSTED
+        } else {
+            ACCOUNT_REFUSED
+        };
+        Problem {
+            class,
+            error: ProviderError::new(Some(code), format!("kling {kling_code}: {message}")),
+        }
+    }
+
+    /// Whether the provider refused the account rather than the job.
+    pub fn is_account(&self) -> bool {
+        matches!(self.class, Class::AccountRefused | Class::AccountExhausted)
     }
 }
 
@@ -67,7 +101,14 @@ pub fn parse(response: &Response) -> Result<Value, Problem> {
         _ => {
             let class = match status {
                 404 => Class::NotFound,
-                401 | 403 => Class::Permanent,
+                401 => {
+                    return Err(Problem::account(
+                        Class::AccountRefused,
+                        &format!("http_{status}"),
+                        "HTTP 401 with a body that is not a JSON object",
+                    ));
+                }
+                403 => Class::Permanent,
                 _ => Class::Transient,
             };
             return Err(Problem::new(
@@ -94,6 +135,13 @@ pub fn parse(response: &Response) -> Result<Value, Problem> {
         return Ok(envelope.get("data").cloned().unwrap_or(Value::Null));
     }
     let Some(code) = code else {
+        if status == 401 {
+            return Err(Problem::account(
+                Class::AccountRefused,
+                &format!("http_{status}"),
+                &format!("HTTP 401 without a Kling code: {message}"),
+            ));
+        }
         return Err(Problem::new(
             by_status(status),
             Some(&format!("http_{status}")),
@@ -106,6 +154,9 @@ pub fn parse(response: &Response) -> Result<Value, Problem> {
     } else {
         message
     };
+    if matches!(class, Class::AccountRefused | Class::AccountExhausted) {
+        return Err(Problem::account(class, &code.to_string(), &message));
+    }
     Err(Problem::new(class, Some(&code.to_string()), message))
 }
 
@@ -118,13 +169,18 @@ fn by_code(code: i64, message: &str) -> Option<Class> {
         1203 => Class::NotFound,
         1201 if mentions_duplicate(message) => Class::Duplicate,
         1201 => Class::InvalidParameter,
-        1000..=1002 | 1100..=1103 | 1200 | 1202 | 1300 | 1301 | 1304 => Class::Permanent,
+        1000..=1002 | 1100 => Class::AccountRefused,
+        1101 | 1102 => Class::AccountExhausted,
+        1103 | 1200 | 1202 | 1300 | 1301 | 1304 => Class::Permanent,
         _ => return None,
     })
 }
 
 /// Codes outside the table fall back to the HTTP status.
 fn by_status(status: u16) -> Class {
+    if status == 401 {
+        return Class::AccountRefused;
+    }
     match Status::of_status(status) {
         Status::RateLimited | Status::Unavailable => Class::Transient,
         Status::NotFound => Class::NotFound,
@@ -155,6 +211,11 @@ mod tests {
             serde_json::json!({"code": code, "message": message, "request_id": "r", "data": null});
         match answer(status, &body.to_string()) {
             Ok(_) => panic!("{status}/{code} classified as success"),
+            Err(p) if p.is_account() => {
+                let want = format!("kling {code}: {message}");
+                assert_eq!(p.error.message, want);
+                p.class
+            }
             Err(p) => {
                 assert_eq!(p.error.code.as_deref(), Some(code.to_string().as_str()));
                 p.class
@@ -178,14 +239,14 @@ mod tests {
     fn every_documented_code_has_its_class() {
         use Class::*;
         for (status, code, want) in [
-            (401, 1000, Permanent),
-            (401, 1001, Permanent),
-            (401, 1002, Permanent),
+            (401, 1000, AccountRefused),
+            (401, 1001, AccountRefused),
+            (401, 1002, AccountRefused),
             (401, 1003, TokenTime),
             (401, 1004, TokenTime),
-            (429, 1100, Permanent),
-            (429, 1101, Permanent),
-            (429, 1102, Permanent),
+            (429, 1100, AccountRefused),
+            (429, 1101, AccountExhausted),
+            (429, 1102, AccountExhausted),
             (403, 1103, Permanent),
             (400, 1200, Permanent),
             (400, 1201, InvalidParameter),
@@ -201,8 +262,41 @@ mod tests {
             (504, 5002, Transient),
             (500, 9999, Transient),
             (400, 9999, Permanent),
+            (401, 9999, AccountRefused),
         ] {
             assert_eq!(class(status, code, "m"), want, "{status}/{code}");
+        }
+    }
+
+    #[test]
+    fn account_refusals_carry_the_contract_code_and_klings() {
+        let body = r#"{"code":1002,"message":"invalid token","request_id":"r"}"#;
+        let p = answer(401, body).err();
+        assert_eq!(
+            p.map(|p| p.error),
+            Some(ProviderError::new(
+                Some(ACCOUNT_REFUSED),
+                "kling 1002: invalid token"
+            ))
+        );
+        let body = r#"{"code":1102,"message":"resource pack exhausted","request_id":"r"}"#;
+        let p = answer(429, body).err();
+        assert_eq!(
+            p.as_ref().and_then(|p| p.error.code.as_deref()),
+            Some(ACCOUNT_EXHAUSTED)
+        );
+        assert_eq!(
+            p.map(|p| p.error.message),
+            Some("kling 1102: resource pack exhausted".to_string())
+        );
+        for body in ["", "<html>401</html>", r#"{"message":"no"}"#] {
+            let p = answer(401, body).err();
+            assert_eq!(p.as_ref().map(|p| p.class), Some(Class::AccountRefused));
+            assert_eq!(
+                p.and_then(|p| p.error.code),
+                Some(ACCOUNT_REFUSED.to_string()),
+                "{body}"
+            );
         }
     }
 

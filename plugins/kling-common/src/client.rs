@@ -3,7 +3,8 @@
 //! rounds of requests through the SDK's client (one `send-batch` each), so every request of a
 //! round goes out concurrently. Requests answered 1003/1004 are re-signed once (with the
 //! guest's wall clock, since the tick's `now` is what produced the refused token) and resent in
-//! the same round.
+//! the same round. Still refused after the re-sign, they are account refusals
+//! ([`crate::answer::ACCOUNT_REFUSED`]).
 //!
 //! The token is an HS256 JWT with exactly `iss` (access key), `exp` (now + 1800 s) and `nbf`
 //! (now − 5 s), signed by the host with the `secret_key` secret, so the SecretKey never enters
@@ -44,6 +45,8 @@ pub struct Client<'h> {
     access_key: String,
     /// A call re-signs at most once.
     resigned: bool,
+    /// The re-sign happened (a fresh token was sent).
+    resigned_ok: bool,
 }
 
 impl<'h> Client<'h> {
@@ -60,6 +63,7 @@ impl<'h> Client<'h> {
             http,
             access_key,
             resigned: false,
+            resigned_ok: false,
         })
     }
 
@@ -76,17 +80,25 @@ impl<'h> Client<'h> {
             return answers;
         }
         if !self.resigned && self.resign() {
+            self.resigned_ok = true;
             let again: Vec<Call> = stale.iter().map(|&i| calls[i].clone()).collect();
             for (i, answer) in stale.iter().zip(self.send(&again)) {
                 answers[*i] = answer;
             }
         }
-        // Still refused after one re-sign: try again on a later tick.
+        // Still refused after one re-sign: the account's credentials are refused (contract
+        // 1.2 `account_refused`), not the job. Without a wall clock to re-sign by, it is the
+        // guest's limitation, not the account's: try again on a later tick.
         for answer in &mut answers {
             if let Err(p) = answer
                 && p.class == Class::TokenTime
             {
-                p.class = Class::Transient;
+                if self.resigned_ok {
+                    let kling_code = p.error.code.clone().unwrap_or_default();
+                    *p = Problem::account(Class::AccountRefused, &kling_code, &p.error.message);
+                } else {
+                    p.class = Class::Transient;
+                }
             }
         }
         answers

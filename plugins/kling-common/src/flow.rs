@@ -299,6 +299,9 @@ fn problem_change(unit: &Unit, p: Problem, submit: bool) -> Change {
         Class::Capacity if submit && unit.provider_job_id.is_none() => {
             Outcome::CapacityRejected(Some(CAPACITY_RETRY_MS))
         }
+        // The account, not the job (contract 1.2): the host gives the unit back without
+        // spending its retry budget and drains the account.
+        Class::AccountRefused | Class::AccountExhausted => Outcome::retry(p.error),
         Class::Capacity | Class::Transient | Class::TokenTime => Outcome::retry(p.error),
         Class::NotFound if !submit => Outcome::retry(p.error),
         _ => Outcome::Fail(p.error),

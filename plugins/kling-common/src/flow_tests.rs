@@ -7,8 +7,9 @@ use std::rc::Rc;
 use serde_json::json;
 
 use slotd_sdk::testing::{DEFAULT_NOW_MS, ScriptedHost};
-use slotd_sdk::{Change, Outcome, Unit};
+use slotd_sdk::{Change, Outcome, ProviderError, Unit};
 
+use crate::answer::{ACCOUNT_EXHAUSTED, ACCOUNT_REFUSED};
 use crate::client::Client;
 use crate::flow::{self, Job, Settings};
 use crate::testing::{kling, kling_host};
@@ -112,10 +113,52 @@ fn an_expired_token_is_re_signed_once_then_retried_later() {
     assert_eq!(calls.get(), 2, "resent once in the same call");
     assert!(matches!(changes[0].outcome, Outcome::Running(Some(_))));
 
+    // Still refused after the re-sign: the account's credentials, not the job.
     let always = kling_host(|_| kling(401, 1003, "not yet valid", json!(null)));
     let changes = run(&always, &[unit("a", Some("7"), false)]);
     assert_eq!(always.requests().len(), 2, "one re-sign only");
-    assert!(matches!(changes[0].outcome, Outcome::RetryAfter { .. }));
+    assert_eq!(
+        changes[0].outcome,
+        Outcome::retry(ProviderError::new(
+            Some(ACCOUNT_REFUSED),
+            "kling 1003: not yet valid"
+        ))
+    );
+}
+
+/// Contract 1.2: the provider refusing the account (credentials, balance) at submit or poll
+/// gives the unit back with an account code instead of failing it; a job-level refusal still
+/// fails it.
+#[test]
+fn account_refusals_are_retried_with_the_account_codes_at_submit_and_poll() {
+    for (status, code, message, want) in [
+        (401, 1000, "authentication failed", ACCOUNT_REFUSED),
+        (401, 1001, "authorization is empty", ACCOUNT_REFUSED),
+        (401, 1002, "invalid token", ACCOUNT_REFUSED),
+        (429, 1101, "account in arrears", ACCOUNT_EXHAUSTED),
+        (429, 1102, "resource pack exhausted", ACCOUNT_EXHAUSTED),
+    ] {
+        let host = kling_host(move |_| kling(status, code, message, json!(null)));
+        let units = [unit("a", None, false), unit("b", Some("7"), false)];
+        let changes = run(&host, &units);
+        let expected = Outcome::retry(ProviderError::new(
+            Some(want),
+            format!("kling {code}: {message}"),
+        ));
+        assert_eq!(changes[0].outcome, expected, "submit answered {code}");
+        assert_eq!(changes[1].outcome, expected, "poll answered {code}");
+        assert_eq!(host.requests().len(), 2, "{code}: no re-sign, no lookup");
+    }
+    // Job-level refusals still fail the unit at submit.
+    for (status, code) in [(400, 1200), (400, 1300), (403, 1103)] {
+        let host = kling_host(move |_| kling(status, code, "refused", json!(null)));
+        let changes = run(&host, &[unit("a", None, false)]);
+        assert!(
+            matches!(&changes[0].outcome, Outcome::Fail(e) if e.code.as_deref() == Some(code.to_string().as_str())),
+            "{code}: {:?}",
+            changes[0].outcome
+        );
+    }
 }
 
 #[test]

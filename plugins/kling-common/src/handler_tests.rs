@@ -90,3 +90,22 @@ fn avatar_ticks_submit_the_voice_and_fail_unreadable_units() {
         Err("base_url is not configured (set handlers.kling-video.base_url)".into())
     );
 }
+
+#[test]
+fn video_shots_are_estimated_in_units_and_avatars_are_unknown() {
+    let host = ScriptedHost::new();
+    let payload = json!({"mode": "std", "shots": [
+        {"prompt": "a"}, {"prompt": "b", "mode": "pro", "duration": "10"}]});
+    let units = KlingVideo::<false>::plan(&host, "video", &payload.to_string())
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let costs: Vec<Option<f64>> = units
+        .iter()
+        .map(|u| KlingVideo::<false>::estimate("video", &u.spec))
+        .collect();
+    assert_eq!(costs, [Some(1.0), Some(7.0)]);
+    assert_eq!(
+        KlingVideo::<false>::estimate("avatar_clone", &units[0].spec),
+        None
+    );
+    assert_eq!(KlingAvatar::estimate("avatar_clone", "{}"), None);
+}

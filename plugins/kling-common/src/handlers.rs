@@ -1,5 +1,7 @@
 //! The two Kling handlers as [`slotd_sdk::Handler`]s; the `kling-video` and `kling-avatar`
 //! components only export them. Neither claims a 1.1 feature (no `cancel`, no routing).
+//! `kling-video` estimates each shot's cost in resource-pack units (contract 1.2 `costs`, see
+//! [`crate::price`]); `kling-avatar` has no published price and leaves its estimate unknown.
 //!
 //! Configuration (`[handlers.<name>]`): `base_url`, `access_key`, the secret `secret_key`
 //! (signs the JWT in the host), optionally the secret `webhook_secret`, `request_timeout_ms`
@@ -11,7 +13,7 @@ use slotd_sdk::{
 };
 
 use crate::flow::{self, Job};
-use crate::{avatar, video, webhook};
+use crate::{avatar, price, video, webhook};
 
 /// `kling-video`: text-to-video and image-to-video, one unit per shot on `kling:video`.
 /// `KlingVideo<true>` is the same handler declaring version [`video::NEXT_VERSION`], so reload
@@ -90,6 +92,14 @@ impl<const NEXT: bool> Handler for KlingVideo<NEXT> {
 
     fn plan(_: &dyn Host, task_type: &str, payload: &str) -> Result<Vec<PlannedUnit>, PlanError> {
         video::plan(task_type, payload).map(planned)
+    }
+
+    /// Resource-pack units by mode and duration (see [`price`]).
+    fn estimate(task_type: &str, spec: &str) -> Option<f64> {
+        if task_type != video::TASK_TYPE {
+            return None;
+        }
+        price::video_spec_units(spec)
     }
 
     fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {

@@ -12,6 +12,7 @@
 //! - `flow`: a tick: in-doubt lookups, submits, duplicate adoption, polls; `list`: list polling.
 //! - `fields`: payload validation (the SDK's helpers and Kling's image rule).
 //! - `video`, `avatar`: the two handlers' payloads, bodies and results.
+//! - `price`: the expected cost of a job in resource-pack units (contract 1.2 `costs`).
 //! - `webhook`: callbacks (signature checked by the SDK, task object to change).
 
 pub mod answer;
@@ -21,6 +22,7 @@ pub mod fields;
 pub mod flow;
 pub mod handlers;
 mod list;
+pub mod price;
 pub mod task;
 pub mod video;
 pub mod webhook;
