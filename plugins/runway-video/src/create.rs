@@ -23,7 +23,10 @@ pub enum Created {
         after_ms: Option<u64>,
         error: ProviderError,
     },
-    /// Not made, and the same request will not succeed (400, 401, 403, other 4xx), or it was
+    /// Not made because Runway refuses the account's key (401): the job is not at fault.
+    /// Creating again is safe once the key is accepted (contract 1.2 `account_refused`).
+    AccountRefused(ProviderError),
+    /// Not made, and the same request will not succeed (400, 403, other 4xx), or it was
     /// never sent (the host refused it as configured).
     Failed(ProviderError),
     /// Maybe made: a timeout, a transport error, a 5xx other than 502/503, a success without
@@ -52,6 +55,7 @@ pub fn classify(answer: &Result<Response, HttpError>, now_ms: u64) -> Created {
             },
             Err(why) => Created::Unknown(why),
         },
+        401 => Created::AccountRefused(account_refused(r)),
         429 | 502 | 503 => Created::Refused {
             after_ms: retry_after_ms(&r.headers, now_ms),
             error: with_hint(answers::error(r), hint(r.status)),
@@ -60,6 +64,22 @@ pub fn classify(answer: &Result<Response, HttpError>, now_ms: u64) -> Created {
         _ => Created::Unknown(answers::error(r).message),
     }
 }
+
+/// The error of a 401: code [`ACCOUNT_REFUSED`], Runway's status and text in the message
+/// (e.g. `runway http_401: HTTP 401: Invalid API key (Runway refused the API key: …)`).
+pub fn account_refused(r: &Response) -> ProviderError {
+    let error = with_hint(answers::error(r), hint(r.status));
+    let code = error.code.unwrap_or_else(|| format!("http_{}", r.status));
+    ProviderError::new(
+        Some(ACCOUNT_REFUSED),
+        format!("runway {code}: {}", error.message),
+    )
+}
+
+/// The contract's code (1.2) for an answer refusing the account's credentials: Runway's 401.
+/// Runway documents no "not enough credits" answer, so this handler never reports
+/// `account_exhausted`.
+pub const ACCOUNT_REFUSED: &str = "account_refused";
 
 /// What an operator should know about a status, beyond Runway's text.
 fn hint(status: u16) -> &'static str {
@@ -90,7 +110,9 @@ mod tests {
 
     fn code(created: &Created) -> Option<&str> {
         match created {
-            Created::Failed(e) | Created::Refused { error: e, .. } => e.code.as_deref(),
+            Created::Failed(e) | Created::AccountRefused(e) | Created::Refused { error: e, .. } => {
+                e.code.as_deref()
+            }
             _ => None,
         }
     }
@@ -145,7 +167,13 @@ mod tests {
         assert_eq!(code(&got), Some("invalid_value"));
         assert!(matches!(&got, Created::Failed(e) if e.message.contains("ratio: Invalid option")));
         let unauthorized = classify(&answer(401, json!({"error": "Unauthorized"})), 0);
-        assert!(matches!(&unauthorized, Created::Failed(e) if e.message.contains("api_key")));
+        assert_eq!(code(&unauthorized), Some(ACCOUNT_REFUSED));
+        assert!(
+            matches!(&unauthorized, Created::AccountRefused(e)
+                if e.message.starts_with("runway http_401: HTTP 401: Unauthorized")
+                    && e.message.contains("api_key")),
+            "{unauthorized:?}"
+        );
         let forbidden = classify(
             &answer(
                 403,

@@ -74,6 +74,17 @@ impl Handler for RunwayVideo {
             .collect())
     }
 
+    /// Credits by Runway's documented per-second rates (RUNWAY_API.md "Cost"), e.g.
+    /// `gen4_turbo` 5 credits/s: a 5 s clip 25 credits.
+    fn estimate(task_type: &str, spec: &str) -> Option<f64> {
+        if task_type != payload::TASK_TYPE {
+            return None;
+        }
+        let credits = spec::Spec::read(spec).ok()?.listed_credits();
+        // Credits are small whole numbers; u32 converts to f64 exactly.
+        u32::try_from(credits).ok().map(f64::from)
+    }
+
     fn plan_routed(
         _: &dyn Host,
         task_type: &str,

@@ -52,8 +52,14 @@ impl Poll<'_> {
                     answers::error(r).message
                 ),
             ))),
-            // Transient, or a key problem the operator can fix while the task runs on.
-            401 | 403 | 429 | 500..=599 => self.change_of(Outcome::RetryAfter {
+            // The key is refused (contract 1.2 `account_refused`): the task runs on; poll it
+            // again once the account is restored.
+            401 => self.change_of(Outcome::RetryAfter {
+                after_ms: retry_after_ms(&r.headers, self.now_ms),
+                error: crate::create::account_refused(r),
+            }),
+            // Transient, or an access problem the operator can fix while the task runs on.
+            403 | 429 | 500..=599 => self.change_of(Outcome::RetryAfter {
                 after_ms: retry_after_ms(&r.headers, self.now_ms),
                 error: answers::error(r),
             }),

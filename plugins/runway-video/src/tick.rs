@@ -129,6 +129,19 @@ fn created(
             state: Some(State::refused(unit, now_ms).to_json()),
             ..Change::of(unit, Outcome::RetryAfter { after_ms, error })
         },
+        // The account, not the job: nothing was created, so the unit may be created again
+        // (recorded as refused, like a daily-limit refusal, in case the host hands it back
+        // in doubt); the host spends no retry budget on it.
+        Created::AccountRefused(error) => Change {
+            state: Some(State::refused(unit, now_ms).to_json()),
+            ..Change::of(
+                unit,
+                Outcome::RetryAfter {
+                    after_ms: None,
+                    error,
+                },
+            )
+        },
         Created::Failed(error) => Change::of(unit, Outcome::Fail(error)),
         Created::Unknown(reason) => {
             unknown::hold(host, unit, spec.model, cfg, now_ms, now_ms, &reason)

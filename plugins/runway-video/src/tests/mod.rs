@@ -4,6 +4,7 @@
 
 mod auth;
 mod cancel;
+mod estimate;
 mod finalize;
 mod poll;
 mod submit;

@@ -186,6 +186,10 @@ fn a_slow_or_failing_runway_is_retried_and_a_timeout_costs_no_budget() {
         code(&poll(&garbled, NOW).outcome),
         Some("unexpected_answer")
     );
+    // A refused key (contract 1.2): the task runs on; the account is refused, not the job.
+    let refused = poll(&answering(401, json!({"error": "Invalid API key"})), NOW);
+    assert_eq!(code(&refused.outcome), Some("account_refused"));
+    assert!(matches!(refused.outcome, Outcome::RetryAfter { .. }));
     let bad_request = answering(400, json!({"error": "bad id"}));
     assert!(matches!(poll(&bad_request, NOW).outcome, Outcome::Fail(_)));
 }

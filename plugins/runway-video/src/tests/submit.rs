@@ -109,14 +109,31 @@ fn a_validation_refusal_fails_with_the_issue_code_and_paths() {
 }
 
 #[test]
-fn refused_keys_and_unavailable_models_fail() {
-    for (status, why) in [(401, "api_key"), (403, "not be available")] {
-        let host = keyed_host().on_any(move |_| json_answer(status, &json!({"error": "no"})));
-        let change = tick_one(&host, NOW, fresh("u1"));
-        let expected = format!("http_{status}");
-        assert_eq!(code(&change.outcome), Some(expected.as_str()));
-        assert!(matches!(&change.outcome, Outcome::Fail(e) if e.message.contains(why)));
-    }
+fn unavailable_models_fail() {
+    let host = keyed_host().on_any(move |_| json_answer(403, &json!({"error": "no"})));
+    let change = tick_one(&host, NOW, fresh("u1"));
+    assert_eq!(code(&change.outcome), Some("http_403"));
+    assert!(matches!(&change.outcome, Outcome::Fail(e) if e.message.contains("not be available")));
+}
+
+/// Contract 1.2: a refused key is the account's problem, not the job's. Nothing was created,
+/// so the unit is recorded refused (safe to create again) and given back with
+/// `account_refused`, Runway's status and text in the message.
+#[test]
+fn a_refused_key_gives_the_unit_back_as_account_refused() {
+    let host = keyed_host().on_any(|_| json_answer(401, &json!({"error": "Invalid API key"})));
+    let change = tick_one(&host, NOW, fresh("u1"));
+    assert!(
+        matches!(&change.outcome, Outcome::RetryAfter { after_ms: None, error }
+            if error.code.as_deref() == Some("account_refused")
+                && error.message.starts_with("runway http_401: HTTP 401: Invalid API key")),
+        "{:?}",
+        change.outcome
+    );
+    assert_eq!(
+        state(&change),
+        json!({"submission": format!("u1-main-0@{NOW}"), "refused_at_ms": NOW})
+    );
 }
 
 #[test]
