@@ -132,6 +132,9 @@ pub(crate) fn check_token(
 /// Middleware in front of every `/v1/…` route.
 pub(crate) async fn require_jwt(State(sim): State<Sim>, req: Request, next: Next) -> Response {
     sim.count(|s| s.requests += 1);
+    if sim.refuse_revoked() {
+        return super::account::revoked().into_response();
+    }
     let header = req
         .headers()
         .get(AUTHORIZATION)

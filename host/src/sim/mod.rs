@@ -14,7 +14,9 @@
 //! - `callback`: status-change callbacks, signed with [`crate::webhooks`].
 //! - `files`: deterministic result content ([`file_content`], [`file_sha256`]).
 //! - `stats`: [`SimStats`], served at `GET /_sim/stats`.
+//! - `account`: revoked credentials and the balance, controlled at `POST /_sim/account`.
 
+mod account;
 mod auth;
 mod callback;
 mod error;

@@ -80,6 +80,11 @@ pub struct SimOptions {
     /// `whsec_…` secret: when set, callbacks carry Standard Webhooks signature headers.
     #[arg(long)]
     pub webhook_secret: Option<String>,
+    /// The account's balance in resource-pack units at start: each accepted create deducts its
+    /// price, and a create it does not cover is refused 429/1102. Unset: unlimited. Changed at
+    /// run time by `POST /_sim/account`.
+    #[arg(long)]
+    pub balance: Option<f64>,
 }
 
 impl Default for SimOptions {
@@ -99,6 +104,7 @@ impl Default for SimOptions {
             failure_after_accept_rate: 0.0,
             long_tail_rate: LONG_TAIL_RATE_DEFAULT,
             webhook_secret: None,
+            balance: None,
         }
     }
 }
@@ -131,6 +137,11 @@ impl SimOptions {
             if !(0.0..=1.0).contains(&rate) {
                 bail!("{flag} must be between 0 and 1 (got {rate})");
             }
+        }
+        if let Some(balance) = self.balance
+            && !(balance.is_finite() && balance >= 0.0)
+        {
+            bail!("--balance must be a number of units ≥ 0 (got {balance})");
         }
         if let Some(secret) = &self.webhook_secret {
             crate::webhooks::webhook_key(secret).context("--webhook-secret")?;

@@ -1,5 +1,5 @@
 //! The simulator's HTTP surface: Kling's `/v1/…` paths behind the JWT check and the fault
-//! layer, result files under `/files/`, and `/_sim/stats`. Handlers only parse and answer; the
+//! layer, result files under `/files/`, `/_sim/stats`, `/_sim/jobs` and `/_sim/account`. Handlers only parse and answer; the
 //! account logic lives in [`state`](super::state).
 
 use axum::Json;
@@ -11,6 +11,7 @@ use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 
+use super::account;
 use super::auth::require_jwt;
 use super::error::{SimError, ok};
 use super::faults::inject;
@@ -44,6 +45,7 @@ pub(crate) fn router(sim: Sim) -> Router {
         .route("/files/{file}", get(download))
         .route("/_sim/stats", get(stats))
         .route("/_sim/jobs", get(jobs))
+        .route("/_sim/account", get(account::show).post(account::update))
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
         .with_state(sim)

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::account::{self, Account};
 use super::error::SimError;
 use super::options::SimOptions;
 use super::stats::{SimJob, SimStats};
@@ -81,6 +82,8 @@ struct Inner {
     first_create: Option<Instant>,
     last_end: Option<Instant>,
     stats: SimStats,
+    /// Revoked credentials and the balance (`POST /_sim/account`).
+    account: Account,
 }
 
 /// The faults drawn for one request.
@@ -116,6 +119,10 @@ impl Sim {
                 concurrency: opts.concurrency,
                 time_scale: opts.time_scale,
                 ..SimStats::default()
+            },
+            account: Account {
+                revoked: false,
+                balance: opts.balance,
             },
         };
         Ok(Sim(Arc::new(Shared {
@@ -195,9 +202,19 @@ impl Sim {
                     ));
                 }
             }
+            let price = account::price_units(&req.spec);
+            if let Some(balance) = inner.account.balance
+                && balance < price
+            {
+                inner.stats.balance_refusals += 1;
+                return Err(account::exhausted(balance, price));
+            }
             if inner.running >= self.opts.concurrency {
                 inner.stats.rate_limited_1303 += 1;
                 return Err(SimError::over_concurrency());
+            }
+            if let Some(balance) = &mut inner.account.balance {
+                *balance -= price;
             }
             let plan = draw_plan(
                 &mut inner.rng,
@@ -251,6 +268,37 @@ impl Sim {
         };
         self.spawn_timer(task.id.clone(), task.started, plan);
         Ok(task.create_json())
+    }
+
+    /// The account's state in force.
+    pub(crate) fn account(&self) -> Account {
+        self.inner.lock().account
+    }
+
+    /// Change what is given (`balance: Some(None)` = unlimited); returns the state in force.
+    pub(crate) fn update_account(
+        &self,
+        revoked: Option<bool>,
+        balance: Option<Option<f64>>,
+    ) -> Account {
+        let mut inner = self.inner.lock();
+        if let Some(revoked) = revoked {
+            inner.account.revoked = revoked;
+        }
+        if let Some(balance) = balance {
+            inner.account.balance = balance;
+        }
+        inner.account
+    }
+
+    /// Whether the account's credentials are revoked now; counts the refusal when they are.
+    pub(crate) fn refuse_revoked(&self) -> bool {
+        let mut inner = self.inner.lock();
+        if inner.account.revoked {
+            inner.stats.auth_refusals += 1;
+            inner.stats.revoked_refusals += 1;
+        }
+        inner.account.revoked
     }
 
     /// One task by task id or external id, within `kind`.

@@ -33,6 +33,14 @@ pub struct SimStats {
     pub validation_refusals: u64,
     /// Requests refused with 401.
     pub auth_refusals: u64,
+    /// Of those, requests refused 401/1002 because the account's credentials were revoked
+    /// (`POST /_sim/account {"revoked": true}`).
+    #[serde(default)]
+    pub revoked_refusals: u64,
+    /// Creates refused 429/1102 because the balance did not cover their price
+    /// (`POST /_sim/account {"balance": N}` or `--balance N`).
+    #[serde(default)]
+    pub balance_refusals: u64,
     /// Queries or downloads of something that does not exist (404).
     pub not_found: u64,
     /// Tasks holding a slot now (`submitted` or `processing`).

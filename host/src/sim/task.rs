@@ -191,7 +191,7 @@ impl SimTask {
             let units = if self.status == Status::Succeed {
                 self.units()
             } else {
-                "0"
+                "0".to_owned()
             };
             obj["final_unit_deduction"] = json!(units);
         }
@@ -219,22 +219,10 @@ impl SimTask {
         }
     }
 
-    fn units(&self) -> &'static str {
-        match &self.spec {
-            Spec::Video {
-                pro: false,
-                duration: 5,
-                ..
-            } => "1",
-            Spec::Video { pro: false, .. } => "2",
-            Spec::Video {
-                pro: true,
-                duration: 5,
-                ..
-            } => "3.5",
-            Spec::Video { pro: true, .. } => "7",
-            Spec::Voice { .. } | Spec::Element { .. } => "1",
-        }
+    /// `final_unit_deduction` of a succeeded task: its price
+    /// ([`price_units`](super::account::price_units)), as Kling writes it (`"1"`, `"3.5"`).
+    fn units(&self) -> String {
+        super::account::price_units(&self.spec).to_string()
     }
 
     fn task_result(&self, base_url: &str) -> Value {

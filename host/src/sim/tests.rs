@@ -1,6 +1,7 @@
 //! End-to-end tests of the simulator over real HTTP on 127.0.0.1:0, with reqwest. Waiting is
 //! polling with a deadline, never a fixed sleep.
 
+mod account;
 mod lifecycle;
 mod requests;
 
