@@ -284,6 +284,9 @@ async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
                 if features.routing {
                     used.push("routing");
                 }
+                if features.costs {
+                    used.push("costs");
+                }
                 println!(
                     "  speaks slotd:handler@{contract}{}",
                     if used.is_empty() {

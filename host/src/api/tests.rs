@@ -441,11 +441,11 @@ async fn pools_and_handlers() {
     assert_eq!(handler["sha256"].as_str().map(str::len), Some(64));
     assert_eq!(handler["task_types"][0]["name"], "fixture");
     assert_eq!(handler["task_types"][0]["stages"][0]["pool"], FIXTURE_POOL);
-    // The fixture binds the core world of 1.1.0 and claims no extension.
-    assert_eq!(handler["contract"], "1.1.0", "{handler}");
+    // The fixture binds the core world of 1.2.0: no extension, no costs.
+    assert_eq!(handler["contract"], "1.2.0", "{handler}");
     assert_eq!(
         handler["features"],
-        json!({"cancel": false, "routing": false})
+        json!({"cancel": false, "routing": false, "costs": false})
     );
 }
 

@@ -6,8 +6,8 @@
 //!
 //! The host binds the world `slotd-handler-core` (the whole 1.0.0 contract, with 1.1's
 //! additive imports): every 1.x component matches it. The `extensions` export added in 1.1.0
-//! is bound separately ([`extensions`]) and looked up per component: a 1.0.0 component has
-//! none.
+//! and the `costs` export added in 1.2.0 are bound separately ([`extensions`], [`costs`]) and
+//! looked up per component: a 1.0.0 component has neither, a 1.1.0 component no `costs`.
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -47,6 +47,10 @@ pub use generated::slotd::handler::{config, http, log, signing, types};
 /// `Guest` (loaded per instance), with its records.
 pub use generated_full::exports::slotd::handler::extensions;
 
+/// The `costs` export of 1.2.0 components: `GuestIndices` (found once per component) and
+/// `Guest` (loaded per instance).
+pub use generated_full::exports::slotd::handler::costs;
+
 /// The WIT package the host implements, and the major version it accepts from components.
 pub const PACKAGE: &str = "slotd:handler";
 pub const ACCEPTED_MAJOR: &str = "1";
@@ -54,3 +58,5 @@ pub const ACCEPTED_MAJOR: &str = "1";
 pub const HANDLER_INTERFACE: &str = "slotd:handler/handler";
 /// The interface a 1.1 component exports beside `handler`.
 pub const EXTENSIONS_INTERFACE: &str = "slotd:handler/extensions";
+/// The interface a 1.2 component exports beside `handler` and `extensions`.
+pub const COSTS_INTERFACE: &str = "slotd:handler/costs";

@@ -115,6 +115,7 @@ pub(crate) fn planned(p: wit::PlannedUnit) -> PlannedUnit {
         spec: p.spec,
         state: p.state,
         pools: Vec::new(),
+        cost: None,
     }
 }
 
@@ -123,6 +124,7 @@ pub(crate) fn routed(p: extensions::RoutedUnit) -> PlannedUnit {
         spec: p.spec,
         state: p.state,
         pools: p.pools,
+        cost: None,
     }
 }
 
@@ -130,6 +132,7 @@ pub(crate) fn features(f: extensions::FeatureSet) -> Features {
     Features {
         cancel: f.contains(extensions::FeatureSet::CANCEL),
         routing: f.contains(extensions::FeatureSet::ROUTING),
+        costs: false,
     }
 }
 

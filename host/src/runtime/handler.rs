@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
-use super::bindings::{SlotdHandlerPre, extensions};
+use super::bindings::{SlotdHandlerPre, costs, extensions};
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
 use super::limiter::cap_message;
@@ -49,6 +49,8 @@ pub struct Handler {
     pre: SlotdHandlerPre<CallState>,
     /// Where the `extensions` export lives, for 1.1 components.
     ext: Option<extensions::GuestIndices>,
+    /// Where the `costs` export lives, for 1.2 components.
+    cost: Option<costs::GuestIndices>,
     shared: Arc<Shared>,
     /// Consecutive crashing calls of this version (quarantine).
     health: Health,
@@ -166,9 +168,15 @@ impl Handler {
             config,
             pre,
             ext,
+            cost: None,
             shared,
             health: Health::default(),
         }
+    }
+
+    /// The component's `costs` export (contract 1.2), found at load; `None` before 1.2.
+    pub(crate) fn set_costs(&mut self, cost: Option<costs::GuestIndices>) {
+        self.cost = cost;
     }
 
     /// Switch to the identity `describe` declared: its name tags calls and selects its config.
@@ -212,11 +220,18 @@ impl Handler {
 
     /// The optional parts of the contract the component uses (1.1; none for 1.0).
     pub(crate) async fn read_features(&self) -> Result<Features, HandlerFault> {
+        let costs = self.cost.is_some();
         let Some(ext) = &self.ext else {
-            return Ok(Features::default());
+            return Ok(Features {
+                costs,
+                ..Features::default()
+            });
         };
         let f = ext_call!(self, ext, "features", |g, store| g.call_features(store)).0?;
-        Ok(convert::features(f))
+        Ok(Features {
+            costs,
+            ..convert::features(f)
+        })
     }
 
     /// The pools each stage may route to (1.1 `routing`; empty otherwise).
@@ -264,21 +279,55 @@ impl Handler {
         task_type: &str,
         payload: &str,
     ) -> Result<Result<Vec<PlannedUnit>, PlanError>, HandlerFault> {
-        if let Some(ext) = self.ext.as_ref().filter(|_| self.features.routing) {
-            let answer = ext_call!(self, ext, "plan", |g, store| g
-                .call_plan_routed(store, task_type, payload))
-            .0?;
-            return Ok(answer
-                .map(|units| units.into_iter().map(convert::routed).collect())
-                .map_err(convert::plan_error));
+        let planned: Result<Vec<PlannedUnit>, PlanError> =
+            if let Some(ext) = self.ext.as_ref().filter(|_| self.features.routing) {
+                let answer = ext_call!(self, ext, "plan", |g, store| g
+                    .call_plan_routed(store, task_type, payload))
+                .0?;
+                answer
+                    .map(|units| units.into_iter().map(convert::routed).collect())
+                    .map_err(convert::plan_error)
+            } else {
+                let answer = guest_call!(self, "plan", |b, store| b
+                    .slotd_handler_handler()
+                    .call_plan(store, task_type, payload))
+                .0?;
+                answer
+                    .map(|units| units.into_iter().map(convert::planned).collect())
+                    .map_err(convert::plan_error)
+            };
+        let Ok(mut units) = planned else {
+            return Ok(planned);
+        };
+        let estimates = self.estimate(task_type, &units).await;
+        for (unit, cost) in units.iter_mut().zip(estimates) {
+            unit.cost = cost;
         }
-        let answer = guest_call!(self, "plan", |b, store| b
-            .slotd_handler_handler()
-            .call_plan(store, task_type, payload))
-        .0?;
-        Ok(answer
-            .map(|units| units.into_iter().map(convert::planned).collect())
-            .map_err(convert::plan_error))
+        Ok(Ok(units))
+    }
+
+    /// The expected cost of each planned unit (contract 1.2 `costs.estimate`), in order; all
+    /// unknown for a component without `costs`. The guest's answer is checked: a negative or
+    /// non-finite value is unknown, an answer of the wrong length is all unknown, each with a
+    /// warning; a failed call (already counted as a fault) is all unknown too, and never fails
+    /// the plan. Not recorded: `plan` is not recorded either.
+    async fn estimate(&self, task_type: &str, units: &[PlannedUnit]) -> Vec<Option<f64>> {
+        let unknown = vec![None; units.len()];
+        let Some(cost) = self.cost.as_ref().filter(|_| !units.is_empty()) else {
+            return unknown;
+        };
+        let specs: Vec<String> = units.iter().map(|u| u.spec.clone()).collect();
+        let answer = ext_call!(self, cost, "estimate", |g, store| g
+            .call_estimate(store, task_type, &specs))
+        .0;
+        let estimates = match answer {
+            Ok(estimates) => estimates,
+            Err(fault) => {
+                tracing::warn!(handler = %self.name, %fault, "costs.estimate failed; the units' costs are unknown");
+                return unknown;
+            }
+        };
+        checked_estimates(&self.name, estimates, units.len())
     }
 
     /// Advance a batch of units of one pool.
@@ -434,6 +483,35 @@ impl Handler {
         };
         Err(self.fault(function, fault))
     }
+}
+
+/// A guest's estimates, as the host keeps them: one per unit, each finite and non-negative or
+/// unknown (with a warning naming the handler).
+pub(crate) fn checked_estimates(
+    handler: &str,
+    estimates: Vec<Option<f64>>,
+    units: usize,
+) -> Vec<Option<f64>> {
+    if estimates.len() != units {
+        tracing::warn!(
+            handler,
+            answered = estimates.len(),
+            units,
+            "costs.estimate answered a list of the wrong length; the units' costs are unknown"
+        );
+        return vec![None; units];
+    }
+    estimates
+        .into_iter()
+        .enumerate()
+        .map(|(index, e)| match e {
+            Some(v) if !v.is_finite() || v < 0.0 => {
+                tracing::warn!(handler, index, value = %v, "costs.estimate answered a negative or non-finite cost; unknown");
+                None
+            }
+            other => other,
+        })
+        .collect()
 }
 
 /// The wall deadline passed: the provider's slowness when the guest was awaiting host HTTP at

@@ -85,7 +85,7 @@ pub(super) fn video_payload() -> Value {
     })
 }
 
-fn avatar_payload() -> Value {
+pub(super) fn avatar_payload() -> Value {
     json!({
         "voice_name": "narrator", "voice_url": "https://example.com/voice.mp3",
         "element_name": "host", "element_description": "the show's host",
@@ -489,15 +489,22 @@ async fn failures_are_classified() {
     let error = units[0].error.clone().unwrap_or_default();
     assert!(error.contains("task_failed"), "{error}");
 
-    // A wrong secret key: the provider refuses the JWT (1000-1002), a permanent failure.
+    // A wrong secret key: the provider refuses the JWT (1000-1002). The account is refused,
+    // not the job (contract 1.2): retried with code `account_refused`, Kling's code in the
+    // message.
     let (wrong, _) = load(&sim, "not-the-secret").await;
     let outcome = tick(&wrong, &[(unit("f1", "video", "video", &specs[0]), false)]).await;
     match &outcome[0] {
-        Outcome::Fail { error } => {
-            let code = error.code.as_deref().unwrap_or_default();
-            assert!(["1000", "1001", "1002"].contains(&code), "{error:?}");
+        Outcome::RetryAfter { error, .. } => {
+            assert_eq!(error.code.as_deref(), Some("account_refused"), "{error:?}");
+            assert!(
+                ["kling 1000:", "kling 1001:", "kling 1002:"]
+                    .iter()
+                    .any(|p| error.message.starts_with(p)),
+                "{error:?}"
+            );
         }
-        other => panic!("expected fail, got {other:?}"),
+        other => panic!("expected retry-after, got {other:?}"),
     }
 }
 

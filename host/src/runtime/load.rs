@@ -12,7 +12,8 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::bindings::{
-    ACCEPTED_MAJOR, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE, SlotdHandlerPre, extensions,
+    ACCEPTED_MAJOR, COSTS_INTERFACE, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE,
+    SlotdHandlerPre, costs, extensions,
 };
 use super::{Handler, HandlerInfo, Runtime, StagePool};
 
@@ -50,6 +51,7 @@ impl Runtime {
             .map_err(|e| anyhow!("{e:#}"))
             .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
         let ext = extension_indices(&pre)?;
+        let cost = cost_indices(&pre)?;
         let pre = SlotdHandlerPre::new(pre)
             .map_err(|e| anyhow!("{e:#}"))
             .context("finding the handler exports")?;
@@ -72,6 +74,7 @@ impl Runtime {
             ext,
             self.shared.clone(),
         );
+        handler.set_costs(cost);
         handler.contract = contract;
         let info = handler
             .describe()
@@ -143,21 +146,49 @@ fn major(name: &str) -> Option<&str> {
         .map(|(_, v)| v.split('.').next().unwrap_or(v))
 }
 
-/// The `extensions` export of a 1.1 component, if it has one.
+/// The name under which the component exports `interface` in a version of the accepted major
+/// (`slotd:handler/extensions@1.1.0`, `…@1.2.0`, …), if it does. The lookup is by the
+/// component's own name, so any 1.x minor that has the interface is found, whatever minor the
+/// host binds.
+fn export_of<T: 'static>(
+    pre: &wasmtime::component::InstancePre<T>,
+    interface: &str,
+) -> Option<String> {
+    let component = pre.component();
+    let engine = component.engine();
+    let prefix = format!("{interface}@");
+    component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name)
+        .find(|name| name.starts_with(&prefix) && major(name) == Some(ACCEPTED_MAJOR))
+        .map(str::to_string)
+}
+
+/// The `extensions` export of a 1.1 (or later 1.x) component, if it has one.
 pub(crate) fn extension_indices<T: 'static>(
     pre: &wasmtime::component::InstancePre<T>,
 ) -> anyhow::Result<Option<extensions::GuestIndices>> {
-    let exported = pre
-        .component()
-        .get_export_index(None, format!("{EXTENSIONS_INTERFACE}@1.1.0").as_str())
-        .is_some();
-    if !exported {
+    let Some(name) = export_of(pre, EXTENSIONS_INTERFACE) else {
         return Ok(None);
-    }
+    };
     extensions::GuestIndices::new(pre)
         .map(Some)
         .map_err(|e| anyhow!("{e:#}"))
-        .context("finding the extensions export (contract 1.1)")
+        .with_context(|| format!("finding the extensions export ({name})"))
+}
+
+/// The `costs` export of a 1.2 (or later 1.x) component, if it has one.
+pub(crate) fn cost_indices<T: 'static>(
+    pre: &wasmtime::component::InstancePre<T>,
+) -> anyhow::Result<Option<costs::GuestIndices>> {
+    let Some(name) = export_of(pre, COSTS_INTERFACE) else {
+        return Ok(None);
+    };
+    costs::GuestIndices::new(pre)
+        .map(Some)
+        .map_err(|e| anyhow!("{e:#}"))
+        .with_context(|| format!("finding the costs export ({name})"))
 }
 
 /// Read a 1.1 component's features and, when it routes, its stage pools (with only its plain
@@ -459,6 +490,13 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
             return report;
         }
     };
+    let cost = match cost_indices(&pre) {
+        Ok(cost) => cost,
+        Err(e) => {
+            report.problems.push(format!("{e:#}"));
+            return report;
+        }
+    };
     let pre = match SlotdHandlerPre::new(pre) {
         Ok(p) => p,
         Err(e) => {
@@ -482,6 +520,7 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
         ext,
         runtime.shared.clone(),
     );
+    handler.set_costs(cost);
     handler.contract = contract.clone();
     report.contract = Some(contract);
     match handler.describe().await {

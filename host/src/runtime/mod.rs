@@ -69,22 +69,29 @@ impl HandlerInfo {
 }
 
 /// A unit produced by `plan`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PlannedUnit {
     pub spec: String,
     pub state: String,
     /// (stage, pool) pairs chosen by `plan-routed` (contract 1.1); empty: default pools.
     pub pools: Vec<(String, String)>,
+    /// The expected provider cost (contract 1.2 `costs.estimate`, in the provider's unit:
+    /// Kling resource-pack units, Runway credits), finite and non-negative; `None` when
+    /// unknown or the component has no `costs` export.
+    pub cost: Option<f64>,
 }
 
-/// The optional parts of the contract a handler uses (contract 1.1 `extensions.features`;
-/// none for a 1.0 component).
+/// The optional parts of the contract a handler uses (contract 1.1 `extensions.features`, and
+/// whether it exports the 1.2 `costs`; none for a 1.0 component).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Features {
     /// Provider-side cancel of cancelled tasks' jobs.
     pub cancel: bool,
     /// Units choose their pool in `plan-routed`.
     pub routing: bool,
+    /// The component exports `costs` (contract 1.2): planned units carry cost estimates
+    /// (each may still be unknown).
+    pub costs: bool,
 }
 
 /// What the provider said about a cancelled unit's job (contract 1.1 `cancel`).
@@ -235,6 +242,8 @@ impl HandlerFault {
 mod bindings;
 pub mod cache;
 mod convert;
+#[cfg(test)]
+mod cost_tests;
 mod engine;
 pub mod handler;
 mod host_impl;

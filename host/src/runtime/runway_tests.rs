@@ -1,4 +1,4 @@
-//! The built Runway handler (`plugins/runway-video`, contract 1.1) against the real Runway
+//! The built Runway handler (`plugins/runway-video`, contract 1.2) against the real Runway
 //! simulator (`slotd::sim_runway`), called through the runtime: it claims cancel and routing,
 //! routes each shot to its model's pool sized by the tier, authenticates with a bearer key
 //! the host inserts (the guest never holds it), runs a shot to success, and cancels a running
@@ -16,7 +16,7 @@ use crate::config::{HandlerConfig, RuntimeLimits, Secret};
 use crate::model::Outcome;
 use crate::sim_runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
 
-async fn sim() -> RunwaySimHandle {
+pub(super) async fn sim() -> RunwaySimHandle {
     crate::sim_runway::spawn(RunwayOptions {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         time_scale: 0.001,
@@ -26,7 +26,7 @@ async fn sim() -> RunwaySimHandle {
     .expect("the Runway simulator starts")
 }
 
-async fn load(sim: &RunwaySimHandle, key: &str) -> Arc<Handler> {
+pub(super) async fn load(sim: &RunwaySimHandle, key: &str) -> Arc<Handler> {
     let mut c = HandlerConfig::default();
     c.settings.insert("base_url".into(), sim.base_url().into());
     c.settings.insert("tier".into(), "3".into());
@@ -59,7 +59,7 @@ fn batch(units: &[crate::model::Unit]) -> Vec<BatchUnit> {
 async fn runway_routes_authenticates_by_host_credential_runs_and_cancels() {
     let sim = sim().await;
     let h = load(&sim, API_KEY_DEFAULT).await;
-    assert!(h.contract.starts_with("1.1."), "{}", h.contract);
+    assert_eq!(h.contract, "1.2.0");
     assert!(h.features.cancel && h.features.routing, "{:?}", h.features);
     let turbo = h.info.pools.iter().find(|p| p.name == "runway:gen4_turbo");
     assert_eq!(
@@ -133,12 +133,14 @@ async fn runway_routes_authenticates_by_host_credential_runs_and_cancels() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // A wrong key is the provider's 401: a permanent failure, and the guest never saw a key.
+    // A wrong key is the provider's 401: the account is refused, not the job (contract 1.2),
+    // and the guest never saw a key.
     let wrong = load(&sim, "key_wrong").await;
     let u = unit("w0", "runway_video", &stage, &planned[0].spec);
     let changes = wrong.tick(&ctx(), &batch(&[u])).await.expect("tick runs");
     assert!(
-        matches!(changes[0].outcome, Outcome::Fail { .. }),
+        matches!(&changes[0].outcome, Outcome::RetryAfter { error, .. }
+            if error.code.as_deref() == Some("account_refused")),
         "{changes:?}"
     );
     sim.shutdown().await.expect("sim stops");

@@ -1,0 +1,104 @@
+//! Contract 1.2 `costs`: real compiled handlers estimate each planned unit's provider cost in
+//! `plan` (Kling resource-pack units, Runway credits); components without the export (1.0.0,
+//! the core-world fixture) plan without estimates; the host keeps only usable estimates.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::handler::checked_estimates;
+use super::{Runtime, kling_tests, runway_tests};
+use crate::config::RuntimeLimits;
+use crate::sim::SimOptions;
+use crate::sim_runway::API_KEY_DEFAULT;
+
+async fn costs(
+    h: &super::Handler,
+    task_type: &str,
+    payload: &serde_json::Value,
+) -> Vec<Option<f64>> {
+    h.plan(task_type, &payload.to_string())
+        .await
+        .expect("plan runs")
+        .expect("payload accepted")
+        .into_iter()
+        .map(|u| u.cost)
+        .collect()
+}
+
+#[tokio::test]
+async fn kling_video_estimates_each_shot_in_units_and_avatar_leaves_it_unknown() {
+    let sim = kling_tests::sim(SimOptions::default()).await;
+    let (video, avatar) = kling_tests::load(&sim, "SK").await;
+    assert_eq!(video.contract, "1.2.0");
+    assert!(video.features.costs, "{:?}", video.features);
+    // std 5 s, std 5 s from an image, pro 10 s.
+    let got = costs(&video, "video", &kling_tests::video_payload()).await;
+    assert_eq!(got, [Some(1.0), Some(1.0), Some(7.0)]);
+    let mixed = json!({"shots": [{"prompt": "a", "mode": "pro", "duration": "5"},
+                                 {"prompt": "b", "duration": "10"}]});
+    assert_eq!(costs(&video, "video", &mixed).await, [Some(3.5), Some(2.0)]);
+    assert!(
+        avatar.features.costs,
+        "the export is there, the price unknown"
+    );
+    let got = costs(&avatar, "avatar_clone", &kling_tests::avatar_payload()).await;
+    assert_eq!(got, [None]);
+    sim.shutdown().await.expect("sim stops");
+}
+
+#[tokio::test]
+async fn runway_video_estimates_credits_per_second_in_plan_routed() {
+    let sim = runway_tests::sim().await;
+    let h = runway_tests::load(&sim, API_KEY_DEFAULT).await;
+    assert!(h.features.costs && h.features.routing, "{:?}", h.features);
+    let payload = json!({"model": "gen4_turbo", "ratio": "1280:720", "duration": 5, "shots": [
+        {"prompt_image": "https://example.com/a.png"},
+        {"prompt_image": "https://example.com/b.png", "duration": 10}]});
+    let got = costs(&h, "runway_video", &payload).await;
+    assert_eq!(got, [Some(25.0), Some(50.0)], "gen4_turbo: 5 credits/s");
+    let gen45 = json!({"model": "gen4.5", "ratio": "1280:720", "duration": 5,
+                       "shots": [{"prompt_text": "waves"}]});
+    assert_eq!(costs(&h, "runway_video", &gen45).await, [Some(60.0)]);
+    sim.shutdown().await.expect("sim stops");
+}
+
+#[tokio::test]
+async fn components_without_the_costs_export_plan_without_estimates() {
+    let runtime = Runtime::new(RuntimeLimits::default(), BTreeMap::new()).expect("runtime");
+    let old = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/contract-1.0/kling-video.wasm");
+    let old = runtime
+        .load_file(&old)
+        .await
+        .expect("the 1.0.0 kling-video loads");
+    assert_eq!(
+        (old.contract.as_str(), old.features.costs),
+        ("1.0.0", false)
+    );
+    let got = costs(&old, "video", &kling_tests::video_payload()).await;
+    assert_eq!(got, [None, None, None]);
+
+    // The fixture binds only the core world (1.2.0): no extensions, no costs.
+    let fixture = runtime
+        .load_file(&kling_tests::built("fixture.wasm"))
+        .await
+        .expect("the fixture loads");
+    assert_eq!(fixture.contract, "1.2.0");
+    assert_eq!(fixture.features, super::Features::default());
+}
+
+#[test]
+fn only_finite_non_negative_estimates_of_the_right_length_are_kept() {
+    let kept = checked_estimates("h", vec![Some(1.5), None, Some(0.0)], 3);
+    assert_eq!(kept, [Some(1.5), None, Some(0.0)]);
+    let kept = checked_estimates(
+        "h",
+        vec![Some(-1.0), Some(f64::NAN), Some(f64::INFINITY), Some(2.0)],
+        4,
+    );
+    assert_eq!(kept, [None, None, None, Some(2.0)]);
+    assert_eq!(checked_estimates("h", vec![Some(1.0)], 2), [None, None]);
+    assert_eq!(checked_estimates("h", vec![Some(1.0); 3], 2), [None, None]);
+}
