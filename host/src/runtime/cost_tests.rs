@@ -102,3 +102,65 @@ fn only_finite_non_negative_estimates_of_the_right_length_are_kept() {
     assert_eq!(checked_estimates("h", vec![Some(1.0)], 2), [None, None]);
     assert_eq!(checked_estimates("h", vec![Some(1.0); 3], 2), [None, None]);
 }
+
+/// `POST /_sim/account` on the Kling simulator.
+async fn set_account(sim: &crate::sim::SimHandle, body: serde_json::Value) {
+    let answer = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+        .post(format!("{}/_sim/account", sim.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .expect("the simulator answers");
+    assert!(answer.status().is_success(), "{}", answer.status());
+}
+
+/// The real kling-video against the simulator's account controls: revoked credentials at
+/// submit and at poll are `account_refused`, an exhausted balance `account_exhausted`, each
+/// with Kling's code in the message, and the same units go through once restored.
+#[tokio::test]
+async fn kling_account_refusals_are_retried_with_the_account_codes() {
+    use crate::model::Outcome;
+    let sim = kling_tests::sim(SimOptions::default()).await;
+    let (video, _) = kling_tests::load(&sim, "SK").await;
+    let specs = kling_tests::specs(&video, "video", &kling_tests::video_payload()).await;
+    let unit = |id: &str, spec: &str| (kling_tests::unit(id, "video", "video", spec), false);
+    let code = |o: &Outcome| match o {
+        Outcome::RetryAfter { error, .. } => (error.code.clone(), error.message.clone()),
+        other => panic!("expected retry-after, got {other:?}"),
+    };
+
+    let first = kling_tests::tick(&video, &[unit("k0", &specs[0])]).await;
+    let Outcome::Accepted { job_id } = &first[0] else {
+        panic!("expected accepted, got {first:?}");
+    };
+    let mut running = kling_tests::unit("k0", "video", "video", &specs[0]);
+    running.provider_job_id = Some(job_id.clone());
+
+    set_account(&sim, json!({"revoked": true})).await;
+    let got = kling_tests::tick(&video, &[unit("k1", &specs[1]), (running.clone(), false)]).await;
+    for o in &got {
+        let (c, message) = code(o);
+        assert_eq!(c.as_deref(), Some("account_refused"));
+        assert!(message.starts_with("kling 1002: "), "{message}");
+    }
+    set_account(&sim, json!({"revoked": false, "balance": 6.5})).await;
+    // The pro 10 s shot needs 7 units.
+    let got = kling_tests::tick(&video, &[unit("k2", &specs[2])]).await;
+    let (c, message) = code(&got[0]);
+    assert_eq!(c.as_deref(), Some("account_exhausted"));
+    assert!(message.starts_with("kling 1102: "), "{message}");
+    let stats = sim.stats();
+    assert_eq!((stats.revoked_refusals, stats.balance_refusals), (2, 1));
+
+    set_account(&sim, json!({"balance": null})).await;
+    let got = kling_tests::tick(&video, &[unit("k2", &specs[2]), (running, false)]).await;
+    assert!(matches!(got[0], Outcome::Accepted { .. }), "{got:?}");
+    assert!(
+        matches!(got[1], Outcome::Running { .. } | Outcome::Succeeded { .. }),
+        "{got:?}"
+    );
+    sim.shutdown().await.expect("sim stops");
+}

@@ -296,8 +296,9 @@ impl Handler {
                     .map(|units| units.into_iter().map(convert::planned).collect())
                     .map_err(convert::plan_error)
             };
-        let Ok(mut units) = planned else {
-            return Ok(planned);
+        let mut units = match planned {
+            Ok(units) => units,
+            Err(refused) => return Ok(Err(refused)),
         };
         let estimates = self.estimate(task_type, &units).await;
         for (unit, cost) in units.iter_mut().zip(estimates) {

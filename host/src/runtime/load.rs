@@ -155,11 +155,9 @@ fn export_of<T: 'static>(
     interface: &str,
 ) -> Option<String> {
     let component = pre.component();
-    let engine = component.engine();
+    let ty = component.component_type();
     let prefix = format!("{interface}@");
-    component
-        .component_type()
-        .exports(engine)
+    ty.exports(component.engine())
         .map(|(name, _)| name)
         .find(|name| name.starts_with(&prefix) && major(name) == Some(ACCEPTED_MAJOR))
         .map(str::to_string)
