@@ -101,6 +101,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     let callback_key = CallbackKey::load(&store, clock.now_ms())
         .await
         .context("reading the callback key from the database")?;
+    seed_budgets(&config, &store, clock.now_ms()).await?;
     Ok(Services {
         config: Arc::new(config),
         tasks: crate::store::group_commit::TaskWriter::start(store.clone()),
@@ -119,8 +120,32 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         callback_key,
         metrics: metrics_handle(),
         capacity: Default::default(),
+        accounts: Default::default(),
         durations: Default::default(),
     })
+}
+
+/// Write `[tenants.NAME] budget` into the database, where every instance reads budgets from.
+/// A budget last set through the API is kept (`TaskStore::budget_set`).
+async fn seed_budgets(
+    config: &Config,
+    store: &crate::store::DynStore,
+    now: i64,
+) -> anyhow::Result<()> {
+    for (tenant, t) in &config.tenants {
+        let Some(b) = &t.budget else { continue };
+        store
+            .budget_set(&crate::store::Budget {
+                tenant: tenant.clone(),
+                limit: b.limit,
+                period_ms: b.period_ms(),
+                source: "config".into(),
+                updated_at: now,
+            })
+            .await
+            .with_context(|| format!("writing tenants.{tenant}.budget to the database"))?;
+    }
+    Ok(())
 }
 
 /// Build and run until `shutdown` resolves, listening on the configured address.

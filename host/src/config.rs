@@ -26,6 +26,7 @@ mod file;
 mod handler;
 mod limits;
 mod scheduler;
+mod tenants;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -36,9 +37,10 @@ pub use self::api::{
     RATE_LIMIT_BURST_DEFAULT, RATE_LIMIT_PER_SECOND_DEFAULT, RateLimit,
 };
 pub use self::file::parse_duration;
-pub use self::handler::{ApiKey, HandlerConfig, Secret};
+pub use self::handler::{Account, ApiKey, HandlerConfig, Secret};
 pub use self::limits::RuntimeLimits;
 pub use self::scheduler::SchedulerConfig;
+pub use self::tenants::{BudgetConfig, TenantConfig};
 pub use self::validate::check_tenant_name;
 pub use self::webhooks::WebhooksConfig;
 
@@ -151,6 +153,8 @@ pub struct Config {
     #[serde(deserialize_with = "handler::handlers")]
     pub handlers: BTreeMap<String, HandlerConfig>,
     pub api_keys: Vec<ApiKey>,
+    /// `[tenants.NAME]`: per-tenant settings (budgets).
+    pub tenants: BTreeMap<String, TenantConfig>,
     pub api: ApiConfig,
     pub webhooks: WebhooksConfig,
     pub max_body_bytes: usize,
@@ -179,6 +183,7 @@ impl Default for Config {
             pools: BTreeMap::new(),
             handlers: BTreeMap::new(),
             api_keys: Vec::new(),
+            tenants: BTreeMap::new(),
             api: ApiConfig::default(),
             webhooks: WebhooksConfig::default(),
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,

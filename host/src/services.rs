@@ -35,6 +35,9 @@ pub struct Services {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Each pool's adapted limit (adaptive capacity), kept by the scheduler, shown by the API.
     pub capacity: Arc<crate::scheduler::Capacity>,
+    /// Drained provider accounts (credentials refused, balance exhausted), kept by the
+    /// scheduler, shown by the API.
+    pub accounts: Arc<crate::scheduler::AccountHealth>,
     /// The provider's observed job durations (learned by ticks and callbacks) and each pool's
     /// next poll round.
     pub durations: Arc<crate::scheduler::durations::Durations>,

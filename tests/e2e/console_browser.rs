@@ -162,8 +162,10 @@ async fn hostile_task(run: &Run) -> String {
             spec: "{}".into(),
             state: "{}".into(),
             routes: None,
+            cost_estimate: None,
         }],
         now,
+        terms: Default::default(),
     };
     store
         .task_create(task)

@@ -4,8 +4,10 @@
 mod pg;
 mod support;
 
+mod accounts;
 mod adaptive_capacity;
 mod api_http;
+mod budgets;
 mod callbacks_auth;
 mod cancel_slots;
 mod check_cli;
@@ -14,6 +16,7 @@ mod console_browser;
 mod contract_1_0;
 mod core_flow;
 mod crash;
+mod deadlines;
 mod events_sse;
 mod fencing;
 mod finalize_trust;

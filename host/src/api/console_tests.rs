@@ -92,9 +92,11 @@ async fn seed(h: &Harness, tenant: &str, units: usize) -> (String, Vec<String>) 
                 spec: "{}".into(),
                 state: "{}".into(),
                 routes: None,
+                cost_estimate: None,
             })
             .collect(),
         now: NOW - 500_000,
+        terms: Default::default(),
     };
     if let Err(e) = h.store.task_create(task).await {
         panic!("seeding a task: {e}");

@@ -37,8 +37,10 @@ pub mod openapi;
 mod pools;
 mod task_create;
 mod task_eta;
+mod task_terms;
 mod task_view;
 mod tasks;
+mod tenants;
 mod timeline;
 
 #[cfg(test)]
@@ -84,6 +86,7 @@ fn routes() -> OpenApiRouter<Services> {
         // Not in the OpenAPI document yet: plain routes.
         .merge(console_api::router())
         .merge(pools::router())
+        .merge(tenants::router())
         .merge(handlers::router())
         .merge(health::router())
         .routes(utoipa_axum::routes!(openapi_json))

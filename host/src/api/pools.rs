@@ -40,6 +40,25 @@ pub struct PoolView {
     /// In a cluster (Redis configured): which scheduler drives the pool and how long it has
     /// gone without one between holders; `None` embedded, or when Redis could not be asked.
     pub lease: Option<crate::lease::LeaseView>,
+    /// The provider accounts the pool draws on (`[[handlers.NAME.accounts]]`); empty when its
+    /// handler has one implicit account. The pool's figures are their sums.
+    pub accounts: Vec<AccountView>,
+}
+
+/// One provider account's share of a pool.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AccountView {
+    pub name: String,
+    /// Its configured limit in this pool.
+    pub max_slots: u32,
+    /// The limit filled to now (adaptive capacity, per account).
+    pub effective_max_slots: u32,
+    /// Slots its units hold now; `None` when the slot store could not be asked.
+    pub used: Option<u32>,
+    /// `active`, or `drained`: no new submits (its in-flight units finish).
+    pub state: &'static str,
+    /// Why it is drained and when it is probed next.
+    pub drained: Option<crate::scheduler::Drain>,
 }
 
 /// List pools
@@ -70,18 +89,30 @@ async fn list(
             .map(|s| (s.as_str(), 0u64))
             .collect::<BTreeMap<_, _>>()
     };
+    let mut keys: BTreeMap<String, Vec<crate::scheduler::PoolAccount>> = BTreeMap::new();
     let mut pools: BTreeMap<String, PoolView> = limits
         .into_values()
         .map(|l| {
+            let effective: u32 = l
+                .accounts
+                .iter()
+                .map(|a| {
+                    services
+                        .capacity
+                        .effective(&a.slot_key(&l.name), a.max_slots)
+                })
+                .sum();
+            keys.insert(l.name.clone(), l.accounts.clone());
             let view = PoolView {
                 name: l.name.clone(),
                 max_slots: Some(l.max_slots),
-                effective_max_slots: Some(services.capacity.effective(&l.name, l.max_slots)),
+                effective_max_slots: Some(effective.min(l.max_slots)),
                 used: None,
                 units: empty(),
                 task_types: l.task_types,
                 handlers: l.handlers,
                 lease: None,
+                accounts: Vec::new(),
             };
             (l.name, view)
         })
@@ -96,20 +127,54 @@ async fn list(
             task_types: Vec::new(),
             handlers: Vec::new(),
             lease: None,
+            accounts: Vec::new(),
         });
         *view.units.entry(c.status.as_str()).or_default() += c.count;
     }
     for view in pools.values_mut() {
-        match services.slots.used(&view.name).await {
-            Ok(n) => view.used = Some(n),
-            Err(e) => tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed"),
+        let accounts = keys.remove(&view.name).unwrap_or_else(|| {
+            vec![crate::scheduler::PoolAccount {
+                name: None,
+                handler: None,
+                max_slots: 0,
+            }]
+        });
+        view.used = Some(0);
+        for a in &accounts {
+            let used = match services.slots.used(&a.slot_key(&view.name)).await {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed");
+                    None
+                }
+            };
+            view.used = view.used.zip(used).map(|(a, b)| a + b);
+            if let (Some(name), Some(handler)) = (&a.name, &a.handler) {
+                let drained = services.accounts.drain_of(handler, name);
+                view.accounts.push(AccountView {
+                    name: name.clone(),
+                    max_slots: a.max_slots,
+                    effective_max_slots: services
+                        .capacity
+                        .effective(&a.slot_key(&view.name), a.max_slots),
+                    used,
+                    state: if drained.is_some() {
+                        "drained"
+                    } else {
+                        "active"
+                    },
+                    drained,
+                });
+            }
         }
         if let Some(keys) = &services.keyspace {
             // The scheduler driving the pool may be another process: its figure counts.
-            if let (Some(max), Ok(Some(lowered))) = (
+            if let (Some(max), [account], Ok(Some(lowered))) = (
                 view.max_slots,
+                accounts.as_slice(),
                 crate::scheduler::shared_capacity(keys, &view.name).await,
-            ) {
+            ) && account.name.is_none()
+            {
                 view.effective_max_slots = Some(lowered.min(max));
             }
             match crate::lease::lease_view(keys, &view.name).await {

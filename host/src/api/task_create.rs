@@ -34,10 +34,20 @@ pub struct CreateRequest {
     pub idempotency_key: Option<String>,
     pub priority: i32,
     pub callback_url: Option<String>,
+    /// `deadline`, `start_by`, `deadline_policy` (see `task_terms.rs`).
+    pub terms: crate::store::TaskTerms,
 }
 
 /// The fields of a create's body ([`CreateBody`] documents them).
-pub const KNOWN_FIELDS: [&str; 4] = ["payload", "idempotency_key", "priority", "callback_url"];
+pub const KNOWN_FIELDS: [&str; 7] = [
+    "payload",
+    "idempotency_key",
+    "priority",
+    "callback_url",
+    "deadline",
+    "start_by",
+    "deadline_policy",
+];
 
 /// Parse and check the envelope, naming the offending field. Malformed JSON, unknown fields
 /// and wrong types are 400; values of the right type but out of range are 422.
@@ -57,7 +67,7 @@ pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
             unknown,
             format!(
                 "unknown field {unknown:?}; expected payload, idempotency_key, priority, \
-                 callback_url"
+                 callback_url, deadline, start_by, deadline_policy"
             ),
         ));
     }
@@ -76,6 +86,7 @@ pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
         idempotency_key: idempotency_key(&mut fields)?,
         priority: priority(&mut fields)?,
         callback_url: callback_url(&mut fields)?,
+        terms: super::task_terms::parse(&mut fields)?,
     })
 }
 
@@ -201,6 +212,28 @@ pub struct CreateBody {
     /// Where the task's completion webhook goes (a public `http`/`https` URL).
     #[schema(max_length = 2048, pattern = "^[hH][tT][tT][pP][sS]?://")]
     callback_url: Option<String>,
+    /// Complete by this time (RFC 3339). A unit whose projected completion (projected start
+    /// plus the provider's p95 duration) is later fails with `deadline_unreachable` before any
+    /// provider request, unless `deadline_policy` is `best_effort`. Earlier deadlines fill
+    /// first within a priority.
+    #[schema(format = DateTime)]
+    deadline: Option<String>,
+    /// Be submitted by this time (RFC 3339), under the same policy.
+    #[schema(format = DateTime)]
+    start_by: Option<String>,
+    /// `refuse` (default): fail units that cannot meet their terms before submitting them;
+    /// `best_effort`: run them anyway and record the decision in their events.
+    #[schema(value_type = Option<DeadlinePolicy>)]
+    deadline_policy: Option<String>,
+}
+
+/// What happens to a unit that cannot meet its deadline or start-by time.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // Read by the OpenAPI document, not by code.
+pub enum DeadlinePolicy {
+    Refuse,
+    BestEffort,
 }
 
 /// What a create answers.
@@ -260,6 +293,8 @@ pub async fn create(
         ApiError::NotFound(format!("no loaded handler serves task type {task_type:?}"))
     })?;
     let request = parse_request(&body)?;
+    let now = services.clock.now_ms();
+    super::task_terms::check_not_past(&request.terms, now)?;
     if let Some(url) = &request.callback_url {
         refuse_internal_target(url, services.config.webhooks.allow_private)?;
     }
@@ -330,7 +365,8 @@ pub async fn create(
         priority: request.priority,
         callback_url: request.callback_url,
         units,
-        now: services.clock.now_ms(),
+        now,
+        terms: request.terms,
     };
     let created = services
         .tasks
@@ -407,6 +443,7 @@ fn routed_unit(
         spec: p.spec,
         state: p.state,
         routes,
+        cost_estimate: p.cost,
     })
 }
 
@@ -468,6 +505,7 @@ mod tests {
                 idempotency_key: Some("k".into()),
                 priority: -1000,
                 callback_url: Some("https://example.com/hook".into()),
+                terms: Default::default(),
             }
         );
         let min = parse_request(br#"{"payload":{}}"#).expect("valid");

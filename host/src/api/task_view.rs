@@ -22,6 +22,9 @@ pub struct TaskView {
     /// Sum of the provider-reported costs, when any unit reported one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// Sum of the handler's cost estimates, when it gave any (contract 1.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_estimate: Option<f64>,
     /// The full unit records, when asked for with `?units=true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub units: Option<Vec<Unit>>,
@@ -62,6 +65,15 @@ pub struct TaskSummary {
     pub updated_at: i64,
     /// The tenant that owns the task (an admin's lists mix tenants).
     pub tenant: String,
+    /// Complete by this time (Unix ms), if the task asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<i64>,
+    /// Be submitted by this time (Unix ms), if the task asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_by: Option<i64>,
+    /// `refuse` or `best_effort`, when the task has a deadline or start-by time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_policy: Option<&'static str>,
 }
 
 /// `GET /v1/tasks`: a page of the tenant's tasks.
@@ -123,6 +135,13 @@ impl TaskSummary {
             created_at: task.created_at,
             updated_at: task.updated_at,
             tenant: task.tenant.clone(),
+            deadline_at: task.terms.deadline_at,
+            start_by: task.terms.start_by,
+            deadline_policy: (!task.terms.is_empty()).then_some(if task.terms.best_effort {
+                "best_effort"
+            } else {
+                "refuse"
+            }),
         }
     }
 }
@@ -147,11 +166,14 @@ impl TaskView {
             .filter_map(|c| c.trim().parse::<f64>().ok())
             .collect();
         let cost = (!costs.is_empty()).then(|| costs.iter().sum());
+        let estimates: Vec<f64> = units.iter().filter_map(|u| u.terms.cost_estimate).collect();
+        let cost_estimate = (!estimates.is_empty()).then(|| estimates.iter().sum());
         TaskView {
             summary,
             results,
             error,
             cost,
+            cost_estimate,
             units: with_units.then_some(units),
             queue_position: None,
             estimated_completion_at: None,
@@ -181,6 +203,23 @@ fn result_entry(unit: &Unit) -> Value {
             .clone()
             .map_or(Value::Null, Value::from),
     );
+    for (key, value) in [
+        ("account", unit.terms.account.clone().map(Value::from)),
+        ("cost_estimate", unit.terms.cost_estimate.map(Value::from)),
+        (
+            "wait_reason",
+            unit.terms
+                .wait_reason
+                .clone()
+                .filter(|_| unit.status == UnitStatus::Pending)
+                .map(Value::from),
+        ),
+    ] {
+        match value {
+            Some(v) => entry.insert(key.into(), v),
+            None => entry.remove(key),
+        };
+    }
     match &unit.error {
         Some(e) if unit.status == UnitStatus::Failed || !unit.status.is_terminal() => {
             entry.insert("error".into(), error_value(Some(e)));
@@ -233,6 +272,7 @@ mod tests {
             cost: None,
             cancel_requested_at: None,
             routes: None,
+            terms: Default::default(),
             created_at: 1,
             updated_at: 2,
         }
@@ -259,6 +299,7 @@ mod tests {
             created_at: 1,
             updated_at: 2,
             counts,
+            terms: Default::default(),
         }
     }
 

@@ -93,6 +93,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         callback_key: crate::callback_token::CallbackKey::random(),
         metrics: None,
         capacity: Default::default(),
+        accounts: Default::default(),
         durations: Default::default(),
         tasks: crate::store::group_commit::TaskWriter::start(store.clone()),
     };

@@ -109,9 +109,11 @@ impl Harness {
                     spec: "{}".into(),
                     state: "{}".into(),
                     routes: None,
+                    cost_estimate: None,
                 })
                 .collect(),
             now: 1_000_000,
+            terms: Default::default(),
         };
         if let Err(e) = self.store.task_create(task).await {
             panic!("seeding a task: {e}");
@@ -474,6 +476,7 @@ async fn metrics_render_in_prometheus_text() {
         keyspace: None,
         metrics: Some(handle),
         capacity: Default::default(),
+        accounts: Default::default(),
         ..h.services.clone()
     };
     let app = router(services);

@@ -369,9 +369,11 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
                 spec: "{}".into(),
                 state: "{}".into(),
                 routes: None,
+                cost_estimate: None,
             })
             .collect(),
         now: 1_000_000,
+        terms: Default::default(),
     };
     match h.store.task_create(task).await {
         Err(crate::store::StoreError::Unavailable(reason)) => reason,

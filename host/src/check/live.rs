@@ -120,9 +120,12 @@ pub async fn redis(
 ) -> anyhow::Result<Vec<Finding>> {
     let keys = Keyspace::new(url, prefix)?;
     let mut conn = keys.conn().await.context("connecting to Redis")?;
-    let mut submitted: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    // One slot set per pool and account (`pool@account`; the pool's own for the implicit one).
+    let mut submitted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for u in &snap.units {
-        let set = submitted.entry(u.pool.as_str()).or_default();
+        let set = submitted
+            .entry(crate::scheduler::slot_key(&u.pool, u.account.as_deref()))
+            .or_default();
         if u.status == "submitted" {
             set.insert(u.id.clone());
         }

@@ -96,6 +96,8 @@ pub struct UnitRow {
     pub lease_owner: Option<String>,
     pub lease_until: Option<i64>,
     pub result: Option<String>,
+    /// The provider account of its latest submit marker (`None`: the implicit account).
+    pub account: Option<String>,
 }
 
 /// One row of the event log.

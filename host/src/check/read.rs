@@ -12,11 +12,11 @@ use super::{EventRow, Snapshot, UnitRow};
 
 const TASKS_SQL: &str = "SELECT id FROM tasks ORDER BY seq";
 const UNITS_SQL: &str = "SELECT id, task_id, CAST(idx AS BIGINT) AS idx, pool, stage, status, \
-     provider_job_id, lease_owner, CAST(lease_until AS BIGINT) AS lease_until, result \
+     provider_job_id, lease_owner, CAST(lease_until AS BIGINT) AS lease_until, result, account \
      FROM units ORDER BY task_id, idx";
 const EVENTS_SQL: &str = "SELECT CAST(id AS BIGINT) AS id, unit_id, from_status, to_status, \
      detail FROM unit_events ORDER BY unit_id, id";
-const SUBMITTED_SQL: &str = "SELECT id, pool FROM units WHERE status = 'submitted'";
+const SUBMITTED_SQL: &str = "SELECT id, pool, account FROM units WHERE status = 'submitted'";
 const FENCES_SQL: &str = "SELECT pool, CAST(token AS BIGINT) AS token FROM pool_fences";
 
 /// Rows of both backends decode the same way; this macro runs one closure body per backend
@@ -59,18 +59,20 @@ pub async fn snapshot(url: &str) -> anyhow::Result<Snapshot> {
 }
 
 /// The ids of `pool`'s `submitted` units now (a second look after a difference).
-pub async fn submitted_ids(url: &str, pool: &str) -> anyhow::Result<BTreeSet<String>> {
+pub async fn submitted_ids(url: &str, slot_key: &str) -> anyhow::Result<BTreeSet<String>> {
     let mut conn = connect(url)
         .await
         .with_context(|| format!("connecting to {}", crate::redact::redact_url(url)))?;
-    let rows: Vec<(String, String)> = rows!(&mut conn, SUBMITTED_SQL, |r| Ok::<_, sqlx::Error>((
-        r.try_get::<String, _>("id")?,
-        r.try_get::<String, _>("pool")?
-    )));
+    let rows: Vec<(String, String, Option<String>)> =
+        rows!(&mut conn, SUBMITTED_SQL, |r| Ok::<_, sqlx::Error>((
+            r.try_get::<String, _>("id")?,
+            r.try_get::<String, _>("pool")?,
+            r.try_get::<Option<String>, _>("account")?
+        )));
     Ok(rows
         .into_iter()
-        .filter(|(_, p)| p == pool)
-        .map(|(id, _)| id)
+        .filter(|(_, p, a)| crate::scheduler::slot_key(p, a.as_deref()) == slot_key)
+        .map(|(id, ..)| id)
         .collect())
 }
 
@@ -114,6 +116,7 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         lease_owner: r.try_get("lease_owner")?,
         lease_until: r.try_get("lease_until")?,
         result: r.try_get("result")?,
+        account: r.try_get("account")?,
     }));
     let events: Vec<(String, EventRow)> = rows!(conn, EVENTS_SQL, |r| Ok::<_, sqlx::Error>((
         r.try_get::<String, _>("unit_id")?,

@@ -65,7 +65,17 @@ fn resolve_env_refs(
                 continue;
             };
             for (k, v) in section.iter_mut() {
-                if !HOST_KEYS.contains(&k.as_str()) {
+                if k == "accounts" {
+                    // `[[handlers.NAME.accounts]]`: each account's settings may be secrets too.
+                    for (i, account) in v.as_array_mut().into_iter().flatten().enumerate() {
+                        for (ak, av) in account.as_table_mut().into_iter().flatten() {
+                            if !HOST_KEYS.contains(&ak.as_str()) {
+                                let key = format!("handlers.{name}.accounts[{i}].{ak}");
+                                resolve_env_ref(&key, av, env)?;
+                            }
+                        }
+                    }
+                } else if !HOST_KEYS.contains(&k.as_str()) {
                     resolve_env_ref(&format!("handlers.{name}.{k}"), v, env)?;
                 }
             }

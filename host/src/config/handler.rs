@@ -90,6 +90,110 @@ pub struct HandlerConfig {
     /// `record = "DIR"`: append every call's provider exchanges (redacted) to
     /// `DIR/<handler>.jsonl`, for `slotd plugin replay`.
     pub record: Option<std::path::PathBuf>,
+    /// `[[handlers.NAME.accounts]]`: the provider accounts its pools draw on. Empty: one
+    /// implicit account, the section itself.
+    pub accounts: Vec<Account>,
+}
+
+/// One provider account of a handler: its name, its limit in each of the handler's pools, and
+/// its settings (the handler's, overridden by the account's own).
+#[derive(Clone, Debug)]
+pub struct Account {
+    pub name: String,
+    pub max_slots: u32,
+    /// The handler's settings, secrets and hosts with this account's on top.
+    pub config: std::sync::Arc<HandlerConfig>,
+}
+
+/// Account names: what may follow `@` in a slot key and appear in URLs and metrics labels.
+fn valid_account_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl HandlerConfig {
+    /// The settings a call for units of `account` runs with: that account's, or the section's
+    /// own for the implicit account (and for an account no longer configured, whose units
+    /// finish on the section's settings).
+    pub fn for_account(self: &std::sync::Arc<Self>, account: Option<&str>) -> std::sync::Arc<Self> {
+        account
+            .and_then(|a| self.accounts.iter().find(|x| x.name == a))
+            .map_or_else(|| self.clone(), |a| a.config.clone())
+    }
+
+    /// Set the accounts from `[[handlers.NAME.accounts]]` tables (as the file gives them, each
+    /// merged over this section): for configurations built in code.
+    pub fn set_accounts(&mut self, name: &str, accounts: &toml::Value) -> anyhow::Result<()> {
+        self.accounts = self.read_accounts(name, accounts)?;
+        Ok(())
+    }
+
+    /// `[[handlers.NAME.accounts]]` entries, each merged over the section.
+    fn read_accounts(&self, name: &str, value: &toml::Value) -> anyhow::Result<Vec<Account>> {
+        let list = value.as_array().with_context(|| {
+            format!("handlers.{name}.accounts: expected [[handlers.{name}.accounts]] tables")
+        })?;
+        let mut out: Vec<Account> = Vec::with_capacity(list.len());
+        for (i, entry) in list.iter().enumerate() {
+            let at = format!("handlers.{name}.accounts[{i}]");
+            let table = entry
+                .as_table()
+                .with_context(|| format!("{at}: expected a table with name and max_slots"))?;
+            let account = table
+                .get("name")
+                .and_then(toml::Value::as_str)
+                .with_context(|| format!("{at}.name: required, a string"))?;
+            if !valid_account_name(account) {
+                bail!(
+                    "{at}.name: {account:?} is not an account name (1 to 64 letters, digits,                      '-' or '_')"
+                );
+            }
+            if out.iter().any(|a| a.name == account) {
+                bail!("{at}.name: account {account:?} is named twice in handlers.{name}");
+            }
+            let max_slots = table
+                .get("max_slots")
+                .and_then(toml::Value::as_integer)
+                .with_context(|| format!("{at}.max_slots: required, a whole number"))?;
+            let max_slots = u32::try_from(max_slots)
+                .ok()
+                .filter(|m| *m >= 1)
+                .with_context(|| {
+                    format!("{at}.max_slots: {max_slots} is not a slot count (1 or more)")
+                })?;
+            let mut own = table.clone();
+            own.remove("name");
+            own.remove("max_slots");
+            for pin in ["file", "sha256", "record", "accounts"] {
+                if own.contains_key(pin) {
+                    bail!("{at}.{pin}: belongs to the handler's section, not to an account");
+                }
+            }
+            let mine = HandlerConfig::from_table(&format!("{name}.accounts[{i}]"), &own)?;
+            let mut merged = self.clone();
+            merged.accounts = Vec::new();
+            // `config.get("account")` names the account a call runs for.
+            merged
+                .settings
+                .insert("account".into(), account.to_string());
+            merged.settings.extend(mine.settings);
+            merged.secrets.extend(mine.secrets);
+            for h in mine.allowed_hosts {
+                if !merged.allowed_hosts.contains(&h) {
+                    merged.allowed_hosts.push(h);
+                }
+            }
+            out.push(Account {
+                name: account.to_string(),
+                max_slots,
+                config: std::sync::Arc::new(merged),
+            });
+        }
+        Ok(out)
+    }
 }
 
 impl HandlerConfig {
@@ -133,6 +237,8 @@ impl HandlerConfig {
                     .with_context(|| format!("{key}: expected a string"))
             };
             match k.as_str() {
+                // Read last, over the whole section.
+                "accounts" => {}
                 "allowed_hosts" => out.allowed_hosts = allowed_hosts(&key, v)?,
                 "record" => {
                     let dir = v
@@ -154,6 +260,9 @@ impl HandlerConfig {
                     }
                 }
             }
+        }
+        if let Some(accounts) = table.get("accounts") {
+            out.accounts = out.read_accounts(name, accounts)?;
         }
         Ok(out)
     }

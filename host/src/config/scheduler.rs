@@ -17,6 +17,9 @@ use super::{
 /// while a download streams, and a shorter one would be a busy loop.
 const SCALED_FINALIZE_LEASE_MIN: Duration = Duration::from_millis(500);
 
+/// A drained account's first rest before a probe.
+pub const ACCOUNT_PROBE_DEFAULT: Duration = Duration::from_secs(30);
+
 /// The tick loop and its policies. The file's `[scheduler]` keys are these fields' names.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -61,6 +64,11 @@ pub struct SchedulerConfig {
     /// Finalization attempts before giving up: the unit then stays `succeeded` with the
     /// reason, until `POST /v1/tasks/{id}/retry` finalizes it again.
     pub finalize_attempts: u32,
+    /// How long a drained provider account (credentials refused, balance exhausted) rests
+    /// before one unit is submitted to it as a probe; doubled after each refused probe, up to
+    /// twenty times this.
+    #[serde(deserialize_with = "file::duration")]
+    pub account_probe: Duration,
     /// A pool lease's lifetime (with Redis): renewed every third of it; a dead scheduler's
     /// pools are taken over within one lease period (a stopped one's at once).
     #[serde(deserialize_with = "file::duration")]
@@ -95,6 +103,7 @@ impl Default for SchedulerConfig {
             finalize_concurrency: FINALIZE_CONCURRENCY_DEFAULT,
             finalize_lease: FINALIZE_LEASE_DEFAULT,
             finalize_attempts: FINALIZE_ATTEMPTS_DEFAULT,
+            account_probe: ACCOUNT_PROBE_DEFAULT,
             lease_ttl: LEASE_TTL_DEFAULT,
             artifact_max_bytes: ARTIFACT_MAX_BYTES_DEFAULT,
             artifact_timeout: ARTIFACT_TIMEOUT_DEFAULT,
@@ -109,7 +118,8 @@ type Field = fn(&mut SchedulerConfig) -> &mut Duration;
 /// The timings that follow the tick interval, by their file key (`[scheduler]`). Scaled from
 /// their defaults by the tick's ratio to [`TICK_INTERVAL_DEFAULT`], so a 50 ms tick keeps the
 /// seed's rhythm: 10 ms rests, 25 ms → 150 ms polls.
-pub(super) const TICK_SCALED: [(&str, Field); 7] = [
+pub(super) const TICK_SCALED: [(&str, Field); 8] = [
+    ("account_probe", |s| &mut s.account_probe),
     ("min_rest", |s| &mut s.min_rest),
     ("poll_initial", |s| &mut s.poll_initial),
     ("poll_max", |s| &mut s.poll_max),

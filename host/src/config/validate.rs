@@ -23,6 +23,12 @@ impl Config {
             }
             check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
         }
+        for (name, t) in &self.tenants {
+            check_tenant_name(&format!("tenants.{name}"), name)?;
+            if let Some(b) = &t.budget {
+                b.check(&format!("tenants.{name}.budget"))?;
+            }
+        }
         self.api.validate()?;
         self.webhooks.validate()?;
         if let Some(u) = &self.public_url {

@@ -1,10 +1,11 @@
 //! `slotd demo`: slotd's main job, end to end, on one machine with nothing to install.
 //!
-//! Starts the Kling simulator (one account, 20 concurrent tasks, time compressed), an embedded
+//! Starts the Kling simulator (two accounts: 20 and 10 concurrent tasks, time compressed), an embedded
 //! slotd (SQLite, in-process slots, local object store) with the Kling handlers, submits a
 //! realistic mix from several tenants (a long video task, short ones, avatar clones), shows
 //! live progress per task and per pool, and ends with a summary measured against the ideal.
 
+mod accounts;
 pub mod report;
 mod runway;
 
@@ -82,8 +83,7 @@ fn demo_config(
     c.public_url = public;
     // The seed's timings, compressed like the provider's.
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * opts.time_scale));
-    c.pools
-        .insert("kling:video".into(), PoolConfig { max_slots: 18 });
+    // kling:video's capacity is its accounts' (see `accounts.rs`).
     c.pools
         .insert("kling:avatar".into(), PoolConfig { max_slots: 2 });
     for name in ["kling-video", "kling-avatar"] {
@@ -233,6 +233,8 @@ async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> anyhow::Res
 pub struct DemoOutcome {
     pub tasks: Vec<Value>,
     pub runway: crate::sim_runway::RunwayStats,
+    /// What the backup Kling account's simulator saw.
+    pub backup: crate::sim::SimStats,
 }
 
 /// Run the demo until every task is done (or `stop` resolves), then print the summary.
@@ -258,12 +260,14 @@ pub async fn run(
         ..SimOptions::default()
     })
     .await?;
+    let backup = accounts::start_backup(opts.time_scale, opts.seed, opts.failure_rate).await?;
     let runway_sim = runway::start(opts.time_scale, opts.seed).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let base = format!("http://{addr}");
     let public = (!opts.no_callbacks).then(|| base.clone());
     let mut config = demo_config(&opts, &sim, plugins, public);
+    accounts::configure(&mut config, &backup)?;
     runway::configure(&mut config, &runway_sim, opts.time_scale);
     let services = crate::app::build(config).await?;
     let objects_root = services.objects.local_root.clone();
@@ -291,7 +295,15 @@ pub async fn run(
         runway::SLOTS_PER_MODEL
     );
     println!(
-        "pools: kling:video 18 slots, kling:avatar 2 slots; {}\n",
+        "backup Kling account at {} ({} concurrent)",
+        backup.base_url(),
+        accounts::BACKUP_SLOTS
+    );
+    println!(
+        "pools: kling:video {} slots on two accounts ({} main + {} backup), kling:avatar 2 slots; {}\n",
+        accounts::MAIN_VIDEO_SLOTS + accounts::BACKUP_SLOTS,
+        accounts::MAIN_VIDEO_SLOTS,
+        accounts::BACKUP_SLOTS,
         if opts.no_callbacks {
             "polling only"
         } else {
@@ -394,38 +406,57 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(if tty { 250 } else { 1000 })).await;
     };
     let makespan = started.elapsed();
+    let mut usage = Vec::new();
+    for (tenant, _) in TENANTS {
+        usage.push(
+            get_json(
+                &client,
+                &format!("{base}/v1/tenants/{tenant}/usage"),
+                OPS_KEY,
+            )
+            .await?,
+        );
+    }
     summary(
         &opts,
-        &sim,
+        [&sim, &backup],
         &tasks,
         &views,
         makespan,
         objects_root.as_deref(),
     );
+    let backup_stats = backup.stats();
+    accounts::print(&sim.stats(), &backup_stats, &usage);
     let runway_stats = runway_sim.stats();
     println!("{}", runway::summary(&runway_stats));
     token.cancel();
     server.await.context("slotd task")??;
     sim.shutdown().await?;
+    backup.shutdown().await?;
     runway_sim.shutdown().await?;
     Ok(DemoOutcome {
         tasks: views,
         runway: runway_stats,
+        backup: backup_stats,
     })
 }
 
 fn summary(
     opts: &DemoOptions,
-    sim: &SimHandle,
+    [sim, backup]: [&SimHandle; 2],
     tasks: &[Submitted],
     views: &[Value],
     makespan: Duration,
     objects: Option<&Path>,
 ) {
-    let stats = sim.stats();
-    let jobs = sim.jobs();
+    let stats = accounts::combined(&sim.stats(), &backup.stats());
+    let mut jobs = sim.jobs();
+    jobs.extend(backup.jobs());
     let slots = BTreeMap::from([
-        ("kling:video".to_string(), 18u32),
+        (
+            "kling:video".to_string(),
+            accounts::MAIN_VIDEO_SLOTS + accounts::BACKUP_SLOTS,
+        ),
         ("kling:avatar".to_string(), 2u32),
     ]);
     let figures = report::pool_figures(&jobs, &slots);
@@ -473,8 +504,8 @@ fn summary(
         stats.callbacks_sent
     );
     println!(
-        "1303 refusals: {} | most provider jobs at once: {} of 20 | validation refusals: {} | auth refusals: {}",
-        stats.rate_limited_1303, stats.max_running, stats.validation_refusals, stats.auth_refusals
+        "1303 refusals: {} | validation refusals: {} | auth refusals: {}",
+        stats.rate_limited_1303, stats.validation_refusals, stats.auth_refusals
     );
     let mut failures = Vec::new();
     for (t, v) in tasks.iter().zip(views) {
@@ -536,5 +567,18 @@ mod tests {
                 m.max_held_seen
             );
         }
+        // The backup Kling account took video work, within its own limit.
+        assert!(outcome.backup.creates > 0, "the backup account was used");
+        assert!(outcome.backup.max_running <= accounts::BACKUP_SLOTS);
+        let on_backup = outcome
+            .tasks
+            .iter()
+            .flat_map(|t| t["results"].as_array().cloned().unwrap_or_default())
+            .filter(|r| r["account"] == "backup")
+            .count();
+        assert_eq!(
+            on_backup as u64, outcome.backup.creates,
+            "units name their account"
+        );
     }
 }

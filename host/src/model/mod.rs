@@ -12,4 +12,4 @@ pub use change::{
 };
 pub use status::{UnitStatus, UnknownStatus};
 pub use task::{TaskStatus, UnitCounts};
-pub use unit::{FINALIZE_PARKED_AT, Unit, idempotency_key};
+pub use unit::{FINALIZE_PARKED_AT, NO_DEADLINE, Unit, UnitTerms, idempotency_key};

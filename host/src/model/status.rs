@@ -88,6 +88,8 @@ impl UnitStatus {
             // Any non-terminal unit can be cancelled.
             (from, Cancelled) => !from.is_terminal(),
             (Pending, Pending | Submitted) => true,
+            // A deadline that cannot be met fails the unit before any submit (issue 14).
+            (Pending, Failed) => true,
             // Back to pending: capacity rejected, retryable submit error, next stage.
             (Submitted, Pending | Submitted | Succeeded | Failed) => true,
             // Succeeded -> succeeded: a retry makes a unit whose finalization gave up due again.
@@ -132,6 +134,7 @@ mod tests {
     const LEGAL: &[(UnitStatus, UnitStatus)] = &[
         (Pending, Pending),
         (Pending, Submitted),
+        (Pending, Failed),
         (Pending, Cancelled),
         (Submitted, Pending),
         (Submitted, Submitted),

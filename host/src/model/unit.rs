@@ -47,9 +47,36 @@ pub struct Unit {
     /// Pools chosen by the handler's `plan-routed` (contract 1.1), as a JSON object
     /// `{"stage": "pool"}`; stages not named use their default pool.
     pub routes: Option<String>,
+    /// Accounts, deadlines, cost and why it waits (issue 14).
+    #[serde(flatten)]
+    pub terms: UnitTerms,
     pub created_at: i64,
     pub updated_at: i64,
 }
+
+/// What issue 14 added to a unit: the provider account it was marked submitted on, its task's
+/// deadline terms (copied so the fill order stays one indexed query), the handler's estimate of
+/// its cost, and why it is waiting when it is due but not filled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct UnitTerms {
+    /// The account of the unit's latest submit marker (`None`: the handler's implicit
+    /// account, or never submitted).
+    pub account: Option<String>,
+    /// Complete by this time (Unix ms), if the task asked for it.
+    pub deadline_at: Option<i64>,
+    /// Be submitted by this time (Unix ms), if the task asked for it.
+    pub start_by: Option<i64>,
+    /// `deadline_policy: best_effort`: an unreachable deadline is recorded, not enforced.
+    pub best_effort: bool,
+    /// The handler's estimate of the unit's cost, in the provider's unit (contract 1.2).
+    pub cost_estimate: Option<f64>,
+    /// Why a due `pending` unit is not being filled (`budget`), if it is held back.
+    pub wait_reason: Option<String>,
+}
+
+/// `units.deadline_at` for "no deadline": the largest BIGINT, so one ascending index orders
+/// deadlines on both databases.
+pub const NO_DEADLINE: i64 = i64::MAX;
 
 /// `next_at` of a `succeeded` unit whose finalization gave up (its attempts spent): never due,
 /// so no finalizer claims it until an explicit retry makes it due again. It keeps its provider

@@ -76,12 +76,20 @@ enum Failure {
 /// Run one guest call: fresh store, instantiate, call, all under the wall deadline. The body
 /// gets the instance bindings and the store.
 macro_rules! guest_call {
-    ($self:ident, $function:literal, |$bindings:ident, $store:ident| $call:expr) => {{
+    ($self:ident, $function:literal, |$bindings:ident, $store:ident| $call:expr) => {
+        guest_call!(
+            $self,
+            $function,
+            config = &$self.config,
+            |$bindings, $store| $call
+        )
+    };
+    ($self:ident, $function:literal, config = $config:expr, |$bindings:ident, $store:ident| $call:expr) => {{
         let started = Instant::now();
         let deadline = $self.shared.limits.call_deadline;
         let mut store = $self
             .shared
-            .new_store(&$self.name, &$self.config, started + deadline);
+            .new_store(&$self.name, $config, started + deadline);
         let answer = tokio::time::timeout(deadline, async {
             let $bindings = $self
                 .pre
@@ -100,12 +108,21 @@ macro_rules! guest_call {
 /// [`guest_call!`] for a function of the `extensions` export: the body gets the loaded
 /// `extensions::Guest` and the store. Only called when `self.ext` is set.
 macro_rules! ext_call {
-    ($self:ident, $ext:ident, $function:literal, |$guest:ident, $store:ident| $call:expr) => {{
+    ($self:ident, $ext:ident, $function:literal, |$guest:ident, $store:ident| $call:expr) => {
+        ext_call!(
+            $self,
+            $ext,
+            $function,
+            config = &$self.config,
+            |$guest, $store| $call
+        )
+    };
+    ($self:ident, $ext:ident, $function:literal, config = $config:expr, |$guest:ident, $store:ident| $call:expr) => {{
         let started = Instant::now();
         let deadline = $self.shared.limits.call_deadline;
         let mut store = $self
             .shared
-            .new_store(&$self.name, &$self.config, started + deadline);
+            .new_store(&$self.name, $config, started + deadline);
         let answer = tokio::time::timeout(deadline, async {
             let instance = $self
                 .pre
@@ -253,9 +270,10 @@ impl Handler {
         units: &[BatchUnit],
     ) -> Option<Result<Vec<CancelChange>, HandlerFault>> {
         let ext = self.ext.as_ref().filter(|_| self.features.cancel)?;
+        let config = self.config.for_account(ctx.account.as_deref());
         let ctx = convert::context(ctx);
         let units = convert::batch(units);
-        let (answer, taken) = ext_call!(self, ext, "cancel", |g, store| g
+        let (answer, taken) = ext_call!(self, ext, "cancel", config = &config, |g, store| g
             .call_cancel(store, &ctx, &units));
         self.record(
             "cancel",
@@ -337,9 +355,10 @@ impl Handler {
         ctx: &TickContext,
         batch: &[BatchUnit],
     ) -> Result<Vec<Change>, HandlerFault> {
+        let config = self.config.for_account(ctx.account.as_deref());
         let ctx = convert::context(ctx);
         let batch = convert::batch(batch);
-        let (answer, taken) = guest_call!(self, "tick", |b, store| b
+        let (answer, taken) = guest_call!(self, "tick", config = &config, |b, store| b
             .slotd_handler_handler()
             .call_tick(store, &ctx, &batch));
         self.record(
@@ -358,9 +377,10 @@ impl Handler {
         ctx: &TickContext,
         unit: &Unit,
     ) -> Result<Finalized, HandlerFault> {
+        let config = self.config.for_account(unit.terms.account.as_deref());
         let ctx = convert::context(ctx);
         let unit = convert::unit(unit, false);
-        let (answer, taken) = guest_call!(self, "finalize", |b, store| b
+        let (answer, taken) = guest_call!(self, "finalize", config = &config, |b, store| b
             .slotd_handler_handler()
             .call_finalize(store, &ctx, &unit));
         self.record(

@@ -130,6 +130,7 @@ pub(super) fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        terms: Default::default(),
         created_at: now,
         updated_at: now,
     }
@@ -140,6 +141,7 @@ pub(super) fn ctx() -> TickContext {
         pool: "kling".into(),
         now_ms: now_ms(),
         callback_url: None,
+        account: None,
     }
 }
 

@@ -138,6 +138,9 @@ pub struct TickContext {
     pub pool: String,
     pub now_ms: u64,
     pub callback_url: Option<String>,
+    /// The provider account the batch's units are submitted on (`None`: the implicit one):
+    /// the call's `config` and `signing` read that account's settings and secrets.
+    pub account: Option<String>,
 }
 
 /// A unit in a tick batch.

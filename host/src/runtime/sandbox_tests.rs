@@ -56,6 +56,7 @@ fn unit(spec: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        terms: Default::default(),
         created_at: 0,
         updated_at: 0,
     }
@@ -72,6 +73,7 @@ async fn tick(handler: &Handler, payload: serde_json::Value) -> Result<Outcome, 
         pool: "fixture".into(),
         now_ms: 1,
         callback_url: None,
+        account: None,
     };
     let batch = [BatchUnit {
         unit: unit(&planned[0].spec),

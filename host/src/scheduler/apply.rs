@@ -37,6 +37,12 @@ pub struct Planned {
     /// Indexes into `updates` of units that stay `submitted` with an ordinary poll scheduled
     /// (a new job, or "still running"): the ones a poll round may reschedule.
     pub polling: Vec<usize>,
+    /// The first error that named the account rather than the job (`account_refused`,
+    /// `account_exhausted`): (code, message). See `accounts.rs`.
+    pub account_error: Option<(String, String)>,
+    /// Legal changes in which the provider answered normally (anything but an account error
+    /// or a transient error): the account works.
+    pub answered: usize,
 }
 
 pub(super) fn error_json(e: &ProviderError) -> String {
@@ -52,6 +58,20 @@ pub fn plan_updates(
     cfg: &SchedulerConfig,
     handler: &HandlerInfo,
     units: &[&Unit],
+    changes: Vec<Change>,
+    now: i64,
+) -> Planned {
+    plan_updates_in(cfg, handler, units, &HashSet::new(), changes, now)
+}
+
+/// [`plan_updates`] knowing which units of the batch were handed over `in-doubt` (their
+/// submit may have created a job): an account error leaves those `submitted`, to be looked
+/// up again on the same account, where a fresh submit goes back to `pending`.
+pub fn plan_updates_in(
+    cfg: &SchedulerConfig,
+    handler: &HandlerInfo,
+    units: &[&Unit],
+    in_doubt: &HashSet<&str>,
     changes: Vec<Change>,
     now: i64,
 ) -> Planned {
@@ -93,10 +113,26 @@ pub fn plan_updates(
             });
             continue;
         }
-        match change.outcome {
+        match &change.outcome {
             Outcome::CapacityRejected { .. } => out.capacity_rejected += 1,
             Outcome::Accepted { .. } => out.accepted += 1,
             _ => {}
+        }
+        if let Some(error) = account_error(&change.outcome) {
+            if out.account_error.is_none() {
+                out.account_error = Some((
+                    error.code.clone().unwrap_or_default(),
+                    error.message.clone(),
+                ));
+            }
+            let mut update =
+                account_update(cfg, unit, &change, in_doubt.contains(unit.id.as_str()), now);
+            honour_cancel(unit, &mut update);
+            out.updates.push(update);
+            continue;
+        }
+        if !matches!(change.outcome, Outcome::RetryAfter { .. }) {
+            out.answered += 1;
         }
         let polling = match &change.outcome {
             Outcome::Running { .. } => true,
@@ -111,6 +147,58 @@ pub fn plan_updates(
         out.updates.push(update);
     }
     out
+}
+
+/// The error of an outcome that names the account, not the job (see `accounts.rs`).
+fn account_error(outcome: &Outcome) -> Option<&ProviderError> {
+    match outcome {
+        Outcome::RetryAfter { error, .. } | Outcome::Fail { error }
+            if super::accounts::is_account_code(error.code.as_deref()) =>
+        {
+            Some(error)
+        }
+        _ => None,
+    }
+}
+
+/// The update for a change that says the provider refused the unit's account: no retry budget
+/// spent. A fresh submit (no job id, not in doubt) goes back to `pending` at once, for another
+/// account; a unit with a job (or in doubt: its job may exist on this account) stays
+/// `submitted` and is asked again after the retry backoff.
+fn account_update(
+    cfg: &SchedulerConfig,
+    unit: &Unit,
+    change: &Change,
+    in_doubt: bool,
+    now: i64,
+) -> UnitUpdate {
+    let mut u = base(unit, change);
+    let (after_ms, error) = match &change.outcome {
+        Outcome::RetryAfter { after_ms, error } => (*after_ms, error),
+        Outcome::Fail { error } => (None, error),
+        _ => return u,
+    };
+    let account = unit.terms.account.as_deref().unwrap_or("(implicit)");
+    u.error = Field::Set(error_json(error));
+    if unit.provider_job_id.is_none() && !in_doubt {
+        u.to = Some(UnitStatus::Pending);
+        u.submitted_at = Field::Clear;
+        u.next_at = Some(now);
+        u.detail = Some(format!(
+            "account {account} refused ({}: {}); back to pending, no retry budget spent",
+            error.code.as_deref().unwrap_or(""),
+            error.message
+        ));
+    } else {
+        u.to = Some(UnitStatus::Submitted);
+        u.next_at = Some(now + retry_delay_ms(cfg, 1, after_ms));
+        u.detail = Some(format!(
+            "account {account} refused ({}: {}); asked again later, no retry budget spent",
+            error.code.as_deref().unwrap_or(""),
+            error.message
+        ));
+    }
+    u
 }
 
 /// The cancel rule, shared by every path that plans a unit's update (tick, callback, fault):

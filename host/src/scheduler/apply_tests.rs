@@ -50,6 +50,7 @@ pub(crate) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        terms: Default::default(),
         created_at: 0,
         updated_at: 0,
     }

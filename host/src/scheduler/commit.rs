@@ -34,6 +34,8 @@ pub(crate) struct Committed {
 pub(crate) struct Origin<'a> {
     pub task_id: &'a str,
     pub pool: &'a str,
+    /// The account whose slot it holds (`None`: the pool's implicit account).
+    pub account: Option<&'a str>,
 }
 
 impl<'a> From<&'a Unit> for Origin<'a> {
@@ -41,6 +43,7 @@ impl<'a> From<&'a Unit> for Origin<'a> {
         Origin {
             task_id: &u.task_id,
             pool: &u.pool,
+            account: u.terms.account.as_deref(),
         }
     }
 }
@@ -65,7 +68,7 @@ pub(crate) async fn commit(
     }
     let applied: HashSet<&str> = written.applied.iter().map(String::as_str).collect();
     let mut tasks: HashSet<&str> = HashSet::new();
-    let mut leaving: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut leaving: BTreeMap<(&str, Option<&str>), Vec<String>> = BTreeMap::new();
     for u in updates
         .iter()
         .filter(|u| applied.contains(u.unit_id.as_str()))
@@ -84,13 +87,19 @@ pub(crate) async fn commit(
             && to != UnitStatus::Submitted
             && let Some(o) = origin
         {
-            leaving.entry(o.pool).or_default().push(u.unit_id.clone());
+            leaving
+                .entry((o.pool, o.account))
+                .or_default()
+                .push(u.unit_id.clone());
         }
     }
     services.hot.invalidate(tasks).await;
-    for (pool, ids) in leaving {
+    for ((pool, account), ids) in leaving {
         done.released += ids.len();
-        services.slots.release(pool, &ids).await?;
+        services
+            .slots
+            .release(&super::slot_key(pool, account), &ids)
+            .await?;
         // Freed slots: the pool's next tick can fill them at once.
         services.wake.pool(pool);
     }

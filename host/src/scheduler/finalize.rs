@@ -142,6 +142,7 @@ impl Scheduler {
                 pool: unit.pool.clone(),
                 now_ms: u64::try_from(now).unwrap_or(0),
                 callback_url: None,
+                account: unit.terms.account.clone(),
             };
             let fin = h.finalize(&ctx, &unit).await.map_err(|f| f.to_string())?;
             let stored = self.store_artifacts(&h.info.name, &unit, &fin).await?;
@@ -224,13 +225,20 @@ impl Scheduler {
     ) -> Result<Vec<(Artifact, StoredObject)>, String> {
         let s = &self.services;
         let cfg = &s.config.scheduler;
-        let allowed = s
-            .config
-            .handlers
-            .get(handler)
-            .map(|h| h.allowed_hosts.as_slice())
-            .unwrap_or(&[]);
-        let allow_key = format!("handlers.{handler}.allowed_hosts");
+        // The allowlist of the account the unit ran on (its provider's hosts), or the
+        // section's own.
+        let account = unit.terms.account.as_deref();
+        let section = s.config.handlers.get(handler);
+        let allowed_of = section
+            .and_then(|h| account.and_then(|a| h.accounts.iter().find(|x| x.name == a)))
+            .map(|a| a.config.allowed_hosts.clone())
+            .or_else(|| section.map(|h| h.allowed_hosts.clone()))
+            .unwrap_or_default();
+        let allowed = allowed_of.as_slice();
+        let allow_key = match account.filter(|_| section.is_some_and(|h| !h.accounts.is_empty())) {
+            Some(a) => format!("handlers.{handler}.accounts[{a}].allowed_hosts"),
+            None => format!("handlers.{handler}.allowed_hosts"),
+        };
         let mut out = Vec::with_capacity(fin.artifacts.len());
         for a in &fin.artifacts {
             let url = url::Url::parse(&a.url)

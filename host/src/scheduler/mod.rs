@@ -4,13 +4,16 @@
 //! The loops only wait and call `run_once` / `finalize_once`; tests call those directly with an
 //! injected clock and read the returned reports instead of sleeping.
 
+mod accounts;
 mod apply;
 mod callback;
 mod cancel;
 mod capacity;
 mod commit;
+mod deadlines;
 mod download;
 pub mod durations;
+mod fill;
 mod finalize;
 mod leasing;
 mod policy;
@@ -20,6 +23,7 @@ mod service;
 mod tick;
 mod tick_report;
 
+pub use accounts::{AccountHealth, Availability, Drain};
 pub use apply::{Planned, Refused, fault_updates, plan_updates};
 pub use callback::{CallbackReport, FINALIZE_WAKE, apply_callback};
 pub(crate) use capacity::shared as shared_capacity;
@@ -27,7 +31,7 @@ pub use capacity::{Capacity, Observed};
 pub use finalize::FinalizeReport;
 pub use leasing::LEASE_WAKE;
 pub use policy::{poll_delay_ms, retry_delay_ms};
-pub use pools::{PoolLimit, pool_limits};
+pub use pools::{PoolAccount, PoolLimit, pool_limits, slot_key};
 pub use tick::{TickError, TickReport, TickSteps};
 
 use std::collections::HashMap;
@@ -49,6 +53,8 @@ pub struct Scheduler {
     pub(crate) owner: String,
     /// Last reconciliation per pool (Unix ms).
     last_reconcile: Mutex<HashMap<String, i64>>,
+    /// Best-effort units whose unreachable deadline is already in their events.
+    deadline_noted: Mutex<std::collections::HashSet<String>>,
     /// Pool leases (with Redis): `None` when this instance drives every pool alone.
     pub(crate) leases: Option<Arc<crate::lease::Leases>>,
     /// The leases this instance holds and the pools' tick locks.
@@ -84,6 +90,7 @@ impl Scheduler {
             lease_state: leasing::LeaseState::default(),
             services,
             last_reconcile: Mutex::new(HashMap::new()),
+            deadline_noted: Mutex::new(std::collections::HashSet::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
             downloads: download::client(),
@@ -199,10 +206,31 @@ impl Scheduler {
     }
 
     /// Reconcile one pool's slots with the database now.
+    ///
+    /// A pool with accounts has a slot set per account (`pool@account`): each is made equal
+    /// to the submitted units marked on that account, so is the slot set of an account no
+    /// longer configured whose units still run.
     pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, TickError> {
         let s = &self.services;
-        let submitted = s.store.unit_list_submitted_ids(pool).await?;
-        let r = s.slots.reconcile(pool, &submitted).await?;
+        let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        if let Some(limit) = pool_limits(&s.config, &s.registry).get(pool) {
+            for a in &limit.accounts {
+                by_key.insert(a.slot_key(pool), Vec::new());
+            }
+        }
+        by_key.entry(pool.to_string()).or_default();
+        for (id, account) in s.store.unit_list_submitted_accounts(pool).await? {
+            by_key
+                .entry(slot_key(pool, account.as_deref()))
+                .or_default()
+                .push(id);
+        }
+        let mut r = crate::slots::Reconciled::default();
+        for (key, submitted) in by_key {
+            let one = s.slots.reconcile(&key, &submitted).await?;
+            r.freed.extend(one.freed);
+            r.restored.extend(one.restored);
+        }
         if !r.freed.is_empty() || !r.restored.is_empty() {
             tracing::info!(
                 pool,

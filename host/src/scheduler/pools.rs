@@ -18,6 +18,35 @@ pub struct PoolLimit {
     pub task_types: Vec<String>,
     /// Handlers that declared or use this pool.
     pub handlers: Vec<String>,
+    /// The provider accounts it draws on: `[[handlers.NAME.accounts]]` of its handler, or one
+    /// implicit account (name `None`) holding the whole limit.
+    pub accounts: Vec<PoolAccount>,
+}
+
+/// One account's share of a pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PoolAccount {
+    /// `None`: the handler's implicit account (its section's own settings).
+    pub name: Option<String>,
+    /// The handler whose account this is (`None` with the implicit account).
+    pub handler: Option<String>,
+    pub max_slots: u32,
+}
+
+impl PoolAccount {
+    /// The slot set this account's units of `pool` hold.
+    pub fn slot_key(&self, pool: &str) -> String {
+        slot_key(pool, self.name.as_deref())
+    }
+}
+
+/// The slot set of `account`'s units in `pool`: the pool's own for the implicit account (so a
+/// configuration without accounts keeps its slot sets), `pool@account` otherwise.
+pub fn slot_key(pool: &str, account: Option<&str>) -> String {
+    match account {
+        None => pool.to_string(),
+        Some(a) => format!("{pool}@{a}"),
+    }
 }
 
 /// Every pool known from configuration and loaded handlers.
@@ -31,6 +60,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 max_slots: 1,
                 task_types: Vec::new(),
                 handlers: Vec::new(),
+                accounts: Vec::new(),
             })
             .name
             .len()
@@ -55,6 +85,35 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
     }
     for (name, p) in out.iter_mut() {
         p.max_slots = config.pool_max(name, proposed.get(name).copied().unwrap_or(1));
+        // The accounts of the first of its handlers that has any: a pool drawn on by accounts
+        // belongs to one handler (README "Several accounts per pool").
+        let accounts = p.handlers.iter().find_map(|h| {
+            config
+                .handlers
+                .get(h)
+                .filter(|c| !c.accounts.is_empty())
+                .map(|c| (h, &c.accounts))
+        });
+        p.accounts = match accounts {
+            Some((h, accounts)) => {
+                let sum: u32 = accounts.iter().map(|a| a.max_slots).sum();
+                // An explicit `[pools."NAME"] max_slots` still caps the pool.
+                p.max_slots = config.pools.get(name).map_or(sum, |c| c.max_slots.min(sum));
+                accounts
+                    .iter()
+                    .map(|a| PoolAccount {
+                        name: Some(a.name.clone()),
+                        handler: Some(h.clone()),
+                        max_slots: a.max_slots,
+                    })
+                    .collect()
+            }
+            None => vec![PoolAccount {
+                name: None,
+                handler: None,
+                max_slots: p.max_slots,
+            }],
+        };
     }
     out
 }

@@ -24,7 +24,7 @@ use crate::runtime::{BatchUnit, Handler, HandlerFault, TickContext};
 use crate::store::UnitUpdate;
 
 use super::Scheduler;
-use super::apply::{cancel_unsent, expire_stage_deadline, fault_updates, plan_updates};
+use super::apply::{cancel_unsent, expire_stage_deadline, fault_updates, plan_updates_in};
 use super::cancel::split_cancelling;
 use super::commit::{Origin, commit};
 use super::durations::{learn, plan_round};
@@ -43,6 +43,32 @@ struct CallResult {
     faults: usize,
     capacity_rejected: usize,
     accepted: usize,
+    /// What each account's calls said (by account name; `None` the implicit account).
+    accounts: BTreeMap<Option<String>, AccountSeen>,
+}
+
+/// What one account's calls of a tick said, for adaptive capacity and account health.
+#[derive(Clone, Debug, Default)]
+struct AccountSeen {
+    handler: String,
+    capacity_rejected: u32,
+    accepted: u32,
+    answered: usize,
+    error: Option<(String, String)>,
+}
+
+impl AccountSeen {
+    fn add(&mut self, o: AccountSeen) {
+        if self.handler.is_empty() {
+            self.handler = o.handler;
+        }
+        self.capacity_rejected += o.capacity_rejected;
+        self.accepted += o.accepted;
+        self.answered += o.answered;
+        if self.error.is_none() {
+            self.error = o.error;
+        }
+    }
 }
 
 impl CallResult {
@@ -52,6 +78,9 @@ impl CallResult {
         self.faults += r.faults;
         self.capacity_rejected += r.capacity_rejected;
         self.accepted += r.accepted;
+        for (account, seen) in r.accounts {
+            self.accounts.entry(account).or_default().add(seen);
+        }
     }
 }
 
@@ -64,16 +93,7 @@ struct Due {
     waiting_in_doubt: usize,
 }
 
-/// Step 1's answer.
-#[derive(Default)]
-struct Filled {
-    /// Units granted a slot and marked submitted.
-    fresh: Vec<Unit>,
-    /// Grants not used (released again).
-    unused: usize,
-    /// Pending units are left waiting for a slot.
-    backlog: bool,
-}
+pub(super) use super::fill::Filled;
 
 impl Scheduler {
     /// One tick of `pool` at time `now` (Unix ms, the injected clock).
@@ -102,19 +122,20 @@ impl Scheduler {
         let Some(limit) = crate::scheduler::pool_limits(&s.config, &s.registry).remove(pool) else {
             return Ok(report);
         };
-        let max = s.capacity.effective(pool, limit.max_slots);
         let fence = self.fence(pool);
-        report.max_slots = max;
+        report.max_slots = self.effective_max(pool, &limit);
         self.maybe_reconcile(pool, now).await?;
+
+        // 0: pending units whose deadline can no longer be met fail before any submit.
+        self.sweep_deadlines(pool, &limit, now, fence.as_ref())
+            .await?;
 
         // 1: fill free slots in fill order, with the write-ahead submit marker.
         let Filled {
             fresh,
             unused,
             backlog,
-        } = self
-            .fill(pool, &limit.task_types, max, now, fence.as_ref())
-            .await?;
+        } = self.fill(pool, &limit, now, fence.as_ref()).await?;
         report.released += unused;
         report.claimed = fresh.len();
         // Their tasks are running now: no snapshot may say otherwise.
@@ -133,23 +154,32 @@ impl Scheduler {
         report.waiting_in_doubt = due.waiting_in_doubt;
         report.polled = due.batch.len() - report.claimed;
         if due.batch.is_empty() {
-            return self.finish(report, limit.max_slots, started).await;
+            return self.finish(report, &limit, BTreeMap::new(), started).await;
         }
         // Where each unit lives, for the commit (the batch itself goes to the handlers).
-        let owned: Vec<(String, String, String)> = due
+        type Owned = (String, String, String, Option<String>);
+        let owned: Vec<Owned> = due
             .batch
             .iter()
             .map(|b| {
-                (
-                    b.unit.id.clone(),
-                    b.unit.task_id.clone(),
-                    b.unit.pool.clone(),
-                )
+                let u = &b.unit;
+                let account = u.terms.account.clone();
+                (u.id.clone(), u.task_id.clone(), u.pool.clone(), account)
             })
             .collect();
         let origins: HashMap<&str, Origin<'_>> = owned
             .iter()
-            .map(|(id, task_id, pool)| (id.as_str(), Origin { task_id, pool }))
+            .map(|(id, task_id, pool, account)| {
+                let account = account.as_deref();
+                (
+                    id.as_str(),
+                    Origin {
+                        task_id,
+                        pool,
+                        account,
+                    },
+                )
+            })
             .collect();
 
         // 3: one call per handler (task types of one pool may belong to different handlers).
@@ -168,43 +198,54 @@ impl Scheduler {
         report.applied = committed.applied;
         report.succeeded = committed.succeeded;
         report.released += committed.released;
-        self.finish(report, limit.max_slots, started).await
+        self.finish(report, &limit, planned.accounts, started).await
     }
 
-    /// Step 5: the slots in use, what adaptive capacity makes of this tick's submits, the
-    /// pool's gauges.
+    /// Step 5: the slots in use, what adaptive capacity and account health make of this tick's
+    /// answers, the pool's gauges.
     async fn finish(
         &self,
         mut report: TickReport,
-        configured: u32,
+        limit: &crate::scheduler::PoolLimit,
+        seen: BTreeMap<Option<String>, AccountSeen>,
         started: Instant,
     ) -> Result<TickReport, TickError> {
         let s = &self.services;
         let step = Instant::now();
         let pool = report.pool.clone();
-        report.used_after = self.slots_used(&pool).await?;
+        let now = s.clock.now_ms();
+        let mut used_total = 0;
+        for account in &limit.accounts {
+            let key = account.slot_key(&pool);
+            let used = self.slots_used(&key).await?;
+            used_total += used;
+            let seen = seen.get(&account.name).cloned().unwrap_or_default();
+            self.account_health(account, &seen, now);
+            let before = s.capacity.effective(&key, account.max_slots);
+            let effective = s.capacity.observe(
+                &key,
+                account.max_slots,
+                super::Observed {
+                    rejected: seen.capacity_rejected,
+                    accepted: seen.accepted,
+                    in_flight: used,
+                },
+            );
+            if effective != before {
+                super::capacity::share(s, &key, effective, account.max_slots);
+            }
+        }
+        report.used_after = used_total;
+        let effective = self.effective_max(&pool, limit);
         let polls = s.store.unit_next_due(&pool, UnitStatus::Submitted).await?;
-        let fills = if report.used_after < report.max_slots {
+        let fills = if report.used_after < effective {
             s.store.unit_next_due(&pool, UnitStatus::Pending).await?
         } else {
             None
         };
         report.next_due = polls.into_iter().chain(fills).min();
-        let before = s.capacity.effective(&pool, configured);
-        let effective = s.capacity.observe(
-            &pool,
-            configured,
-            super::Observed {
-                rejected: u32::try_from(report.capacity_rejected).unwrap_or(u32::MAX),
-                accepted: u32::try_from(report.accepted).unwrap_or(u32::MAX),
-                in_flight: report.used_after,
-            },
-        );
         metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
             .set(f64::from(effective));
-        if effective != before {
-            super::capacity::share(s, &pool, effective, configured);
-        }
         if report.capacity_rejected > 0 {
             metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.clone())
                 .increment(report.capacity_rejected as u64);
@@ -214,6 +255,41 @@ impl Scheduler {
         self.publish_tick(&report);
         report.steps.publish(&pool);
         Ok(report)
+    }
+
+    /// Drain an account the provider refused; restore one it answered.
+    fn account_health(
+        &self,
+        account: &crate::scheduler::PoolAccount,
+        seen: &AccountSeen,
+        now: i64,
+    ) {
+        let (Some(name), Some(handler)) = (&account.name, &account.handler) else {
+            return;
+        };
+        let health = &self.services.accounts;
+        if let Some((code, reason)) = &seen.error {
+            let rest = i64::try_from(self.services.config.scheduler.account_probe.as_millis())
+                .unwrap_or(i64::MAX);
+            health.drain(handler, name, code, reason, now, rest);
+        } else if seen.answered > 0 {
+            health.restore(handler, name);
+        }
+    }
+
+    /// The pool's effective limit: the sum of its accounts' adapted limits, capped by the
+    /// pool's own maximum.
+    pub(crate) fn effective_max(&self, pool: &str, limit: &crate::scheduler::PoolLimit) -> u32 {
+        let sum: u32 = limit
+            .accounts
+            .iter()
+            .map(|a| {
+                self.services
+                    .capacity
+                    .effective(&a.slot_key(pool), a.max_slots)
+            })
+            .sum();
+        sum.min(limit.max_slots)
     }
 
     /// Step 2: the fresh units, then the submitted units whose poll is due. A unit marked
@@ -282,7 +358,8 @@ impl Scheduler {
         let (batch, expired) =
             expire_stage_deadline(&s.config.scheduler, batch, |b: &BatchUnit| &b.unit, now);
         let mut unsent: Vec<Unit> = Vec::new();
-        let mut by_handler: BTreeMap<String, (Arc<Handler>, Vec<BatchUnit>)> = BTreeMap::new();
+        type Call = (Arc<Handler>, Vec<BatchUnit>);
+        let mut by_handler: BTreeMap<(String, Option<String>), Call> = BTreeMap::new();
         for b in batch {
             let h = s.registry.for_type(&b.unit.task_type);
             // A cancelled unit in doubt is never handed to `tick`, whose in-doubt resolution
@@ -299,20 +376,21 @@ impl Scheduler {
             // A handler unloaded between the query and now leaves its units for a later tick.
             if let Some(h) = h {
                 by_handler
-                    .entry(h.info.name.clone())
+                    .entry((h.info.name.clone(), b.unit.terms.account.clone()))
                     .or_insert_with(|| (h, Vec::new()))
                     .1
                     .push(b);
             }
         }
-        let ctx = TickContext {
-            pool: pool.to_string(),
-            now_ms: u64::try_from(now).unwrap_or(0),
-            callback_url: None,
-        };
-        let calls = by_handler
-            .into_values()
-            .map(|(h, units)| self.call_handler(h, ctx.clone(), units, now, backlog));
+        let calls = by_handler.into_iter().map(|((_, account), (h, units))| {
+            let ctx = TickContext {
+                pool: pool.to_string(),
+                now_ms: u64::try_from(now).unwrap_or(0),
+                callback_url: None,
+                account,
+            };
+            self.call_handler(h, ctx, units, now, backlog)
+        });
         let mut planned = CallResult {
             updates: expired,
             ..CallResult::default()
@@ -354,60 +432,6 @@ impl Scheduler {
         r
     }
 
-    /// Step 1: grant free slots to pending units in fill order and write their submit marker.
-    /// Returns the units marked, how many grants went unused (released again: units another
-    /// writer moved meanwhile), and whether pending units are left waiting.
-    async fn fill(
-        &self,
-        pool: &str,
-        types: &[String],
-        max: u32,
-        now: i64,
-        fence: Option<&crate::store::Fence>,
-    ) -> Result<Filled, TickError> {
-        let s = &self.services;
-        let mut filled = Filled::default();
-        if types.is_empty() {
-            return Ok(filled);
-        }
-        let free = max.saturating_sub(self.slots_used(pool).await?);
-        // One more than fits tells whether a backlog is left.
-        let mut pending = s
-            .store
-            .unit_list_pending(pool, types, now, free.saturating_add(1))
-            .await?;
-        filled.backlog = pending.len() > free as usize;
-        pending.truncate(free as usize);
-        if pending.is_empty() {
-            return Ok(filled);
-        }
-        let ids: Vec<String> = pending.iter().map(|u| u.id.clone()).collect();
-        let granted = self.acquire_slots(pool, &ids, max).await?;
-        if granted.is_empty() {
-            filled.backlog = true;
-            return Ok(filled);
-        }
-        // Due again only if this tick's call never answers for them (a crash mid-call):
-        // then after the call's deadline, in doubt.
-        let hold = now.saturating_add(self.in_doubt_grace());
-        let fresh = s
-            .store
-            .unit_mark_submitted(&granted, now, hold, fence)
-            .await?;
-        let marked: HashSet<&str> = fresh.iter().map(|u| u.id.as_str()).collect();
-        let unused: Vec<String> = granted
-            .iter()
-            .filter(|id| !marked.contains(id.as_str()))
-            .cloned()
-            .collect();
-        if !unused.is_empty() {
-            s.slots.release(pool, &unused).await?;
-        }
-        filled.unused = unused.len();
-        filled.fresh = fresh;
-        Ok(filled)
-    }
-
     /// Call `tick` and plan the updates. When a call over several units faults through the
     /// guest's own doing (trap, CPU budget, memory cap, deadline in guest code, error), the
     /// batch is split in halves and each half retried (units without a job id go `in-doubt`,
@@ -430,19 +454,33 @@ impl Scheduler {
             match result {
                 Ok(changes) => {
                     let refs: Vec<&Unit> = units.iter().map(|b| &b.unit).collect();
-                    let mut planned = plan_updates(cfg, &h.info, &refs, changes, now);
+                    let in_doubt: HashSet<&str> = units
+                        .iter()
+                        .filter(|b| b.in_doubt)
+                        .map(|b| b.unit.id.as_str())
+                        .collect();
+                    let mut planned = plan_updates_in(cfg, &h.info, &refs, &in_doubt, changes, now);
                     self.time_polls(&ctx.pool, &refs, &mut planned, now, backlog);
                     for r in &planned.refused {
                         tracing::warn!(handler = %h.info.name, unit = %r.unit_id, reason = %r.reason, "illegal change refused");
                         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => h.info.name.clone())
                             .increment(1);
                     }
+                    let seen = AccountSeen {
+                        handler: h.info.name.clone(),
+                        capacity_rejected: u32::try_from(planned.capacity_rejected)
+                            .unwrap_or(u32::MAX),
+                        accepted: u32::try_from(planned.accepted).unwrap_or(u32::MAX),
+                        answered: planned.answered,
+                        error: planned.account_error,
+                    };
                     CallResult {
                         refused: planned.refused.len(),
                         capacity_rejected: planned.capacity_rejected,
                         accepted: planned.accepted,
                         updates: planned.updates,
                         faults: 0,
+                        accounts: BTreeMap::from([(ctx.account.clone(), seen)]),
                     }
                 }
                 Err(fault) if units.len() > 1 && !fault.is_provider_slowness() => {
@@ -463,10 +501,8 @@ impl Scheduler {
                     let refs: Vec<&Unit> = units.iter().map(|b| &b.unit).collect();
                     CallResult {
                         updates: fault_updates(cfg, &refs, &fault, now),
-                        refused: 0,
                         faults: 1,
-                        capacity_rejected: 0,
-                        accepted: 0,
+                        ..CallResult::default()
                     }
                 }
             }
@@ -475,7 +511,7 @@ impl Scheduler {
 
     /// How long after its submit marker an untouched unit may still be in the marking call:
     /// the call's deadline and a margin for its last write.
-    fn in_doubt_grace(&self) -> i64 {
+    pub(super) fn in_doubt_grace(&self) -> i64 {
         i64::try_from(self.services.config.limits.call_deadline.as_millis())
             .unwrap_or(i64::MAX)
             .saturating_add(IN_DOUBT_MARGIN_MS)

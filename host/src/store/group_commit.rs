@@ -154,8 +154,10 @@ mod tests {
                 spec: "{}".into(),
                 state: "{}".into(),
                 routes: None,
+                cost_estimate: None,
             }],
             now: 1_000,
+            terms: Default::default(),
         }
     }
 

@@ -219,37 +219,86 @@ impl TaskStore for PostgresStore {
         tasks::task_retry_failed(self.pool.begin().await?, tenant, id, now).await
     }
 
-    async fn unit_list_pending(
+    async fn unit_list_fill(
         &self,
         pool: &str,
         task_types: &[String],
         now: i64,
         limit: u32,
+        except_tenants: &[String],
     ) -> StoreResult<Vec<Unit>> {
-        units::unit_list_pending(&self.pool, pool, task_types, now, limit).await
+        units::unit_list_pending(&self.pool, pool, task_types, now, limit, except_tenants).await
     }
 
-    async fn unit_mark_submitted(
+    async fn unit_mark_granted(
         &self,
-        ids: &[String],
+        grants: &[crate::store::Grant],
         now: i64,
         next_at: i64,
         fence: Option<&Fence>,
-    ) -> StoreResult<Vec<Unit>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> StoreResult<crate::store::Marked> {
+        use crate::store::terms::{self, postgres as t};
+        if grants.is_empty() {
+            return Ok(crate::store::Marked::default());
         }
-        let Some(fence) = fence else {
-            let mut conn = self.pool.acquire().await?;
-            return units::unit_mark_submitted(&mut conn, ids, now, next_at).await;
-        };
         let mut tx = self.pool.begin().await?;
-        if let Err(e) = shared::fence_check(&mut tx, fence).await {
+        if let Some(fence) = fence
+            && let Err(e) = shared::fence_check(&mut tx, fence).await
+        {
             return Err(rollback(tx, e).await);
         }
-        let units = units::unit_mark_submitted(&mut tx, ids, now, next_at).await?;
+        let budgeted = terms::budgeted(grants);
+        let (fit, over) = if budgeted {
+            t::budget_check(&mut tx, grants, now, " FOR UPDATE").await?
+        } else {
+            ((0..grants.len()).collect(), Vec::new())
+        };
+        let mut moved = Vec::with_capacity(fit.len());
+        for (account, ids) in terms::by_account(grants, &fit) {
+            moved.extend(units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?);
+        }
+        if budgeted {
+            let ids: std::collections::HashSet<&str> =
+                moved.iter().map(|u| u.id.as_str()).collect();
+            t::budget_record(&mut tx, grants, &ids, &over, now).await?;
+        }
         tx.commit().await?;
-        Ok(units)
+        Ok(terms::marked(grants, moved, &over))
+    }
+
+    async fn unit_list_submitted_accounts(
+        &self,
+        pool: &str,
+    ) -> StoreResult<Vec<(String, Option<String>)>> {
+        crate::store::terms::postgres::submitted_by_account(&self.pool, pool).await
+    }
+
+    async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
+        let rows =
+            crate::store::terms::postgres::deadlined_pending(&self.pool, pool, i64::from(limit))
+                .await?;
+        shared::units_from_rows(&rows)
+    }
+
+    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::store::Budget>> {
+        crate::store::terms::postgres::budget_get(&self.pool, tenant).await
+    }
+
+    async fn budget_set(&self, budget: &crate::store::Budget) -> StoreResult<()> {
+        crate::store::terms::postgres::budget_set(&self.pool, budget).await
+    }
+
+    async fn budget_usage(
+        &self,
+        tenant: &str,
+        period_ms: i64,
+        now: i64,
+    ) -> StoreResult<crate::store::Usage> {
+        crate::store::terms::postgres::budget_usage(&self.pool, tenant, period_ms, now).await
+    }
+
+    async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
+        crate::store::terms::postgres::cost_by_tenant(&self.pool).await
     }
 
     async fn unit_list_due(
@@ -275,7 +324,10 @@ impl TaskStore for PostgresStore {
                 ..ApplyReport::default()
             });
         }
-        if fence.is_none() && !apply::needs_transaction(&updates) {
+        if fence.is_none()
+            && !apply::needs_transaction(&updates)
+            && !crate::store::terms::may_settle(&updates)
+        {
             let mut conn = self.pool.acquire().await?;
             let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
             report.refused = refused;
@@ -288,6 +340,8 @@ impl TaskStore for PostgresStore {
             return Err(rollback(tx, e).await);
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
+        let settle = crate::store::terms::settlements(&updates, &report.applied);
+        crate::store::terms::postgres::budget_settle(&mut tx, &settle, now).await?;
         tx.commit().await?;
         report.refused = refused;
         Ok(report)

@@ -25,11 +25,18 @@ use crate::store::{
 /// that every query returns whole units.
 pub(crate) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
      priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
-     submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at";
+     submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at, \
+     account, deadline_at, start_by, best_effort, cost_estimate, wait_reason";
+
+/// A stored `deadline_at`: [`crate::model::NO_DEADLINE`] means none.
+pub(crate) fn deadline_of(stored: i64) -> Option<i64> {
+    (stored != crate::model::NO_DEADLINE).then_some(stored)
+}
 
 /// The columns of `tasks` that make a [`TaskRecord`] (counts are filled separately).
 pub(crate) const TASK_COLS: &str = "seq, id, tenant, type, payload, idempotency_key, priority, \
-     callback_url, cancel_requested_at, created_at, updated_at";
+     callback_url, cancel_requested_at, created_at, updated_at, deadline_at, start_by, \
+     deadline_policy";
 
 /// The columns of `unit_events` (as `e`) that make a [`UnitEvent`].
 pub(crate) const EVENT_COLS: &str = "e.id, e.unit_id, e.task_id, e.at, e.from_status, \
@@ -152,6 +159,9 @@ macro_rules! on_both_drivers {
     };
 }
 
+/// For the other modules whose statements are the same on both stores (`terms.rs`).
+pub(crate) use on_both_drivers;
+
 on_both_drivers! {
     /// A stored counter column as `u32`.
     fn count_of(row: &DbRow, unit_id: &str, column: &str) -> StoreResult<u32> {
@@ -185,6 +195,14 @@ on_both_drivers! {
             cost: row.try_get("cost")?,
             cancel_requested_at: row.try_get("cancel_requested_at")?,
             routes: row.try_get("routes")?,
+            terms: crate::model::UnitTerms {
+                account: row.try_get("account")?,
+                deadline_at: deadline_of(row.try_get("deadline_at")?),
+                start_by: row.try_get("start_by")?,
+                best_effort: row.try_get::<i32, _>("best_effort")? != 0,
+                cost_estimate: row.try_get("cost_estimate")?,
+                wait_reason: row.try_get("wait_reason")?,
+            },
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
             id,
@@ -211,6 +229,13 @@ on_both_drivers! {
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
             counts: UnitCounts::default(),
+            terms: crate::store::TaskTerms {
+                deadline_at: row.try_get("deadline_at")?,
+                start_by: row.try_get("start_by")?,
+                best_effort: row
+                    .try_get::<Option<String>, _>("deadline_policy")?
+                    .is_some_and(|p| p == "best_effort"),
+            },
         };
         Ok((seq, task))
     }

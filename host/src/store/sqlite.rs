@@ -190,31 +190,84 @@ impl TaskStore for SqliteStore {
         tasks::task_retry_failed(self.begin().await?, tenant, id, now).await
     }
 
-    async fn unit_list_pending(
+    async fn unit_list_fill(
         &self,
         pool: &str,
         task_types: &[String],
         now: i64,
         limit: u32,
+        except_tenants: &[String],
     ) -> StoreResult<Vec<Unit>> {
-        units::unit_list_pending(&self.reader, pool, task_types, now, limit).await
+        units::unit_list_pending(&self.reader, pool, task_types, now, limit, except_tenants).await
     }
 
-    async fn unit_mark_submitted(
+    async fn unit_mark_granted(
         &self,
-        ids: &[String],
+        grants: &[crate::store::Grant],
         now: i64,
         next_at: i64,
         fence: Option<&Fence>,
-    ) -> StoreResult<Vec<Unit>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> StoreResult<crate::store::Marked> {
+        use crate::store::terms::{self, sqlite as t};
+        if grants.is_empty() {
+            return Ok(crate::store::Marked::default());
         }
         let mut tx = self.begin().await?;
         if let Some(fence) = fence {
             shared::fence_check(&mut tx, fence).await?;
         }
-        units::unit_mark_submitted(tx, ids, now, next_at).await
+        let budgeted = terms::budgeted(grants);
+        let (fit, over) = if budgeted {
+            t::budget_check(&mut tx, grants, now, "").await?
+        } else {
+            ((0..grants.len()).collect(), Vec::new())
+        };
+        let mut moved = Vec::with_capacity(fit.len());
+        for (account, ids) in terms::by_account(grants, &fit) {
+            moved.extend(units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?);
+        }
+        if budgeted {
+            let ids: std::collections::HashSet<&str> =
+                moved.iter().map(|u| u.id.as_str()).collect();
+            t::budget_record(&mut tx, grants, &ids, &over, now).await?;
+        }
+        tx.commit().await?;
+        Ok(terms::marked(grants, moved, &over))
+    }
+
+    async fn unit_list_submitted_accounts(
+        &self,
+        pool: &str,
+    ) -> StoreResult<Vec<(String, Option<String>)>> {
+        crate::store::terms::sqlite::submitted_by_account(&self.reader, pool).await
+    }
+
+    async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
+        let rows =
+            crate::store::terms::sqlite::deadlined_pending(&self.reader, pool, i64::from(limit))
+                .await?;
+        shared::units_from_rows(&rows)
+    }
+
+    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::store::Budget>> {
+        crate::store::terms::sqlite::budget_get(&self.reader, tenant).await
+    }
+
+    async fn budget_set(&self, budget: &crate::store::Budget) -> StoreResult<()> {
+        crate::store::terms::sqlite::budget_set(&self.writer, budget).await
+    }
+
+    async fn budget_usage(
+        &self,
+        tenant: &str,
+        period_ms: i64,
+        now: i64,
+    ) -> StoreResult<crate::store::Usage> {
+        crate::store::terms::sqlite::budget_usage(&self.reader, tenant, period_ms, now).await
+    }
+
+    async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
+        crate::store::terms::sqlite::cost_by_tenant(&self.reader).await
     }
 
     async fn unit_list_due(
@@ -244,7 +297,10 @@ impl TaskStore for SqliteStore {
         if let Some(fence) = fence {
             shared::fence_check(&mut tx, fence).await?;
         }
-        let mut report = apply::unit_apply(tx, &updates, now).await?;
+        let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
+        let settle = crate::store::terms::settlements(&updates, &report.applied);
+        crate::store::terms::sqlite::budget_settle(&mut tx, &settle, now).await?;
+        tx.commit().await?;
         report.refused = refused;
         Ok(report)
     }

@@ -17,6 +17,7 @@ mod reads;
 mod standing;
 mod streams;
 mod tasks;
+mod terms;
 
 use std::any::Any;
 
@@ -49,6 +50,9 @@ pub(crate) use streams::event_streams_page_and_resume;
 pub(crate) use tasks::{
     cancel_keeps_submitted_until_the_job_ends, create_batch_resolves_keys_in_order,
     retry_bumps_submit_attempt,
+};
+pub(crate) use terms::{
+    deadlines_fill_first_within_a_tenant, marker_records_accounts_and_reserves_budgets,
 };
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
@@ -95,6 +99,8 @@ macro_rules! store_suite {
             webhook_outbox,
             console_reads,
             queue_standing_follows_the_fill_order,
+            deadlines_fill_first_within_a_tenant,
+            marker_records_accounts_and_reserves_budgets,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {
@@ -142,9 +148,11 @@ pub(crate) fn task(
                 spec: format!(r#"{{"shot":{i}}}"#),
                 state: "{}".into(),
                 routes: None,
+                cost_estimate: None,
             })
             .collect(),
         now: T0,
+        terms: Default::default(),
     }
 }
 

@@ -161,6 +161,8 @@ pub(super) async fn task_create_batch(
             ))
         })?));
     }
+    let new: Vec<&NewTask> = tasks.iter().filter(|t| seqs.contains_key(&t.id)).collect();
+    crate::store::terms::postgres::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }

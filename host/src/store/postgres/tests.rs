@@ -174,6 +174,7 @@ async fn server_gone_and_back_is_survived() {
         callback_url: None,
         units: Vec::new(),
         now: 1,
+        terms: Default::default(),
     };
     store.task_create(t).await.unwrap();
 

@@ -31,21 +31,22 @@ pub(super) fn pending_sql() -> String {
                    AND (priority, tenant) > (g.priority, g.tenant) \
                  ORDER BY priority, tenant LIMIT 1) AS n \
          ), fill AS ( \
-             SELECT c.id, g.priority AS p, c.rn, COALESCE(sv.last_at, -1) AS served, \
-                 c.task_seq AS s, c.idx AS i \
+             SELECT c.id, g.priority AS p, c.rn, c.deadline_at AS d, \
+                 COALESCE(sv.last_at, -1) AS served, c.task_seq AS s, c.idx AS i \
              FROM g CROSS JOIN LATERAL ( \
-                 SELECT id, task_seq, idx, \
-                     ROW_NUMBER() OVER (ORDER BY task_seq, idx) AS rn \
+                 SELECT id, deadline_at, task_seq, idx, \
+                     ROW_NUMBER() OVER (ORDER BY deadline_at, task_seq, idx) AS rn \
                  FROM units \
                  WHERE pool = $1 AND status = 'pending' AND priority = g.priority \
                    AND tenant = g.tenant AND next_at <= $2 AND task_type = ANY($3) \
-                 ORDER BY task_seq, idx LIMIT $4) AS c \
+                 ORDER BY deadline_at, task_seq, idx LIMIT $4) AS c \
              LEFT JOIN pool_tenant_served AS sv ON sv.pool = $1 AND sv.tenant = g.tenant \
-             ORDER BY p DESC, c.rn, served, s, i LIMIT $4 \
+             WHERE NOT (g.tenant = ANY($5)) \
+             ORDER BY p DESC, c.rn, d, served, s, i LIMIT $4 \
          ) \
          SELECT {cols} FROM fill CROSS JOIN LATERAL ( \
              SELECT {UNIT_COLS} FROM units WHERE units.id = fill.id) AS u \
-         ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i",
+         ORDER BY fill.p DESC, fill.rn, fill.d, fill.served, fill.s, fill.i",
         cols = unit_cols_of("u")
     )
 }
@@ -65,6 +66,7 @@ pub(super) async fn unit_list_pending(
     task_types: &[String],
     now: i64,
     limit: u32,
+    except_tenants: &[String],
 ) -> StoreResult<Vec<Unit>> {
     if task_types.is_empty() || limit == 0 {
         return Ok(Vec::new());
@@ -74,6 +76,7 @@ pub(super) async fn unit_list_pending(
         .bind(now)
         .bind(task_types)
         .bind(i64::from(limit))
+        .bind(except_tenants)
         .fetch_all(pool)
         .await?;
     units_from_rows(&rows)
@@ -88,6 +91,7 @@ pub(super) async fn unit_mark_submitted(
     ids: &[String],
     now: i64,
     next_at: i64,
+    account: Option<&str>,
 ) -> StoreResult<Vec<Unit>> {
     let rows = sqlx::query(&format!(
         "WITH picked AS ( \
@@ -96,7 +100,7 @@ pub(super) async fn unit_mark_submitted(
              ORDER BY units.id FOR UPDATE OF units SKIP LOCKED \
          ), moved AS ( \
              UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = $2, \
-                 updated_at = $2, next_at = $3 \
+                 updated_at = $2, next_at = $3, account = $4, wait_reason = NULL \
              FROM picked WHERE units.id = picked.id \
              RETURNING {} \
          ), event AS ( \
@@ -115,6 +119,7 @@ pub(super) async fn unit_mark_submitted(
     .bind(ids)
     .bind(now)
     .bind(next_at)
+    .bind(account)
     .fetch_all(conn)
     .await?;
     let mut units = units_from_rows(&rows)?;

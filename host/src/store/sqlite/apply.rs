@@ -146,14 +146,14 @@ fn row(u: &UnitUpdate, ord: usize) -> Value {
 /// and the batch is two statements; if one repeats, the updates run one by one in order so
 /// that each guard sees the previous update.
 pub(super) async fn unit_apply(
-    mut tx: Transaction<'static, Sqlite>,
+    tx: &mut Transaction<'static, Sqlite>,
     updates: &[UnitUpdate],
     now: i64,
 ) -> StoreResult<ApplyReport> {
     let mut report = ApplyReport::default();
     if crate::store::has_repeats(updates) {
         for u in updates {
-            let done = apply_batch(&mut tx, std::slice::from_ref(u), now).await?;
+            let done = apply_batch(tx, std::slice::from_ref(u), now).await?;
             if done.is_empty() {
                 report.skipped.push(u.unit_id.clone());
             } else {
@@ -161,7 +161,7 @@ pub(super) async fn unit_apply(
             }
         }
     } else {
-        let done = apply_batch(&mut tx, updates, now).await?;
+        let done = apply_batch(tx, updates, now).await?;
         for u in updates {
             if done.contains(&u.unit_id) {
                 report.applied.push(u.unit_id.clone());
@@ -170,7 +170,6 @@ pub(super) async fn unit_apply(
             }
         }
     }
-    tx.commit().await?;
     Ok(report)
 }
 

@@ -49,6 +49,12 @@ struct UnitRow {
     routes: Option<String>,
     created_at: i64,
     updated_at: i64,
+    account: Option<String>,
+    deadline_at: i64,
+    start_by: Option<i64>,
+    best_effort: i64,
+    cost_estimate: Option<f64>,
+    wait_reason: Option<String>,
 }
 
 /// Decode a JSON array of units written with [`unit_json_cols`].
@@ -80,6 +86,14 @@ pub(super) fn units_from_json(text: &str) -> StoreResult<Vec<Unit>> {
                 cost: r.cost,
                 cancel_requested_at: r.cancel_requested_at,
                 routes: r.routes,
+                terms: crate::model::UnitTerms {
+                    account: r.account,
+                    deadline_at: crate::store::shared::deadline_of(r.deadline_at),
+                    start_by: r.start_by,
+                    best_effort: r.best_effort != 0,
+                    cost_estimate: r.cost_estimate,
+                    wait_reason: r.wait_reason,
+                },
                 created_at: r.created_at,
                 updated_at: r.updated_at,
                 id: r.id,

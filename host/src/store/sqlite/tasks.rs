@@ -141,6 +141,7 @@ pub(super) async fn task_create_batch(
             ))
         })?));
     }
+    crate::store::terms::sqlite::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }

@@ -27,24 +27,26 @@ pub(super) fn pending_sql() -> String {
         "WITH g AS ( \
              SELECT DISTINCT priority AS p, tenant AS t FROM units \
              WHERE pool = ?1 AND status = 'pending' \
+               AND tenant NOT IN (SELECT value FROM json_each(?5)) \
          ), c AS ( \
              SELECT units.rowid AS rid, units.priority AS p, units.tenant AS t, \
-                 units.task_seq AS s, units.idx AS i \
+                 units.deadline_at AS d, units.task_seq AS s, units.idx AS i \
              FROM g JOIN units ON units.rowid IN ( \
                  SELECT rowid FROM units \
                  WHERE pool = ?1 AND status = 'pending' AND priority = g.p AND tenant = g.t \
                    AND +next_at <= ?2 AND task_type IN (SELECT value FROM json_each(?3)) \
-                 ORDER BY task_seq, idx LIMIT ?4) \
+                 ORDER BY deadline_at, task_seq, idx LIMIT ?4) \
          ), w AS ( \
-             SELECT rid, p, t, s, i, ROW_NUMBER() OVER (PARTITION BY p, t ORDER BY s, i) AS rn \
+             SELECT rid, p, t, d, s, i, \
+                 ROW_NUMBER() OVER (PARTITION BY p, t ORDER BY d, s, i) AS rn \
              FROM c \
          ), fill AS ( \
-             SELECT w.rid, w.p, w.rn, COALESCE(sv.last_at, -1) AS served, w.s, w.i FROM w \
+             SELECT w.rid, w.p, w.rn, w.d, COALESCE(sv.last_at, -1) AS served, w.s, w.i FROM w \
              LEFT JOIN pool_tenant_served AS sv ON sv.pool = ?1 AND sv.tenant = w.t \
-             ORDER BY w.p DESC, w.rn, served, w.s, w.i LIMIT ?4 \
+             ORDER BY w.p DESC, w.rn, w.d, served, w.s, w.i LIMIT ?4 \
          ) \
          SELECT json_group_array({json} \
-             ORDER BY fill.p DESC, fill.rn, fill.served, fill.s, fill.i) \
+             ORDER BY fill.p DESC, fill.rn, fill.d, fill.served, fill.s, fill.i) \
          FROM fill JOIN units ON units.rowid = fill.rid",
         json = unit_json_cols()
     )
@@ -74,6 +76,7 @@ pub(super) async fn unit_list_pending(
     task_types: &[String],
     now: i64,
     limit: u32,
+    except_tenants: &[String],
 ) -> StoreResult<Vec<Unit>> {
     if task_types.is_empty() || limit == 0 {
         return Ok(Vec::new());
@@ -83,17 +86,21 @@ pub(super) async fn unit_list_pending(
         .bind(now)
         .bind(json_list(task_types)?)
         .bind(i64::from(limit))
+        .bind(json_list(except_tenants)?)
         .fetch_one(pool)
         .await?;
     units_from_json(&text)
 }
 
 /// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`.
+/// The account is recorded on each unit moved (and any budget wait reason cleared); the
+/// caller commits.
 pub(super) async fn unit_mark_submitted(
-    mut tx: Transaction<'static, Sqlite>,
+    tx: &mut Transaction<'static, Sqlite>,
     ids: &[String],
     now: i64,
     next_at: i64,
+    account: Option<&str>,
 ) -> StoreResult<Vec<Unit>> {
     let ids_json = json_list(ids)?;
     sqlx::query(
@@ -104,18 +111,19 @@ pub(super) async fn unit_mark_submitted(
     )
     .bind(&ids_json)
     .bind(now)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
     let moved: Vec<String> = sqlx::query_scalar(
         "UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = ?2, \
-             updated_at = ?2, next_at = ?3 \
+             updated_at = ?2, next_at = ?3, account = ?4, wait_reason = NULL \
          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'pending' \
          RETURNING id",
     )
     .bind(&ids_json)
     .bind(now)
     .bind(next_at)
-    .fetch_all(&mut *tx)
+    .bind(account)
+    .fetch_all(&mut **tx)
     .await?;
     // The units marked, read back as one JSON array (see `unit_json_cols`).
     let text: String = sqlx::query_scalar(&format!(
@@ -123,7 +131,7 @@ pub(super) async fn unit_mark_submitted(
         unit_json_cols()
     ))
     .bind(json_list(&moved)?)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
     // The fair-share cursor: these tenants were served now (see migration 0007).
     sqlx::query(
@@ -135,9 +143,8 @@ pub(super) async fn unit_mark_submitted(
     )
     .bind(&ids_json)
     .bind(now)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    tx.commit().await?;
     let mut units = units_from_json(&text)?;
     let order: HashMap<&str, usize> = ids
         .iter()

@@ -1,0 +1,262 @@
+//! Deadlines [beyond anchors]: a task may ask that its units complete by `deadline` and be
+//! submitted by `start_by`. Before each fill, the pool's pending units that carry either are
+//! projected (README "Deadlines"):
+//!
+//! - projected start: now, if the unit is among the first `free` of them (earliest deadline
+//!   first, as the fill order takes them within a priority); otherwise after as many waves of
+//!   the pool's slots as the units ahead of it need, each wave the mean duration the pool's
+//!   ended jobs took;
+//! - projected completion: the projected start plus the p95 duration of its class of job
+//!   (model and mode; the pool's p95 until its class has ended jobs).
+//!
+//! A unit whose projected start is after `start_by`, or whose projected completion is after
+//! `deadline`, cannot make it: it fails with `deadline_unreachable` before any provider
+//! request, with the numbers in its error and its event, unless its task said
+//! `deadline_policy: best_effort`, whose units only get the decision in their events (once)
+//! and go on. Before any job of the pool has ended there are no durations: only the start is
+//! projected, so only a start (or deadline) already missed fails.
+
+use std::collections::HashSet;
+
+use serde_json::json;
+
+use crate::model::{Unit, UnitStatus};
+use crate::store::{Fence, Field, UnitUpdate};
+
+use super::durations::class_of;
+use super::tick::TickError;
+use super::{PoolLimit, Scheduler};
+
+/// The error code of a unit failed for a deadline it cannot meet.
+pub const DEADLINE_CODE: &str = "deadline_unreachable";
+/// Most units projected per tick.
+const SWEEP_LIMIT: u32 = 500;
+/// Best-effort units remembered as noted before the memory starts afresh.
+const NOTED_MAX: usize = 100_000;
+
+/// The inputs of one unit's projection.
+#[derive(Clone, Copy, Debug)]
+pub struct Projection {
+    pub start: i64,
+    /// The p95 duration used, if the pool has ended jobs.
+    pub p95: Option<i64>,
+}
+
+impl Projection {
+    pub fn completion(&self) -> i64 {
+        self.start.saturating_add(self.p95.unwrap_or(0))
+    }
+}
+
+/// The projected start of the unit with `ahead` deadline units before it, with `free` slots
+/// free now of `slots`, and waves of `wave` ms (`None`: no duration known, so no wait can be
+/// projected).
+pub fn projected_start(now: i64, ahead: u32, free: u32, slots: u32, wave: Option<i64>) -> i64 {
+    if ahead < free {
+        return now;
+    }
+    let Some(wave) = wave else { return now };
+    let waves = i64::from((ahead - free) / slots.max(1) + 1);
+    now.saturating_add(waves.saturating_mul(wave))
+}
+
+/// Why `unit` cannot meet its terms under `p`, if it cannot.
+pub fn verdict(unit: &Unit, p: Projection, now: i64) -> Option<String> {
+    let at = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+            || ms.to_string(),
+            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        )
+    };
+    if let Some(start_by) = unit.terms.start_by
+        && p.start.max(now) > start_by
+    {
+        return Some(format!(
+            "projected start {} is after start_by {}",
+            at(p.start.max(now)),
+            at(start_by)
+        ));
+    }
+    let deadline = unit.terms.deadline_at?;
+    let completion = p.completion();
+    (completion > deadline).then(|| match p.p95 {
+        Some(d) => format!(
+            "projected completion {} (start {} + p95 duration {} ms) is after the deadline {}",
+            at(completion),
+            at(p.start),
+            d,
+            at(deadline)
+        ),
+        None => format!(
+            "the deadline {} has passed before the unit could start",
+            at(deadline)
+        ),
+    })
+}
+
+impl Scheduler {
+    /// Step 0 of a tick: fail the pending units that cannot meet their deadline or start-by
+    /// time (or note it, for best effort).
+    pub(super) async fn sweep_deadlines(
+        &self,
+        pool: &str,
+        limit: &PoolLimit,
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> Result<(), TickError> {
+        let s = &self.services;
+        let units = s.store.unit_list_deadlined(pool, SWEEP_LIMIT).await?;
+        if units.is_empty() {
+            return Ok(());
+        }
+        let slots = self.effective_max(pool, limit).max(1);
+        let mut used = 0;
+        for a in &limit.accounts {
+            used += self.slots_used(&a.slot_key(pool)).await?;
+        }
+        let free = slots.saturating_sub(used);
+        let pool_durations = s.durations.pool_distribution(pool);
+        let wave = pool_durations.as_ref().map(|d| d.mean());
+        let pool_p95 = pool_durations.as_ref().map(|d| d.quantile(0.95));
+        let mut updates = Vec::new();
+        let mut tasks: HashSet<String> = HashSet::new();
+        for (ahead, unit) in units.iter().enumerate() {
+            let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+            let p95 = s
+                .durations
+                .distribution(pool, &class_of(unit))
+                .map(|d| d.quantile(0.95))
+                .or(pool_p95);
+            let p = Projection {
+                start: projected_start(now, ahead, free, slots, wave),
+                p95,
+            };
+            let Some(why) = verdict(unit, p, now) else {
+                continue;
+            };
+            if unit.terms.best_effort {
+                let mut noted = self.deadline_noted.lock();
+                if noted.len() >= NOTED_MAX {
+                    noted.clear();
+                }
+                if noted.insert(unit.id.clone()) {
+                    updates.push(note(unit, &why));
+                }
+                continue;
+            }
+            tasks.insert(unit.task_id.clone());
+            updates.push(refuse(unit, &why));
+        }
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let written = s.store.unit_apply(&updates, now, fence).await?;
+        if !written.applied.is_empty() {
+            tracing::info!(
+                pool,
+                units = written.applied.len(),
+                "deadline sweep: units failed or noted"
+            );
+            metrics::counter!("slotd_deadline_unreachable_total", "pool" => pool.to_string())
+                .increment(tasks.len() as u64);
+        }
+        s.hot.invalidate(tasks.iter().map(String::as_str)).await;
+        Ok(())
+    }
+}
+
+/// The failure of a unit that cannot meet its terms: before any submit, no retry.
+fn refuse(unit: &Unit, why: &str) -> UnitUpdate {
+    let error = json!({ "code": DEADLINE_CODE, "message": format!("deadline unreachable: {why}") });
+    UnitUpdate {
+        unit_id: unit.id.clone(),
+        from: Some(UnitStatus::Pending),
+        from_stage: Some(unit.stage.clone()),
+        to: Some(UnitStatus::Failed),
+        error: Field::Set(error.to_string()),
+        detail: Some(format!(
+            "deadline unreachable: {why}; failed before submission (deadline_policy refuse)"
+        )),
+        ..UnitUpdate::default()
+    }
+}
+
+/// The decision for a best-effort unit: recorded, not enforced.
+fn note(unit: &Unit, why: &str) -> UnitUpdate {
+    UnitUpdate {
+        unit_id: unit.id.clone(),
+        from: Some(UnitStatus::Pending),
+        from_stage: Some(unit.stage.clone()),
+        to: Some(UnitStatus::Pending),
+        detail: Some(format!(
+            "deadline unreachable: {why}; kept (deadline_policy best_effort)"
+        )),
+        ..UnitUpdate::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_waits_one_wave_per_slots_worth_of_units_ahead() {
+        // 2 free of 10: the first two start now, the next ten one wave later, and so on.
+        assert_eq!(projected_start(1_000, 0, 2, 10, Some(500)), 1_000);
+        assert_eq!(projected_start(1_000, 1, 2, 10, Some(500)), 1_000);
+        assert_eq!(projected_start(1_000, 2, 2, 10, Some(500)), 1_500);
+        assert_eq!(projected_start(1_000, 11, 2, 10, Some(500)), 1_500);
+        assert_eq!(projected_start(1_000, 12, 2, 10, Some(500)), 2_000);
+        // No durations: no wait can be projected.
+        assert_eq!(projected_start(1_000, 50, 0, 10, None), 1_000);
+    }
+
+    #[test]
+    fn verdicts_name_the_numbers() {
+        let mut unit = crate::model::Unit {
+            id: "u".into(),
+            task_id: "t".into(),
+            index: 0,
+            tenant: "a".into(),
+            task_type: "video".into(),
+            pool: "p".into(),
+            stage: "main".into(),
+            status: UnitStatus::Pending,
+            priority: 0,
+            spec: "{}".into(),
+            state: "{}".into(),
+            provider_job_id: None,
+            submit_attempt: 0,
+            attempts: 0,
+            polls: 0,
+            next_at: 0,
+            submitted_at: None,
+            error: None,
+            result: None,
+            cost: None,
+            cancel_requested_at: None,
+            routes: None,
+            terms: Default::default(),
+            created_at: 0,
+            updated_at: 0,
+        };
+        let p = Projection {
+            start: 10_000,
+            p95: Some(5_000),
+        };
+        assert_eq!(verdict(&unit, p, 0), None, "no terms, nothing to miss");
+        unit.terms.deadline_at = Some(15_000);
+        assert_eq!(
+            verdict(&unit, p, 0),
+            None,
+            "completion exactly at the deadline"
+        );
+        unit.terms.deadline_at = Some(14_999);
+        let why = verdict(&unit, p, 0).expect("late by 1 ms");
+        assert!(why.contains("p95 duration 5000 ms"), "{why}");
+        unit.terms.deadline_at = None;
+        unit.terms.start_by = Some(9_000);
+        let why = verdict(&unit, p, 0).expect("starts after start_by");
+        assert!(why.contains("start_by"), "{why}");
+    }
+}

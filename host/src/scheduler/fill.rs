@@ -1,0 +1,249 @@
+//! Step 1 of a tick: grant free slots to pending units in fill order and write their submit
+//! marker, on the pool's provider accounts.
+//!
+//! Each account has its own slot set (`pool@account`; the implicit account keeps the pool's
+//! own), its own adaptive limit and its own health; the pool's capacity is the sum of its
+//! accounts' (capped by `[pools."NAME"] max_slots` when set). Units in fill order go one by
+//! one to the account with the most free slots (ties: the first configured), so accounts fill
+//! evenly and a drained account gets nothing but its probe. The marker records the account on
+//! the unit, reserves budgets and refuses what a tenant's budget cannot cover, in one
+//! transaction; a tenant refused for budget is left out of the next round of the same tick, so
+//! its backlog does not keep others' units from free slots.
+
+use std::collections::HashSet;
+
+use crate::model::Unit;
+use crate::store::{Fence, Grant};
+
+use super::accounts::Availability;
+use super::tick::TickError;
+use super::{PoolAccount, PoolLimit, Scheduler};
+
+/// Rounds of one fill: the first, and one more per batch of tenants found over budget.
+const FILL_ROUNDS: usize = 4;
+
+/// Step 1's answer.
+#[derive(Default)]
+pub(crate) struct Filled {
+    /// Units granted a slot and marked submitted.
+    pub fresh: Vec<Unit>,
+    /// Grants not used (released again).
+    pub unused: usize,
+    /// Pending units are left waiting for a slot.
+    pub backlog: bool,
+}
+
+/// One account's room in this fill.
+struct Room {
+    account: PoolAccount,
+    key: String,
+    /// Its effective limit.
+    max: u32,
+    used: u32,
+    free: u32,
+    /// A drained account whose probe is due: it takes the first unit, so the probe is made
+    /// even while other accounts have room for everything.
+    probe: bool,
+}
+
+/// Place a unit (in fill order) on a drained account due for its probe, else on the room with
+/// the most free slots; `None` when none has one.
+fn place(rooms: &mut [Room]) -> Option<usize> {
+    let best = rooms
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.free > 0)
+        .max_by(|(ia, a), (ib, b)| (a.probe, a.free).cmp(&(b.probe, b.free)).then(ib.cmp(ia)))
+        .map(|(i, _)| i)?;
+    rooms[best].free -= 1;
+    rooms[best].probe = false;
+    Some(best)
+}
+
+impl Scheduler {
+    /// Grant free slots to pending units in fill order and write their submit marker. Returns
+    /// the units marked, how many grants went unused (released again: units another writer
+    /// moved meanwhile, or over their tenant's budget), and whether pending units are left
+    /// waiting.
+    pub(super) async fn fill(
+        &self,
+        pool: &str,
+        limit: &PoolLimit,
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> Result<Filled, TickError> {
+        let s = &self.services;
+        let mut filled = Filled::default();
+        if limit.task_types.is_empty() {
+            return Ok(filled);
+        }
+        let mut rooms = self.rooms(pool, limit, now).await?;
+        let used: u32 = rooms.iter().map(|r| r.used).sum();
+        let mut free = rooms
+            .iter()
+            .map(|r| r.free)
+            .sum::<u32>()
+            .min(limit.max_slots.saturating_sub(used));
+        // Due again only if this tick's call never answers for them (a crash mid-call):
+        // then after the call's deadline, in doubt.
+        let hold = now.saturating_add(self.in_doubt_grace());
+        let mut except: Vec<String> = Vec::new();
+        for _ in 0..FILL_ROUNDS {
+            // One more than fits tells whether a backlog is left.
+            let mut pending = s
+                .store
+                .unit_list_fill(
+                    pool,
+                    &limit.task_types,
+                    now,
+                    free.saturating_add(1),
+                    &except,
+                )
+                .await?;
+            filled.backlog = pending.len() > free as usize;
+            pending.truncate(free as usize);
+            if pending.is_empty() {
+                break;
+            }
+            let grants = self.grant(&mut rooms, pending).await?;
+            if grants.is_empty() {
+                filled.backlog = true;
+                break;
+            }
+            let marked = s.store.unit_mark_granted(&grants, now, hold, fence).await?;
+            let moved: HashSet<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
+            for room in &mut rooms {
+                let unused: Vec<String> = grants
+                    .iter()
+                    .filter(|g| {
+                        g.account == room.account.name && !moved.contains(g.unit_id.as_str())
+                    })
+                    .map(|g| g.unit_id.clone())
+                    .collect();
+                if !unused.is_empty() {
+                    s.slots.release(&room.key, &unused).await?;
+                    room.free += u32::try_from(unused.len()).unwrap_or(0);
+                    filled.unused += unused.len();
+                }
+            }
+            free = free.saturating_sub(u32::try_from(marked.units.len()).unwrap_or(u32::MAX));
+            let over: HashSet<&str> = marked.over_budget.iter().map(String::as_str).collect();
+            for g in grants.iter().filter(|g| over.contains(g.unit_id.as_str())) {
+                if !except.contains(&g.tenant) {
+                    except.push(g.tenant.clone());
+                }
+            }
+            filled.fresh.extend(marked.units);
+            if over.is_empty() || free == 0 {
+                break;
+            }
+        }
+        Ok(filled)
+    }
+
+    /// Each account's limit, use and free slots now (a drained account: none, or one for its
+    /// probe when that is due).
+    async fn rooms(&self, pool: &str, limit: &PoolLimit, now: i64) -> Result<Vec<Room>, TickError> {
+        let s = &self.services;
+        let mut rooms = Vec::with_capacity(limit.accounts.len());
+        for account in &limit.accounts {
+            let key = account.slot_key(pool);
+            let max = s.capacity.effective(&key, account.max_slots);
+            let used = self.slots_used(&key).await?;
+            let mut free = max.saturating_sub(used);
+            let mut probe = false;
+            if let (Some(name), Some(handler)) = (&account.name, &account.handler) {
+                free = match s.accounts.availability(handler, name, now) {
+                    Availability::Open => free,
+                    Availability::Drained(true) => {
+                        probe = free > 0;
+                        free.min(1)
+                    }
+                    Availability::Drained(false) => 0,
+                };
+            }
+            rooms.push(Room {
+                account: account.clone(),
+                key,
+                max,
+                used,
+                free,
+                probe,
+            });
+        }
+        Ok(rooms)
+    }
+
+    /// Place `pending` (fill order) on accounts and take their slots; the grants, in order.
+    async fn grant(&self, rooms: &mut [Room], pending: Vec<Unit>) -> Result<Vec<Grant>, TickError> {
+        let s = &self.services;
+        let now = s.clock.now_ms();
+        let poll_max = i64::try_from(s.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX);
+        let mut placed: Vec<(usize, Unit)> = Vec::with_capacity(pending.len());
+        for unit in pending {
+            let Some(room) = place(rooms) else { break };
+            placed.push((room, unit));
+        }
+        let mut granted: HashSet<String> = HashSet::new();
+        for (i, room) in rooms.iter_mut().enumerate() {
+            let ids: Vec<String> = placed
+                .iter()
+                .filter(|(r, _)| *r == i)
+                .map(|(_, u)| u.id.clone())
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let got = self.acquire_slots(&room.key, &ids, room.max).await?;
+            // Slots another instance took meanwhile: give the room's count back.
+            room.free += u32::try_from(ids.len() - got.len().min(ids.len())).unwrap_or(0);
+            granted.extend(got);
+        }
+        Ok(placed
+            .into_iter()
+            .filter(|(_, u)| granted.contains(&u.id))
+            .map(|(r, u)| Grant {
+                submission: format!("{}-{}", u.stage, u.submit_attempt),
+                estimate: u.terms.cost_estimate.unwrap_or(0.0),
+                account: rooms[r].account.name.clone(),
+                tenant: u.tenant,
+                unit_id: u.id,
+                budget_retry_at: now.saturating_add(poll_max),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(name: &str, free: u32) -> Room {
+        Room {
+            account: PoolAccount {
+                name: Some(name.into()),
+                handler: Some("h".into()),
+                max_slots: free,
+            },
+            key: format!("p@{name}"),
+            max: free,
+            used: 0,
+            free,
+            probe: false,
+        }
+    }
+
+    #[test]
+    fn units_go_to_the_account_with_the_most_free_slots() {
+        let mut rooms = vec![room("main", 3), room("backup", 2)];
+        let order: Vec<usize> = std::iter::from_fn(|| place(&mut rooms)).collect();
+        // 3-2 → main; 2-2 tie → main (first); 1-2 → backup; 1-1 → main; 0-1 → backup.
+        assert_eq!(order, vec![0, 0, 1, 0, 1]);
+        assert!(place(&mut rooms).is_none());
+        // A drained account due for its probe takes the first unit.
+        let mut rooms = vec![room("main", 20), room("backup", 1)];
+        rooms[1].probe = true;
+        assert_eq!(place(&mut rooms), Some(1));
+        assert_eq!(place(&mut rooms), Some(0));
+    }
+}

@@ -1,0 +1,240 @@
+//! Issue 14 in the store: accounts recorded by the submit marker, earliest deadline first
+//! inside the fill order, and the budget ledger (reserve with the marker, settle when the
+//! submission ends, a crash in between leaving one open row that the resolution settles).
+
+use super::*;
+use crate::store::{Budget, Grant, TaskTerms};
+
+fn grant(unit_id: &str, tenant: &str, account: Option<&str>, estimate: f64) -> Grant {
+    Grant {
+        unit_id: unit_id.into(),
+        tenant: tenant.into(),
+        account: account.map(str::to_string),
+        estimate,
+        submission: "main-0".into(),
+        budget_retry_at: T0 + 60_000,
+    }
+}
+
+/// A task whose units each estimate `cost`, with deadline terms.
+fn costed(id: &str, tenant: &str, n: usize, cost: f64, terms: TaskTerms) -> NewTask {
+    let mut t = task(id, tenant, VIDEO, POOL, n, 0);
+    for u in &mut t.units {
+        u.cost_estimate = Some(cost);
+    }
+    t.terms = terms;
+    t
+}
+
+pub(crate) async fn deadlines_fill_first_within_a_tenant(store: DynStore) {
+    let later = TaskTerms {
+        deadline_at: Some(T0 + 2_000_000),
+        ..TaskTerms::default()
+    };
+    let sooner = TaskTerms {
+        deadline_at: Some(T0 + 1_000_000),
+        start_by: Some(T0 + 500_000),
+        best_effort: true,
+    };
+    store
+        .task_create(costed("t1", "a", 2, 1.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    store
+        .task_create(costed("t2", "a", 2, 1.0, later))
+        .await
+        .unwrap();
+    store
+        .task_create(costed("t3", "a", 2, 1.0, sooner))
+        .await
+        .unwrap();
+    let order: Vec<String> = store
+        .unit_list_pending(POOL, &types(&[VIDEO]), T0 + 10, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.id)
+        .collect();
+    assert_eq!(
+        order,
+        ["t3-u0", "t3-u1", "t2-u0", "t2-u1", "t1-u0", "t1-u1"]
+    );
+    // The terms come back on the units and the task.
+    let units = store.task_units("t3").await.unwrap();
+    assert_eq!(units[0].terms.deadline_at, Some(T0 + 1_000_000));
+    assert_eq!(units[0].terms.start_by, Some(T0 + 500_000));
+    assert!(units[0].terms.best_effort);
+    assert_eq!(units[0].terms.cost_estimate, Some(1.0));
+    let t3 = store.task_get("a", "t3").await.unwrap().unwrap();
+    assert_eq!(t3.terms, sooner);
+    // Only units with terms to enforce are swept: best effort ones too (their decision is
+    // recorded), not t1's.
+    let swept: Vec<String> = store
+        .unit_list_deadlined(POOL, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.id)
+        .collect();
+    assert_eq!(swept, ["t3-u0", "t3-u1", "t2-u0", "t2-u1"]);
+    // Leaving a tenant out of the fill (over budget) leaves out its units only.
+    store
+        .task_create(costed("t4", "b", 1, 1.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    let others = store
+        .unit_list_fill(POOL, &types(&[VIDEO]), T0 + 10, 10, &["a".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(
+        others.iter().map(|u| u.id.as_str()).collect::<Vec<_>>(),
+        ["t4-u0"]
+    );
+    // A unit that cannot meet its deadline fails from pending.
+    let failed = store
+        .unit_apply(
+            &[UnitUpdate {
+                unit_id: "t2-u1".into(),
+                from: Some(UnitStatus::Pending),
+                from_stage: Some("main".into()),
+                to: Some(UnitStatus::Failed),
+                error: Field::Set(r#"{"code":"deadline_unreachable","message":"late"}"#.into()),
+                detail: Some("deadline unreachable".into()),
+                ..UnitUpdate::default()
+            }],
+            T0 + 20,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.applied, ["t2-u1"]);
+}
+
+pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore) {
+    store
+        .budget_set(&Budget {
+            tenant: "a".into(),
+            limit: 2.5,
+            period_ms: 86_400_000,
+            source: "config".into(),
+            updated_at: T0,
+        })
+        .await
+        .unwrap();
+    store
+        .task_create(costed("t1", "a", 4, 1.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    store
+        .task_create(costed("t2", "b", 1, 7.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    let grants = [
+        grant("t1-u0", "a", Some("main"), 1.0),
+        grant("t1-u1", "a", Some("backup"), 1.0),
+        grant("t2-u0", "b", None, 7.0),
+        grant("t1-u2", "a", Some("main"), 1.0),
+        grant("t1-u3", "a", Some("main"), 1.0),
+    ];
+    let marked = store
+        .unit_mark_granted(&grants, T0 + 1, T0 + 1, None)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
+    // Tenant a's budget covers two of its 1.0 units; b has no budget.
+    assert_eq!(ids, ["t1-u0", "t1-u1", "t2-u0"]);
+    assert_eq!(marked.over_budget, ["t1-u2", "t1-u3"]);
+    assert_eq!(marked.units[0].terms.account.as_deref(), Some("main"));
+    assert_eq!(marked.units[1].terms.account.as_deref(), Some("backup"));
+    assert_eq!(marked.units[2].terms.account, None);
+    let held = store.task_units("t1").await.unwrap();
+    assert_eq!(held[2].status, UnitStatus::Pending);
+    assert_eq!(held[2].terms.wait_reason.as_deref(), Some("budget"));
+    assert_eq!(held[2].next_at, T0 + 60_000, "held until the retry time");
+    let usage = store.budget_usage("a", 86_400_000, T0 + 2).await.unwrap();
+    assert_eq!(
+        (usage.spent, usage.reserved, usage.submissions),
+        (0.0, 2.0, 2)
+    );
+    let submitted = store.unit_list_submitted_accounts(POOL).await.unwrap();
+    assert_eq!(submitted.len(), 3);
+
+    // "Crash" after the marker: nothing was sent. The restarted scheduler marks nothing
+    // twice and reserves nothing twice.
+    let again = store
+        .unit_mark_granted(&grants, T0 + 3, T0 + 3, None)
+        .await
+        .unwrap();
+    assert!(again.units.is_empty(), "{:?}", again.units);
+    let usage = store.budget_usage("a", 86_400_000, T0 + 4).await.unwrap();
+    assert_eq!(
+        (usage.spent, usage.reserved, usage.submissions),
+        (0.0, 2.0, 2)
+    );
+
+    // The in-doubt resolution: one job found and ended with the provider's cost; the other
+    // never reached the provider (back to pending, nothing spent).
+    let done = UnitUpdate {
+        unit_id: "t1-u0".into(),
+        from: Some(UnitStatus::Submitted),
+        from_stage: Some("main".into()),
+        to: Some(UnitStatus::Succeeded),
+        cost: Some("0.8".into()),
+        result: Some("{}".into()),
+        ..UnitUpdate::default()
+    };
+    let back = UnitUpdate {
+        unit_id: "t1-u1".into(),
+        from: Some(UnitStatus::Submitted),
+        from_stage: Some("main".into()),
+        to: Some(UnitStatus::Pending),
+        submitted_at: Field::Clear,
+        ..UnitUpdate::default()
+    };
+    let applied = store.unit_apply(&[done, back], T0 + 5, None).await.unwrap();
+    assert_eq!(applied.applied.len(), 2);
+    let usage = store.budget_usage("a", 86_400_000, T0 + 6).await.unwrap();
+    assert_eq!(
+        (usage.spent, usage.reserved, usage.submissions),
+        (0.8, 0.0, 2)
+    );
+
+    // A raised limit makes the held units due at once.
+    store
+        .budget_set(&Budget {
+            tenant: "a".into(),
+            limit: 10.0,
+            period_ms: 86_400_000,
+            source: "api".into(),
+            updated_at: T0 + 7,
+        })
+        .await
+        .unwrap();
+    let held = store.task_units("t1").await.unwrap();
+    assert_eq!(
+        (held[2].terms.wait_reason.clone(), held[2].next_at),
+        (None, T0 + 7)
+    );
+    // The file's budget does not replace one set through the API.
+    store
+        .budget_set(&Budget {
+            tenant: "a".into(),
+            limit: 1.0,
+            period_ms: 3_600_000,
+            source: "config".into(),
+            updated_at: T0 + 8,
+        })
+        .await
+        .unwrap();
+    let b = store.budget_get("a").await.unwrap().unwrap();
+    assert_eq!((b.limit, b.source.as_str()), (10.0, "api"));
+    // A new period starts afresh.
+    let next_day = store
+        .budget_usage("a", 86_400_000, T0 + 86_400_000)
+        .await
+        .unwrap();
+    assert_eq!(next_day.submissions, 0);
+    let totals = store.cost_by_tenant().await.unwrap();
+    let a = totals.iter().find(|(t, ..)| t == "a").unwrap();
+    assert_eq!((a.1, a.2, a.3), (0.8, 4.0, 1));
+}

@@ -1,0 +1,518 @@
+//! Issue 14's records and statements: a task's deadline terms and its units' cost estimates
+//! (written with the task), the account and the budget reservation written with the submit
+//! marker, the settling of reservations when a submission ends, and the tenant budgets.
+//!
+//! Budget rule (README "Tenant budgets"): a tenant with a budget may have units whose
+//! reserved-or-spent cost in the current period sums to at most its limit. Periods are aligned
+//! to the Unix epoch (`period_start = now - now % period`), so every instance agrees on them.
+//! A unit's estimate is reserved in the transaction of its submit marker, one ledger row per
+//! submission (unit, stage, submit attempt): a crash after the marker leaves the unit in doubt
+//! and its row reserved, and the submission that resolves it settles that same row.
+
+use serde::Serialize;
+
+use crate::store::{StoreError, StoreResult};
+
+/// A task's deadline terms (request body `deadline`, `start_by`, `deadline_policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskTerms {
+    pub deadline_at: Option<i64>,
+    pub start_by: Option<i64>,
+    /// `deadline_policy: best_effort`.
+    pub best_effort: bool,
+}
+
+impl TaskTerms {
+    pub fn is_empty(&self) -> bool {
+        self.deadline_at.is_none() && self.start_by.is_none()
+    }
+}
+
+/// One slot grant to write as a submit marker.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub unit_id: String,
+    pub tenant: String,
+    /// The account it is submitted on (`None`: the implicit account).
+    pub account: Option<String>,
+    /// What to reserve against the tenant's budget (the handler's estimate; unknown: 0).
+    pub estimate: f64,
+    /// `{stage}-{submit_attempt}`: the submission the reservation belongs to.
+    pub submission: String,
+    /// When a grant refused for budget is due again (its tenant's room may grow when running
+    /// submissions settle below their estimates; a raised limit makes it due at once).
+    pub budget_retry_at: i64,
+}
+
+/// What [`crate::store::TaskStore::unit_mark_granted`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Marked {
+    /// The units marked submitted, in the order of the grants.
+    pub units: Vec<crate::model::Unit>,
+    /// Grants refused because their tenant's budget could not cover them (the units stay
+    /// pending with `wait_reason = "budget"`).
+    pub over_budget: Vec<String>,
+}
+
+/// A tenant's budget.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Budget {
+    pub tenant: String,
+    /// The most its units may cost per period, in the provider's unit.
+    pub limit: f64,
+    /// The period in milliseconds.
+    pub period_ms: i64,
+    /// Who set it last: `config` or `api`.
+    pub source: String,
+    pub updated_at: i64,
+}
+
+/// A tenant's spending in the current period.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Usage {
+    /// Start of the period (Unix ms), aligned to the epoch.
+    pub period_start: i64,
+    /// End of the period (Unix ms): reservations start afresh then.
+    pub period_end: i64,
+    /// Settled cost of the submissions that ended (provider-reported where known).
+    pub spent: f64,
+    /// Estimates reserved by submissions still running.
+    pub reserved: f64,
+    /// Submissions counted (ended and running).
+    pub submissions: u64,
+}
+
+/// The start of the period containing `now`.
+pub fn period_start(now: i64, period_ms: i64) -> i64 {
+    if period_ms <= 0 {
+        return now;
+    }
+    now - now.rem_euclid(period_ms)
+}
+
+/// How a submission that ended is settled: the provider's cost when it reported one; the
+/// estimate when the job succeeded (or moved to its next stage) without one; nothing when no
+/// job ran to completion (refused, failed, cancelled, back to pending).
+#[derive(Clone, Debug)]
+pub struct Settle {
+    pub unit_id: String,
+    /// `Some(cost)`: spent exactly this. `None`: see `succeeded`.
+    pub cost: Option<f64>,
+    /// Without a cost: the job succeeded, so the estimate counts as spent.
+    pub succeeded: bool,
+}
+
+/// The settlements for applied updates: updates that report a cost, or that take a unit out
+/// of `submitted`.
+pub(crate) fn settlements(updates: &[crate::store::UnitUpdate], applied: &[String]) -> Vec<Settle> {
+    use crate::model::UnitStatus;
+    let applied: std::collections::HashSet<&str> = applied.iter().map(String::as_str).collect();
+    updates
+        .iter()
+        .filter(|u| applied.contains(u.unit_id.as_str()))
+        .filter_map(|u| {
+            let cost = u.cost.as_deref().and_then(parse_cost);
+            let leaving = u.from == Some(UnitStatus::Submitted)
+                && u.to.is_some_and(|t| t != UnitStatus::Submitted);
+            if cost.is_none() && !leaving {
+                return None;
+            }
+            let succeeded = u.to == Some(UnitStatus::Succeeded)
+                || (u.to == Some(UnitStatus::Pending) && u.stage.is_some());
+            Some(Settle {
+                unit_id: u.unit_id.clone(),
+                cost,
+                succeeded,
+            })
+        })
+        .collect()
+}
+
+/// Whether applying `updates` may settle a reservation (and so needs a transaction).
+pub(crate) fn may_settle(updates: &[crate::store::UnitUpdate]) -> bool {
+    use crate::model::UnitStatus;
+    updates.iter().any(|u| {
+        u.cost.is_some()
+            || (u.from == Some(UnitStatus::Submitted)
+                && u.to.is_some_and(|t| t != UnitStatus::Submitted))
+    })
+}
+
+/// A provider-reported cost (Kling's `final_unit_deduction` is a decimal string): finite and
+/// not negative, else not a cost.
+pub fn parse_cost(text: &str) -> Option<f64> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|c| c.is_finite() && *c >= 0.0)
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+use super::shared::on_both_drivers;
+
+on_both_drivers! {
+    /// Write the deadline terms of the tasks just inserted, and their units' cost estimates.
+    /// Nothing for tasks without terms or estimates (the common case costs no statement).
+    pub(crate) async fn write_terms(
+        conn: &mut Conn,
+        tasks: &[&crate::store::NewTask],
+    ) -> StoreResult<()> {
+        for t in tasks {
+            if !t.terms.is_empty() {
+                let policy = if t.terms.best_effort { "best_effort" } else { "refuse" };
+                sqlx::query(
+                    "UPDATE tasks SET deadline_at = $2, start_by = $3, deadline_policy = $4 \
+                     WHERE id = $1",
+                )
+                .bind(&t.id)
+                .bind(t.terms.deadline_at)
+                .bind(t.terms.start_by)
+                .bind(policy)
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query(
+                    "UPDATE units SET deadline_at = $2, start_by = $3, best_effort = $4 \
+                     WHERE task_id = $1",
+                )
+                .bind(&t.id)
+                .bind(t.terms.deadline_at.unwrap_or(crate::model::NO_DEADLINE))
+                .bind(t.terms.start_by)
+                .bind(i32::from(t.terms.best_effort))
+                .execute(&mut *conn)
+                .await?;
+            }
+            for u in &t.units {
+                if let Some(c) = u.cost_estimate {
+                    sqlx::query("UPDATE units SET cost_estimate = $2 WHERE id = $1")
+                        .bind(&u.id)
+                        .bind(c)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The budget check of a submit marker, in its transaction: which grants fit their
+    /// tenant's budget (in order; once a tenant's grant does not fit, its later grants wait
+    /// too, so its units keep their FIFO order). On PostgreSQL the budget row is locked, so
+    /// two pools reserving for one tenant at once take turns.
+    pub(crate) async fn budget_check(
+        conn: &mut Conn,
+        grants: &[crate::store::Grant],
+        now: i64,
+        lock: &str,
+    ) -> StoreResult<(Vec<usize>, Vec<usize>)> {
+        use std::collections::HashMap;
+        let mut tenants: Vec<&str> = grants.iter().map(|g| g.tenant.as_str()).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        // (limit, used so far, blocked)
+        let mut room: HashMap<&str, (f64, f64, bool)> = HashMap::new();
+        for tenant in tenants {
+            let row: Option<(f64, i64)> = sqlx::query_as(&format!(
+                "SELECT limit_amount, period_ms FROM tenant_budgets WHERE tenant = $1{lock}"
+            ))
+            .bind(tenant)
+            .fetch_optional(&mut *conn)
+            .await?;
+            let Some((limit, period)) = row else { continue };
+            let used: Option<f64> = sqlx::query_scalar(
+                "SELECT SUM(COALESCE(spent, reserved)) FROM budget_ledger \
+                 WHERE tenant = $1 AND period_start = $2",
+            )
+            .bind(tenant)
+            .bind(crate::store::terms::period_start(now, period))
+            .fetch_one(&mut *conn)
+            .await?;
+            room.insert(tenant, (limit, used.unwrap_or(0.0), false));
+        }
+        let (mut fit, mut over) = (Vec::new(), Vec::new());
+        for (i, g) in grants.iter().enumerate() {
+            let Some((limit, used, blocked)) = room.get_mut(g.tenant.as_str()) else {
+                fit.push(i);
+                continue;
+            };
+            // A small tolerance: estimates are decimal fractions summed in binary.
+            if *blocked || *used + g.estimate > *limit + 1e-9 {
+                *blocked = true;
+                over.push(i);
+            } else {
+                *used += g.estimate;
+                fit.push(i);
+            }
+        }
+        Ok((fit, over))
+    }
+
+    /// After the marker moved `marked`: their ledger rows (for tenants with a budget; a row
+    /// of the same submission that was settled without a job, e.g. refused for capacity, is
+    /// reserved again: the submission is being made anew), and `wait_reason = budget` (with
+    /// one event when it starts) for the grants over budget.
+    pub(crate) async fn budget_record(
+        conn: &mut Conn,
+        grants: &[crate::store::Grant],
+        marked: &std::collections::HashSet<&str>,
+        over: &[usize],
+        now: i64,
+    ) -> StoreResult<()> {
+        for g in grants.iter().filter(|g| marked.contains(g.unit_id.as_str())) {
+            sqlx::query(
+                "INSERT INTO budget_ledger (unit_id, submission, tenant, period_start, reserved, \
+                     created_at) \
+                 SELECT $1, $2, $3, $4 - ($4 % period_ms), $5, $4 FROM tenant_budgets \
+                 WHERE tenant = $3 \
+                 ON CONFLICT (unit_id, submission) DO UPDATE SET \
+                     period_start = excluded.period_start, reserved = excluded.reserved, \
+                     spent = NULL, settled_at = NULL, created_at = excluded.created_at \
+                 WHERE budget_ledger.settled_at IS NOT NULL",
+            )
+            .bind(&g.unit_id)
+            .bind(&g.submission)
+            .bind(&g.tenant)
+            .bind(now)
+            .bind(g.estimate)
+            .execute(&mut *conn)
+            .await?;
+        }
+        for &i in over {
+            let Some(g) = grants.get(i) else { continue };
+            sqlx::query(
+                "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \
+                     detail) \
+                 SELECT id, task_id, $2, 'pending', 'pending', stage, $3 FROM units \
+                 WHERE id = $1 AND status = 'pending' AND wait_reason IS NULL",
+            )
+            .bind(&g.unit_id)
+            .bind(now)
+            .bind(format!(
+                "waiting: budget (tenant {} cannot cover an estimate of {} this period)",
+                g.tenant, g.estimate
+            ))
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query(
+                "UPDATE units SET wait_reason = 'budget', next_at = $2 \
+                 WHERE id = $1 AND status = 'pending'",
+            )
+            .bind(&g.unit_id)
+            .bind(g.budget_retry_at)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Settle the open reservation of each unit (at most one is open per unit).
+    pub(crate) async fn budget_settle(
+        conn: &mut Conn,
+        settle: &[crate::store::terms::Settle],
+        now: i64,
+    ) -> StoreResult<()> {
+        for s in settle {
+            sqlx::query(
+                "UPDATE budget_ledger SET settled_at = $2, \
+                     spent = CASE WHEN $3 IS NOT NULL THEN $3 \
+                                  WHEN $4 = 1 THEN reserved ELSE 0 END \
+                 WHERE unit_id = $1 AND settled_at IS NULL",
+            )
+            .bind(&s.unit_id)
+            .bind(now)
+            .bind(s.cost)
+            .bind(i32::from(s.succeeded))
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A tenant's budget, if it has one.
+    pub(crate) async fn budget_get(
+        pool: &Pool,
+        tenant: &str,
+    ) -> StoreResult<Option<crate::store::Budget>> {
+        let row: Option<(String, f64, i64, String, i64)> = sqlx::query_as(
+            "SELECT tenant, limit_amount, period_ms, source, updated_at FROM tenant_budgets \
+             WHERE tenant = $1",
+        )
+        .bind(tenant)
+        .fetch_optional(pool)
+        .await?;
+        Ok(row.map(|(tenant, limit, period_ms, source, updated_at)| crate::store::Budget {
+            tenant,
+            limit,
+            period_ms,
+            source,
+            updated_at,
+        }))
+    }
+
+    /// Set a tenant's budget. From the configuration (`source = config`), a budget last set
+    /// through the API is kept: the operator's runtime decision outlives a restart.
+    pub(crate) async fn budget_set(
+        pool: &Pool,
+        b: &crate::store::Budget,
+    ) -> StoreResult<()> {
+        let guard = if b.source == "config" {
+            " WHERE tenant_budgets.source = 'config'"
+        } else {
+            ""
+        };
+        sqlx::query(&format!(
+            "INSERT INTO tenant_budgets (tenant, limit_amount, period_ms, source, updated_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (tenant) DO UPDATE SET limit_amount = excluded.limit_amount, \
+                 period_ms = excluded.period_ms, source = excluded.source, \
+                 updated_at = excluded.updated_at{guard}"
+        ))
+        .bind(&b.tenant)
+        .bind(b.limit)
+        .bind(b.period_ms)
+        .bind(&b.source)
+        .bind(b.updated_at)
+        .execute(pool)
+        .await?;
+        // Units held back for budget are due again: the fill decides anew.
+        sqlx::query(
+            "UPDATE units SET wait_reason = NULL, next_at = $2 \
+             WHERE tenant = $1 AND status = 'pending' AND wait_reason IS NOT NULL",
+        )
+        .bind(&b.tenant)
+        .bind(b.updated_at)
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A tenant's spending in the period containing `now` (of `period_ms`).
+    pub(crate) async fn budget_usage(
+        pool: &Pool,
+        tenant: &str,
+        period_ms: i64,
+        now: i64,
+    ) -> StoreResult<crate::store::Usage> {
+        let start = crate::store::terms::period_start(now, period_ms);
+        let (spent, reserved, n): (Option<f64>, Option<f64>, i64) = sqlx::query_as(
+            "SELECT SUM(CASE WHEN settled_at IS NOT NULL THEN spent END), \
+                 SUM(CASE WHEN settled_at IS NULL THEN reserved END), COUNT(*) \
+             FROM budget_ledger WHERE tenant = $1 AND period_start = $2",
+        )
+        .bind(tenant)
+        .bind(start)
+        .fetch_one(pool)
+        .await?;
+        Ok(crate::store::Usage {
+            period_start: start,
+            period_end: start.saturating_add(period_ms),
+            spent: spent.unwrap_or(0.0),
+            reserved: reserved.unwrap_or(0.0),
+            submissions: u64::try_from(n).map_err(|_| corrupt("a negative ledger count"))?,
+        })
+    }
+
+    /// Provider cost and the estimates, summed per tenant over every unit (the demo's summary
+    /// and `GET /v1/tenants/{name}/usage`'s all-time figures).
+    pub(crate) async fn cost_by_tenant(pool: &Pool) -> StoreResult<Vec<(String, f64, f64, i64)>> {
+        let rows: Vec<(String, Option<String>, Option<f64>)> = sqlx::query_as(
+            "SELECT tenant, cost, cost_estimate FROM units \
+             WHERE cost IS NOT NULL OR cost_estimate IS NOT NULL",
+        )
+        .fetch_all(pool)
+        .await?;
+        let mut sums: std::collections::BTreeMap<String, (f64, f64, i64)> = Default::default();
+        for (tenant, cost, estimate) in rows {
+            let e = sums.entry(tenant).or_default();
+            if let Some(c) = cost.as_deref().and_then(crate::store::terms::parse_cost) {
+                e.0 += c;
+                e.2 += 1;
+            }
+            e.1 += estimate.unwrap_or(0.0);
+        }
+        Ok(sums.into_iter().map(|(t, (c, e, n))| (t, c, e, n)).collect())
+    }
+
+    /// Submitted units of `pool` with their accounts (slot reconciliation per account).
+    pub(crate) async fn submitted_by_account(
+        pool: &Pool,
+        sched_pool: &str,
+    ) -> StoreResult<Vec<(String, Option<String>)>> {
+        Ok(sqlx::query_as(
+            "SELECT id, account FROM units WHERE pool = $1 AND status = 'submitted'",
+        )
+        .bind(sched_pool)
+        .fetch_all(pool)
+        .await?)
+    }
+
+    /// Pending units of `pool` that carry a deadline or a start-by time, earliest deadline
+    /// first (the deadline sweep; best-effort ones too, whose decision is recorded). The
+    /// condition repeats the partial index `units_deadline`'s, constant included, so the
+    /// planner can use it.
+    pub(crate) async fn deadlined_pending(
+        pool: &Pool,
+        sched_pool: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<DbRow>> {
+        Ok(sqlx::query(&format!(
+            "SELECT {} FROM units \
+             WHERE pool = $1 AND status = 'pending' \
+               AND (deadline_at < {} OR start_by IS NOT NULL) \
+             ORDER BY deadline_at, task_seq, idx LIMIT $2",
+            crate::store::shared::UNIT_COLS,
+            crate::model::NO_DEADLINE
+        ))
+        .bind(sched_pool)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?)
+    }
+}
+
+/// The grants at `fit`, grouped by account (in order of first appearance), as the marker
+/// writes them: one statement per account.
+pub(crate) fn by_account<'a>(
+    grants: &'a [Grant],
+    fit: &[usize],
+) -> Vec<(Option<&'a str>, Vec<String>)> {
+    let mut out: Vec<(Option<&str>, Vec<String>)> = Vec::new();
+    for &i in fit {
+        let Some(g) = grants.get(i) else { continue };
+        let account = g.account.as_deref();
+        match out.iter_mut().find(|(a, _)| *a == account) {
+            Some((_, ids)) => ids.push(g.unit_id.clone()),
+            None => out.push((account, vec![g.unit_id.clone()])),
+        }
+    }
+    out
+}
+
+/// Put marked units in the order of the grants and name the grants over budget.
+pub(crate) fn marked(
+    grants: &[Grant],
+    mut units: Vec<crate::model::Unit>,
+    over: &[usize],
+) -> Marked {
+    let order: std::collections::HashMap<&str, usize> = grants
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.unit_id.as_str(), i))
+        .collect();
+    units.sort_by_key(|u| order.get(u.id.as_str()).copied().unwrap_or(usize::MAX));
+    Marked {
+        units,
+        over_budget: over
+            .iter()
+            .filter_map(|&i| grants.get(i).map(|g| g.unit_id.clone()))
+            .collect(),
+    }
+}
+
+/// Grants checked against budgets: those with a tenant (the scheduler's; a bare
+/// `unit_mark_submitted` names none and reserves nothing).
+pub(crate) fn budgeted(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| !g.tenant.is_empty())
+}
