@@ -1,6 +1,6 @@
 //! The Runway bearer key end to end: configured as a secret, inserted by the host
-//! (`send-authorized`), never in the guest, slotd's logs or a recording; a wrong one is
-//! Runway's 401.
+//! (`send-authorized`), never in the guest, slotd's logs or a recording; a wrong one drains
+//! the account on Runway's 401.
 
 use std::time::Duration;
 
@@ -48,8 +48,8 @@ const LOG_EVERYTHING: &str = "trace,wasmtime=info,wasmtime_internal_cranelift=in
 ///   appears, replaced nothing but signed-link parameters (`_jwt=***`). A guest has no other
 ///   way in (no environment, files or sockets), so the key is not in its memory.
 ///
-/// The recording also replays offline exactly as recorded. A wrong key failing the units
-/// with Runway's 401 is [`runway_a_wrong_key_fails_units_with_runways_401`].
+/// The recording also replays offline exactly as recorded. A wrong key draining the account
+/// is [`runway_a_wrong_key_drains_the_account_and_fails_nothing`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runway_the_bearer_key_stays_out_of_the_guest_the_logs_and_the_recording() {
     let key = distinctive_key("runway e2e: the key stays out");
@@ -222,12 +222,14 @@ record = "{recordings}"
     assert_eq!(report.differing(), 0, "{report:?}");
 }
 
-/// A wrong key is Runway's 401 on every create: the units fail at once with code `http_401`
-/// and a message naming the `api_key` secret, nothing is created, nothing retried. With the
+/// A wrong key is Runway's 401 on every create: the handler reports it as the account's
+/// (`account_refused`), so nothing fails and nothing hammers Runway. The pool's implicit
+/// account is drained (shown in `GET /v1/pools` with Runway's words), the units wait `pending`
+/// without a retry spent, nothing is created, and the task can still be cancelled. With the
 /// previous test, where the guest sets no `Authorization` header yet Runway accepts the
 /// requests, this shows the host is the one that inserts the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runway_a_wrong_key_fails_units_with_runways_401() {
+async fn runway_a_wrong_key_drains_the_account_and_fails_nothing() {
     let run = Run::start(sim_options(5), |c, _| {
         let h = c.handlers.get_mut(HANDLER).expect("handler config");
         h.secrets.insert(
@@ -237,23 +239,40 @@ async fn runway_a_wrong_key_fails_units_with_runways_401() {
     })
     .await;
     let id = run.submit(payload("wrong-key", 2)).await;
-    let views = run
-        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(20))
-        .await;
-    assert_eq!(views[0]["status"], "failed", "{}", views[0]);
-    for r in results(&views[0]) {
-        assert_eq!(r["status"], "failed", "{r}");
-        assert_eq!(r["error"]["code"], "http_401", "{r}");
-        let message = r["error"]["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("HTTP 401") && message.contains("api_key"),
-            "{message}"
+    let drained = eventually(Duration::from_secs(20), "account drained", async || {
+        let pools = get_json(&run.client, &format!("{}/v1/pools", run.base)).await?;
+        let pool = pools
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == POOL)?
+            .clone();
+        let account = pool["accounts"].as_array()?.first()?.clone();
+        (account["state"] == "drained").then_some(account)
+    })
+    .await;
+    assert_eq!(drained["name"], "default", "{drained}");
+    assert_eq!(drained["drained"]["code"], "account_refused", "{drained}");
+    let reason = drained["drained"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("401") && reason.contains("api_key"),
+        "{reason}"
+    );
+    let view = run.task(&id).await;
+    for r in results(&view) {
+        assert_eq!(
+            r["status"], "pending",
+            "nothing fails for the account's fault: {r}"
         );
         assert!(r["provider_task_id"].is_null(), "{r}");
     }
     let stats = run.sim.stats();
-    assert_eq!(stats.auth_refusals, 2, "one refused create per unit");
+    assert!(stats.auth_refusals >= 1, "Runway refused the key");
     assert_eq!(stats.creates, 0);
-    assert_eq!(stats.requests, 2, "a 401 is not retried");
+    // The work is not stuck for good: the client can still cancel it.
+    run.cancel(&id).await;
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(20))
+        .await;
+    assert_eq!(views[0]["status"], "cancelled", "{}", views[0]);
     run.stop(&[]).await;
 }

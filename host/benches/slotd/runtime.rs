@@ -22,6 +22,7 @@ pub async fn run(report: &mut Report) {
         pool: "fixture".into(),
         now_ms: 0,
         callback_url: None,
+        account: None,
     };
     for _ in 0..100 {
         fixture.tick(&ctx, &[]).await.expect("warm-up");

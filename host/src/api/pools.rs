@@ -40,8 +40,9 @@ pub struct PoolView {
     /// In a cluster (Redis configured): which scheduler drives the pool and how long it has
     /// gone without one between holders; `None` embedded, or when Redis could not be asked.
     pub lease: Option<crate::lease::LeaseView>,
-    /// The provider accounts the pool draws on (`[[handlers.NAME.accounts]]`); empty when its
-    /// handler has one implicit account. The pool's figures are their sums.
+    /// The provider accounts the pool draws on (`[[handlers.NAME.accounts]]`); for a handler
+    /// with one implicit account, empty, or while that account is drained, one entry named
+    /// `default`. The pool's figures are their sums.
     pub accounts: Vec<AccountView>,
 }
 
@@ -149,10 +150,15 @@ async fn list(
                 }
             };
             view.used = view.used.zip(used).map(|(a, b)| a + b);
-            if let (Some(name), Some(handler)) = (&a.name, &a.handler) {
-                let drained = services.accounts.drain_of(handler, name);
+            let drained = a
+                .handler
+                .as_ref()
+                .and_then(|h| services.accounts.drain_of(h, a.health_name()));
+            // The implicit account is listed only while drained: then it says why nothing
+            // is submitted.
+            if a.name.is_some() || drained.is_some() {
                 view.accounts.push(AccountView {
-                    name: name.clone(),
+                    name: a.health_name().to_string(),
                     max_slots: a.max_slots,
                     effective_max_slots: services
                         .capacity

@@ -79,7 +79,7 @@ fn check_name(name: &str) -> Result<(), ApiError> {
         (status = 200, description = "The budget in force and the current period", body = UsageView),
         (status = 400, description = "Malformed body: bad JSON, an unknown field, a wrong type"),
         (status = 403, description = "Not an admin key"),
-        (status = 422, description = "A limit below 0 or a period out of range"),
+        (status = 422, description = "Not a tenant name, a limit below 0 or a period out of range"),
     ),
 )]
 async fn put_budget(
@@ -132,6 +132,7 @@ async fn put_budget(
     responses(
         (status = 200, description = "The tenant's budget and spending", body = UsageView),
         (status = 403, description = "Another tenant's, without an admin key"),
+        (status = 422, description = "Not a tenant name"),
     ),
 )]
 async fn usage(

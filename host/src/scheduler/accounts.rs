@@ -11,7 +11,10 @@
 //! a poll keeps the unit `submitted` and polls it again later.
 //!
 //! The state lives in memory with the pool's scheduler; `GET /v1/pools` shows it with the
-//! reason. A restart forgets it: the first refused call drains the account again.
+//! reason. A restart forgets it: the first refused call drains the account again. A handler
+//! without `accounts` has one implicit account, drained the same way (as `default`): with a
+//! wrong key its units wait `pending`, probed now and then, instead of failing or hammering the
+//! provider.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +26,10 @@ use serde::Serialize;
 pub const REFUSED_CODE: &str = "account_refused";
 /// The account's balance or resource packs are used up (Kling 1101/1102).
 pub const EXHAUSTED_CODE: &str = "account_exhausted";
+
+/// The name under which a handler's implicit account (its section, no `accounts`) is drained
+/// and shown.
+pub const IMPLICIT_ACCOUNT: &str = "default";
 
 /// Whether an error code names the account rather than the job.
 pub fn is_account_code(code: Option<&str>) -> bool {

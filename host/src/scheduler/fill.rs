@@ -152,8 +152,8 @@ impl Scheduler {
             let used = self.slots_used(&key).await?;
             let mut free = max.saturating_sub(used);
             let mut probe = false;
-            if let (Some(name), Some(handler)) = (&account.name, &account.handler) {
-                free = match s.accounts.availability(handler, name, now) {
+            if let Some(handler) = &account.handler {
+                free = match s.accounts.availability(handler, account.health_name(), now) {
                     Availability::Open => free,
                     Availability::Drained(true) => {
                         probe = free > 0;

@@ -28,7 +28,7 @@ pub struct PoolLimit {
 pub struct PoolAccount {
     /// `None`: the handler's implicit account (its section's own settings).
     pub name: Option<String>,
-    /// The handler whose account this is (`None` with the implicit account).
+    /// The handler whose account this is (`None` for a pool no loaded handler uses).
     pub handler: Option<String>,
     pub max_slots: u32,
 }
@@ -37,6 +37,13 @@ impl PoolAccount {
     /// The slot set this account's units of `pool` hold.
     pub fn slot_key(&self, pool: &str) -> String {
         slot_key(pool, self.name.as_deref())
+    }
+
+    /// The name its health is kept under: its own, or `default` for the implicit account.
+    pub fn health_name(&self) -> &str {
+        self.name
+            .as_deref()
+            .unwrap_or(super::accounts::IMPLICIT_ACCOUNT)
     }
 }
 
@@ -110,7 +117,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
             }
             None => vec![PoolAccount {
                 name: None,
-                handler: None,
+                handler: p.handlers.first().cloned(),
                 max_slots: p.max_slots,
             }],
         };

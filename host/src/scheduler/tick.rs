@@ -264,9 +264,10 @@ impl Scheduler {
         seen: &AccountSeen,
         now: i64,
     ) {
-        let (Some(name), Some(handler)) = (&account.name, &account.handler) else {
+        let Some(handler) = &account.handler else {
             return;
         };
+        let name = account.health_name();
         let health = &self.services.accounts;
         if let Some((code, reason)) = &seen.error {
             let rest = i64::try_from(self.services.config.scheduler.account_probe.as_millis())
