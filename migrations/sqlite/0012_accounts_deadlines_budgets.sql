@@ -53,6 +53,8 @@ CREATE TABLE budget_ledger (
     PRIMARY KEY (unit_id, submission)
 );
 CREATE INDEX budget_ledger_tenant ON budget_ledger (tenant, period_start);
+-- The open reservations (at most one per unit), settled when a submission ends.
+CREATE INDEX budget_ledger_open ON budget_ledger (unit_id) WHERE settled_at IS NULL;
 
 -- A deadline that cannot be met fails a unit before it is ever submitted (`pending -> failed`,
 -- code `deadline_unreachable`): the one failure that needs no provider job.

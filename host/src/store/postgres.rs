@@ -248,22 +248,25 @@ impl TaskStore for PostgresStore {
             return Err(rollback(tx, e).await);
         }
         let budgeted = terms::budgeted(grants);
-        let (fit, over) = if budgeted {
+        let checked = if budgeted {
             t::budget_check(&mut tx, grants, now, " FOR UPDATE").await?
         } else {
-            ((0..grants.len()).collect(), Vec::new())
+            terms::Checked {
+                fit: (0..grants.len()).collect(),
+                ..terms::Checked::default()
+            }
         };
-        let mut moved = Vec::with_capacity(fit.len());
-        for (account, ids) in terms::by_account(grants, &fit) {
+        let mut moved = Vec::with_capacity(checked.fit.len());
+        for (account, ids) in terms::by_account(grants, &checked.fit) {
             moved.extend(units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?);
         }
         if budgeted {
             let ids: std::collections::HashSet<&str> =
                 moved.iter().map(|u| u.id.as_str()).collect();
-            t::budget_record(&mut tx, grants, &ids, &over, now).await?;
+            t::budget_record(&mut tx, grants, &ids, &checked, now).await?;
         }
         tx.commit().await?;
-        Ok(terms::marked(grants, moved, &over))
+        Ok(terms::marked(grants, moved, &checked.over))
     }
 
     async fn unit_list_submitted_accounts(

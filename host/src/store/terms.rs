@@ -206,7 +206,7 @@ on_both_drivers! {
         grants: &[crate::store::Grant],
         now: i64,
         lock: &str,
-    ) -> StoreResult<(Vec<usize>, Vec<usize>)> {
+    ) -> StoreResult<crate::store::terms::Checked> {
         use std::collections::HashMap;
         let mut tenants: Vec<&str> = grants.iter().map(|g| g.tenant.as_str()).collect();
         tenants.sort_unstable();
@@ -232,6 +232,7 @@ on_both_drivers! {
             room.insert(tenant, (limit, used.unwrap_or(0.0), false));
         }
         let (mut fit, mut over) = (Vec::new(), Vec::new());
+        let budgeted = room.keys().map(|t| t.to_string()).collect();
         for (i, g) in grants.iter().enumerate() {
             let Some((limit, used, blocked)) = room.get_mut(g.tenant.as_str()) else {
                 fit.push(i);
@@ -246,7 +247,7 @@ on_both_drivers! {
                 fit.push(i);
             }
         }
-        Ok((fit, over))
+        Ok(crate::store::terms::Checked { fit, over, budgeted })
     }
 
     /// After the marker moved `marked`: their ledger rows (for tenants with a budget; a row
@@ -257,10 +258,14 @@ on_both_drivers! {
         conn: &mut Conn,
         grants: &[crate::store::Grant],
         marked: &std::collections::HashSet<&str>,
-        over: &[usize],
+        checked: &crate::store::terms::Checked,
         now: i64,
     ) -> StoreResult<()> {
-        for g in grants.iter().filter(|g| marked.contains(g.unit_id.as_str())) {
+        let over = &checked.over;
+        let reserving = grants.iter().filter(|g| {
+            marked.contains(g.unit_id.as_str()) && checked.budgeted.contains(&g.tenant)
+        });
+        for g in reserving {
             sqlx::query(
                 "INSERT INTO budget_ledger (unit_id, submission, tenant, period_start, reserved, \
                      created_at) \
@@ -313,6 +318,19 @@ on_both_drivers! {
         settle: &[crate::store::terms::Settle],
         now: i64,
     ) -> StoreResult<()> {
+        if settle.is_empty() {
+            return Ok(());
+        }
+        // Most deployments have no budgets: one indexed probe saves a statement per unit.
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM budget_ledger WHERE settled_at IS NULL \
+             LIMIT 1) AS o",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        if open == 0 {
+            return Ok(());
+        }
         for s in settle {
             sqlx::query(
                 "UPDATE budget_ledger SET settled_at = $2, \
@@ -470,6 +488,15 @@ on_both_drivers! {
         .fetch_all(pool)
         .await?)
     }
+}
+
+/// The budget check's answer: the grants that fit (indexes, in order), those over budget, and
+/// the tenants that have a budget (only their grants get ledger rows).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Checked {
+    pub fit: Vec<usize>,
+    pub over: Vec<usize>,
+    pub budgeted: std::collections::HashSet<String>,
 }
 
 /// The grants at `fit`, grouped by account (in order of first appearance), as the marker
