@@ -107,7 +107,8 @@ async fn killed_mid_run_resumes_without_double_submission() {
 
 /// The Kling path killed repeatedly while units are submitted and others finalizing: every
 /// unit completes, each `external_task_id` was created exactly once, nothing stays
-/// `finalizing`.
+/// `finalizing`, and the budget ledger holds one settled row per shot (no reservation lost or
+/// doubled by a kill between the submit marker and the submit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kling_killed_mid_run_creates_each_job_once() {
     use crate::kling::{TIME_SCALE, kling_plugins, sim_options, video_payload};
@@ -140,6 +141,11 @@ base_url = "{base}"
 access_key = "AK"
 secret_key = "SK"
 allowed_hosts = ["{host}"]
+
+# A budget that covers the run: each submit marker reserves in the budget ledger, and kills
+# land between reservations and submits too.
+[tenants.local]
+budget = {{ limit = 1000.0, period = "1d" }}
 "#,
         db = dir.path().join("slotd.db").display(),
         plugins = plugins.display(),
@@ -204,6 +210,14 @@ allowed_hosts = ["{host}"]
         !log_text.contains("panicked"),
         "slotd panicked:\n{log_text}"
     );
+    // The ledger: one row per shot (each was submitted once), every one settled with the
+    // provider's cost (a standard 5-second shot costs 1 unit), nothing left reserved.
+    let usage = get_json(&client, &format!("{base}/v1/tenants/local/usage"))
+        .await
+        .expect("usage");
+    assert_eq!(usage["period"]["submissions"], 60, "{usage}");
+    assert_eq!(usage["period"]["reserved"], 0.0, "{usage}");
+    assert_eq!(usage["period"]["spent"], 60.0, "{usage}");
     assert_check_clean(&db_url, Some(&objects_url), &[("kling:video", 18)]).await;
     child.kill().ok();
     child.wait().ok();

@@ -8,6 +8,9 @@
 //! - no idempotency key was accepted as two provider jobs, no job sits on two units;
 //! - no unit is `finalizing` without a live lease beyond a grace period;
 //! - tasks and units agree (units exist, indexes 0..n, no orphan);
+//! - every open budget reservation belongs to a `submitted` unit's current submission, one
+//!   per unit (a crash between reservation and submit leaves the unit in doubt, still
+//!   `submitted`, so its reservation stays accounted for);
 //! - with `--objects`: every `completed` unit's artifacts exist with the recorded size and
 //!   sha256;
 //! - with Redis: each pool's slot holders are its `submitted` units, and the database's
@@ -81,6 +84,8 @@ pub struct Snapshot {
     pub events: BTreeMap<String, Vec<EventRow>>,
     /// The database's fencing token per pool.
     pub fences: BTreeMap<String, i64>,
+    /// The budget ledger's open reservations: (unit id, submission `stage-attempt`).
+    pub open_reservations: Vec<(String, String)>,
 }
 
 /// The columns of a unit the rules read.
@@ -98,6 +103,8 @@ pub struct UnitRow {
     pub result: Option<String>,
     /// The provider account of its latest submit marker (`None`: the implicit account).
     pub account: Option<String>,
+    /// Its submit attempt in the current stage.
+    pub submit_attempt: i64,
 }
 
 /// One row of the event log.
@@ -139,6 +146,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     f.extend(rules::idempotency(&snap));
     f.extend(rules::finalize_leases(&snap, opts.now_ms, grace));
     f.extend(rules::tasks(&snap));
+    f.extend(rules::reservations(&snap));
     if let Some(url) = &opts.objects {
         let (found, checked) = live::objects(url, &snap).await?;
         report.findings.extend(found);

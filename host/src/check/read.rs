@@ -12,11 +12,13 @@ use super::{EventRow, Snapshot, UnitRow};
 
 const TASKS_SQL: &str = "SELECT id FROM tasks ORDER BY seq";
 const UNITS_SQL: &str = "SELECT id, task_id, CAST(idx AS BIGINT) AS idx, pool, stage, status, \
-     provider_job_id, lease_owner, CAST(lease_until AS BIGINT) AS lease_until, result, account \
-     FROM units ORDER BY task_id, idx";
+     provider_job_id, lease_owner, CAST(lease_until AS BIGINT) AS lease_until, result, account, \
+     CAST(submit_attempt AS BIGINT) AS submit_attempt FROM units ORDER BY task_id, idx";
 const EVENTS_SQL: &str = "SELECT CAST(id AS BIGINT) AS id, unit_id, from_status, to_status, \
      detail FROM unit_events ORDER BY unit_id, id";
 const SUBMITTED_SQL: &str = "SELECT id, pool, account FROM units WHERE status = 'submitted'";
+const RESERVATIONS_SQL: &str = "SELECT unit_id, submission FROM budget_ledger \
+     WHERE settled_at IS NULL ORDER BY unit_id, submission";
 const FENCES_SQL: &str = "SELECT pool, CAST(token AS BIGINT) AS token FROM pool_fences";
 
 /// Rows of both backends decode the same way; this macro runs one closure body per backend
@@ -117,6 +119,7 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         lease_until: r.try_get("lease_until")?,
         result: r.try_get("result")?,
         account: r.try_get("account")?,
+        submit_attempt: r.try_get("submit_attempt")?,
     }));
     let events: Vec<(String, EventRow)> = rows!(conn, EVENTS_SQL, |r| Ok::<_, sqlx::Error>((
         r.try_get::<String, _>("unit_id")?,
@@ -131,6 +134,11 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         r.try_get::<String, _>("pool")?,
         r.try_get::<i64, _>("token")?
     )));
+    let open_reservations: Vec<(String, String)> =
+        rows!(conn, RESERVATIONS_SQL, |r| Ok::<_, sqlx::Error>((
+            r.try_get::<String, _>("unit_id")?,
+            r.try_get::<String, _>("submission")?
+        )));
     let mut by_unit: BTreeMap<String, Vec<EventRow>> = BTreeMap::new();
     for (unit, e) in events {
         by_unit.entry(unit).or_default().push(e);
@@ -140,5 +148,6 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         units,
         events: by_unit,
         fences: fences.into_iter().collect(),
+        open_reservations,
     })
 }

@@ -253,3 +253,46 @@ fn unit_finding(unit: &UnitRow, kind: &'static str, message: String) -> Finding 
 #[cfg(test)]
 #[path = "rules_tests.rs"]
 mod tests;
+
+/// Every open budget reservation is the current submission of a `submitted` unit, and no unit
+/// has two: a reservation outliving its submission would hold a tenant's budget forever.
+pub fn reservations(snap: &Snapshot) -> Vec<Finding> {
+    let units: BTreeMap<&str, &UnitRow> = snap.units.iter().map(|u| (u.id.as_str(), u)).collect();
+    let mut out = Vec::new();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (unit_id, submission) in &snap.open_reservations {
+        *seen.entry(unit_id.as_str()).or_default() += 1;
+        let finding = |message: String| Finding {
+            kind: "budget ledger",
+            task_id: units.get(unit_id.as_str()).map(|u| u.task_id.clone()),
+            unit_id: Some(unit_id.clone()),
+            message,
+        };
+        match units.get(unit_id.as_str()) {
+            None => out.push(finding(format!(
+                "an open reservation ({submission}) names unit {unit_id}, which does not exist"
+            ))),
+            Some(u) if u.status != "submitted" => out.push(finding(format!(
+                "unit {unit_id} is {} but its reservation for {submission} is still open",
+                u.status
+            ))),
+            Some(u) if format!("{}-{}", u.stage, u.submit_attempt) != *submission => {
+                out.push(finding(format!(
+                    "unit {unit_id} is submitted as {}-{} but the open reservation is for \
+                     {submission}",
+                    u.stage, u.submit_attempt
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    for (unit_id, n) in seen.into_iter().filter(|(_, n)| *n > 1) {
+        out.push(Finding {
+            kind: "budget ledger",
+            task_id: units.get(unit_id).map(|u| u.task_id.clone()),
+            unit_id: Some(unit_id.to_string()),
+            message: format!("unit {unit_id} has {n} open reservations; at most one may be"),
+        });
+    }
+    out
+}

@@ -58,6 +58,7 @@ fn snap(units: Vec<UnitRow>, events: Vec<(&str, Vec<EventRow>)>) -> Snapshot {
             .map(|(u, e)| (u.to_string(), e))
             .collect(),
         fences: BTreeMap::new(),
+        open_reservations: Vec::new(),
     }
 }
 
@@ -230,4 +231,40 @@ fn tasks_without_units_gaps_and_orphans_are_reported() {
     assert_eq!(f.len(), 2, "{f:?}");
     assert!(f[0].message.contains("[1]"), "{}", f[0]);
     assert!(f[1].message.contains("does not exist"), "{}", f[1]);
+}
+
+#[test]
+fn open_reservations_belong_to_submitted_units() {
+    let mut submitted = unit("u1", "submitted");
+    submitted.submit_attempt = 1;
+    let snap = Snapshot {
+        units: vec![submitted, unit("u2", "completed"), unit("u3", "submitted")],
+        open_reservations: vec![
+            ("u1".into(), "video-1".into()),
+            ("u2".into(), "video-0".into()),
+            ("u3".into(), "video-0".into()),
+            ("u3".into(), "video-0b".into()),
+            ("gone".into(), "video-0".into()),
+        ],
+        ..Snapshot::default()
+    };
+    let found = reservations(&snap);
+    let about = |id: &str| {
+        found
+            .iter()
+            .filter(|f| f.unit_id.as_deref() == Some(id))
+            .count()
+    };
+    assert_eq!(about("u1"), 0, "{found:?}");
+    assert_eq!(
+        about("u2"),
+        1,
+        "a completed unit's reservation is open: {found:?}"
+    );
+    assert_eq!(
+        about("u3"),
+        2,
+        "one for the wrong submission, one for two open: {found:?}"
+    );
+    assert_eq!(about("gone"), 1, "{found:?}");
 }
