@@ -85,6 +85,7 @@ pub fn combined(main: &SimStats, backup: &SimStats) -> SimStats {
 
 /// Per-account use and per-tenant spend, for the summary.
 pub fn print(main: &SimStats, backup: &SimStats, usage: &[Value]) {
+    println!("spend per tenant:");
     println!(
         "accounts (kling-video): main {} jobs, most at once {} of 20 (with kling:avatar) | backup {} jobs, most at once {} of {BACKUP_SLOTS}",
         main.creates_by_kind.get("text2video").copied().unwrap_or(0)
@@ -100,7 +101,7 @@ pub fn print(main: &SimStats, backup: &SimStats, usage: &[Value]) {
     for u in usage {
         let tenant = u["tenant"].as_str().unwrap_or("?");
         let mut line = format!(
-            "  {tenant:<9} spent {:>6.1} units (estimated {:>6.1})",
+            "  {tenant:<9} cost {:>6.1} as the providers reported it (estimated {:>6.1}; Kling units and Runway credits add up as they are)",
             u["total_cost"].as_f64().unwrap_or(0.0),
             u["total_estimated"].as_f64().unwrap_or(0.0)
         );

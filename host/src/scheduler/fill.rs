@@ -105,7 +105,7 @@ impl Scheduler {
             if pending.is_empty() {
                 break;
             }
-            let grants = self.grant(&mut rooms, pending).await?;
+            let grants = self.grant(&mut rooms, pending, now).await?;
             if grants.is_empty() {
                 filled.backlog = true;
                 break;
@@ -175,9 +175,13 @@ impl Scheduler {
     }
 
     /// Place `pending` (fill order) on accounts and take their slots; the grants, in order.
-    async fn grant(&self, rooms: &mut [Room], pending: Vec<Unit>) -> Result<Vec<Grant>, TickError> {
+    async fn grant(
+        &self,
+        rooms: &mut [Room],
+        pending: Vec<Unit>,
+        now: i64,
+    ) -> Result<Vec<Grant>, TickError> {
         let s = &self.services;
-        let now = s.clock.now_ms();
         let poll_max = i64::try_from(s.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX);
         let mut placed: Vec<(usize, Unit)> = Vec::with_capacity(pending.len());
         for unit in pending {
