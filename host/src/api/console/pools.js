@@ -34,11 +34,20 @@ function poolCard(p, t) {
   const chips = el("div", { class: "chips" }, STATUSES.map((s) => el("span", { class: "chip" }, s, el("b", {}, u[s] ?? 0))));
   const notes = [];
   if (lowered) notes.push(el("div", { class: "notice" }, "The provider has shown less room than configured (over-capacity answers): the scheduler fills to " + eff + " of " + max + " for now."));
+  for (const a of p.accounts || []) {
+    if (a.state === "drained" && a.drained) {
+      notes.push(el("div", { class: "notice" }, "Account " + a.name + " is drained (" + a.drained.code + "): " + a.drained.reason + ". No new submits go to it; its running jobs finish. Next probe " + new Date(a.drained.next_probe_at).toLocaleTimeString() + "."));
+    }
+  }
+  const accounts = (p.accounts || []).length ? el("div", { class: "row" }, p.accounts.map((a) =>
+    el("span", { class: "stat", "data-account": a.name },
+      el("b", { class: a.state === "drained" ? "warn" : "" }, (a.used ?? "?") + " / " + a.effective_max_slots),
+      el("span", {}, "account " + a.name + (a.state === "drained" ? " (drained)" : ""))))) : null;
   if (p.lease) notes.push(el("div", { class: "muted" }, "Lease: " + (p.lease.holder ? "held by " + p.lease.holder : "no holder") + ", " + p.lease.unheld_ms_total + " ms unheld in total."));
   return el("section", { class: "card pool", "data-pool": p.name },
     el("div", { class: "row" }, el("h2", { class: "grow" }, p.name),
       el("span", { class: "muted" }, (p.task_types || []).join(", "), p.handlers && p.handlers.length ? " · " + p.handlers.join(", ") : "")),
-    stats, notes, chips,
+    stats, accounts, notes, chips,
     t ? el("div", { class: "charts" },
       el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Slot timeline (one row per slot lane)"), el("span", {}, "last " + t.minutes + " min")),
         gantt(t, max), legend()),
