@@ -77,11 +77,26 @@ pub(crate) async fn deadlines_fill_first_within_a_tenant(store: DynStore) {
         .map(|u| u.id)
         .collect();
     assert_eq!(swept, ["t3-u0", "t3-u1", "t2-u0", "t2-u1"]);
-    // Leaving a tenant out of the fill (over budget) leaves out its units only.
+    // Still fair across tenants: b's unit (no deadline) takes its turn right after a's first,
+    // ahead of a's other deadline units; at equal turns the deadline goes first.
     store
         .task_create(costed("t4", "b", 1, 1.0, TaskTerms::default()))
         .await
         .unwrap();
+    let order: Vec<String> = store
+        .unit_list_pending(POOL, &types(&[VIDEO]), T0 + 10, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.id)
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "t3-u0", "t4-u0", "t3-u1", "t2-u0", "t2-u1", "t1-u0", "t1-u1"
+        ]
+    );
+    // Leaving a tenant out of the fill (over budget) leaves out its units only.
     let others = store
         .unit_list_fill(POOL, &types(&[VIDEO]), T0 + 10, 10, &["a".to_string()])
         .await
