@@ -145,6 +145,20 @@ async fn seed_budgets(
             .await
             .with_context(|| format!("writing tenants.{tenant}.budget to the database"))?;
     }
+    // A tenant whose section (or budget) left the file loses the budget the file gave it.
+    let keep: Vec<String> = config
+        .tenants
+        .iter()
+        .filter(|(_, t)| t.budget.is_some())
+        .map(|(name, _)| name.clone())
+        .collect();
+    for tenant in store
+        .budget_prune_config(&keep)
+        .await
+        .context("removing budgets the configuration no longer sets")?
+    {
+        tracing::info!(tenant = %tenant, "budget removed: the configuration no longer sets it");
+    }
     Ok(())
 }
 

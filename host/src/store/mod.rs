@@ -462,6 +462,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Set a tenant's budget (`source` `config` does not replace one set through the API) and
     /// make its units held back for budget due again.
     async fn budget_set(&self, budget: &Budget) -> StoreResult<()>;
+    /// Remove budgets the configuration set for tenants it no longer names (`keep`: the ones
+    /// it does); returns the tenants whose budget went.
+    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>>;
     /// A tenant's reserved and spent cost in the period of `period_ms` containing `now`.
     async fn budget_usage(&self, tenant: &str, period_ms: i64, now: i64) -> StoreResult<Usage>;
     /// Per tenant over every unit: (tenant, provider-reported cost, estimated cost, units

@@ -291,6 +291,10 @@ impl TaskStore for PostgresStore {
         crate::store::terms::postgres::budget_set(&self.pool, budget).await
     }
 
+    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
+        crate::store::terms::postgres::budget_prune_config(&self.pool, keep).await
+    }
+
     async fn budget_usage(
         &self,
         tenant: &str,

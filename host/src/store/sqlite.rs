@@ -260,6 +260,10 @@ impl TaskStore for SqliteStore {
         crate::store::terms::sqlite::budget_set(&self.writer, budget).await
     }
 
+    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
+        crate::store::terms::sqlite::budget_prune_config(&self.writer, keep).await
+    }
+
     async fn budget_usage(
         &self,
         tenant: &str,

@@ -406,6 +406,27 @@ on_both_drivers! {
         Ok(())
     }
 
+    /// Remove the budgets the configuration file set (`source = config`) for tenants it no
+    /// longer names; budgets set through the API stay. Returns the tenants whose budget went.
+    pub(crate) async fn budget_prune_config(
+        pool: &Pool,
+        keep: &[String],
+    ) -> StoreResult<Vec<String>> {
+        let configured: Vec<String> =
+            sqlx::query_scalar("SELECT tenant FROM tenant_budgets WHERE source = 'config'")
+                .fetch_all(pool)
+                .await?;
+        let mut removed = Vec::new();
+        for tenant in configured.into_iter().filter(|t| !keep.contains(t)) {
+            sqlx::query("DELETE FROM tenant_budgets WHERE tenant = $1 AND source = 'config'")
+                .bind(&tenant)
+                .execute(pool)
+                .await?;
+            removed.push(tenant);
+        }
+        Ok(removed)
+    }
+
     /// A tenant's spending in the period containing `now` (of `period_ms`).
     pub(crate) async fn budget_usage(
         pool: &Pool,

@@ -243,6 +243,23 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
         .unwrap();
     let b = store.budget_get("a").await.unwrap().unwrap();
     assert_eq!((b.limit, b.source.as_str()), (10.0, "api"));
+    // A budget the file set goes when the file no longer names its tenant; an API one stays.
+    store
+        .budget_set(&Budget {
+            tenant: "c".into(),
+            limit: 3.0,
+            period_ms: 3_600_000,
+            source: "config".into(),
+            updated_at: T0 + 8,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.budget_prune_config(&[]).await.unwrap(), ["c"]);
+    assert!(store.budget_get("c").await.unwrap().is_none());
+    assert!(
+        store.budget_get("a").await.unwrap().is_some(),
+        "set through the API"
+    );
     // A new period starts afresh.
     let next_day = store
         .budget_usage("a", 86_400_000, T0 + 86_400_000)
