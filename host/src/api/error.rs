@@ -169,16 +169,29 @@ pub struct Problem {
     field: Option<String>,
 }
 
+impl ApiError {
+    /// The request field a 400 or 422 names, if it names one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
+                field.as_deref()
+            }
+            _ => None,
+        }
+    }
+
+    /// The status and the field named: what tests of request checks compare.
+    #[cfg(test)]
+    pub(crate) fn status_and_field(&self) -> (u16, Option<String>) {
+        (self.status().as_u16(), self.field().map(str::to_string))
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let (slug, title) = self.kind();
-        let field = match &self {
-            ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
-                field.clone()
-            }
-            _ => None,
-        };
+        let field = self.field().map(str::to_string);
         let problem = Problem {
             kind: format!("urn:slotd:problem:{slug}"),
             title,

@@ -452,13 +452,7 @@ mod tests {
     use super::*;
 
     fn field_of(e: ApiError) -> (u16, Option<String>) {
-        let status = e.status().as_u16();
-        match e {
-            ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
-                (status, field)
-            }
-            _ => (status, None),
-        }
+        e.status_and_field()
     }
 
     #[test]

@@ -116,15 +116,7 @@ mod tests {
         let Value::Object(mut fields) = serde_json::from_str(body).expect("test JSON") else {
             panic!("test body is an object");
         };
-        parse(&mut fields).map_err(|e| {
-            let status = e.status().as_u16();
-            match e {
-                ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
-                    (status, field)
-                }
-                _ => (status, None),
-            }
-        })
+        parse(&mut fields).map_err(|e| e.status_and_field())
     }
 
     #[test]

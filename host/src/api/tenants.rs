@@ -244,14 +244,9 @@ mod tests {
     use super::*;
 
     fn field_of(body: &str) -> (u16, Option<String>) {
-        let e = parse_budget(body.as_bytes()).expect_err("refused");
-        let status = e.status().as_u16();
-        match e {
-            ApiError::BadRequest { field, .. } | ApiError::Unprocessable { field, .. } => {
-                (status, field)
-            }
-            _ => (status, None),
-        }
+        parse_budget(body.as_bytes())
+            .expect_err("refused")
+            .status_and_field()
     }
 
     #[test]

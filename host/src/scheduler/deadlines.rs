@@ -213,33 +213,8 @@ mod tests {
 
     #[test]
     fn verdicts_name_the_numbers() {
-        let mut unit = crate::model::Unit {
-            id: "u".into(),
-            task_id: "t".into(),
-            index: 0,
-            tenant: "a".into(),
-            task_type: "video".into(),
-            pool: "p".into(),
-            stage: "main".into(),
-            status: UnitStatus::Pending,
-            priority: 0,
-            spec: "{}".into(),
-            state: "{}".into(),
-            provider_job_id: None,
-            submit_attempt: 0,
-            attempts: 0,
-            polls: 0,
-            next_at: 0,
-            submitted_at: None,
-            error: None,
-            result: None,
-            cost: None,
-            cancel_requested_at: None,
-            routes: None,
-            terms: Default::default(),
-            created_at: 0,
-            updated_at: 0,
-        };
+        let mut unit = super::super::apply::tests::unit("u", None, "main");
+        unit.status = UnitStatus::Pending;
         let p = Projection {
             start: 10_000,
             p95: Some(5_000),

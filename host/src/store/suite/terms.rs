@@ -16,6 +16,39 @@ fn grant(unit_id: &str, tenant: &str, account: Option<&str>, estimate: f64) -> G
     }
 }
 
+/// A budget of `limit` per `period_ms`, set by `source` at `at`.
+fn budget(tenant: &str, limit: f64, period_ms: i64, source: &str, at: i64) -> Budget {
+    Budget {
+        tenant: tenant.into(),
+        limit,
+        period_ms,
+        source: source.into(),
+        updated_at: at,
+    }
+}
+
+const DAY: i64 = 86_400_000;
+
+/// Tenant a's (spent, reserved, submissions) in the day containing `now`.
+async fn day_of_a(store: &DynStore, now: i64) -> (f64, f64, u64) {
+    let u = store.budget_usage("a", DAY, now).await.unwrap();
+    (u.spent, u.reserved, u.submissions)
+}
+
+/// The ids of the pool's pending units in fill order, leaving out `except` tenants.
+/// (No exception: through `unit_list_pending`, what the fill order's other readers call.)
+async fn fill_order(store: &DynStore, except: &[String]) -> Vec<String> {
+    let types = types(&[VIDEO]);
+    let units = if except.is_empty() {
+        store.unit_list_pending(POOL, &types, T0 + 10, 10).await
+    } else {
+        store
+            .unit_list_fill(POOL, &types, T0 + 10, 10, except)
+            .await
+    };
+    units.unwrap().into_iter().map(|u| u.id).collect()
+}
+
 /// A task whose units each estimate `cost`, with deadline terms.
 fn costed(id: &str, tenant: &str, n: usize, cost: f64, terms: TaskTerms) -> NewTask {
     let mut t = task(id, tenant, VIDEO, POOL, n, 0);
@@ -48,15 +81,8 @@ pub(crate) async fn deadlines_fill_first_within_a_tenant(store: DynStore) {
         .task_create(costed("t3", "a", 2, 1.0, sooner))
         .await
         .unwrap();
-    let order: Vec<String> = store
-        .unit_list_pending(POOL, &types(&[VIDEO]), T0 + 10, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|u| u.id)
-        .collect();
     assert_eq!(
-        order,
+        fill_order(&store, &[]).await,
         ["t3-u0", "t3-u1", "t2-u0", "t2-u1", "t1-u0", "t1-u1"]
     );
     // The terms come back on the units and the task.
@@ -83,28 +109,14 @@ pub(crate) async fn deadlines_fill_first_within_a_tenant(store: DynStore) {
         .task_create(costed("t4", "b", 1, 1.0, TaskTerms::default()))
         .await
         .unwrap();
-    let order: Vec<String> = store
-        .unit_list_pending(POOL, &types(&[VIDEO]), T0 + 10, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|u| u.id)
-        .collect();
     assert_eq!(
-        order,
+        fill_order(&store, &[]).await,
         [
             "t3-u0", "t4-u0", "t3-u1", "t2-u0", "t2-u1", "t1-u0", "t1-u1"
         ]
     );
     // Leaving a tenant out of the fill (over budget) leaves out its units only.
-    let others = store
-        .unit_list_fill(POOL, &types(&[VIDEO]), T0 + 10, 10, &["a".to_string()])
-        .await
-        .unwrap();
-    assert_eq!(
-        others.iter().map(|u| u.id.as_str()).collect::<Vec<_>>(),
-        ["t4-u0"]
-    );
+    assert_eq!(fill_order(&store, &["a".to_string()]).await, ["t4-u0"]);
     // A unit that cannot meet its deadline fails from pending.
     let failed = store
         .unit_apply(
@@ -127,13 +139,7 @@ pub(crate) async fn deadlines_fill_first_within_a_tenant(store: DynStore) {
 
 pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore) {
     store
-        .budget_set(&Budget {
-            tenant: "a".into(),
-            limit: 2.5,
-            period_ms: 86_400_000,
-            source: "config".into(),
-            updated_at: T0,
-        })
+        .budget_set(&budget("a", 2.5, DAY, "config", T0))
         .await
         .unwrap();
     store
@@ -166,26 +172,23 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
     assert_eq!(held[2].status, UnitStatus::Pending);
     assert_eq!(held[2].terms.wait_reason.as_deref(), Some("budget"));
     assert_eq!(held[2].next_at, T0 + 60_000, "held until the retry time");
-    let usage = store.budget_usage("a", 86_400_000, T0 + 2).await.unwrap();
-    assert_eq!(
-        (usage.spent, usage.reserved, usage.submissions),
-        (0.0, 2.0, 2)
-    );
+    assert_eq!(day_of_a(&store, T0 + 2).await, (0.0, 2.0, 2));
     let submitted = store.unit_list_submitted_accounts(POOL).await.unwrap();
     assert_eq!(submitted.len(), 3);
+    after_a_crash_the_resolution_settles(&store, &grants).await;
+    budget_changes(&store).await;
+}
 
+/// "Crash" after the marker, then the in-doubt resolution of the two submissions.
+async fn after_a_crash_the_resolution_settles(store: &DynStore, grants: &[Grant]) {
     // "Crash" after the marker: nothing was sent. The restarted scheduler marks nothing
     // twice and reserves nothing twice.
     let again = store
-        .unit_mark_granted(&grants, T0 + 3, T0 + 3, None)
+        .unit_mark_granted(grants, T0 + 3, T0 + 3, None)
         .await
         .unwrap();
     assert!(again.units.is_empty(), "{:?}", again.units);
-    let usage = store.budget_usage("a", 86_400_000, T0 + 4).await.unwrap();
-    assert_eq!(
-        (usage.spent, usage.reserved, usage.submissions),
-        (0.0, 2.0, 2)
-    );
+    assert_eq!(day_of_a(store, T0 + 4).await, (0.0, 2.0, 2));
 
     // The in-doubt resolution: one job found and ended with the provider's cost; the other
     // never reached the provider (back to pending, nothing spent).
@@ -208,21 +211,14 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
     };
     let applied = store.unit_apply(&[done, back], T0 + 5, None).await.unwrap();
     assert_eq!(applied.applied.len(), 2);
-    let usage = store.budget_usage("a", 86_400_000, T0 + 6).await.unwrap();
-    assert_eq!(
-        (usage.spent, usage.reserved, usage.submissions),
-        (0.8, 0.0, 2)
-    );
+    assert_eq!(day_of_a(store, T0 + 6).await, (0.8, 0.0, 2));
+}
 
+/// Raised limits, the file against the API, pruning, a new period, the all-time totals.
+async fn budget_changes(store: &DynStore) {
     // A raised limit makes the held units due at once.
     store
-        .budget_set(&Budget {
-            tenant: "a".into(),
-            limit: 10.0,
-            period_ms: 86_400_000,
-            source: "api".into(),
-            updated_at: T0 + 7,
-        })
+        .budget_set(&budget("a", 10.0, DAY, "api", T0 + 7))
         .await
         .unwrap();
     let held = store.task_units("t1").await.unwrap();
@@ -232,26 +228,14 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
     );
     // The file's budget does not replace one set through the API.
     store
-        .budget_set(&Budget {
-            tenant: "a".into(),
-            limit: 1.0,
-            period_ms: 3_600_000,
-            source: "config".into(),
-            updated_at: T0 + 8,
-        })
+        .budget_set(&budget("a", 1.0, 3_600_000, "config", T0 + 8))
         .await
         .unwrap();
     let b = store.budget_get("a").await.unwrap().unwrap();
     assert_eq!((b.limit, b.source.as_str()), (10.0, "api"));
     // A budget the file set goes when the file no longer names its tenant; an API one stays.
     store
-        .budget_set(&Budget {
-            tenant: "c".into(),
-            limit: 3.0,
-            period_ms: 3_600_000,
-            source: "config".into(),
-            updated_at: T0 + 8,
-        })
+        .budget_set(&budget("c", 3.0, 3_600_000, "config", T0 + 8))
         .await
         .unwrap();
     assert_eq!(store.budget_prune_config(&[]).await.unwrap(), ["c"]);
@@ -261,10 +245,7 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
         "set through the API"
     );
     // A new period starts afresh.
-    let next_day = store
-        .budget_usage("a", 86_400_000, T0 + 86_400_000)
-        .await
-        .unwrap();
+    let next_day = store.budget_usage("a", DAY, T0 + DAY).await.unwrap();
     assert_eq!(next_day.submissions, 0);
     let totals = store.cost_by_tenant().await.unwrap();
     let a = totals.iter().find(|(t, ..)| t == "a").unwrap();
