@@ -140,39 +140,7 @@ async fn list(
                 max_slots: 0,
             }]
         });
-        view.used = Some(0);
-        for a in &accounts {
-            let used = match services.slots.used(&a.slot_key(&view.name)).await {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed");
-                    None
-                }
-            };
-            view.used = view.used.zip(used).map(|(a, b)| a + b);
-            let drained = a
-                .handler
-                .as_ref()
-                .and_then(|h| services.accounts.drain_of(h, a.health_name()));
-            // The implicit account is listed only while drained: then it says why nothing
-            // is submitted.
-            if a.name.is_some() || drained.is_some() {
-                view.accounts.push(AccountView {
-                    name: a.health_name().to_string(),
-                    max_slots: a.max_slots,
-                    effective_max_slots: services
-                        .capacity
-                        .effective(&a.slot_key(&view.name), a.max_slots),
-                    used,
-                    state: if drained.is_some() {
-                        "drained"
-                    } else {
-                        "active"
-                    },
-                    drained,
-                });
-            }
-        }
+        account_views(&services, view, &accounts).await;
         if let Some(keys) = &services.keyspace {
             // The scheduler driving the pool may be another process: its figure counts.
             if let (Some(max), [account], Ok(Some(lowered))) = (
@@ -192,4 +160,45 @@ async fn list(
         }
     }
     Ok(Json(pools.into_values().collect()))
+}
+
+/// Each account's slots in use (summed into the pool's `used`, `None` if any could not be
+/// read) and, for named accounts and a drained implicit one, its entry.
+async fn account_views(
+    services: &Services,
+    view: &mut PoolView,
+    accounts: &[crate::scheduler::PoolAccount],
+) {
+    view.used = Some(0);
+    for a in accounts {
+        let key = a.slot_key(&view.name);
+        let used = match services.slots.used(&key).await {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(pool = %view.name, error = %e, "reading slots in use failed");
+                None
+            }
+        };
+        view.used = view.used.zip(used).map(|(a, b)| a + b);
+        let drained = a
+            .handler
+            .as_ref()
+            .and_then(|h| services.accounts.drain_of(h, a.health_name()));
+        // The implicit account is listed only while drained: then it says why nothing is
+        // submitted.
+        if a.name.is_some() || drained.is_some() {
+            view.accounts.push(AccountView {
+                name: a.health_name().to_string(),
+                max_slots: a.max_slots,
+                effective_max_slots: services.capacity.effective(&key, a.max_slots),
+                used,
+                state: if drained.is_some() {
+                    "drained"
+                } else {
+                    "active"
+                },
+                drained,
+            });
+        }
+    }
 }
