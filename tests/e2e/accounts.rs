@@ -190,12 +190,15 @@ async fn a_pool_on_two_accounts_fills_both_within_their_limits() {
         "two accounts (20 + 10): {} + {} creates, makespan {makespan:.0}s vs ideal FIFO on 30 slots {ideal:.0}s = {ratio:.3}x; one account of 30: {one_ratio:.3}x",
         main.creates, back.creates
     );
+    // Bounds that hold on a busy two-core machine (seen: 1.02-1.12 beside 1.03-1.07 for one
+    // account, with other tests running) and still catch an account left unused: 20 of 30
+    // slots would make it about 1.5.
     assert!(
-        ratio < one_ratio * 1.10 + 0.02,
+        ratio < one_ratio + 0.15,
         "two accounts {ratio:.3}x the ideal FIFO, one account of 30 {one_ratio:.3}x"
     );
     assert!(
-        ratio < 1.25,
+        ratio < 1.4,
         "makespan {ratio:.3}x the ideal FIFO on 30 slots"
     );
 }
