@@ -87,8 +87,9 @@ fn accounts_used(views: &[Value]) -> BTreeMap<String, usize> {
 }
 
 /// Simulated time for the makespan comparison: slower than the other tests' so that slotd's
-/// own turnaround in a debug build (a few milliseconds per refill) is small beside a job.
-const MAKESPAN_SCALE: f64 = 0.01;
+/// own turnaround in a debug build (a few milliseconds per refill, a few hundred on a loaded
+/// two-core CI machine) is small beside a job (about 2.5 s here).
+const MAKESPAN_SCALE: f64 = 0.03;
 
 /// 120 shots (6 tasks of 20) on `run` to the end; every task completes. Returns the makespan
 /// in provider time over all `sims`' jobs, and the ideal zero-overhead FIFO's on `slots`.
@@ -136,7 +137,27 @@ async fn a_pool_on_two_accounts_fills_both_within_their_limits() {
     );
     assert_eq!(pool["accounts"].as_array().map(Vec::len), Some(2), "{pool}");
 
-    let (makespan, ideal, views) = makespan_of_120(&run, &[&run.sim, &backup], 30).await;
+    // The same 120 shots on one account of 30, at the same time: what slotd's own turnaround
+    // costs under whatever else this machine is doing, so that the comparison shows what the
+    // second account costs (measured one after the other, a CI run's load changed between the
+    // two and made an equal split look 0.18 worse).
+    let single = Run::start_with(
+        SimOptions {
+            concurrency: 30,
+            time_scale: MAKESPAN_SCALE,
+            ..sim_options(41)
+        },
+        30,
+        true,
+        |_| {},
+    )
+    .await;
+    let (two_sims, one_sim) = ([&run.sim, &backup], [&single.sim]);
+    let ((makespan, ideal, views), (one_makespan, one_ideal, _)) = tokio::join!(
+        makespan_of_120(&run, &two_sims, 30),
+        makespan_of_120(&single, &one_sim, 30),
+    );
+    single.stop().await;
     let (main, back) = (run.sim.stats(), backup.stats());
     assert!(
         main.max_running <= 20,
@@ -170,36 +191,18 @@ async fn a_pool_on_two_accounts_fills_both_within_their_limits() {
     run.stop().await;
     backup.shutdown().await.expect("backup stops");
 
-    // The same 120 shots on one account of 30, the same way: what slotd's own turnaround
-    // costs, so that the comparison shows what the second account costs.
-    let single = Run::start_with(
-        SimOptions {
-            concurrency: 30,
-            time_scale: MAKESPAN_SCALE,
-            ..sim_options(41)
-        },
-        30,
-        true,
-        |_| {},
-    )
-    .await;
-    let (one_makespan, one_ideal, _) = makespan_of_120(&single, &[&single.sim], 30).await;
-    single.stop().await;
     let (ratio, one_ratio) = (makespan / ideal, one_makespan / one_ideal);
     println!(
         "two accounts (20 + 10): {} + {} creates, makespan {makespan:.0}s vs ideal FIFO on 30 slots {ideal:.0}s = {ratio:.3}x; one account of 30: {one_ratio:.3}x",
         main.creates, back.creates
     );
-    // Bounds that hold on a busy two-core machine (seen: 1.02-1.12 beside 1.03-1.07 for one
-    // account, with other tests running) and still catch an account left unused: 20 of 30
-    // slots would make it about 1.5.
+    // Both ran side by side, so both carry the same turnaround whatever else the machine is
+    // doing (seen: 1.019x beside 1.028x idle, 1.392x beside 1.471x with four busy loops on
+    // the two cores). An account left unused (20 of 30 slots) would make the two-account
+    // run about 1.5 times the one-account run; an even split keeps it near 1.
     assert!(
-        ratio < one_ratio + 0.15,
+        ratio < one_ratio * 1.15,
         "two accounts {ratio:.3}x the ideal FIFO, one account of 30 {one_ratio:.3}x"
-    );
-    assert!(
-        ratio < 1.4,
-        "makespan {ratio:.3}x the ideal FIFO on 30 slots"
     );
 }
 
