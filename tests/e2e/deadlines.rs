@@ -52,10 +52,10 @@ async fn events(client: &reqwest::Client, base: &str, id: &str) -> Vec<Value> {
 /// `best_effort` runs and completes late, with the decision in its events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_deadline_fails_before_any_create_unless_best_effort() {
-    // Jobs of 0.3–1.2 s: a deadline a quarter second away is in the future when it arrives
-    // and out of reach of any job.
+    // Jobs of 0.9–3.6 s: a deadline 0.75 s away is in the future when it arrives, even on a
+    // loaded machine, and out of reach of any job.
     let opts = slotd::sim::SimOptions {
-        time_scale: 0.01,
+        time_scale: 0.03,
         ..sim_options(51)
     };
     let run = Run::start(opts, 18, false).await;
@@ -72,7 +72,7 @@ async fn an_unreachable_deadline_fails_before_any_create_unless_best_effort() {
     })
     .await;
 
-    let deadline = now_ms() + 250;
+    let deadline = now_ms() + 750;
     let refused = post(
         &run,
         json!({"payload": video_payload(3), "deadline": rfc3339(deadline)}),
@@ -152,6 +152,87 @@ async fn an_unreachable_deadline_fails_before_any_create_unless_best_effort() {
     );
     let views = run.wait_terminal(&backlog, Duration::from_secs(120)).await;
     assert!(views.iter().all(|v| v["status"] == "completed"));
+    run.stop().await;
+}
+
+/// The projection follows the fill order: a backlog of a higher priority is ahead of a task
+/// whatever its deadline, so a deadline that one wave behind the busy slots would meet but the
+/// backlog's waves cannot fails before any create (counting only the deadline units ahead, as
+/// the first projection did, let it through to complete late).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_backlog_counts_against_a_deadline() {
+    let opts = slotd::sim::SimOptions {
+        time_scale: 0.01,
+        ..sim_options(52)
+    };
+    let run = Run::start(opts, 18, false).await;
+    // 160 shots at priority 10 on 18 slots: about nine waves.
+    let mut backlog = Vec::new();
+    for _ in 0..8 {
+        backlog.push(post(&run, json!({"payload": video_payload(20), "priority": 10})).await);
+    }
+    let pool = eventually(Duration::from_secs(60), "durations learned", async || {
+        run.services.durations.pool_distribution("kling:video")
+    })
+    .await;
+    let (wave, p95) = (pool.mean(), pool.quantile(0.95));
+    // Room for two waves and the slowest job: more than the next wave, far less than the
+    // seven or more still ahead.
+    let deadline = now_ms() + 2 * wave + p95;
+    let refused = post(
+        &run,
+        json!({"payload": video_payload(3), "deadline": rfc3339(deadline)}),
+    )
+    .await;
+    let view = run
+        .wait_terminal(std::slice::from_ref(&refused), Duration::from_secs(60))
+        .await;
+    assert_eq!(view[0]["status"], "failed", "{}", view[0]);
+    for unit in view[0]["results"].as_array().expect("results") {
+        assert_eq!(unit["error"]["code"], "deadline_unreachable", "{unit}");
+        assert!(unit["provider_task_id"].is_null(), "{unit}");
+    }
+    // Refused on the projection of the waves ahead, not once the deadline drew near: the
+    // projected start in the decision is several waves after it was made (one wave, had only
+    // the busy slots been counted).
+    let decided = events(&run.client, &run.base, &refused)
+        .await
+        .into_iter()
+        .find(|e| e["to_status"] == "failed")
+        .expect("the failure event");
+    let detail = decided["detail"].as_str().unwrap_or_default();
+    let start = detail
+        .split_once("(start ")
+        .and_then(|(_, rest)| rest.split_once(" + p95"))
+        .and_then(|(at, _)| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .map(|t| t.timestamp_millis())
+        .unwrap_or_else(|| panic!("a projected start in {detail:?}"));
+    let at = decided["at"].as_i64().expect("event time");
+    assert!(
+        start - at > 2 * wave,
+        "projected start {} ms after the decision, waves of {wave} ms: {detail}",
+        start - at
+    );
+    let pending: u64 = run
+        .services
+        .store
+        .unit_pending_groups("kling:video", 10)
+        .await
+        .expect("groups")
+        .iter()
+        .map(|g| g.pending)
+        .sum();
+    println!(
+        "wave {wave} ms, p95 {p95} ms, deadline {} ms away; {pending} backlog units still pending after the verdict",
+        2 * wave + p95
+    );
+    let views = run.wait_terminal(&backlog, Duration::from_secs(120)).await;
+    assert!(views.iter().all(|v| v["status"] == "completed"));
+    assert_eq!(
+        run.sim.stats().creates,
+        160,
+        "no create for the refused task"
+    );
     run.stop().await;
 }
 

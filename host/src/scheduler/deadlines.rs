@@ -2,10 +2,13 @@
 //! submitted by `start_by`. Before each fill, the pool's pending units that carry either are
 //! projected (README "Deadlines"):
 //!
-//! - projected start: now, if the unit is among the first `free` of them (earliest deadline
-//!   first, as the fill order takes them within a priority); otherwise after as many waves of
-//!   the pool's slots as the units ahead of it need, each wave the mean duration the pool's
-//!   ended jobs took;
+//! - units ahead of it in fill order: every pending unit of a higher priority; in its own
+//!   group (priority, tenant), those before it (earlier deadline, then older task); and of
+//!   each other tenant at its priority as many as its own rank, since fill takes the tenants
+//!   of a priority in turn (at most one more per tenant, at equal turns, is not counted);
+//! - projected start: now, if fewer units than the free slots are ahead of it; otherwise
+//!   after as many waves of the pool's slots as the units ahead of it need, each wave the mean
+//!   duration the pool's ended jobs took;
 //! - projected completion: the projected start plus the p95 duration of its class of job
 //!   (model and mode; the pool's p95 until its class has ended jobs).
 //!
@@ -21,7 +24,7 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use crate::model::{Unit, UnitStatus};
-use crate::store::{Fence, Field, UnitUpdate};
+use crate::store::{Fence, Field, PendingGroup, UnitUpdate};
 
 use super::durations::class_of;
 use super::tick::TickError;
@@ -31,6 +34,13 @@ use super::{PoolLimit, Scheduler};
 pub const DEADLINE_CODE: &str = "deadline_unreachable";
 /// Most units projected per tick.
 const SWEEP_LIMIT: u32 = 500;
+/// Units ahead in its own group counted at most: past this many a unit waits far longer than
+/// any deadline worth projecting (a day of waves on the slowest pools), and the count is a
+/// range scan as long as it.
+const RANK_CAP: u32 = 100_000;
+/// How long the per-group pending counts serve before they are counted again (ms): they cost
+/// a scan of the pool's backlog, and move by at most a few units per tick.
+const GROUPS_TTL_MS: i64 = 1_000;
 /// Best-effort units remembered as noted before the memory starts afresh.
 const NOTED_MAX: usize = 100_000;
 
@@ -48,15 +58,31 @@ impl Projection {
     }
 }
 
-/// The projected start of the unit with `ahead` deadline units before it, with `free` slots
-/// free now of `slots`, and waves of `wave` ms (`None`: no duration known, so no wait can be
-/// projected).
-pub fn projected_start(now: i64, ahead: u32, free: u32, slots: u32, wave: Option<i64>) -> i64 {
+/// The units ahead in fill order of a unit of `priority` and `tenant` with `rank` units of
+/// its own group before it, given the pool's pending `groups`.
+pub fn units_ahead(priority: i32, tenant: &str, rank: u64, groups: &[PendingGroup]) -> u64 {
+    groups.iter().fold(rank, |ahead, g| {
+        let more = if g.priority > priority {
+            g.pending
+        } else if g.priority == priority && g.tenant != tenant {
+            g.pending.min(rank)
+        } else {
+            0
+        };
+        ahead.saturating_add(more)
+    })
+}
+
+/// The projected start of the unit with `ahead` units before it in fill order, with `free`
+/// slots free now of `slots`, and waves of `wave` ms (`None`: no duration known, so no wait
+/// can be projected).
+pub fn projected_start(now: i64, ahead: u64, free: u32, slots: u32, wave: Option<i64>) -> i64 {
+    let free = u64::from(free);
     if ahead < free {
         return now;
     }
     let Some(wave) = wave else { return now };
-    let waves = i64::from((ahead - free) / slots.max(1) + 1);
+    let waves = i64::try_from((ahead - free) / u64::from(slots.max(1)) + 1).unwrap_or(i64::MAX);
     now.saturating_add(waves.saturating_mul(wave))
 }
 
@@ -118,10 +144,14 @@ impl Scheduler {
         let pool_durations = s.durations.pool_distribution(pool);
         let wave = pool_durations.as_ref().map(|d| d.mean());
         let pool_p95 = pool_durations.as_ref().map(|d| d.quantile(0.95));
+        let ahead = match wave {
+            // No duration known: no wait can be projected, so nothing ahead needs counting.
+            None => vec![0; units.len()],
+            Some(_) => self.ahead_in_fill_order(pool, &units, now).await?,
+        };
         let mut updates = Vec::new();
         let mut tasks: HashSet<String> = HashSet::new();
-        for (ahead, unit) in units.iter().enumerate() {
-            let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+        for (unit, &ahead) in units.iter().zip(&ahead) {
             let p95 = s
                 .durations
                 .distribution(pool, &class_of(unit))
@@ -162,6 +192,64 @@ impl Scheduler {
         }
         s.hot.invalidate(tasks.iter().map(String::as_str)).await;
         Ok(())
+    }
+
+    /// For each of `units` (the sweep's, in its order: deadline, task, index), the pending
+    /// units ahead of it in fill order. One rank is counted per run of a task's units (the
+    /// rest of the run follows it one by one).
+    async fn ahead_in_fill_order(
+        &self,
+        pool: &str,
+        units: &[crate::model::Unit],
+        now: i64,
+    ) -> Result<Vec<u64>, TickError> {
+        let Some(min_priority) = units.iter().map(|u| u.priority).min() else {
+            return Ok(Vec::new());
+        };
+        let groups = self.pending_groups(pool, min_priority, now).await?;
+        let mut out = Vec::with_capacity(units.len());
+        let mut run: Option<(&str, i32, u64)> = None;
+        for u in units {
+            let rank = match run {
+                Some((task, priority, rank)) if task == u.task_id && priority == u.priority => {
+                    rank.saturating_add(1)
+                }
+                _ => {
+                    self.services
+                        .store
+                        .unit_rank_in_group(&u.id, RANK_CAP)
+                        .await?
+                }
+            };
+            run = Some((&u.task_id, u.priority, rank));
+            out.push(units_ahead(u.priority, &u.tenant, rank, &groups));
+        }
+        Ok(out)
+    }
+
+    /// The pool's pending counts per (priority, tenant) at or above `min_priority`, counted
+    /// at most once per [`GROUPS_TTL_MS`].
+    async fn pending_groups(
+        &self,
+        pool: &str,
+        min_priority: i32,
+        now: i64,
+    ) -> Result<Vec<PendingGroup>, TickError> {
+        if let Some((at, min, groups)) = self.deadline_groups.lock().get(pool)
+            && *min <= min_priority
+            && (0..GROUPS_TTL_MS).contains(&(now - at))
+        {
+            return Ok(groups.clone());
+        }
+        let groups = self
+            .services
+            .store
+            .unit_pending_groups(pool, min_priority)
+            .await?;
+        self.deadline_groups
+            .lock()
+            .insert(pool.to_string(), (now, min_priority, groups.clone()));
+        Ok(groups)
     }
 }
 
@@ -209,6 +297,34 @@ mod tests {
         assert_eq!(projected_start(1_000, 12, 2, 10, Some(500)), 2_000);
         // No durations: no wait can be projected.
         assert_eq!(projected_start(1_000, 50, 0, 10, None), 1_000);
+    }
+
+    fn group(priority: i32, tenant: &str, pending: u64) -> PendingGroup {
+        PendingGroup {
+            priority,
+            tenant: tenant.into(),
+            pending,
+        }
+    }
+
+    #[test]
+    fn units_ahead_follow_the_fill_order() {
+        let groups = [
+            group(5, "b", 40),
+            group(0, "a", 6),
+            group(0, "b", 2),
+            group(0, "c", 100),
+            group(-1, "c", 1_000),
+        ];
+        // a's first unit at priority 0: only the higher priority is ahead of it.
+        assert_eq!(units_ahead(0, "a", 0, &groups), 40);
+        // a's fourth: three of its own, two of b's (all it has), three of c's turns.
+        assert_eq!(units_ahead(0, "a", 3, &groups), 40 + 3 + 2 + 3);
+        // At the top priority only its own group's units before it count.
+        assert_eq!(units_ahead(5, "b", 7, &groups), 7);
+        // The lowest priority waits for everything above it.
+        assert_eq!(units_ahead(-1, "c", 0, &groups), 40 + 6 + 2 + 100);
+        assert_eq!(units_ahead(0, "a", 0, &[]), 0);
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct Scheduler {
     last_reconcile: Mutex<HashMap<String, i64>>,
     /// Best-effort units whose unreachable deadline is already in their events.
     deadline_noted: Mutex<std::collections::HashSet<String>>,
+    /// The deadline sweep's pending counts per pool: (counted at, lowest priority counted,
+    /// the groups).
+    deadline_groups: Mutex<HashMap<String, (i64, i32, Vec<crate::store::PendingGroup>)>>,
     /// Pool leases (with Redis): `None` when this instance drives every pool alone.
     pub(crate) leases: Option<Arc<crate::lease::Leases>>,
     /// The leases this instance holds and the pools' tick locks.
@@ -91,6 +94,7 @@ impl Scheduler {
             services,
             last_reconcile: Mutex::new(HashMap::new()),
             deadline_noted: Mutex::new(std::collections::HashSet::new()),
+            deadline_groups: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
             downloads: download::client(),

@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::model::{Unit, UnitCounts, UnitStatus};
 pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use shared::tenant_scope;
-pub use terms::{Budget, Grant, Marked, TaskTerms, Usage};
+pub use terms::{Budget, Grant, Marked, PendingGroup, TaskTerms, Usage};
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
@@ -457,6 +457,16 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Pending units of `pool` with a deadline or start-by time to enforce (not best effort),
     /// earliest deadline first.
     async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>>;
+    /// Pending units of `pool` per (priority, tenant), for the priorities at or above
+    /// `min_priority` (the deadline sweep's picture of the fill order ahead of its units).
+    async fn unit_pending_groups(
+        &self,
+        pool: &str,
+        min_priority: i32,
+    ) -> StoreResult<Vec<PendingGroup>>;
+    /// How many pending units of its own (pool, priority, tenant) group come before the unit
+    /// `unit_id` in fill order (deadline, task, index), counting no further than `cap`.
+    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64>;
     /// A tenant's budget, if it has one.
     async fn budget_get(&self, tenant: &str) -> StoreResult<Option<Budget>>;
     /// Set a tenant's budget (`source` `config` does not replace one set through the API) and

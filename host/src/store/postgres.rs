@@ -283,6 +283,18 @@ impl TaskStore for PostgresStore {
         shared::units_from_rows(&rows)
     }
 
+    async fn unit_pending_groups(
+        &self,
+        pool: &str,
+        min_priority: i32,
+    ) -> StoreResult<Vec<crate::store::PendingGroup>> {
+        crate::store::terms::postgres::pending_groups(&self.pool, pool, min_priority).await
+    }
+
+    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
+        crate::store::terms::postgres::rank_in_group(&self.pool, unit_id, cap).await
+    }
+
     async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::store::Budget>> {
         crate::store::terms::postgres::budget_get(&self.pool, tenant).await
     }

@@ -252,6 +252,18 @@ impl TaskStore for SqliteStore {
         shared::units_from_rows(&rows)
     }
 
+    async fn unit_pending_groups(
+        &self,
+        pool: &str,
+        min_priority: i32,
+    ) -> StoreResult<Vec<crate::store::PendingGroup>> {
+        crate::store::terms::sqlite::pending_groups(&self.reader, pool, min_priority).await
+    }
+
+    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
+        crate::store::terms::sqlite::rank_in_group(&self.reader, unit_id, cap).await
+    }
+
     async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::store::Budget>> {
         crate::store::terms::sqlite::budget_get(&self.reader, tenant).await
     }

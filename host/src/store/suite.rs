@@ -52,7 +52,8 @@ pub(crate) use tasks::{
     retry_bumps_submit_attempt,
 };
 pub(crate) use terms::{
-    deadlines_fill_first_within_a_tenant, marker_records_accounts_and_reserves_budgets,
+    deadline_sweep_counts_follow_the_fill_order, deadlines_fill_first_within_a_tenant,
+    marker_records_accounts_and_reserves_budgets,
 };
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
@@ -100,6 +101,7 @@ macro_rules! store_suite {
             console_reads,
             queue_standing_follows_the_fill_order,
             deadlines_fill_first_within_a_tenant,
+            deadline_sweep_counts_follow_the_fill_order,
             marker_records_accounts_and_reserves_budgets,
         );
     };

@@ -509,6 +509,59 @@ on_both_drivers! {
         .fetch_all(pool)
         .await?)
     }
+
+    /// Pending units per (priority, tenant) at or above `min_priority`: an index-only count
+    /// on `units_fill`.
+    pub(crate) async fn pending_groups(
+        pool: &Pool,
+        sched_pool: &str,
+        min_priority: i32,
+    ) -> StoreResult<Vec<PendingGroup>> {
+        let rows: Vec<(Count, String, i64)> = sqlx::query_as(
+            "SELECT priority, tenant, COUNT(*) FROM units \
+             WHERE pool = $1 AND status = 'pending' AND priority >= $2 \
+             GROUP BY priority, tenant",
+        )
+        .bind(sched_pool)
+        .bind(min_priority)
+        .fetch_all(pool)
+        .await?;
+        rows.into_iter()
+            .map(|(priority, tenant, n)| {
+                Ok(PendingGroup {
+                    priority: i32::try_from(i64::from(priority))
+                        .map_err(|_| corrupt("unit priority out of range"))?,
+                    tenant,
+                    pending: u64::try_from(n).unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// The pending units of the unit's (pool, priority, tenant) group before it in fill
+    /// order, up to `cap` (a range of `units_fill`; a unit no longer pending has none).
+    pub(crate) async fn rank_in_group(pool: &Pool, unit_id: &str, cap: u32) -> StoreResult<u64> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM units AS u JOIN units AS x \
+                 ON x.pool = u.pool AND x.status = 'pending' AND x.priority = u.priority \
+                AND x.tenant = u.tenant \
+                AND (x.deadline_at, x.task_seq, x.idx) < (u.deadline_at, u.task_seq, u.idx) \
+             WHERE u.id = $1 AND u.status = 'pending' LIMIT $2) AS ahead",
+        )
+        .bind(unit_id)
+        .bind(i64::from(cap))
+        .fetch_one(pool)
+        .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+/// Pending units of one (priority, tenant) group of a pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingGroup {
+    pub priority: i32,
+    pub tenant: String,
+    pub pending: u64,
 }
 
 /// The budget check's answer: the grants that fit (indexes, in order), those over budget, and

@@ -137,6 +137,77 @@ pub(crate) async fn deadlines_fill_first_within_a_tenant(store: DynStore) {
     assert_eq!(failed.applied, ["t2-u1"]);
 }
 
+/// What the deadline sweep counts to place its units in the fill order: the pending units
+/// per (priority, tenant), and each unit's rank in its own group (deadline first, then FIFO).
+pub(crate) async fn deadline_sweep_counts_follow_the_fill_order(store: DynStore) {
+    let due = TaskTerms {
+        deadline_at: Some(T0 + 1_000_000),
+        ..TaskTerms::default()
+    };
+    let mut urgent = task("t4", "b", VIDEO, POOL, 1, 5);
+    urgent.terms = due;
+    for t in [
+        costed("t1", "a", 3, 1.0, TaskTerms::default()),
+        costed("t2", "a", 2, 1.0, due),
+        costed("t3", "b", 2, 1.0, TaskTerms::default()),
+        urgent,
+    ] {
+        store.task_create(t).await.unwrap();
+    }
+    let groups = |min: i32| {
+        let store = store.clone();
+        async move {
+            let mut g: Vec<(i32, String, u64)> = store
+                .unit_pending_groups(POOL, min)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|g| (g.priority, g.tenant, g.pending))
+                .collect();
+            g.sort();
+            g
+        }
+    };
+    assert_eq!(
+        groups(0).await,
+        [(0, "a".into(), 5), (0, "b".into(), 2), (5, "b".into(), 1)]
+    );
+    assert_eq!(groups(1).await, [(5, "b".into(), 1)]);
+    assert_eq!(store.unit_pending_groups("other", 0).await.unwrap(), []);
+    let rank = |id: &'static str, cap: u32| {
+        let store = store.clone();
+        async move { store.unit_rank_in_group(id, cap).await.unwrap() }
+    };
+    // a's deadline task goes before its older task; b's groups are its own.
+    assert_eq!(rank("t2-u0", 100).await, 0);
+    assert_eq!(rank("t2-u1", 100).await, 1);
+    assert_eq!(rank("t1-u0", 100).await, 2);
+    assert_eq!(rank("t1-u2", 100).await, 4);
+    assert_eq!(rank("t3-u1", 100).await, 1);
+    assert_eq!(rank("t4-u0", 100).await, 0);
+    assert_eq!(rank("t1-u2", 3).await, 3, "counted no further than the cap");
+    assert_eq!(rank("nonesuch", 100).await, 0);
+    // A unit that leaves pending is no longer ahead of anyone, nor ranked itself.
+    store
+        .unit_apply(
+            &[UnitUpdate {
+                unit_id: "t2-u0".into(),
+                from: Some(UnitStatus::Pending),
+                from_stage: Some("main".into()),
+                to: Some(UnitStatus::Failed),
+                error: Field::Set(r#"{"code":"deadline_unreachable","message":"late"}"#.into()),
+                ..UnitUpdate::default()
+            }],
+            T0 + 20,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rank("t1-u0", 100).await, 1);
+    assert_eq!(rank("t2-u0", 100).await, 0);
+    assert_eq!(groups(0).await[0], (0, "a".into(), 4));
+}
+
 pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore) {
     store
         .budget_set(&budget("a", 2.5, DAY, "config", T0))
