@@ -81,7 +81,16 @@ pub fn fixture_config(dir: &Path, slots: u32, database_url: &str) -> Config {
 
 /// `POST /v1/tasks/fixture` of `count` units with `behavior`, through the real router.
 pub async fn submit(services: &slotd::services::Services, count: u32, behavior: &str) {
-    let body = serde_json::json!({"payload": {"count": count, "behavior": behavior}}).to_string();
+    post_fixture(
+        services,
+        serde_json::json!({"payload": {"count": count, "behavior": behavior}}),
+    )
+    .await;
+}
+
+/// `POST /v1/tasks/fixture` with `body` (the request envelope), through the real router.
+pub async fn post_fixture(services: &slotd::services::Services, body: serde_json::Value) {
+    let body = body.to_string();
     let req = axum::http::Request::builder()
         .method("POST")
         .uri("/v1/tasks/fixture")

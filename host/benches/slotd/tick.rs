@@ -8,7 +8,7 @@ use std::time::Instant;
 use slotd::clock::{Clock, DynClock, ManualClock};
 use slotd::scheduler::{Scheduler, TickSteps};
 
-use crate::common::{fixture_config, median, ms, submit_many};
+use crate::common::{fixture_config, median, ms, post_fixture, submit_many};
 use crate::report::{Better, Report, Target};
 
 const IN_FLIGHT: u32 = 10_000;
@@ -102,13 +102,30 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
     );
 }
 
+/// Units of the deadline variant's task: a lower priority than the backlog, due in a day.
+const DEADLINED: u32 = 200;
+
 /// 10,000 (and more) pending, 1,000 free slots per fill tick; between fill ticks a poll tick
-/// ends the 1,000 submitted (succeeded), which frees their slots.
-async fn fill(report: &mut Report, backend: &str, url: &str) {
+/// ends the 1,000 submitted (succeeded), which frees their slots. With `deadlines`, a task of
+/// [`DEADLINED`] units below the backlog's priority carries a deadline it can meet, so every
+/// tick's deadline sweep projects them behind the whole backlog (its per-group counts made
+/// afresh each tick: the clock moves a minute between ticks).
+async fn fill(report: &mut Report, backend: &str, url: &str, deadlines: bool) {
     let dir = tempfile::TempDir::new().expect("tmp");
     let (services, sched, clock) = scheduler(dir.path(), DUE, url).await;
     let rounds = 5;
     submit_many(&services, IN_FLIGHT + rounds * DUE, "quick").await;
+    if deadlines {
+        post_fixture(
+            &services,
+            serde_json::json!({
+                "payload": {"count": DEADLINED, "behavior": "quick"},
+                "priority": -1,
+                "deadline": "1970-01-02T00:00:00Z",
+            }),
+        )
+        .await;
+    }
     let mut fills = Vec::new();
     let mut steps = Vec::new();
     let mut frees = Vec::new();
@@ -130,6 +147,30 @@ async fn fill(report: &mut Report, backend: &str, url: &str) {
         frees.push(t.elapsed());
         assert_eq!(r.succeeded as u32, DUE, "the poll should end every unit");
         clock.advance(1);
+    }
+    if deadlines {
+        let pending = services
+            .store
+            .unit_pending_groups("fixture", -1)
+            .await
+            .expect("groups")
+            .iter()
+            .find(|g| g.priority == -1)
+            .map_or(0, |g| g.pending);
+        assert_eq!(
+            pending,
+            u64::from(DEADLINED),
+            "the deadline units wait, none refused"
+        );
+        print_steps(backend, "fill+deadlines", steps);
+        report.add(
+            "run_once_fill_10k_deadlines",
+            backend,
+            ms(median(fills)),
+            "ms",
+            Target::None(Better::Lower),
+        );
+        return;
     }
     print_steps(backend, "fill", steps);
     report.add(
@@ -173,6 +214,12 @@ pub async fn run(report: &mut Report) {
     }
     for (backend, url) in crate::common::backends(dir.path()).await {
         eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending…");
-        fill(report, backend, &url).await;
+        fill(report, backend, &url, false).await;
+    }
+    for (backend, url) in crate::common::backends(dir.path()).await {
+        eprintln!(
+            "tick: {backend}, fill ticks at {IN_FLIGHT}+ pending and {DEADLINED} deadline units below them…"
+        );
+        fill(report, backend, &url, true).await;
     }
 }

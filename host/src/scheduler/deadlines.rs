@@ -44,6 +44,16 @@ const GROUPS_TTL_MS: i64 = 1_000;
 /// Best-effort units remembered as noted before the memory starts afresh.
 const NOTED_MAX: usize = 100_000;
 
+/// A pool's pending counts per (priority, tenant), as the deadline sweep last counted them.
+#[derive(Debug)]
+pub(super) struct GroupCounts {
+    /// When (scheduler clock, ms).
+    at: i64,
+    /// The lowest priority counted.
+    min_priority: i32,
+    groups: Vec<PendingGroup>,
+}
+
 /// The inputs of one unit's projection.
 #[derive(Clone, Copy, Debug)]
 pub struct Projection {
@@ -235,20 +245,25 @@ impl Scheduler {
         min_priority: i32,
         now: i64,
     ) -> Result<Vec<PendingGroup>, TickError> {
-        if let Some((at, min, groups)) = self.deadline_groups.lock().get(pool)
-            && *min <= min_priority
-            && (0..GROUPS_TTL_MS).contains(&(now - at))
+        if let Some(c) = self.deadline_groups.lock().get(pool)
+            && c.min_priority <= min_priority
+            && (0..GROUPS_TTL_MS).contains(&(now - c.at))
         {
-            return Ok(groups.clone());
+            return Ok(c.groups.clone());
         }
         let groups = self
             .services
             .store
             .unit_pending_groups(pool, min_priority)
             .await?;
+        let counted = GroupCounts {
+            at: now,
+            min_priority,
+            groups: groups.clone(),
+        };
         self.deadline_groups
             .lock()
-            .insert(pool.to_string(), (now, min_priority, groups.clone()));
+            .insert(pool.to_string(), counted);
         Ok(groups)
     }
 }

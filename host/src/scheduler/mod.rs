@@ -55,9 +55,8 @@ pub struct Scheduler {
     last_reconcile: Mutex<HashMap<String, i64>>,
     /// Best-effort units whose unreachable deadline is already in their events.
     deadline_noted: Mutex<std::collections::HashSet<String>>,
-    /// The deadline sweep's pending counts per pool: (counted at, lowest priority counted,
-    /// the groups).
-    deadline_groups: Mutex<HashMap<String, (i64, i32, Vec<crate::store::PendingGroup>)>>,
+    /// The deadline sweep's pending counts per pool.
+    deadline_groups: Mutex<HashMap<String, deadlines::GroupCounts>>,
     /// Pool leases (with Redis): `None` when this instance drives every pool alone.
     pub(crate) leases: Option<Arc<crate::lease::Leases>>,
     /// The leases this instance holds and the pools' tick locks.
