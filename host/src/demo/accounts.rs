@@ -85,7 +85,6 @@ pub fn combined(main: &SimStats, backup: &SimStats) -> SimStats {
 
 /// Per-account use and per-tenant spend, for the summary.
 pub fn print(main: &SimStats, backup: &SimStats, usage: &[Value]) {
-    println!("spend per tenant:");
     println!(
         "accounts (kling-video): main {} jobs, most at once {} of 20 (with kling:avatar) | backup {} jobs, most at once {} of {BACKUP_SLOTS}",
         main.creates_by_kind.get("text2video").copied().unwrap_or(0)
@@ -98,6 +97,7 @@ pub fn print(main: &SimStats, backup: &SimStats, usage: &[Value]) {
         backup.creates,
         backup.max_running,
     );
+    println!("spend per tenant:");
     for u in usage {
         let tenant = u["tenant"].as_str().unwrap_or("?");
         let mut line = format!(
