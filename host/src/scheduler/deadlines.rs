@@ -210,7 +210,7 @@ impl Scheduler {
     async fn ahead_in_fill_order(
         &self,
         pool: &str,
-        units: &[crate::model::Unit],
+        units: &[Unit],
         now: i64,
     ) -> Result<Vec<u64>, TickError> {
         let Some(min_priority) = units.iter().map(|u| u.priority).min() else {
@@ -218,12 +218,10 @@ impl Scheduler {
         };
         let groups = self.pending_groups(pool, min_priority, now).await?;
         let mut out = Vec::with_capacity(units.len());
-        let mut run: Option<(&str, i32, u64)> = None;
+        let mut run: Option<(&str, u64)> = None;
         for u in units {
             let rank = match run {
-                Some((task, priority, rank)) if task == u.task_id && priority == u.priority => {
-                    rank.saturating_add(1)
-                }
+                Some((task, rank)) if task == u.task_id => rank.saturating_add(1),
                 _ => {
                     self.services
                         .store
@@ -231,7 +229,7 @@ impl Scheduler {
                         .await?
                 }
             };
-            run = Some((&u.task_id, u.priority, rank));
+            run = Some((&u.task_id, rank));
             out.push(units_ahead(u.priority, &u.tenant, rank, &groups));
         }
         Ok(out)
