@@ -6,7 +6,7 @@ WORKDIR /src
 COPY rust-toolchain.toml ./
 RUN rustup toolchain install && rustup target list --installed | grep -q wasm32-wasip2
 COPY . .
-# host/build.rs builds the handlers in plugins/ for wasm32-wasip2 and places the provider
+# host/testkit/build.rs builds the handlers in plugins/ for wasm32-wasip2 and places the provider
 # handlers' .wasm files in plugins/.
 RUN cargo build --release --locked -p slotd \
     && mkdir -p /out/plugins \

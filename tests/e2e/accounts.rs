@@ -1,4 +1,4 @@
-//! Several provider accounts behind one pool (issue 14): two Kling simulators stand for two
+//! Several provider accounts behind one pool: two Kling simulators stand for two
 //! accounts (limits 20 and 10) of the `kling-video` handler; slotd spreads the pool's work over
 //! both, never above either's limit, and drains the backup when its key is revoked mid-run
 //! without failing a unit.
@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::config::Config;
-use slotd::sim::{SimHandle, SimOptions};
+use slotd_core::config::Config;
+use slotd_sim::kling::{SimHandle, SimOptions};
 
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::*;
@@ -115,7 +115,7 @@ async fn makespan_of_120(run: &Run, sims: &[&SimHandle], slots: u32) -> (f64, f6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_on_two_accounts_fills_both_within_their_limits() {
     let _quiet = QUIET.lock().await;
-    let backup = slotd::sim::start(SimOptions {
+    let backup = slotd_sim::kling::start(SimOptions {
         time_scale: MAKESPAN_SCALE,
         ..backup_options(42)
     })
@@ -208,7 +208,7 @@ async fn a_pool_on_two_accounts_fills_both_within_their_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_backup_key_drains_the_account_and_no_unit_fails() {
-    let backup = slotd::sim::start(backup_options(44))
+    let backup = slotd_sim::kling::start(backup_options(44))
         .await
         .expect("backup sim");
     let run = Run::start_with(sim_options(43), 18, true, two_accounts(&backup)).await;

@@ -2,7 +2,7 @@
 //! nothing is stored by a refused request.
 
 use serde_json::{Value, json};
-use slotd::config::{ApiKey, Secret};
+use slotd_core::config::{ApiKey, Secret};
 
 use crate::support::*;
 
@@ -10,8 +10,8 @@ struct Server {
     base: String,
     client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    services: slotd::services::Services,
-    _stub: slotd::stub::StubHandle,
+    services: slotd_server::services::Services,
+    _stub: slotd_testkit::stub::StubHandle,
     _dir: tempfile::TempDir,
 }
 
@@ -25,9 +25,10 @@ impl Drop for Server {
 
 async fn server() -> Server {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 10 })
-        .await
-        .expect("stub");
+    let stub =
+        slotd_testkit::stub::StubProvider::start(slotd_testkit::stub::StubOptions { limit: 10 })
+            .await
+            .expect("stub");
     let mut config = test_config(dir.path(), &stub, 5);
     config.api_keys = vec![
         ApiKey {
@@ -42,7 +43,7 @@ async fn server() -> Server {
         },
     ];
     config.max_body_bytes = 64 * 1024;
-    let services = slotd::app::build_with_clock(config, system_clock())
+    let services = slotd_server::app::build_with_clock(config, system_clock())
         .await
         .expect("build");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -50,7 +51,7 @@ async fn server() -> Server {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(slotd::run_with(
+    tokio::spawn(slotd_server::run_with(
         services.clone(),
         Some(listener),
         async move {
@@ -120,7 +121,7 @@ impl Server {
     }
 
     /// `slotd check` on the server's database: no finding, and what it read.
-    async fn check(&self) -> slotd::check::Report {
+    async fn check(&self) -> slotd_server::check::Report {
         services_check(&self.services).await
     }
 }

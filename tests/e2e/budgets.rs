@@ -1,4 +1,4 @@
-//! Tenant budgets (issue 14): a tenant whose budget covers 10 units of cost gets exactly 10
+//! Tenant budgets: a tenant whose budget covers 10 units of cost gets exactly 10
 //! shots submitted; the rest wait `pending` with the reason `budget` until the budget is
 //! raised; the ledger settles every reservation with the provider's reported cost, also when
 //! the calls that submitted were cut off after their reservation (a crash's effect).
@@ -6,14 +6,14 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::config::{BudgetConfig, TenantConfig};
+use slotd_core::config::{BudgetConfig, TenantConfig};
 
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::*;
 
 /// What `tenant` may spend: `limit` per day.
-fn budget(limit: f64) -> impl FnOnce(&mut slotd::config::Config) {
-    move |c: &mut slotd::config::Config| {
+fn budget(limit: f64) -> impl FnOnce(&mut slotd_core::config::Config) {
+    move |c: &mut slotd_core::config::Config| {
         c.tenants.insert(
             "local".into(),
             TenantConfig {
@@ -107,7 +107,7 @@ async fn a_budget_of_ten_submits_ten_and_holds_the_rest_until_it_is_raised() {
 /// same submission, so the ledger ends with one settled row per unit and nothing reserved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_cut_off_after_the_reservation_leave_the_ledger_consistent() {
-    let opts = slotd::sim::SimOptions {
+    let opts = slotd_sim::kling::SimOptions {
         slow_first: 4,
         slow_ms: 2_500,
         ..sim_options(62)
@@ -135,13 +135,13 @@ async fn calls_cut_off_after_the_reservation_leave_the_ledger_consistent() {
 async fn budgets_are_admin_only_and_usage_is_the_tenants_own() {
     let m = Manual::start_with(2, 10, |c| {
         c.api_keys = vec![
-            slotd::config::ApiKey {
-                key: slotd::config::Secret::new("key-tenant-a"),
+            slotd_core::config::ApiKey {
+                key: slotd_core::config::Secret::new("key-tenant-a"),
                 tenant: "a".into(),
                 admin: false,
             },
-            slotd::config::ApiKey {
-                key: slotd::config::Secret::new("key-admin-ops"),
+            slotd_core::config::ApiKey {
+                key: slotd_core::config::Secret::new("key-admin-ops"),
                 tenant: "ops".into(),
                 admin: true,
             },

@@ -1,4 +1,4 @@
-//! Callbacks are authenticated by construction (SPEC section 17), against the real Kling
+//! Callbacks are authenticated by construction (docs/trust-model.md), against the real Kling
 //! simulator and the real `kling-video` handler with callbacks on.
 //!
 //! Forged callbacks say "succeeded, here is my video" for a unit that is running at the
@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::config::Secret;
-use slotd::sim::SimOptions;
+use slotd_core::config::Secret;
+use slotd_sim::kling::SimOptions;
 
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::eventually;
@@ -74,7 +74,8 @@ async fn accepted(run: &Run, task_id: &str, previous: Option<&str>) -> Accepted 
             let units = run.services.store.task_units(task_id).await.ok()?;
             let unit = units.first()?;
             let job = unit.provider_job_id.clone()?;
-            if Some(job.as_str()) == previous || unit.status != slotd::model::UnitStatus::Submitted
+            if Some(job.as_str()) == previous
+                || unit.status != slotd_core::model::UnitStatus::Submitted
             {
                 return None;
             }
@@ -364,7 +365,8 @@ async fn signed_callbacks_work_on_top_of_tokens() {
         .unwrap_or_default();
     let other = "whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldG90aGVyc2VjcmV0";
     for (secret, ts) in [(other, now), (SECRET, now - 3_600)] {
-        let sig = slotd::webhooks::sign(secret, "msg-1", ts, body.as_bytes()).expect("sign");
+        let sig = slotd_core::standard_webhooks::sign(secret, "msg-1", ts, body.as_bytes())
+            .expect("sign");
         let r = run
             .client
             .post(&url)

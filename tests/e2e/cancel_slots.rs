@@ -152,7 +152,7 @@ async fn an_in_doubt_cancelled_unit_is_never_submitted() {
         .as_str()
         .expect("unit id")
         .to_string();
-    let now = slotd::clock::Clock::now_ms(m.clock.as_ref());
+    let now = slotd_core::clock::Clock::now_ms(m.clock.as_ref());
     // The marker of a call that never answered (the scheduler died in it).
     let marked = m
         .services

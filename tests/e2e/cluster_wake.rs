@@ -1,4 +1,4 @@
-//! Cluster mode as prompt as embedded (issue 12), with real processes: wakes published on
+//! Cluster mode as prompt as embedded, with real processes: wakes published on
 //! Redis reach the scheduler that holds the pool, so work created or freed on the API process
 //! starts within milliseconds, not at the tick interval; pub/sub cut falls back to the tick
 //! pace and recovers; a scheduler leaving (SIGTERM) or dying hands its pools over without an

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use slotd::model::UnitStatus;
-use slotd::store::{Field, NewDelivery, NewTask, NewUnit, UnitUpdate};
+use slotd_core::model::UnitStatus;
+use slotd_store::{Field, NewDelivery, NewTask, NewUnit, UnitUpdate};
 
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::{eventually, free_port};
@@ -66,7 +66,7 @@ fn browser_available() -> bool {
 fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let dir = target.join("console");
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     dir
@@ -146,10 +146,10 @@ async fn hostile_task(run: &Run) -> String {
     let store = &run.services.store;
     let id = uuid::Uuid::now_v7().to_string();
     let unit = uuid::Uuid::now_v7().to_string();
-    let now = slotd::clock::Clock::now_ms(&slotd::clock::SystemClock);
+    let now = slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock);
     let task = NewTask {
         id: id.clone(),
-        tenant: slotd::api::LOCAL_TENANT.into(),
+        tenant: slotd_server::api::LOCAL_TENANT.into(),
         task_type: XSS.into(),
         payload: "{}".into(),
         idempotency_key: None,
@@ -335,11 +335,11 @@ async fn console_in_a_browser() {
     let delivery = NewDelivery {
         id: format!("msg_{hostile}"),
         task_id: hostile.clone(),
-        tenant: slotd::api::LOCAL_TENANT.into(),
+        tenant: slotd_server::api::LOCAL_TENANT.into(),
         url: format!("http://127.0.0.1:9/{XSS}"),
         event: "task.failed".into(),
         payload: "{}".into(),
-        now: slotd::clock::Clock::now_ms(&slotd::clock::SystemClock),
+        now: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
     };
     run.services
         .store

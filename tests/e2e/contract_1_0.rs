@@ -1,4 +1,4 @@
-//! Contract compatibility end to end (SPEC section 15): the Kling video handler built against
+//! Contract compatibility end to end (docs/interfaces.md): the Kling video handler built against
 //! `slotd:handler@1.0.0` (`tests/fixtures/contract-1.0/kling-video.wasm`, kept as a binary)
 //! serves the Kling video flow in the same slotd as today's 1.2.0 `kling-avatar` and
 //! `runway-video`, each against its simulator.
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use slotd::config::{HandlerConfig, Secret};
-use slotd::sim_runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
+use slotd_core::config::{HandlerConfig, Secret};
+use slotd_sim::runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
 
 use crate::kling::{
     Run, avatar_payload, check_stored_files, contract_1_0, sim_options, video_payload,
@@ -39,7 +39,7 @@ fn runway_payload(shots: usize) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kling_video_built_against_1_0_serves_beside_1_1_handlers() {
-    let runway = slotd::sim_runway::spawn(RunwayOptions {
+    let runway = slotd_sim::runway::spawn(RunwayOptions {
         listen: "127.0.0.1:0".parse().expect("addr"),
         time_scale: 0.001,
         long_tail_rate: 0.0,

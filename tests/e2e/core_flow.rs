@@ -92,11 +92,12 @@ async fn hundred_units_through_five_slots_on(database_url: Option<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_units_real_server() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
-        .await
-        .expect("stub");
+    let stub =
+        slotd_testkit::stub::StubProvider::start(slotd_testkit::stub::StubOptions { limit: 100 })
+            .await
+            .expect("stub");
     let config = test_config(dir.path(), &stub, 5);
-    let services = slotd::app::build_with_clock(config, system_clock())
+    let services = slotd_server::app::build_with_clock(config, system_clock())
         .await
         .expect("build");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -104,7 +105,7 @@ async fn hundred_units_real_server() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(slotd::run_with(
+    let server = tokio::spawn(slotd_server::run_with(
         services.clone(),
         Some(listener),
         async move {
@@ -183,7 +184,7 @@ async fn priority_goes_first() {
     m.check().await;
 }
 
-/// Fair share at the scheduler (SPEC §3): two tenants on one slot. The big tenant submits
+/// Fair share at the scheduler (docs/unit-journey.md): two tenants on one slot. The big tenant submits
 /// first, six units; the small one then three. Round-robin across tenants interleaves them
 /// (big, small, big, small, …) until the small one runs out; FIFO alone, or "each tenant's
 /// first unit, then FIFO", would both give another order (the pool remembers whom it served
@@ -201,7 +202,7 @@ async fn two_tenants_share_one_slot_round_robin_postgres() {
 }
 
 async fn two_tenants_share_one_slot_on(database_url: Option<String>) {
-    use slotd::config::{ApiKey, Secret};
+    use slotd_core::config::{ApiKey, Secret};
     let m = Manual::start_with(1, 100, |c| {
         if let Some(url) = database_url {
             c.database_url = url;
@@ -230,7 +231,7 @@ async fn two_tenants_share_one_slot_on(database_url: Option<String>) {
             let units = store.task_units(id).await.expect("units");
             if units
                 .iter()
-                .any(|u| u.status != slotd::model::UnitStatus::Completed)
+                .any(|u| u.status != slotd_core::model::UnitStatus::Completed)
             {
                 return false;
             }

@@ -9,7 +9,11 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
+fn write_config(
+    dir: &Path,
+    stub: &slotd_testkit::stub::StubHandle,
+    port: u16,
+) -> std::path::PathBuf {
     fixture_config_file(
         dir,
         stub,
@@ -34,9 +38,10 @@ fn spawn(config: &Path, log: &Path) -> Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_run_resumes_without_double_submission() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
-        .await
-        .expect("stub");
+    let stub =
+        slotd_testkit::stub::StubProvider::start(slotd_testkit::stub::StubOptions { limit: 100 })
+            .await
+            .expect("stub");
     let port = free_port();
     let config = write_config(dir.path(), &stub, port);
     let db_url = format!("sqlite://{}", dir.path().join("slotd.db").display());
@@ -113,7 +118,9 @@ async fn killed_mid_run_resumes_without_double_submission() {
 async fn kling_killed_mid_run_creates_each_job_once() {
     use crate::kling::{TIME_SCALE, kling_plugins, sim_options, video_payload};
     let dir = tempfile::TempDir::new().expect("tmp");
-    let sim = slotd::sim::start(sim_options(11)).await.expect("simulator");
+    let sim = slotd_sim::kling::start(sim_options(11))
+        .await
+        .expect("simulator");
     let port = free_port();
     let plugins = kling_plugins(dir.path());
     let tick_ms = (10_000.0 * TIME_SCALE) as u64;

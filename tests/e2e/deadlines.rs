@@ -1,11 +1,11 @@
-//! Deadlines (issue 14): a unit that cannot complete by its task's deadline fails before any
+//! Deadlines: a unit that cannot complete by its task's deadline fails before any
 //! provider request with `deadline_unreachable`, unless the task asked for best effort; within
 //! a priority, earlier deadlines fill first.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::clock::Clock;
+use slotd_core::clock::Clock;
 
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::*;
@@ -54,7 +54,7 @@ async fn events(client: &reqwest::Client, base: &str, id: &str) -> Vec<Value> {
 async fn an_unreachable_deadline_fails_before_any_create_unless_best_effort() {
     // Jobs of 0.9–3.6 s: a deadline 0.75 s away is in the future when it arrives, even on a
     // loaded machine, and out of reach of any job.
-    let opts = slotd::sim::SimOptions {
+    let opts = slotd_sim::kling::SimOptions {
         time_scale: 0.03,
         ..sim_options(51)
     };
@@ -161,7 +161,7 @@ async fn an_unreachable_deadline_fails_before_any_create_unless_best_effort() {
 /// the first projection did, let it through to complete late).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_higher_priority_backlog_counts_against_a_deadline() {
-    let opts = slotd::sim::SimOptions {
+    let opts = slotd_sim::kling::SimOptions {
         time_scale: 0.01,
         ..sim_options(52)
     };

@@ -1,4 +1,4 @@
-//! Live events over real HTTP (issue 13): the SSE stream of a 100-unit task delivers every
+//! Live events over real HTTP: the SSE stream of a 100-unit task delivers every
 //! event of its log, once and in order, across a dropped connection resumed with
 //! `Last-Event-ID`, and ends when the task has; the tenant stream sees a new task's events;
 //! a resume token that is not one slotd wrote is a 400 that names it.
@@ -46,7 +46,7 @@ async fn serve(m: &Manual) -> String {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let app = slotd::api::router(m.services.clone());
+    let app = slotd_server::api::router(m.services.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}")
 }

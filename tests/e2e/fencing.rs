@@ -1,4 +1,4 @@
-//! Fencing, deterministically (SPEC §11): a scheduler stopped inside a handler call loses its
+//! Fencing, deterministically (docs/operations.md): a scheduler stopped inside a handler call loses its
 //! pool to another; when it resumes, its tick writes nothing and it drops the lease. The stub
 //! holds the call's create until the test releases it, so the hand-over happens at exactly
 //! that moment. PostgreSQL and Redis, as in a cluster; both schedulers in one process.
@@ -6,16 +6,16 @@
 use std::time::Duration;
 
 use serde_json::json;
-use slotd::clock::Clock;
-use slotd::scheduler::{Scheduler, TickError};
-use slotd::store::StoreError;
+use slotd_core::clock::Clock;
+use slotd_server::scheduler::{Scheduler, SchedulerError};
+use slotd_store::StoreError;
 
 use crate::support::*;
 
 const POOL: &str = "fixture";
 
 /// What the database holds for a task: its units and its event log.
-async fn stored(m: &Manual, task: &str) -> (Vec<slotd::model::Unit>, Vec<String>) {
+async fn stored(m: &Manual, task: &str) -> (Vec<slotd_core::model::Unit>, Vec<String>) {
     let store = &m.services.store;
     let units = store.task_units(task).await.expect("units");
     let events = store
@@ -61,7 +61,7 @@ async fn a_scheduler_resumed_after_losing_its_lease_writes_nothing() {
         before
             .0
             .iter()
-            .all(|u| u.status == slotd::model::UnitStatus::Submitted),
+            .all(|u| u.status == slotd_core::model::UnitStatus::Submitted),
         "A marked the units before calling: {:?}",
         before.0
     );
@@ -77,7 +77,10 @@ async fn a_scheduler_resumed_after_losing_its_lease_writes_nothing() {
     gate.release();
     let outcome = a_tick.await.expect("A's tick ran");
     assert!(
-        matches!(outcome, Err(TickError::Store(StoreError::Fenced { .. }))),
+        matches!(
+            outcome,
+            Err(SchedulerError::Store(StoreError::Fenced { .. }))
+        ),
         "A's resumed tick must be refused by the fence: {outcome:?}"
     );
     assert_eq!(stored(&m, &task).await, before, "A's resumed tick wrote");

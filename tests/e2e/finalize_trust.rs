@@ -1,4 +1,4 @@
-//! Finalization at the trust boundary (issue 8, items 2 and 6), through the real scheduler,
+//! Finalization at the trust boundary, through the real scheduler,
 //! the real fixture handler and real HTTP servers on loopback:
 //!
 //! - a redirect from an allowlisted file server to a host outside the allowlist is refused
@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use slotd::clock::Clock;
-use slotd::config::Config;
+use slotd_core::clock::Clock;
+use slotd_core::config::Config;
 use tokio::sync::mpsc;
 
 use crate::support::*;
@@ -352,7 +352,7 @@ async fn unwritable_object_store_then_retry_on(database_url: Option<String>) {
     let job = unit["provider_task_id"].as_str().unwrap_or_default();
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 1, "no second provider job: {stats:?}");
-    let want = slotd::stub::file_bytes(job);
+    let want = slotd_testkit::stub::file_bytes(job);
     let key = unit["object_key"].as_str().unwrap_or_default();
     assert_eq!(
         std::fs::read(objects.join(key)).expect("stored object"),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use slotd::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
-use slotd::sim::{SimHandle, SimOptions};
+use slotd_core::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use slotd_sim::kling::{SimHandle, SimOptions};
 
 use crate::support::*;
 
@@ -26,7 +26,7 @@ pub fn kling_builds() -> Vec<Component> {
 /// kept as a binary.
 pub fn contract_1_0(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/contract-1.0")
+        .join("../../tests/fixtures/contract-1.0")
         .join(file)
 }
 
@@ -108,7 +108,7 @@ pub struct Run {
     pub base: String,
     pub client: reqwest::Client,
     pub sim: SimHandle,
-    pub services: slotd::services::Services,
+    pub services: slotd_server::services::Services,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     _dir: tempfile::TempDir,
@@ -139,7 +139,7 @@ impl Run {
         adjust: impl FnOnce(&mut Config),
     ) -> Run {
         let dir = tempfile::TempDir::new().expect("tmp");
-        let sim = slotd::sim::start(opts).await.expect("simulator");
+        let sim = slotd_sim::kling::start(opts).await.expect("simulator");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -149,7 +149,7 @@ impl Run {
             config.public_url = Some(format!("http://{addr}"));
         }
         adjust(&mut config);
-        let services = slotd::app::build_with_clock(config, system_clock())
+        let services = slotd_server::app::build_with_clock(config, system_clock())
             .await
             .expect("build");
         assert!(
@@ -161,7 +161,7 @@ impl Run {
             "kling-avatar must load"
         );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(slotd::run_with(
+        let server = tokio::spawn(slotd_server::run_with(
             services.clone(),
             Some(listener),
             async move {
@@ -258,7 +258,7 @@ pub async fn check_stored_files(run: &Run, views: &[Value]) -> usize {
             let sha = hex::encode(sha2::Sha256::digest(&bytes));
             assert_eq!(
                 sha,
-                slotd::sim::file_sha256(job),
+                slotd_sim::kling::file_sha256(job),
                 "stored file differs from the provider's"
             );
             assert_eq!(

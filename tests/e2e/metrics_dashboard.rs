@@ -1,4 +1,4 @@
-//! The Grafana dashboard in the repository charts what slotd exports (issue 13, SPEC §12):
+//! The Grafana dashboard in the repository charts what slotd exports (docs/operations.md):
 //! every metric its queries name is one slotd records, and those a plain run records are in
 //! `/metrics` after one, histograms with their buckets.
 
@@ -11,7 +11,8 @@ use crate::support::*;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .expect("the workspace")
         .to_path_buf()
 }
@@ -60,7 +61,10 @@ fn dashboard_queries() -> Vec<String> {
 /// The `"slotd_…"` metric names recorded somewhere in the host's source.
 fn recorded_in_source() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    let mut dirs = vec![repo().join("host/src")];
+    let mut dirs: Vec<PathBuf> = ["core", "store", "runtime", "server"]
+        .iter()
+        .map(|c| repo().join("host").join(c).join("src"))
+        .collect();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("source dir").flatten() {
             let p = entry.path();

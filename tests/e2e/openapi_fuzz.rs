@@ -1,4 +1,4 @@
-//! Schemathesis against a live slotd (issue 13): the real binary with the fixture handler and
+//! Schemathesis against a live slotd: the real binary with the fixture handler and
 //! a stub provider, API keys for two tenants, and the OpenAPI document it serves. Property-based
 //! requests for every operation, then stateful sequences along the document's links (create →
 //! read, cancel, retry, events, webhooks). Every check is on: no 5xx, every response matching
@@ -21,7 +21,7 @@ fn schemathesis() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("SLOTD_SCHEMATHESIS") {
         return Some(PathBuf::from(path));
     }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/venv/bin/st");
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/venv/bin/st");
     venv.is_file().then_some(venv)
 }
 
@@ -40,9 +40,10 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
     };
     let _quiet = QUIET.lock().await;
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
-        .await
-        .expect("stub");
+    let stub =
+        slotd_testkit::stub::StubProvider::start(slotd_testkit::stub::StubOptions { limit: 100 })
+            .await
+            .expect("stub");
     let port = free_port();
     let sections = format!(
         r#"
@@ -63,7 +64,7 @@ tenant = "b"
     wait_healthy(&client, &base).await;
 
     let settings =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/schemathesis/schemathesis.toml");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/schemathesis/schemathesis.toml");
     let report = dir.path().join("report");
     let st_run = Command::new(&st)
         .arg("--config-file")

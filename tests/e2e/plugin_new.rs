@@ -9,14 +9,14 @@ use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 use serde_json::json;
-use slotd::stub::{StubHandle, StubOptions, StubProvider};
+use slotd_testkit::stub::{StubHandle, StubOptions, StubProvider};
 
 use crate::support::*;
 
 /// The handler the test generates: its name, task type and pool.
 const NAME: &str = "e2e-handler";
 
-/// Outer-build variables a nested cargo must not see (as in host/build.rs): they would change
+/// Outer-build variables a nested cargo must not see (as in host/testkit/build.rs): they would change
 /// what it compiles (flags, wrappers, target) or where.
 const SCRUBBED: &[&str] = &[
     "RUSTFLAGS",
@@ -167,7 +167,8 @@ impl Drop for Serving {
 async fn a_generated_handler_builds_outside_the_repo_and_serves_the_stub_provider() {
     let outside = tempfile::TempDir::new().expect("tmp");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .expect("repo");
     assert!(
         !outside.path().starts_with(repo),

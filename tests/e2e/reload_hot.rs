@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::services::Services;
-use slotd::stub::{StubHandle, StubOptions, StubProvider};
+use slotd_server::services::Services;
+use slotd_testkit::stub::{StubHandle, StubOptions, StubProvider};
 
 use crate::support::*;
 
@@ -22,7 +22,7 @@ struct Live {
 }
 
 impl Live {
-    async fn start(tweak: impl FnOnce(&mut slotd::config::Config)) -> Live {
+    async fn start(tweak: impl FnOnce(&mut slotd_core::config::Config)) -> Live {
         let dir = tempfile::TempDir::new().expect("tmp");
         let stub = StubProvider::start(StubOptions { limit: 1000 })
             .await
@@ -31,11 +31,11 @@ impl Live {
         config.scheduler.retry_budget = 10;
         tweak(&mut config);
         let plugins = config.plugins_dir.clone();
-        let services = slotd::app::build_with_clock(config, system_clock())
+        let services = slotd_server::app::build_with_clock(config, system_clock())
             .await
             .expect("build");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(slotd::run_with(services.clone(), None, async move {
+        let server = tokio::spawn(slotd_server::run_with(services.clone(), None, async move {
             rx.await.ok();
         }));
         Live {
@@ -136,7 +136,7 @@ async fn at_provider(services: &Services, task: &str) -> Vec<String> {
         .await
         .expect("units")
         .into_iter()
-        .filter(|u| u.status == slotd::model::UnitStatus::Submitted)
+        .filter(|u| u.status == slotd_core::model::UnitStatus::Submitted)
         .filter(|u| u.provider_job_id.is_some())
         .map(|u| u.id)
         .collect()
@@ -266,8 +266,10 @@ async fn broken_files_are_refused_with_the_reason_and_the_running_version_keeps_
 async fn removed_handler_units_wait_and_complete_when_it_returns() {
     // One slot for ten units of twenty polls each: most are still pending when the file goes.
     let live = Live::start(|c| {
-        c.pools
-            .insert("fixture".into(), slotd::config::PoolConfig { max_slots: 1 });
+        c.pools.insert(
+            "fixture".into(),
+            slotd_core::config::PoolConfig { max_slots: 1 },
+        );
     })
     .await;
     let target = live.plugins.join("fixture.wasm");

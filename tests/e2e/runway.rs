@@ -1,4 +1,4 @@
-//! Runway end to end: the real Runway simulator (`slotd::sim_runway`) over HTTP, the built
+//! Runway end to end: the real Runway simulator (`slotd_sim::runway`) over HTTP, the built
 //! `runway-video` component (contract 1.1: routing to a pool per model, host-inserted bearer
 //! key, provider cancel), the real scheduler loops (or, where the moment of finalization must
 //! be chosen, the scheduler driven by hand), finalization into the local object store. Every
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use slotd::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
-use slotd::sim_runway::{API_KEY_DEFAULT, RunwayJob, RunwayOptions, RunwaySimHandle};
+use slotd_core::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use slotd_sim::runway::{API_KEY_DEFAULT, RunwayJob, RunwayOptions, RunwaySimHandle};
 
 use crate::support::*;
 
@@ -101,7 +101,7 @@ pub struct Run {
     pub base: String,
     pub client: reqwest::Client,
     pub sim: RunwaySimHandle,
-    pub services: slotd::services::Services,
+    pub services: slotd_server::services::Services,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     dir: tempfile::TempDir,
@@ -112,14 +112,14 @@ impl Run {
     /// the config last (a pool size, the key, a recording directory).
     pub async fn start(opts: RunwayOptions, adjust: impl FnOnce(&mut Config, &Path)) -> Run {
         let dir = tempfile::TempDir::new().expect("tmp");
-        let sim = slotd::sim_runway::spawn(opts).await.expect("simulator");
+        let sim = slotd_sim::runway::spawn(opts).await.expect("simulator");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let mut config = runway_config(dir.path(), &sim);
         adjust(&mut config, dir.path());
-        let services = slotd::app::build_with_clock(config, system_clock())
+        let services = slotd_server::app::build_with_clock(config, system_clock())
             .await
             .expect("build");
         assert!(
@@ -127,7 +127,7 @@ impl Run {
             "runway-video must load"
         );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(slotd::run_with(
+        let server = tokio::spawn(slotd_server::run_with(
             services.clone(),
             Some(listener),
             async move {
@@ -212,7 +212,7 @@ impl Run {
             .map(|(name, p)| (name.as_str(), p.max_slots))
             .collect();
         limits.extend_from_slice(pools);
-        let now = slotd::clock::Clock::now_ms(self.services.clock.as_ref());
+        let now = slotd_core::clock::Clock::now_ms(self.services.clock.as_ref());
         let report = check_report_at(&c.database_url, Some(&c.object_store), &limits, now).await;
         assert!(report.units > 0, "slotd check saw no units");
         if let Some(s) = self.stop.take() {
@@ -232,7 +232,10 @@ pub fn results(view: &Value) -> &Vec<Value> {
 
 /// Every completed unit's stored file: its bytes hash to the simulator's file of its Runway
 /// task and to the recorded sha256. Returns how many were checked.
-pub async fn check_stored_files(services: &slotd::services::Services, views: &[Value]) -> usize {
+pub async fn check_stored_files(
+    services: &slotd_server::services::Services,
+    views: &[Value],
+) -> usize {
     let mut checked = 0;
     for v in views {
         for r in results(v) {
@@ -249,7 +252,7 @@ pub async fn check_stored_files(services: &slotd::services::Services, views: &[V
             let sha = hex::encode(sha2::Sha256::digest(&bytes));
             assert_eq!(
                 sha,
-                slotd::sim_runway::file_sha256(job),
+                slotd_sim::runway::file_sha256(job),
                 "stored file differs from Runway's output of {job}"
             );
             assert_eq!(r["sha256"], sha, "recorded sha256 differs from the file");
@@ -365,7 +368,7 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
     // Long enough for a fresh link to be fetched at once even on a busy machine.
     const TTL_MS: u64 = 1_000;
     const SHOTS: usize = 3;
-    let sim = slotd::sim_runway::spawn(RunwayOptions {
+    let sim = slotd_sim::runway::spawn(RunwayOptions {
         output_ttl_ms: TTL_MS,
         ..sim_options(3)
     })
@@ -393,7 +396,7 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
         "every unit succeeded at Runway",
         async || {
             m.clock.advance(1_000);
-            let now = slotd::clock::Clock::now_ms(m.clock.as_ref());
+            let now = slotd_core::clock::Clock::now_ms(m.clock.as_ref());
             m.scheduler.run_once(POOL, now).await.expect("run_once");
             let v = m.task(&id).await;
             (statuses(&v) == ["succeeded"; SHOTS]).then_some(v)
@@ -419,7 +422,7 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
     let before = sim.stats();
     assert_eq!(before.link_refusals, SHOTS as u64, "the probes");
 
-    let now = slotd::clock::Clock::now_ms(m.clock.as_ref());
+    let now = slotd_core::clock::Clock::now_ms(m.clock.as_ref());
     m.scheduler.finalize_once(now).await.expect("finalize_once");
     m.scheduler.finalize_idle().await;
     let view = m.task(&id).await;

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use slotd::config::PoolConfig;
-use slotd::sim_runway::{RunwayJob, RunwayOptions};
+use slotd_core::config::PoolConfig;
+use slotd_sim::runway::{RunwayJob, RunwayOptions};
 
 use crate::runway::*;
 use crate::support::*;

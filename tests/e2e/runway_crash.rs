@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use slotd::sim_runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
+use slotd_sim::runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
 
 use crate::support::*;
 
@@ -101,13 +101,13 @@ async fn pool(client: &reqwest::Client, base: &str) -> (u64, Value) {
 }
 
 /// The stored file of a completed task's unit matches the simulator's bytes for its job.
-async fn assert_file_matches(objects: &slotd::objects::Objects, view: &Value) {
+async fn assert_file_matches(objects: &slotd_server::objects::Objects, view: &Value) {
     let r = &view["results"][0];
     let job = r["provider_task_id"].as_str().expect("provider_task_id");
     let key = r["object_key"].as_str().expect("object_key");
     let bytes = objects.get_bytes(key).await.expect("stored object");
     let sha = hex::encode(sha2::Sha256::digest(&bytes));
-    assert_eq!(sha, slotd::sim_runway::file_sha256(job), "{r}");
+    assert_eq!(sha, slotd_sim::runway::file_sha256(job), "{r}");
     assert_eq!(r["sha256"], sha, "{r}");
 }
 
@@ -118,7 +118,7 @@ fn spawn(config: &Path, log: &Path) -> Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runway_crash_between_create_and_task_id_holds_then_fails_then_retry_resubmits() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let sim = slotd::sim_runway::spawn(RunwayOptions {
+    let sim = slotd_sim::runway::spawn(RunwayOptions {
         listen: "127.0.0.1:0".parse().expect("addr"),
         time_scale: SIM_TIME_SCALE,
         long_tail_rate: 0.0,
@@ -132,7 +132,7 @@ async fn runway_crash_between_create_and_task_id_holds_then_fails_then_retry_res
     let config = write_config(dir.path(), &sim, port);
     let db_url = format!("sqlite://{}", dir.path().join("slotd.db").display());
     let objects_url = format!("file://{}", dir.path().join("objects").display());
-    let objects = slotd::objects::Objects::open(&objects_url).expect("object store");
+    let objects = slotd_server::objects::Objects::open(&objects_url).expect("object store");
     let log = dir.path().join("slotd.log");
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::Digest;
-use slotd::config::Secret;
-use slotd::sim_runway::RunwayOptions;
+use slotd_core::config::Secret;
+use slotd_sim::runway::RunwayOptions;
 
 use crate::runway::*;
 use crate::support::*;
@@ -53,7 +53,7 @@ const LOG_EVERYTHING: &str = "trace,wasmtime=info,wasmtime_internal_cranelift=in
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runway_the_bearer_key_stays_out_of_the_guest_the_logs_and_the_recording() {
     let key = distinctive_key("runway e2e: the key stays out");
-    let sim = slotd::sim_runway::spawn(RunwayOptions {
+    let sim = slotd_sim::runway::spawn(RunwayOptions {
         api_key: key.clone(),
         ..sim_options(4)
     })
@@ -187,7 +187,7 @@ record = "{recordings}"
         raw.matches("_jwt=***").count(),
         "something other than a signed link's signature was redacted"
     );
-    let records = slotd::runtime::tape::read(&recording).expect("the recording parses");
+    let records = slotd_runtime::tape::read(&recording).expect("the recording parses");
     for function in ["tick", "finalize", "cancel"] {
         assert!(
             records.iter().any(|r| r.function == function),
@@ -216,7 +216,7 @@ record = "{recordings}"
         requests >= 8,
         "creates, polls, reads and a DELETE: {requests}"
     );
-    let report = slotd::runtime::replay::replay(&built_plugin("runway_video"), &recording)
+    let report = slotd_runtime::replay::replay(&built_plugin("runway_video"), &recording)
         .await
         .expect("the replay runs");
     assert_eq!(report.differing(), 0, "{report:?}");

@@ -4,15 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use slotd::config::PoolConfig;
-use slotd::sim_runway::RunwayOptions;
+use slotd_core::config::PoolConfig;
+use slotd_sim::runway::RunwayOptions;
 
 use crate::runway::*;
 use crate::support::*;
 
 /// `<repo>/tests/recordings/runway`.
 fn committed_recordings() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/recordings/runway")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/recordings/runway")
 }
 
 /// [`Run::start`] with every `runway-video` call recorded into the run's `recordings/`.
@@ -161,7 +161,7 @@ async fn runway_flows_record_and_replay() {
     let wasm = built_plugin("runway_video");
     for (name, run) in flows {
         let recording = run.dir().join(format!("recordings/{HANDLER}.jsonl"));
-        let report = slotd::runtime::replay::replay(&wasm, &recording)
+        let report = slotd_runtime::replay::replay(&wasm, &recording)
             .await
             .unwrap_or_else(|e| panic!("{name}: the replay runs: {e:#}"));
         assert!(!report.calls.is_empty(), "{name}: nothing recorded");

@@ -10,7 +10,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::sim::SimHandle;
+use slotd_sim::kling::SimHandle;
 
 use crate::kling::{TIME_SCALE, kling_plugins, sim_options, video_payload};
 use crate::support::*;
@@ -95,7 +95,7 @@ impl Cluster {
 
     pub async fn start_with(opts: ClusterOptions) -> Cluster {
         let dir = tempfile::TempDir::new().expect("tmp");
-        let sim = slotd::sim::start(sim_options(opts.seed))
+        let sim = slotd_sim::kling::start(sim_options(opts.seed))
             .await
             .expect("simulator");
         let prefix = format!("slotd-e2e:{}:", uuid::Uuid::new_v4().simple());

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::stub::proxy::TcpProxy;
+use slotd_testkit::stub::proxy::TcpProxy;
 
 use crate::kling::{TIME_SCALE, kling_plugins, sim_options, video_payload};
 use crate::support::*;
@@ -22,7 +22,9 @@ async fn database_outage_is_503_then_resumes() {
     );
     let proxy = TcpProxy::start(target).await.expect("proxy");
     url.set_port(Some(proxy.port())).expect("port");
-    let sim = slotd::sim::start(sim_options(31)).await.expect("simulator");
+    let sim = slotd_sim::kling::start(sim_options(31))
+        .await
+        .expect("simulator");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

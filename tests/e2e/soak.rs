@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use sha2::Digest;
-use slotd::sim::{SimHandle, SimOptions};
+use slotd_sim::kling::{SimHandle, SimOptions};
 
 use crate::kling::{kling_plugins, video_payload};
 use crate::support::*;
@@ -126,7 +126,7 @@ async fn killed_at_random_moments_under_provider_faults() {
     eprintln!("soak: {kills} kills, seed {seed} (SLOTD_SOAK_SEED={seed} replays it)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 
-    let sim = slotd::sim::start(SimOptions {
+    let sim = slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse().expect("addr"),
         concurrency: ACCOUNT_LIMIT,
         time_scale: TIME_SCALE,
@@ -227,9 +227,11 @@ async fn killed_at_random_moments_under_provider_faults() {
     assert_provider_invariants(&sim, "at the end");
     assert_check_clean(&database_url, Some(&objects_url), &POOLS).await;
 
-    let objects =
-        slotd::objects::Objects::open(&format!("file://{}", dir.path().join("objects").display()))
-            .expect("object store");
+    let objects = slotd_server::objects::Objects::open(&format!(
+        "file://{}",
+        dir.path().join("objects").display()
+    ))
+    .expect("object store");
     let (mut completed, mut failed, mut files) = (0, 0, 0);
     for v in &views {
         for u in v["units"].as_array().expect("units") {
@@ -253,7 +255,7 @@ async fn killed_at_random_moments_under_provider_faults() {
                     let sha = hex::encode(sha2::Sha256::digest(&bytes));
                     assert_eq!(
                         sha,
-                        slotd::sim::file_sha256(job),
+                        slotd_sim::kling::file_sha256(job),
                         "stored file differs: {r}"
                     );
                     assert_eq!(r["sha256"], sha, "recorded sha256 differs: {r}");

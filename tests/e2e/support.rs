@@ -6,16 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use slotd::clock::{DynClock, ManualClock, SystemClock};
-use slotd::config::{Config, HandlerConfig, PoolConfig, Secret};
-use slotd::scheduler::Scheduler;
-use slotd::services::Services;
-use slotd::stub::{StubHandle, StubOptions, StubProvider};
+use slotd_core::clock::{DynClock, ManualClock, SystemClock};
+use slotd_core::config::{Config, HandlerConfig, PoolConfig, Secret};
+use slotd_server::scheduler::Scheduler;
+use slotd_server::services::Services;
+use slotd_testkit::stub::{StubHandle, StubOptions, StubProvider};
 use tempfile::TempDir;
 
-/// Where `host/build.rs` put the compiled handlers.
+/// Where `host/testkit/build.rs` put the compiled handlers.
 pub fn built_plugin(name: &str) -> PathBuf {
-    slotd::runtime::built_handler(name).unwrap_or_else(|| panic!("handler {name} was not built"))
+    slotd_testkit::built_handler(name).unwrap_or_else(|| panic!("handler {name} was not built"))
 }
 
 /// A temp dir with `plugins/fixture.wasm` in it.
@@ -59,7 +59,7 @@ pub fn test_config(dir: &Path, stub: &StubHandle, slots: u32) -> Config {
         database_url: format!("sqlite://{}", dir.join("slotd.db").display()),
         plugins_dir: plugins_dir_with_fixture(dir),
         object_store: format!("file://{}", dir.join("objects").display()),
-        scheduler: slotd::config::SchedulerConfig::scaled_to(Duration::from_millis(20)),
+        scheduler: slotd_core::config::SchedulerConfig::scaled_to(Duration::from_millis(20)),
         ..Config::default()
     };
     c.scheduler.min_rest = Duration::from_millis(1);
@@ -116,7 +116,7 @@ impl Manual {
         tweak(&mut config);
         let clock = ManualClock::new(1_000_000);
         let dyn_clock: DynClock = clock.clone();
-        let services = slotd::app::build_with_clock(config, dyn_clock)
+        let services = slotd_server::app::build_with_clock(config, dyn_clock)
             .await
             .expect("build slotd");
         assert!(
@@ -181,7 +181,7 @@ impl Manual {
         &self,
         pools: &[&str],
         advance_ms: i64,
-    ) -> Vec<slotd::scheduler::TickReport> {
+    ) -> Vec<slotd_server::scheduler::TickReport> {
         self.clock.advance(advance_ms);
         let now = self.clock.as_ref().now_ms();
         let mut reports = Vec::new();
@@ -220,7 +220,7 @@ impl Manual {
     }
 }
 
-use slotd::clock::Clock;
+use slotd_core::clock::Clock;
 
 /// Call the API router in-process.
 pub async fn api_call(
@@ -253,7 +253,7 @@ pub async fn api_call_as(
             body.map(|b| b.to_string()).unwrap_or_default(),
         ))
         .expect("request");
-    let resp = slotd::api::router(services.clone())
+    let resp = slotd_server::api::router(services.clone())
         .oneshot(req)
         .await
         .expect("router");
@@ -362,7 +362,7 @@ pub fn spawn_slotd_with_env(
 /// `slotd check` (the library behind the command) on a test's database: panics with every
 /// finding. `objects` also verifies the artifacts; `pools` are the configured maxima.
 pub async fn assert_check_clean(database_url: &str, objects: Option<&str>, pools: &[(&str, u32)]) {
-    use slotd::clock::Clock;
+    use slotd_core::clock::Clock;
     check_clean_at(database_url, objects, pools, SystemClock.now_ms()).await;
 }
 
@@ -384,17 +384,19 @@ pub async fn check_report_at(
     objects: Option<&str>,
     pools: &[(&str, u32)],
     now_ms: i64,
-) -> slotd::check::Report {
-    let opts = slotd::check::CheckOptions {
+) -> slotd_server::check::Report {
+    let opts = slotd_server::check::CheckOptions {
         database_url: database_url.to_string(),
         objects: objects.map(String::from),
         redis_url: None,
         redis_prefix: String::new(),
         pool_limits: pools.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
-        finalize_grace: slotd::check::FINALIZE_GRACE_DEFAULT,
+        finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
         now_ms,
     };
-    let report = slotd::check::run(&opts).await.expect("slotd check ran");
+    let report = slotd_server::check::run(&opts)
+        .await
+        .expect("slotd check ran");
     let findings: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
     assert!(
         findings.is_empty(),
@@ -414,7 +416,7 @@ pub async fn assert_services_check_clean(services: &Services) {
 
 /// `slotd check` on what a running slotd's configuration names, for a test that may have
 /// stored nothing: panics with every finding, returns what was read.
-pub async fn services_check(services: &Services) -> slotd::check::Report {
+pub async fn services_check(services: &Services) -> slotd_server::check::Report {
     let c = &services.config;
     let pools: Vec<(&str, u32)> = c
         .pools

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slotd::config::Config;
-use slotd::services::Services;
-use slotd::sim::SimHandle;
+use slotd_core::config::Config;
+use slotd_server::services::Services;
+use slotd_sim::kling::SimHandle;
 
 use crate::kling::{kling_config, sim_options, video_payload};
 use crate::support::*;
@@ -32,11 +32,11 @@ impl Slotd {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let services = slotd::app::build_with_clock(config, system_clock())
+        let services = slotd_server::app::build_with_clock(config, system_clock())
             .await
             .expect("build");
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(slotd::run_with(
+        let server = tokio::spawn(slotd_server::run_with(
             services.clone(),
             Some(listener),
             async move {
@@ -122,7 +122,9 @@ async fn run_video(slotd: &Slotd, shots: usize, deadline: Duration) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_file_declaring_kling_video_is_refused_and_the_first_keeps_serving() {
-    let sim = slotd::sim::start(sim_options(81)).await.expect("simulator");
+    let sim = slotd_sim::kling::start(sim_options(81))
+        .await
+        .expect("simulator");
     let dir = tempfile::TempDir::new().expect("tmp");
     let first = Slotd::start(dir.path(), &sim, |_| {}).await;
     let owner = dir.path().join("plugins").join("kling-video.wasm");
@@ -182,7 +184,9 @@ async fn a_second_file_declaring_kling_video_is_refused_and_the_first_keeps_serv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_handler_loads_only_from_its_file_and_content() {
-    let sim = slotd::sim::start(sim_options(82)).await.expect("simulator");
+    let sim = slotd_sim::kling::start(sim_options(82))
+        .await
+        .expect("simulator");
     let dir = tempfile::TempDir::new().expect("tmp");
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins");
@@ -241,9 +245,9 @@ async fn a_pinned_handler_loads_only_from_its_file_and_content() {
 async fn slow_provider_run(
     slow: u32,
     slow_ms: u64,
-    tweak: impl FnOnce(&mut slotd::config::Config),
-) -> (Slotd, slotd::sim::SimHandle, Value, tempfile::TempDir) {
-    let sim = slotd::sim::start(slotd::sim::SimOptions {
+    tweak: impl FnOnce(&mut slotd_core::config::Config),
+) -> (Slotd, slotd_sim::kling::SimHandle, Value, tempfile::TempDir) {
+    let sim = slotd_sim::kling::start(slotd_sim::kling::SimOptions {
         slow_first: slow,
         slow_ms,
         ..sim_options(83)

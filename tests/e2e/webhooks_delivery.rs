@@ -1,4 +1,4 @@
-//! Completion webhooks (issue 13) with the real binary: the task ends while the receiver is
+//! Completion webhooks with the real binary: the task ends while the receiver is
 //! down, slotd is killed (SIGKILL) before any delivery could succeed, the receiver comes up,
 //! slotd restarts, and the receiver gets the task's end: one `webhook-id`, signed with the
 //! configured secret (possibly more than once), and the attempts are visible through the API.
@@ -16,7 +16,11 @@ use crate::support::*;
 /// `whsec_` + base64 of a 24-byte key.
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-fn write_config(dir: &Path, stub: &slotd::stub::StubHandle, port: u16) -> std::path::PathBuf {
+fn write_config(
+    dir: &Path,
+    stub: &slotd_testkit::stub::StubHandle,
+    port: u16,
+) -> std::path::PathBuf {
     let sections = format!(
         r#"
 [scheduler]
@@ -59,9 +63,10 @@ async fn receiver(port: u16, got: Received) -> tokio::task::JoinHandle<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_between_the_end_and_the_delivery_loses_nothing() {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let stub = slotd::stub::StubProvider::start(slotd::stub::StubOptions { limit: 100 })
-        .await
-        .expect("stub");
+    let stub =
+        slotd_testkit::stub::StubProvider::start(slotd_testkit::stub::StubOptions { limit: 100 })
+            .await
+            .expect("stub");
     let port = free_port();
     let hook_port = free_port();
     let config = write_config(dir.path(), &stub, port);
@@ -135,7 +140,7 @@ async fn a_kill_between_the_end_and_the_delivery_loses_nothing() {
                 .to_string()
         };
         let ts: i64 = header("webhook-timestamp").parse().expect("timestamp");
-        slotd::webhooks::verify(
+        slotd_core::standard_webhooks::verify(
             SECRET,
             &header("webhook-id"),
             ts,

@@ -1,6 +1,6 @@
 //! Configuration: one typed [`Config`] with named defaults, read from `slotd.toml` (optional)
 //! and `SLOTD_*` environment overrides, validated at start-up with messages that name the key
-//! (SPEC section 15).
+//! (docs/interfaces.md).
 //!
 //! The file deserializes straight into these types: a key it leaves out keeps its `*_DEFAULT`,
 //! an unknown key is refused so that a typo does not silently do nothing. Then the environment
@@ -82,7 +82,7 @@ pub const FINALIZE_CONCURRENCY_DEFAULT: usize = 8;
 pub const FINALIZE_LEASE_DEFAULT: Duration = Duration::from_secs(300);
 /// Finalization attempts before a unit stays `succeeded` with the reason (until a retry).
 pub const FINALIZE_ATTEMPTS_DEFAULT: u32 = 8;
-/// How long a scheduler's pool lease lasts unless renewed (with Redis; SPEC section 11).
+/// How long a scheduler's pool lease lasts unless renewed (with Redis; docs/operations.md).
 pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(10);
 /// Prefix of every Redis key slotd writes, so several deployments (or tests) share a server.
 pub const REDIS_PREFIX_DEFAULT: &str = "slotd:";

@@ -11,7 +11,7 @@
 
 mod generated {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "slotd-handler-core",
         imports: { default: async },
         exports: { default: async },
@@ -20,7 +20,7 @@ mod generated {
 
 mod generated_full {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "slotd-handler",
         imports: { default: async },
         exports: { default: async },

@@ -6,7 +6,7 @@ use super::{
     Artifact, BatchUnit, CallbackChange, CancelChange, CancelOutcome, Features, Finalized,
     HandlerInfo, PlanError, PlannedUnit, PoolInfo, StageInfo, StagePool, TaskTypeInfo, TickContext,
 };
-use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus};
+use slotd_core::model::{Change, Outcome, ProviderError, Unit, UnitStatus};
 
 pub(crate) fn status(s: UnitStatus) -> wit::UnitStatus {
     match s {

@@ -9,9 +9,9 @@ use serde_json::json;
 
 use super::handler::checked_estimates;
 use super::{Runtime, kling_tests, runway_tests};
-use crate::config::RuntimeLimits;
-use crate::sim::SimOptions;
-use crate::sim_runway::API_KEY_DEFAULT;
+use slotd_core::config::RuntimeLimits;
+use slotd_sim::kling::SimOptions;
+use slotd_sim::runway::API_KEY_DEFAULT;
 
 async fn costs(
     h: &super::Handler,
@@ -68,7 +68,7 @@ async fn runway_video_estimates_credits_per_second_in_plan_routed() {
 async fn components_without_the_costs_export_plan_without_estimates() {
     let runtime = Runtime::new(RuntimeLimits::default(), BTreeMap::new()).expect("runtime");
     let old = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/contract-1.0/kling-video.wasm");
+        .join("../../tests/fixtures/contract-1.0/kling-video.wasm");
     let old = runtime
         .load_file(&old)
         .await
@@ -104,7 +104,7 @@ fn only_finite_non_negative_estimates_of_the_right_length_are_kept() {
 }
 
 /// `POST /_sim/account` on the Kling simulator.
-async fn set_account(sim: &crate::sim::SimHandle, body: serde_json::Value) {
+async fn set_account(sim: &slotd_sim::kling::SimHandle, body: serde_json::Value) {
     let answer = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -122,7 +122,7 @@ async fn set_account(sim: &crate::sim::SimHandle, body: serde_json::Value) {
 /// with Kling's code in the message, and the same units go through once restored.
 #[tokio::test]
 async fn kling_account_refusals_are_retried_with_the_account_codes() {
-    use crate::model::Outcome;
+    use slotd_core::model::Outcome;
     let sim = kling_tests::sim(SimOptions::default()).await;
     let (video, _) = kling_tests::load(&sim, "SK").await;
     let specs = kling_tests::specs(&video, "video", &kling_tests::video_payload()).await;

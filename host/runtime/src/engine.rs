@@ -1,5 +1,5 @@
 //! The engine, its epoch ticker, and the per-call store: the one place where the sandbox
-//! budgets of SPEC section 8 are applied (memory cap, guest CPU via epochs, wall deadline).
+//! budgets of docs/handlers.md are applied (memory cap, guest CPU via epochs, wall deadline).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use super::limiter::CallLimiter;
 use super::output::GuestOutput;
 use super::quarantine::Tripped;
 use super::tape::{Redactor, Tape};
-use crate::config::{HandlerConfig, RuntimeLimits};
+use slotd_core::config::{HandlerConfig, RuntimeLimits};
 
 /// How often the epoch advances. Each tick is a point where a running guest yields to tokio
 /// and its deadline is checked, so this bounds how late a deadline is noticed.

@@ -22,8 +22,8 @@ use super::{
     BatchUnit, CallbackChange, CancelChange, Features, Finalized, HandlerFault, HandlerInfo,
     PlanError, PlannedUnit, StagePool, TickContext,
 };
-use crate::config::{HandlerConfig, RuntimeLimits};
-use crate::model::{Change, Unit};
+use slotd_core::config::{HandlerConfig, RuntimeLimits};
+use slotd_core::model::{Change, Unit};
 
 /// Characters of guest stderr appended to a trap message (where a panic message lands).
 const TRAP_STDERR_TAIL: usize = 600;

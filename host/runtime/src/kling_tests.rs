@@ -1,5 +1,5 @@
 //! The built Kling handlers (`plugins/kling-video`, `plugins/kling-avatar`) against the real
-//! simulator (`slotd::sim`), called directly through the runtime: payload validation, the
+//! simulator (`slotd_sim::kling`), called directly through the runtime: payload validation, the
 //! submit/poll flow to success, 1303, in-doubt and duplicate adoption, both avatar stages, and
 //! callbacks. A tiny driver below stands in for the scheduler (the full path is the lead's
 //! end-to-end suite).
@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{BatchUnit, Handler, Runtime, TickContext};
-use crate::config::{HandlerConfig, RuntimeLimits, Secret};
-use crate::model::{Outcome, Unit, UnitStatus};
-use crate::sim::{SimHandle, SimOptions};
+use slotd_core::config::{HandlerConfig, RuntimeLimits, Secret};
+use slotd_core::model::{Outcome, Unit, UnitStatus};
+use slotd_sim::kling::{SimHandle, SimOptions};
 
 /// Simulated durations × this: a 30–120 s clip takes 30–120 ms.
 const TIME_SCALE: f64 = 0.001;
 const DRIVE_DEADLINE: Duration = Duration::from_secs(20);
 
 pub(super) fn built(file: &str) -> PathBuf {
-    PathBuf::from(env!("SLOTD_BUILT_PLUGINS")).join(file)
+    PathBuf::from(slotd_testkit::BUILT_PLUGINS).join(file)
 }
 
 pub(super) fn now_ms() -> u64 {
@@ -32,7 +32,7 @@ pub(super) fn now_ms() -> u64 {
 }
 
 pub(super) async fn sim(opts: SimOptions) -> SimHandle {
-    crate::sim::start(SimOptions {
+    slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         time_scale: TIME_SCALE,
         access_key: "AK".into(),

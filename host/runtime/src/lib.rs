@@ -1,7 +1,7 @@
 //! The wasm runtime: one engine, handler components loaded from the plugins directory, and the
 //! host side of the WIT imports (`http`, `log`, `config`, `signing`).
 //!
-//! Each call runs in a fresh `Store` with a memory cap and a deadline (SPEC section 8); a trap,
+//! Each call runs in a fresh `Store` with a memory cap and a deadline (docs/handlers.md); a trap,
 //! a deadline or an `err` comes back as a [`HandlerFault`] and never takes the host down.
 //!
 //! # Layout
@@ -15,7 +15,7 @@
 
 // NOTE: the types below are the runtime's public face; the scheduler and the API use only these.
 
-use crate::model::{Outcome, Unit};
+use slotd_core::model::{Outcome, Unit};
 
 /// A stage of a task type and the pool its jobs occupy.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -104,7 +104,7 @@ pub enum CancelOutcome {
     /// The cancel could not be asked: the slot stays held; ask again later.
     RetryAfter {
         after_ms: Option<u64>,
-        error: crate::model::ProviderError,
+        error: slotd_core::model::ProviderError,
     },
 }
 
@@ -286,8 +286,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::config::{HandlerConfig, RuntimeLimits};
 use engine::Shared;
+use slotd_core::config::{HandlerConfig, RuntimeLimits};
 
 /// The engine and everything a handler call needs from the host: one per process, shared by
 /// every loaded handler (each keeps an `Arc` of the pieces it needs, so a handler outlives a
@@ -357,7 +357,7 @@ impl Runtime {
 /// Where compiled handlers are cached on disk: the configured `cache_dir`, else `cache/` beside
 /// a SQLite database file, else nowhere (PostgreSQL deployments name a directory explicitly:
 /// native code is only ever loaded from a directory the operator chose).
-pub fn cache_dir_for(config: &crate::config::Config) -> Option<std::path::PathBuf> {
+pub fn cache_dir_for(config: &slotd_core::config::Config) -> Option<std::path::PathBuf> {
     if let Some(dir) = &config.cache_dir {
         return Some(dir.clone());
     }
@@ -369,27 +369,4 @@ pub fn cache_dir_for(config: &crate::config::Config) -> Option<std::path::PathBu
     }
     let parent = std::path::Path::new(file).parent()?;
     Some(parent.join("cache"))
-}
-
-/// Whether `url`'s host (or `host:port`) is in an allowlist (default deny). Shared by the
-/// guest's HTTP import and the host's artifact downloads.
-pub fn host_allowed(url: &url::Url, allowed: &[String]) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let host = host.to_ascii_lowercase();
-    let with_port = url.port_or_known_default().map(|p| format!("{host}:{p}"));
-    allowed
-        .iter()
-        .any(|a| *a == host || Some(a) == with_port.as_ref())
-}
-
-/// Where the build put the component of a handler crate named `name` (e.g. `kling-video`):
-/// `host/build.rs` builds every crate in `plugins/` into `SLOTD_BUILT_PLUGINS` (file names use
-/// `_`), and installs the provider handlers into `plugins/` (file names use `-`).
-pub fn built_handler(name: &str) -> Option<std::path::PathBuf> {
-    let built = option_env!("SLOTD_BUILT_PLUGINS")
-        .map(|d| std::path::Path::new(d).join(format!("{}.wasm", name.replace('-', "_"))));
-    let installed = std::path::Path::new("plugins").join(format!("{name}.wasm"));
-    built.into_iter().chain([installed]).find(|p| p.is_file())
 }

@@ -1,6 +1,6 @@
 //! Declarations `describe` and `stage-pools` may return, and what the host makes of them.
 use super::*;
-use crate::runtime::{PoolInfo, StageInfo, TaskTypeInfo};
+use crate::{PoolInfo, StageInfo, TaskTypeInfo};
 
 fn info() -> HandlerInfo {
     HandlerInfo {

@@ -21,8 +21,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::config::HandlerConfig;
-use crate::store::HandlerVersionRow;
+use slotd_core::config::HandlerConfig;
+use slotd_store::HandlerVersionRow;
 
 /// Rows of history read to restore owners at start-up (newest first).
 pub(crate) const HISTORY_ROWS_READ: u32 = 10_000;

@@ -20,7 +20,7 @@ use super::load::sha256_hex;
 use super::ownership::{HISTORY_ROWS_READ, check_claim, owners_from_history, removed_reason};
 use super::quarantine::Tripped;
 use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
-use crate::store::{DynStore, HandlerVersionRow};
+use slotd_store::{DynStore, HandlerVersionRow};
 
 /// Previous versions kept per handler for a quarantine to fall back on.
 const PREVIOUS_KEPT: usize = 4;

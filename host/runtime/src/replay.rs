@@ -21,7 +21,7 @@ use super::bindings::{SlotdHandlerPre, extensions};
 use super::engine::{CallState, Shared};
 use super::tape::{self, CallRecord, Redactor, Replaying, Tape};
 use super::tape_json;
-use crate::config::{HandlerConfig, RuntimeLimits};
+use slotd_core::config::{HandlerConfig, RuntimeLimits};
 
 /// Wall time allowed per replayed call (no network: generous, only a runaway guest hits it).
 const CALL_DEADLINE: Duration = Duration::from_secs(30);

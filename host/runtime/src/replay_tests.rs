@@ -16,14 +16,14 @@ use super::kling_tests::{built, config, drive, sim, specs, tick, unit};
 use super::replay::replay;
 use super::tape::{self, REDACTED};
 use super::{Handler, Runtime};
-use crate::config::RuntimeLimits;
-use crate::model::{Outcome, UnitStatus};
-use crate::sim::{SimHandle, SimOptions};
+use slotd_core::config::RuntimeLimits;
+use slotd_core::model::{Outcome, UnitStatus};
+use slotd_sim::kling::{SimHandle, SimOptions};
 
 /// `<repo>/tests/recordings`.
 fn committed() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
+        .join("../..")
         .join("tests")
         .join("recordings")
 }
@@ -153,7 +153,7 @@ async fn in_doubt_adoption_records_and_replays() {
 /// `<repo>/tests/fixtures/contract-1.0/<file>`: Kling components built against 1.0.0.
 fn contract_1_0(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/contract-1.0")
+        .join("../../tests/fixtures/contract-1.0")
         .join(file)
 }
 

@@ -1,5 +1,5 @@
 //! The built Runway handler (`plugins/runway-video`, contract 1.2) against the real Runway
-//! simulator (`slotd::sim_runway`), called through the runtime: it claims cancel and routing,
+//! simulator (`slotd_sim::runway`), called through the runtime: it claims cancel and routing,
 //! routes each shot to its model's pool sized by the tier, authenticates with a bearer key
 //! the host inserts (the guest never holds it), runs a shot to success, and cancels a running
 //! job with DELETE.
@@ -12,12 +12,12 @@ use serde_json::json;
 
 use super::kling_tests::{built, ctx, unit};
 use super::{BatchUnit, CancelOutcome, Handler, Runtime};
-use crate::config::{HandlerConfig, RuntimeLimits, Secret};
-use crate::model::Outcome;
-use crate::sim_runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
+use slotd_core::config::{HandlerConfig, RuntimeLimits, Secret};
+use slotd_core::model::Outcome;
+use slotd_sim::runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle};
 
 pub(super) async fn sim() -> RunwaySimHandle {
-    crate::sim_runway::spawn(RunwayOptions {
+    slotd_sim::runway::spawn(RunwayOptions {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         time_scale: 0.001,
         ..RunwayOptions::default()
@@ -45,7 +45,7 @@ pub(super) async fn load(sim: &RunwaySimHandle, key: &str) -> Arc<Handler> {
         .expect("runway-video loads")
 }
 
-fn batch(units: &[crate::model::Unit]) -> Vec<BatchUnit> {
+fn batch(units: &[slotd_core::model::Unit]) -> Vec<BatchUnit> {
     units
         .iter()
         .map(|u| BatchUnit {

@@ -1,4 +1,4 @@
-//! The sandbox of SPEC section 8 and the reload machinery, each proven against the real built
+//! The sandbox of docs/handlers.md and the reload machinery, each proven against the real built
 //! fixture: the guest CPU budget, the per-request HTTP timeout seen as an ordinary error, the
 //! wall deadline over awaited HTTP, the response-size cap, configuration isolation between
 //! handlers, `whsec_` signing keys, quarantine with rollback, and the disk cache.
@@ -13,11 +13,11 @@ use sha2::Sha256;
 
 use super::registry::PathOutcome;
 use super::{BatchUnit, Handler, HandlerFault, Registry, Runtime, TickContext, VersionState};
-use crate::config::{HandlerConfig, RuntimeLimits, Secret};
-use crate::model::{Outcome, Unit, UnitStatus};
+use slotd_core::config::{HandlerConfig, RuntimeLimits, Secret};
+use slotd_core::model::{Outcome, Unit, UnitStatus};
 
 fn built(name: &str) -> PathBuf {
-    PathBuf::from(env!("SLOTD_BUILT_PLUGINS")).join(format!("{name}.wasm"))
+    PathBuf::from(slotd_testkit::BUILT_PLUGINS).join(format!("{name}.wasm"))
 }
 
 fn fixture_only(config: HandlerConfig) -> BTreeMap<String, HandlerConfig> {

@@ -16,8 +16,8 @@ use base64::Engine as _;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::config::HandlerConfig;
-use crate::runtime::bindings::http::{HttpError, Request, Response};
+use crate::bindings::http::{HttpError, Request, Response};
+use slotd_core::config::HandlerConfig;
 
 /// What redacted text is replaced with.
 pub const REDACTED: &str = "***";
@@ -398,7 +398,7 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<CallRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
+    use slotd_core::config::Secret;
 
     fn redactor() -> Redactor {
         let mut c = HandlerConfig::default();

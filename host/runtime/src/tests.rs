@@ -10,12 +10,12 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::{BatchUnit, Handler, HandlerFault, Registry, Runtime, TickContext};
-use crate::config::{HandlerConfig, RuntimeLimits, Secret};
-use crate::model::{Outcome, Unit, UnitStatus};
-use crate::stub::{StubHandle, StubOptions, StubProvider};
+use slotd_core::config::{HandlerConfig, RuntimeLimits, Secret};
+use slotd_core::model::{Outcome, Unit, UnitStatus};
+use slotd_testkit::stub::{StubHandle, StubOptions, StubProvider};
 
 fn fixture_path() -> PathBuf {
-    PathBuf::from(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm")
+    PathBuf::from(slotd_testkit::BUILT_PLUGINS).join("fixture.wasm")
 }
 
 fn fixture_config(base_url: &str, allowed: &[String]) -> BTreeMap<String, HandlerConfig> {
@@ -507,7 +507,7 @@ async fn registry_loads_a_directory_and_refuses_conflicts() {
 /// copy must be the contract the host implements.
 #[test]
 fn the_sdks_copy_of_the_contract_is_the_contract() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let read = |path: &str| {
         std::fs::read_to_string(repo.join(path)).unwrap_or_else(|e| panic!("reading {path}: {e}"))
     };

@@ -12,18 +12,18 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::callback_token::CallbackKey;
-use crate::clock::{DynClock, SystemClock};
-use crate::config::Config;
 use crate::hot::HotStatus;
 use crate::keyspace::Keyspace;
-use crate::runtime::{Registry, Runtime};
+use crate::provider_callback_token::ProviderCallbackKey;
 use crate::scheduler::Scheduler;
 use crate::services::Services;
 use crate::slots::DynSlots;
 use crate::slots::local::LocalSlots;
 use crate::slots::redis::RedisSlots;
 use crate::wake::Wake;
+use slotd_core::clock::{DynClock, SystemClock};
+use slotd_core::config::Config;
+use slotd_runtime::{Registry, Runtime};
 
 /// The process-wide Prometheus recorder (a recorder can be installed once per process; tests
 /// that start several slotd instances in one process share it).
@@ -57,12 +57,12 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
             "[webhooks] secret is not set: completion webhooks are sent unsigned (no webhook-signature)"
         );
     }
-    let store = crate::store::open(&config.database_url)
+    let store = slotd_store::open(&config.database_url)
         .await
         .with_context(|| {
             format!(
                 "opening the database {}",
-                crate::redact::redact_url(&config.database_url)
+                slotd_core::redact::redact_url(&config.database_url)
             )
         })?;
     // With Redis: shared slots, pool leases and hot snapshots. Redis need not answer yet (it
@@ -81,7 +81,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         None => Arc::new(LocalSlots::new()),
     };
     let hot = Arc::new(HotStatus::new(keyspace.clone()));
-    let cache_dir = crate::runtime::cache_dir_for(&config);
+    let cache_dir = slotd_runtime::cache_dir_for(&config);
     let runtime = Runtime::with_cache_dir(
         config.limits.clone(),
         config.handlers.clone(),
@@ -98,13 +98,13 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         tracing::warn!(dir = %config.plugins_dir.display(), "plugins directory does not exist; no handlers loaded");
     }
     let objects = crate::objects::Objects::open(&config.object_store)?;
-    let callback_key = CallbackKey::load(&store, clock.now_ms())
+    let provider_callback_key = ProviderCallbackKey::load(&store, clock.now_ms())
         .await
         .context("reading the callback key from the database")?;
     seed_budgets(&config, &store, clock.now_ms()).await?;
     Ok(Services {
         config: Arc::new(config),
-        tasks: crate::store::group_commit::TaskWriter::start(store.clone()),
+        tasks: slotd_store::group_commit::TaskWriter::start(store.clone()),
         store,
         slots,
         runtime,
@@ -117,7 +117,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         objects,
         hot,
         keyspace,
-        callback_key,
+        provider_callback_key,
         metrics: metrics_handle(),
         capacity: Default::default(),
         accounts: Default::default(),
@@ -129,13 +129,13 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
 /// A budget last set through the API is kept (`TaskStore::budget_set`).
 async fn seed_budgets(
     config: &Config,
-    store: &crate::store::DynStore,
+    store: &slotd_store::DynStore,
     now: i64,
 ) -> anyhow::Result<()> {
     for (tenant, t) in &config.tenants {
         let Some(b) = &t.budget else { continue };
         store
-            .budget_set(&crate::store::Budget {
+            .budget_set(&slotd_store::Budget {
                 tenant: tenant.clone(),
                 limit: b.limit,
                 period_ms: b.period_ms(),
@@ -197,13 +197,13 @@ pub async fn run_with(
         .runs_scheduler()
         .then(|| Scheduler::new(services.clone()));
     let sched_task = scheduler.map(|s| tokio::spawn(s.run(token.clone())));
-    // Hot reload (SPEC section 7): keep the handlers in step with the plugins directory.
+    // Hot reload (docs/handlers.md): keep the handlers in step with the plugins directory.
     let watcher = if services.config.plugins_dir.is_dir() {
-        crate::runtime::Watcher::spawn(
+        slotd_runtime::Watcher::spawn(
             services.runtime.clone(),
             services.registry.clone(),
             &services.config.plugins_dir,
-            crate::runtime::WatcherOptions::default(),
+            slotd_runtime::WatcherOptions::default(),
             token.clone(),
         )
         .map_err(|e| tracing::warn!("hot reload is off: {e:#}"))

@@ -1,4 +1,4 @@
-//! Completion webhooks (issue 13): when a task with a `callback_url` ends, slotd POSTs its view
+//! Completion webhooks: when a task with a `callback_url` ends, slotd POSTs its view
 //! there, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`,
 //! `webhook-signature` with `[webhooks] secret`), from a durable outbox.
 //!
@@ -10,85 +10,24 @@
 //!   next: delivered (any 2xx), retried with doubling delays (`retry_base` to `retry_max`), or
 //!   given up `give_up_after` the task's end. The `webhook-id` is the delivery's, the same on
 //!   every attempt: delivery is at least once, and receivers deduplicate on it.
-//! - SSRF rule: the target's every address must be public (not loopback, private, link-local,
+//! - SSRF rule ([`slotd_core::address`]): the target's every address must be public (not loopback, private, link-local,
 //!   shared, multicast or unspecified) unless `[webhooks] allow_private = true`; the request
 //!   connects to the addresses checked (no second lookup) and follows no redirect.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::config::WebhooksConfig;
-use crate::model::TaskStatus;
 use crate::services::Services;
-use crate::store::{AttemptNext, AttemptOutcome, Delivery, NewDelivery, StoreError};
+use slotd_core::config::WebhooksConfig;
+use slotd_core::model::TaskStatus;
+use slotd_store::{AttemptNext, AttemptOutcome, Delivery, NewDelivery, StoreError};
 
 /// Open tasks read per page of a sweep.
 const SWEEP_PAGE: u32 = 200;
 /// Deliveries attempted per round.
 const CLAIM_LIMIT: u32 = 32;
-
-/// Whether `ip` may be a webhook target under the SSRF rule.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                // Shared address space (carrier-grade NAT), 100.64.0.0/10.
-                || (a == 100 && (64..128).contains(&b))
-                // "This network", 0.0.0.0/8.
-                || a == 0)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                // Unique local fc00::/7, link-local fe80::/10.
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80)
-        }
-    }
-}
-
-/// The addresses `url` may be reached at under the rule, or why not.
-pub async fn check_target(url: &url::Url, allow_private: bool) -> Result<Vec<SocketAddr>, String> {
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("scheme {:?} is not http or https", url.scheme()));
-    }
-    let host = url.host_str().ok_or("the URL has no host")?;
-    let port = url.port_or_known_default().ok_or("the URL has no port")?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| format!("resolving {host}: {e}"))?
-            .collect(),
-    };
-    if addrs.is_empty() {
-        return Err(format!("{host} resolves to no address"));
-    }
-    if !allow_private && let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
-        return Err(format!(
-            "{host} resolves to {}, a loopback, private or link-local address \
-             (set [webhooks] allow_private = true to allow it)",
-            bad.ip()
-        ));
-    }
-    Ok(addrs)
-}
 
 /// The delay before attempt `attempts + 1` (after `attempts` failures).
 pub fn retry_delay(cfg: &WebhooksConfig, attempts: i64) -> Duration {
@@ -137,7 +76,7 @@ async fn queue_if_ended(
         return Ok(0);
     };
     let units = store.task_units(&task.id).await?;
-    let view = crate::api::TaskView::new(&task, units, false);
+    let view = crate::task_view::TaskView::new(&task, units, false);
     let payload = json!({
         "type": event,
         "timestamp": now,
@@ -237,7 +176,7 @@ async fn deliver_one(
 /// One POST of `d`: the receiver's status, or why there was none.
 async fn attempt(cfg: &WebhooksConfig, d: &Delivery, now_ms: i64) -> Result<u16, String> {
     let url = url::Url::parse(&d.url).map_err(|e| format!("callback_url is not a URL: {e}"))?;
-    let addrs = check_target(&url, cfg.allow_private).await?;
+    let addrs = slotd_core::address::check_target(&url, cfg.allow_private).await?;
     let host = url.host_str().unwrap_or_default().to_string();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -254,8 +193,9 @@ async fn attempt(cfg: &WebhooksConfig, d: &Delivery, now_ms: i64) -> Result<u16,
         .header("webhook-timestamp", timestamp.to_string());
     if let Some(secret) = &cfg.secret {
         let secret = String::from_utf8_lossy(secret.expose()).to_string();
-        let signature = crate::webhooks::sign(&secret, &d.id, timestamp, d.payload.as_bytes())
-            .map_err(|e| format!("signing: {e:#}"))?;
+        let signature =
+            slotd_core::standard_webhooks::sign(&secret, &d.id, timestamp, d.payload.as_bytes())
+                .map_err(|e| format!("signing: {e:#}"))?;
         req = req.header("webhook-signature", signature);
     }
     let resp = req
@@ -269,53 +209,6 @@ async fn attempt(cfg: &WebhooksConfig, d: &Delivery, now_ms: i64) -> Result<u16,
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_ssrf_rule_refuses_internal_addresses() {
-        for internal in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::",
-        ] {
-            let ip: IpAddr = internal.parse().expect("ip");
-            assert!(!is_public(ip), "{internal} passed as public");
-        }
-        for public in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "100.128.0.1"] {
-            let ip: IpAddr = public.parse().expect("ip");
-            assert!(is_public(ip), "{public} refused");
-        }
-    }
-
-    #[tokio::test]
-    async fn targets_are_checked_by_address_and_scheme() {
-        let url = |s: &str| url::Url::parse(s).expect("url");
-        let e = check_target(&url("http://127.0.0.1:9/x"), false)
-            .await
-            .expect_err("loopback");
-        assert!(e.contains("allow_private"), "{e}");
-        let e = check_target(&url("http://localhost:9/x"), false)
-            .await
-            .expect_err("localhost resolves to loopback");
-        assert!(e.contains("loopback"), "{e}");
-        assert!(
-            check_target(&url("http://127.0.0.1:9/x"), true)
-                .await
-                .is_ok()
-        );
-        let e = check_target(&url("ftp://example.com/x"), true)
-            .await
-            .expect_err("scheme");
-        assert!(e.contains("scheme"), "{e}");
-    }
 
     #[test]
     fn retries_double_up_to_the_maximum() {

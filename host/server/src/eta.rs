@@ -1,4 +1,4 @@
-//! Honest ETAs (issue 13): when a task is expected to end, from what slotd knows and a queue
+//! Honest ETAs: when a task is expected to end, from what slotd knows and a queue
 //! cannot: the pool's slots (the effective limit), who holds them and since when, the fill
 //! order ahead of the task ([`QueueStanding`]), and the provider's observed durations
 //! ([`Durations`]).
@@ -16,8 +16,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::scheduler::durations::Distribution;
-use crate::store::QueueStanding;
+use crate::pool_state::durations::Distribution;
+use slotd_store::QueueStanding;
 
 /// Job durations as the estimate reads them: the ended jobs (the [`Distribution`]'s samples)
 /// together with the jobs still running, whose ages are lower bounds of their durations

@@ -2,7 +2,7 @@
 //! prefix every key lives under, shared by the slot store ([`crate::slots::redis`]), the pool
 //! leases ([`crate::lease`]) and the hot status cache ([`crate::hot`]).
 //!
-//! Redis holds only what can be rebuilt from the database (SPEC section 5), so Redis being
+//! Redis holds only what can be rebuilt from the database (docs/state-machine.md), so Redis being
 //! down must never stop slotd from starting: the connection is opened on first use and every
 //! command fails fast (short timeouts) with [`KeyspaceError`], which callers turn into "pause
 //! the scheduler" or "read the database instead".
@@ -40,7 +40,7 @@ impl Keyspace {
     /// Parse `url` (`redis://host:port/db`); does not connect.
     pub fn new(url: &str, prefix: &str) -> anyhow::Result<Self> {
         let client = redis::Client::open(url).map_err(|e| {
-            let shown = crate::redact::redact_url(url);
+            let shown = slotd_core::redact::redact_url(url);
             anyhow::anyhow!("redis_url {shown:?} is not a Redis URL: {e}")
         })?;
         Ok(Keyspace {

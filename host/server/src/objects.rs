@@ -1,4 +1,4 @@
-//! The object store where finalized artifacts live (SPEC section 9): a local directory by
+//! The object store where finalized artifacts live (docs/unit-journey.md): a local directory by
 //! default (`file://./objects`), any S3-compatible store by URL (`s3://bucket/prefix`, with the
 //! usual `AWS_*` environment for credentials, region and endpoint: AWS, MinIO, Qiniu Kodo).
 //!

@@ -1,4 +1,4 @@
-//! Callback tokens (SPEC section 17): callbacks are authenticated by construction.
+//! Callback tokens (docs/trust-model.md): callbacks are authenticated by construction.
 //!
 //! The callback URL a handler hands its provider is `{public_url}/v1/callbacks/{handler}/{token}`.
 //! The token names the units a callback through it may change, and carries an HMAC-SHA256 by the
@@ -28,8 +28,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::model::{Unit, UnitStatus};
-use crate::store::{DynStore, StoreError, StoreResult};
+use slotd_core::model::{Unit, UnitStatus};
+use slotd_store::{DynStore, StoreError, StoreResult};
 
 /// The name of the callback key in the host key table.
 pub const KEY_NAME: &str = "callbacks";
@@ -47,36 +47,36 @@ const MAC_CONTEXT: &[u8] = b"slotd callback token.";
 
 /// The host's callback key. Never printed.
 #[derive(Clone)]
-pub struct CallbackKey(Arc<[u8; KEY_BYTES]>);
+pub struct ProviderCallbackKey(Arc<[u8; KEY_BYTES]>);
 
-impl fmt::Debug for CallbackKey {
+impl fmt::Debug for ProviderCallbackKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CallbackKey(***)")
+        f.write_str("ProviderCallbackKey(***)")
     }
 }
 
-impl CallbackKey {
+impl ProviderCallbackKey {
     /// A key from stored bytes (exactly [`KEY_BYTES`]).
-    pub fn from_bytes(bytes: &[u8]) -> Result<CallbackKey, TokenError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<ProviderCallbackKey, TokenError> {
         let key: [u8; KEY_BYTES] = bytes
             .try_into()
             .map_err(|_| TokenError::KeyLength(bytes.len()))?;
-        Ok(CallbackKey(Arc::new(key)))
+        Ok(ProviderCallbackKey(Arc::new(key)))
     }
 
     /// A fresh random key (the candidate a first instance stores; tests).
-    pub fn random() -> CallbackKey {
-        CallbackKey(Arc::new(rand::random::<[u8; KEY_BYTES]>()))
+    pub fn random() -> ProviderCallbackKey {
+        ProviderCallbackKey(Arc::new(rand::random::<[u8; KEY_BYTES]>()))
     }
 
     /// The key every instance shares: read from the database, created there by the first
     /// instance that needs it.
-    pub async fn load(store: &DynStore, now: i64) -> StoreResult<CallbackKey> {
-        let candidate = CallbackKey::random();
+    pub async fn load(store: &DynStore, now: i64) -> StoreResult<ProviderCallbackKey> {
+        let candidate = ProviderCallbackKey::random();
         let stored = store
             .host_key_get_or_create(KEY_NAME, candidate.0.as_slice(), now)
             .await?;
-        CallbackKey::from_bytes(&stored)
+        ProviderCallbackKey::from_bytes(&stored)
             .map_err(|e| StoreError::Corrupt(format!("host key {KEY_NAME:?}: {e}")))
     }
 
@@ -158,7 +158,7 @@ struct Wire {
 }
 
 /// The token for `scope`.
-pub fn mint(key: &CallbackKey, scope: &Scope) -> String {
+pub fn mint(key: &ProviderCallbackKey, scope: &Scope) -> String {
     let wire = Wire {
         v: VERSION,
         h: scope.handler.clone(),
@@ -176,7 +176,7 @@ pub fn mint(key: &CallbackKey, scope: &Scope) -> String {
 
 /// Check a token presented on `handler`'s callback route and return what it may change. The
 /// MAC is checked (in constant time) before the payload is even decoded.
-pub fn verify(key: &CallbackKey, handler: &str, token: &str) -> Result<Scope, TokenError> {
+pub fn verify(key: &ProviderCallbackKey, handler: &str, token: &str) -> Result<Scope, TokenError> {
     if token.len() > TOKEN_MAX_BYTES {
         return Err(TokenError::TooLong);
     }
@@ -208,8 +208,8 @@ pub fn verify(key: &CallbackKey, handler: &str, token: &str) -> Result<Scope, To
 mod tests {
     use super::*;
 
-    fn key(b: u8) -> CallbackKey {
-        CallbackKey::from_bytes(&[b; KEY_BYTES]).unwrap_or_else(|e| panic!("{e}"))
+    fn key(b: u8) -> ProviderCallbackKey {
+        ProviderCallbackKey::from_bytes(&[b; KEY_BYTES]).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn scope() -> Scope {
@@ -352,9 +352,9 @@ mod tests {
 
     #[test]
     fn keys_are_never_printed_and_must_have_the_right_length() {
-        assert_eq!(format!("{:?}", key(7)), "CallbackKey(***)");
+        assert_eq!(format!("{:?}", key(7)), "ProviderCallbackKey(***)");
         assert_eq!(
-            CallbackKey::from_bytes(&[1; 16]).err(),
+            ProviderCallbackKey::from_bytes(&[1; 16]).err(),
             Some(TokenError::KeyLength(16))
         );
     }

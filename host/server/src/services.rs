@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::clock::DynClock;
-use crate::config::Config;
 use crate::objects::Objects;
-use crate::runtime::{Registry, Runtime};
 use crate::slots::DynSlots;
-use crate::store::DynStore;
 use crate::wake::Wake;
+use slotd_core::clock::DynClock;
+use slotd_core::config::Config;
+use slotd_runtime::{Registry, Runtime};
+use slotd_store::DynStore;
 
 /// Shared handles. Cheap to clone.
 #[derive(Clone)]
@@ -30,17 +30,17 @@ pub struct Services {
     pub keyspace: Option<Arc<crate::keyspace::Keyspace>>,
     /// Signs and checks the tokens in callback URLs; the same key on every instance (it lives
     /// in the database).
-    pub callback_key: crate::callback_token::CallbackKey,
+    pub provider_callback_key: crate::provider_callback_token::ProviderCallbackKey,
     /// Renders `/metrics`; `None` when no recorder is installed (some tests).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Each pool's adapted limit (adaptive capacity), kept by the scheduler, shown by the API.
-    pub capacity: Arc<crate::scheduler::Capacity>,
+    pub capacity: Arc<crate::pool_state::Capacity>,
     /// Drained provider accounts (credentials refused, balance exhausted), kept by the
     /// scheduler, shown by the API.
-    pub accounts: Arc<crate::scheduler::AccountHealth>,
+    pub accounts: Arc<crate::pool_state::AccountHealth>,
     /// The provider's observed job durations (learned by ticks and callbacks) and each pool's
     /// next poll round.
-    pub durations: Arc<crate::scheduler::durations::Durations>,
+    pub durations: Arc<crate::pool_state::durations::Durations>,
     /// Task creation through group commit (what `POST /v1/tasks` uses).
-    pub tasks: crate::store::group_commit::TaskWriter,
+    pub tasks: slotd_store::group_commit::TaskWriter,
 }

@@ -1,13 +1,13 @@
 //! How a task looks to a client: the seed frontend's polling contract
-//! (`{task_id, type, status, completed, total, message, results, error}`, SPEC sections 10
+//! (`{task_id, type, status, completed, total, message, results, error}`, docs/api.md
 //! and 15), built from the stored task header and its units. Pure: no I/O.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::model::{TaskStatus, Unit, UnitStatus};
-use crate::store::{Attempt, Delivery, TaskRecord, UnitEvent};
+use slotd_core::model::{TaskStatus, Unit, UnitStatus};
+use slotd_store::{Attempt, Delivery, TaskRecord, UnitEvent};
 
 /// `GET /v1/tasks/{id}` and the answer to a cancel.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -246,7 +246,7 @@ fn error_value(stored: Option<&str>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::UnitCounts;
+    use slotd_core::model::UnitCounts;
 
     fn unit(index: u32, status: UnitStatus) -> Unit {
         Unit {
@@ -331,7 +331,7 @@ mod tests {
     fn parked_finalization_fails_the_task_with_its_reason() {
         let done = unit(0, UnitStatus::Completed);
         let mut parked = unit(1, UnitStatus::Succeeded);
-        parked.next_at = crate::model::FINALIZE_PARKED_AT;
+        parked.next_at = slotd_core::model::FINALIZE_PARKED_AT;
         parked.provider_job_id = Some("job-1".into());
         parked.result = Some(r#"{"url":"http://p/f"}"#.into());
         parked.error = Some(r#"{"code":"finalize","message":"object store: disk"}"#.into());

@@ -1,5 +1,7 @@
 //! Early wake-ups of the per-pool tick loops: a new task, a freed slot or a provider callback
-//! starts the next tick now instead of at the interval (SPEC section 3).
+//! starts the next tick now instead of at the interval; the tick interval is only the floor
+//! (docs/unit-journey.md). The finalizer, the lease loop and the completion webhook outbox are
+//! woken the same way. Every loop's key is a [`WakeKey`], named here and nowhere else.
 //!
 //! Within a process a wake is a [`Notify`] per pool. In a cluster (Redis configured) the event
 //! may happen in one process (the API applied a callback) while another holds the pool's lease,
@@ -20,9 +22,66 @@ use tokio_util::sync::CancellationToken;
 
 use crate::keyspace::Keyspace;
 
-/// The channel of `pool`'s wakes, under the keyspace prefix.
-pub(crate) fn channel(keys: &Keyspace, pool: &str) -> String {
-    keys.key(&format!("wake:{pool}"))
+/// Which loop a wake is for. Pools and the host's own loops share the wake channels, so the
+/// host's loops are variants of their own rather than strings a pool could be named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WakeKey<'a> {
+    /// A pool's tick loop: a task arrived, a slot freed, a provider callback landed.
+    Pool(&'a str),
+    /// The finalization workers: a unit reached `succeeded` (or a retry parked one).
+    Finalizer,
+    /// The lease loop: a scheduler joined or left the cluster.
+    Leases,
+    /// The completion webhook outbox: a task ended (local only: the outbox is drained by the
+    /// process that wrote the delivery, and every process polls it on its interval).
+    Webhooks,
+}
+
+/// The wire names of the host's own loops (the suffix of their Redis channel). They keep the
+/// `slotd:` names earlier releases published, so a cluster can be upgraded one process at a
+/// time; a pool that happened to bear one of these names would only see a spurious wake.
+const FINALIZER_WIRE: &str = "slotd:finalize";
+const LEASES_WIRE: &str = "slotd:leases";
+const WEBHOOKS_WIRE: &str = "slotd:webhooks";
+
+impl<'a> WakeKey<'a> {
+    /// The key's name on the wire: the suffix of its Redis channel.
+    fn wire(&self) -> &'a str {
+        match self {
+            WakeKey::Pool(pool) => pool,
+            WakeKey::Finalizer => FINALIZER_WIRE,
+            WakeKey::Leases => LEASES_WIRE,
+            WakeKey::Webhooks => WEBHOOKS_WIRE,
+        }
+    }
+
+    /// The key a channel suffix names.
+    fn from_wire(name: &'a str) -> Self {
+        match name {
+            FINALIZER_WIRE => WakeKey::Finalizer,
+            LEASES_WIRE => WakeKey::Leases,
+            WEBHOOKS_WIRE => WakeKey::Webhooks,
+            pool => WakeKey::Pool(pool),
+        }
+    }
+
+    /// The key of this process's notifier map: pools and the host's loops apart.
+    fn local(&self) -> (bool, String) {
+        match self {
+            WakeKey::Pool(pool) => (true, pool.to_string()),
+            other => (false, other.wire().to_string()),
+        }
+    }
+
+    /// The channel of this key's wakes, under the keyspace prefix.
+    pub(crate) fn channel(&self, keys: &Keyspace) -> String {
+        channel(keys, self.wire())
+    }
+}
+
+/// The channel named `suffix` under the keyspace prefix (`*` for the relay's pattern).
+fn channel(keys: &Keyspace, suffix: &str) -> String {
+    keys.key(&format!("wake:{suffix}"))
 }
 
 /// How often a relay sends a probe through Redis to itself: a subscription that stopped
@@ -33,9 +92,10 @@ const RELAY_PROBE: &str = "slotd:relay-probe";
 /// Longest pause between a relay's attempts to subscribe while Redis is away.
 const RELAY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// One `Notify` per pool, created on first use, and the publisher of a cluster.
+/// One `Notify` per key, created on first use, and the publisher of a cluster.
 pub struct Wake {
-    pools: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Keyed by [`WakeKey::local`].
+    loops: Mutex<HashMap<(bool, String), Arc<Notify>>>,
     /// Wakes to publish (cluster mode only).
     publish: Option<mpsc::UnboundedSender<String>>,
     /// This process, as the payload of what it publishes: its relay skips its own messages
@@ -47,7 +107,7 @@ impl Wake {
     /// Wakes within this process only (embedded mode, tests).
     pub fn new() -> Arc<Self> {
         Arc::new(Wake {
-            pools: Mutex::default(),
+            loops: Mutex::default(),
             publish: None,
             origin: String::new(),
         })
@@ -60,40 +120,41 @@ impl Wake {
         let origin = uuid::Uuid::new_v4().simple().to_string();
         tokio::spawn(publisher(keys, origin.clone(), rx));
         Arc::new(Wake {
-            pools: Mutex::default(),
+            loops: Mutex::default(),
             publish: Some(tx),
             origin,
         })
     }
 
-    /// The notifier a pool's loop waits on.
-    pub fn listener(&self, pool: &str) -> Arc<Notify> {
-        self.pools
-            .lock()
-            .entry(pool.to_string())
-            .or_default()
-            .clone()
+    /// The notifier `key`'s loop waits on.
+    pub fn listener(&self, key: WakeKey<'_>) -> Arc<Notify> {
+        self.loops.lock().entry(key.local()).or_default().clone()
     }
 
-    /// Wake one pool's loop, in this process and (in a cluster) in whichever process drives it.
+    /// Wake `key`'s loop, in this process and (in a cluster) in whichever process drives it.
     /// A permit is stored if the loop is busy, so the wake is not lost.
-    pub fn pool(&self, pool: &str) {
-        self.local(pool);
+    pub fn wake(&self, key: WakeKey<'_>) {
+        self.local(key);
         if let Some(tx) = &self.publish {
             // The publisher outlives every caller that could send; a closed channel means
             // shutdown, when a lost wake costs nothing.
-            let _ = tx.send(pool.to_string());
+            let _ = tx.send(key.wire().to_string());
         }
     }
 
-    /// Wake one pool's loop in this process only.
-    pub fn local(&self, pool: &str) {
-        self.listener(pool).notify_one();
+    /// Wake one pool's loop, here and wherever it runs: [`Wake::wake`] of [`WakeKey::Pool`].
+    pub fn pool(&self, pool: &str) {
+        self.wake(WakeKey::Pool(pool));
+    }
+
+    /// Wake `key`'s loop in this process only.
+    pub fn local(&self, key: WakeKey<'_>) {
+        self.listener(key).notify_one();
     }
 
     /// Wake every loop of this process.
     pub fn all(&self) {
-        for n in self.pools.lock().values() {
+        for n in self.loops.lock().values() {
             n.notify_one();
         }
     }
@@ -174,11 +235,11 @@ impl Wake {
                         }
                         continue;
                     }
-                    if let Some(pool) = name.strip_prefix(&prefix)
+                    if let Some(suffix) = name.strip_prefix(&prefix)
                         && payload != self.origin
                     {
                         metrics::counter!("slotd_wake_received_total").increment(1);
-                        self.local(pool);
+                        self.local(WakeKey::from_wire(suffix));
                     }
                 }
                 _ = every.tick() => {
@@ -203,7 +264,8 @@ impl Wake {
     }
 }
 
-/// Publish queued wakes, each pool once per batch, until every sender is gone.
+/// Publish queued wakes (their keys' wire names), each once per batch, until every sender is
+/// gone.
 async fn publisher(keys: Arc<Keyspace>, origin: String, mut rx: mpsc::UnboundedReceiver<String>) {
     while let Some(first) = rx.recv().await {
         let mut batch = BTreeSet::from([first]);
@@ -215,9 +277,9 @@ async fn publisher(keys: Arc<Keyspace>, origin: String, mut rx: mpsc::UnboundedR
             continue;
         };
         let mut pipe = redis::pipe();
-        for pool in &batch {
+        for wire in &batch {
             pipe.cmd("PUBLISH")
-                .arg(channel(&keys, pool))
+                .arg(channel(&keys, wire))
                 .arg(&origin)
                 .ignore();
         }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use slotd::config::{Config, Role};
+use slotd_core::config::{Config, Role};
 
 #[derive(Parser)]
 #[command(
@@ -87,10 +87,10 @@ struct CheckArgs {
 #[derive(Subcommand)]
 enum SimCommand {
     /// A Kling-compatible simulator (JWT auth, real paths and envelopes, 1303 at the limit).
-    Kling(slotd::sim::SimOptions),
+    Kling(slotd_sim::kling::SimOptions),
     /// A Runway-compatible simulator (bearer key, per-model concurrency with THROTTLED tasks,
     /// signed expiring output links, daily limit 429).
-    Runway(slotd::sim_runway::RunwayOptions),
+    Runway(slotd_sim::runway::RunwayOptions),
 }
 
 #[derive(Subcommand)]
@@ -264,8 +264,8 @@ async fn task_command(url: &str, key: Option<&str>, cmd: TaskCommand) -> anyhow:
 /// loading it; print what it declares, every problem, and notes. Fails when there are problems.
 async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
     let config = Config::default();
-    let runtime = slotd::runtime::Runtime::new(config.limits, Default::default())?;
-    let report = slotd::runtime::check_file(&runtime, &file).await;
+    let runtime = slotd_runtime::Runtime::new(config.limits, Default::default())?;
+    let report = slotd_runtime::check_file(&runtime, &file).await;
     let sha = report.sha256.as_deref().unwrap_or("unreadable");
     match &report.info {
         Some(info) => {
@@ -344,7 +344,7 @@ async fn plugin_check(file: PathBuf) -> anyhow::Result<()> {
 
 /// `slotd plugin replay`: replay, print every call, fail on a difference.
 async fn plugin_replay(file: &Path, recording: &Path, json: bool) -> anyhow::Result<()> {
-    let report = slotd::runtime::replay::replay(file, recording).await?;
+    let report = slotd_runtime::replay::replay(file, recording).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -384,7 +384,7 @@ async fn plugin_replay(file: &Path, recording: &Path, json: bool) -> anyhow::Res
 
 /// `slotd check`: print every finding, then a summary; an error (exit status 1) if any.
 async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
-    let opts = slotd::check::CheckOptions {
+    let opts = slotd_server::check::CheckOptions {
         database_url: args.database.unwrap_or(config.database_url),
         objects: args
             .objects
@@ -397,9 +397,9 @@ async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
             .map(|(name, p)| (name.clone(), p.max_slots))
             .collect(),
         finalize_grace: args.finalize_grace,
-        now_ms: slotd::clock::Clock::now_ms(&slotd::clock::SystemClock),
+        now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
     };
-    let report = slotd::check::run(&opts).await?;
+    let report = slotd_server::check::run(&opts).await?;
     for finding in &report.findings {
         println!("{finding}");
     }
@@ -441,7 +441,7 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
                     .with_context(|| format!("--listen: {l:?} is not an address"))?;
             }
             config.allow_unauthenticated |= allow_unauthenticated;
-            slotd::run(config, shutdown_signal()).await
+            slotd_server::run(config, shutdown_signal()).await
         }
         Command::Demo(opts) => {
             // The demo draws progress bars on stdout: only warnings go to the log.
@@ -455,17 +455,17 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         Command::Openapi => {
             use std::io::Write as _;
             let mut out = std::io::stdout().lock();
-            out.write_all(slotd::api::openapi_json_text().as_bytes())
+            out.write_all(slotd_server::api::openapi_json_text().as_bytes())
                 .and_then(|()| out.flush())
                 .context("writing the OpenAPI document to stdout")
         }
         Command::Migrate => {
             let config = Config::load(cli.config.as_deref())?;
             init_tracing(config.log_json);
-            slotd::store::open(&config.database_url).await?;
+            slotd_store::open(&config.database_url).await?;
             println!(
                 "migrations applied to {}",
-                slotd::redact::redact_url(&config.database_url)
+                slotd_core::redact::redact_url(&config.database_url)
             );
             Ok(())
         }
@@ -501,13 +501,13 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             command: SimCommand::Kling(opts),
         } => {
             init_tracing(false);
-            slotd::sim::serve(opts, shutdown_signal()).await
+            slotd_sim::kling::serve(opts, shutdown_signal()).await
         }
         Command::Sim {
             command: SimCommand::Runway(opts),
         } => {
             init_tracing(false);
-            slotd::sim_runway::serve(opts, shutdown_signal()).await
+            slotd_sim::runway::serve(opts, shutdown_signal()).await
         }
         Command::Task { url, key, command } => task_command(&url, key.as_deref(), command).await,
     }

@@ -1,4 +1,4 @@
-//! Group commit for task creation (SPEC §16: 5,000 durable `POST /v1/tasks` a second on two
+//! Group commit for task creation (docs/testing.md: 5,000 durable `POST /v1/tasks` a second on two
 //! cores). Concurrent creates queue for one writer; while it commits a batch the next one
 //! gathers, and the writer takes everything gathered (up to a bound) into one transaction: one
 //! commit (one log flush where the database flushes on commit), three statements on SQLite and
@@ -136,7 +136,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::store::{NewUnit, TaskStore};
+    use crate::{NewUnit, TaskStore};
 
     fn task(id: usize, key: Option<&str>) -> NewTask {
         NewTask {
@@ -167,9 +167,7 @@ mod tests {
     async fn concurrent_creates_are_each_answered() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("slotd.db").display());
-        let store = crate::store::sqlite::SqliteStore::connect(&url)
-            .await
-            .unwrap();
+        let store = crate::sqlite::SqliteStore::connect(&url).await.unwrap();
         store.migrate().await.unwrap();
         let store: DynStore = Arc::new(store);
         let writer = TaskWriter::start(store.clone());

@@ -1,4 +1,4 @@
-//! Durable state: tasks, units and the append-only unit event log (SPEC section 5).
+//! Durable state: tasks, units and the append-only unit event log (docs/state-machine.md).
 //!
 //! The database is the source of truth. Every unit transition goes through [`TaskStore`] and is
 //! committed before the scheduler acts on it. Transitions are single guarded statements
@@ -24,9 +24,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::model::{Unit, UnitCounts, UnitStatus};
 pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use shared::tenant_scope;
+use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{Budget, Grant, Marked, PendingGroup, TaskTerms, Usage};
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
@@ -40,7 +40,7 @@ pub enum StoreError {
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     /// A write carried a fencing token older than the pool's current one: the writer lost
-    /// its lease to a newer scheduler (SPEC section 11). Nothing was written.
+    /// its lease to a newer scheduler (docs/operations.md). Nothing was written.
     #[error("pool {pool}: fencing token {token} is stale (current {current}); write refused")]
     Fenced {
         pool: String,
@@ -102,8 +102,8 @@ fn is_sqlite_unavailable_code(code: &str) -> bool {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// A scheduler's claim to write for one pool: the fencing token of its pool lease (SPEC
-/// section 11). Writes carrying a fence are refused with [`StoreError::Fenced`] once a newer
+/// A scheduler's claim to write for one pool: the fencing token of its pool lease
+/// (docs/operations.md). Writes carrying a fence are refused with [`StoreError::Fenced`] once a newer
 /// token has been seen for the pool, so a paused ex-leader cannot write after losing its lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fence {
@@ -124,7 +124,7 @@ pub struct NewTask {
     pub callback_url: Option<String>,
     pub units: Vec<NewUnit>,
     pub now: i64,
-    /// Deadline terms (issue 14); default: none.
+    /// Deadline terms; default: none.
     pub terms: TaskTerms,
 }
 
@@ -540,7 +540,7 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<bool>;
     /// Give a finalization back, if `release.owner` still holds the lease: `finalizing ->
     /// succeeded` with the error recorded, due again at `next_at`; or, when `give_up` is set
-    /// (attempts spent), parked at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT) so
+    /// (attempts spent), parked at [`FINALIZE_PARKED_AT`](slotd_core::model::FINALIZE_PARKED_AT) so
     /// no finalizer claims it until [`TaskStore::task_retry_failed`]. The provider result
     /// stays.
     async fn unit_finalize_release(
@@ -620,7 +620,7 @@ pub trait TaskStore: Send + Sync + 'static {
     /// end by id, so a recent window costs the window, not the log.
     async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog>;
 
-    /// The host key named `name` (SPEC section 17: one key shared by every instance, e.g. the
+    /// The host key named `name` (docs/trust-model.md: one key shared by every instance, e.g. the
     /// callback token key). Stores `candidate` first if there is none, atomically: of
     /// concurrent callers one candidate wins and every caller gets the stored key.
     async fn host_key_get_or_create(
@@ -630,8 +630,8 @@ pub trait TaskStore: Send + Sync + 'static {
         now: i64,
     ) -> StoreResult<Vec<u8>>;
 
-    /// Append one state change of a handler version to the history (hot reload, SPEC
-    /// section 7: every loaded version is recorded; refusals and quarantines too, so an
+    /// Append one state change of a handler version to the history (hot reload,
+    /// docs/handlers.md: every loaded version is recorded; refusals and quarantines too, so an
     /// operator can tell afterwards which build served when and why one was dropped).
     async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()>;
     /// The newest `limit` history rows, newest first; only those of handler `name` if given.
@@ -648,7 +648,7 @@ pub type DynStore = Arc<dyn TaskStore>;
 /// Open the store a database URL names (`sqlite://…` or `postgres://…`) and migrate it.
 /// Errors show the URL with its password redacted.
 pub async fn open(url: &str) -> anyhow::Result<DynStore> {
-    let shown = crate::redact::redact_url(url);
+    let shown = slotd_core::redact::redact_url(url);
     if url.starts_with("sqlite:") {
         let store = sqlite::SqliteStore::connect(url).await?;
         store

@@ -40,10 +40,10 @@ use super::{
     QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
     UnitEvent, UnitUpdate,
 };
-use crate::model::Unit;
+use slotd_core::model::Unit;
 
 /// The schema, embedded at build time from `migrations/postgres`.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// Connections per instance: enough for the API's concurrent writes to group-commit and for
 /// the scheduler's ticks and finalizers beside them, few enough for many instances to share
@@ -75,7 +75,7 @@ impl PostgresStore {
     /// Connect to the database a `postgres://…` URL names (`?options=-c search_path=…`
     /// selects a schema). Does not migrate.
     pub async fn connect(url: &str) -> anyhow::Result<PostgresStore> {
-        let shown = crate::redact::redact_url(url);
+        let shown = slotd_core::redact::redact_url(url);
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| anyhow::anyhow!("database_url {shown:?} is not a PostgreSQL URL: {e}"))?
             // A process paused (or hung) inside a transaction must not hold its row locks
@@ -232,14 +232,14 @@ impl TaskStore for PostgresStore {
 
     async fn unit_mark_granted(
         &self,
-        grants: &[crate::store::Grant],
+        grants: &[crate::Grant],
         now: i64,
         next_at: i64,
         fence: Option<&Fence>,
-    ) -> StoreResult<crate::store::Marked> {
-        use crate::store::terms::{self, postgres as t};
+    ) -> StoreResult<crate::Marked> {
+        use crate::terms::{self, postgres as t};
         if grants.is_empty() {
-            return Ok(crate::store::Marked::default());
+            return Ok(crate::Marked::default());
         }
         let mut tx = self.pool.begin().await?;
         if let Some(fence) = fence
@@ -273,13 +273,12 @@ impl TaskStore for PostgresStore {
         &self,
         pool: &str,
     ) -> StoreResult<Vec<(String, Option<String>)>> {
-        crate::store::terms::postgres::submitted_by_account(&self.pool, pool).await
+        crate::terms::postgres::submitted_by_account(&self.pool, pool).await
     }
 
     async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
         let rows =
-            crate::store::terms::postgres::deadlined_pending(&self.pool, pool, i64::from(limit))
-                .await?;
+            crate::terms::postgres::deadlined_pending(&self.pool, pool, i64::from(limit)).await?;
         shared::units_from_rows(&rows)
     }
 
@@ -287,24 +286,24 @@ impl TaskStore for PostgresStore {
         &self,
         pool: &str,
         min_priority: i32,
-    ) -> StoreResult<Vec<crate::store::PendingGroup>> {
-        crate::store::terms::postgres::pending_groups(&self.pool, pool, min_priority).await
+    ) -> StoreResult<Vec<crate::PendingGroup>> {
+        crate::terms::postgres::pending_groups(&self.pool, pool, min_priority).await
     }
 
     async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
-        crate::store::terms::postgres::rank_in_group(&self.pool, unit_id, cap).await
+        crate::terms::postgres::rank_in_group(&self.pool, unit_id, cap).await
     }
 
-    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::store::Budget>> {
-        crate::store::terms::postgres::budget_get(&self.pool, tenant).await
+    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::Budget>> {
+        crate::terms::postgres::budget_get(&self.pool, tenant).await
     }
 
-    async fn budget_set(&self, budget: &crate::store::Budget) -> StoreResult<()> {
-        crate::store::terms::postgres::budget_set(&self.pool, budget).await
+    async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
+        crate::terms::postgres::budget_set(&self.pool, budget).await
     }
 
     async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
-        crate::store::terms::postgres::budget_prune_config(&self.pool, keep).await
+        crate::terms::postgres::budget_prune_config(&self.pool, keep).await
     }
 
     async fn budget_usage(
@@ -312,12 +311,12 @@ impl TaskStore for PostgresStore {
         tenant: &str,
         period_ms: i64,
         now: i64,
-    ) -> StoreResult<crate::store::Usage> {
-        crate::store::terms::postgres::budget_usage(&self.pool, tenant, period_ms, now).await
+    ) -> StoreResult<crate::Usage> {
+        crate::terms::postgres::budget_usage(&self.pool, tenant, period_ms, now).await
     }
 
     async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
-        crate::store::terms::postgres::cost_by_tenant(&self.pool).await
+        crate::terms::postgres::cost_by_tenant(&self.pool).await
     }
 
     async fn unit_list_due(
@@ -336,7 +335,7 @@ impl TaskStore for PostgresStore {
         now: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<ApplyReport> {
-        let (updates, refused) = crate::store::split_illegal(updates);
+        let (updates, refused) = crate::split_illegal(updates);
         if updates.is_empty() {
             return Ok(ApplyReport {
                 refused,
@@ -345,7 +344,7 @@ impl TaskStore for PostgresStore {
         }
         if fence.is_none()
             && !apply::needs_transaction(&updates)
-            && !crate::store::terms::may_settle(&updates)
+            && !crate::terms::may_settle(&updates)
         {
             let mut conn = self.pool.acquire().await?;
             let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
@@ -359,8 +358,8 @@ impl TaskStore for PostgresStore {
             return Err(rollback(tx, e).await);
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
-        let settle = crate::store::terms::settlements(&updates, &report.applied);
-        crate::store::terms::postgres::budget_settle(&mut tx, &settle, now).await?;
+        let settle = crate::terms::settlements(&updates, &report.applied);
+        crate::terms::postgres::budget_settle(&mut tx, &settle, now).await?;
         tx.commit().await?;
         report.refused = refused;
         Ok(report)
@@ -369,7 +368,7 @@ impl TaskStore for PostgresStore {
     async fn unit_next_due(
         &self,
         pool: &str,
-        status: crate::model::UnitStatus,
+        status: slotd_core::model::UnitStatus,
     ) -> StoreResult<Option<i64>> {
         Ok(
             sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = $2")

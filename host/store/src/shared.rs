@@ -14,12 +14,12 @@
 
 use sqlx::Row;
 
-use crate::model::{Unit, UnitCounts, UnitStatus};
-use crate::store::{
+use crate::{
     Attempt, AttemptNext, AttemptOutcome, Delivery, Fence, HandlerVersionRow, NewDelivery,
     PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult,
     TaskRecord, UnitEvent,
 };
+use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 
 /// The columns of `units` that make a [`Unit`]. Used in `SELECT` and `RETURNING` lists so
 /// that every query returns whole units.
@@ -28,9 +28,9 @@ pub(crate) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, s
      submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at, \
      account, deadline_at, start_by, best_effort, cost_estimate, wait_reason";
 
-/// A stored `deadline_at`: [`crate::model::NO_DEADLINE`] means none.
+/// A stored `deadline_at`: [`slotd_core::model::NO_DEADLINE`] means none.
 pub(crate) fn deadline_of(stored: i64) -> Option<i64> {
-    (stored != crate::model::NO_DEADLINE).then_some(stored)
+    (stored != slotd_core::model::NO_DEADLINE).then_some(stored)
 }
 
 /// The columns of `tasks` that make a [`TaskRecord`] (counts are filled separately).
@@ -98,7 +98,7 @@ pub(crate) fn counter(unit_id: &str, column: &str, value: i64) -> StoreResult<u3
 }
 
 /// Add one `(status, parked, count)` row of a grouped count query to `counts` (`parked`:
-/// `succeeded` units whose finalization gave up, see [`crate::model::FINALIZE_PARKED_AT`]).
+/// `succeeded` units whose finalization gave up, see [`slotd_core::model::FINALIZE_PARKED_AT`]).
 pub(crate) fn add_count(
     counts: &mut UnitCounts,
     task_id: &str,
@@ -195,7 +195,7 @@ on_both_drivers! {
             cost: row.try_get("cost")?,
             cancel_requested_at: row.try_get("cancel_requested_at")?,
             routes: row.try_get("routes")?,
-            terms: crate::model::UnitTerms {
+            terms: slotd_core::model::UnitTerms {
                 account: row.try_get("account")?,
                 deadline_at: deadline_of(row.try_get("deadline_at")?),
                 start_by: row.try_get("start_by")?,
@@ -229,7 +229,7 @@ on_both_drivers! {
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
             counts: UnitCounts::default(),
-            terms: crate::store::TaskTerms {
+            terms: crate::TaskTerms {
                 deadline_at: row.try_get("deadline_at")?,
                 start_by: row.try_get("start_by")?,
                 best_effort: row
@@ -275,7 +275,7 @@ on_both_drivers! {
             .collect()
     }
 
-    /// [`crate::store::TaskStore::task_queue_standing`]. Fill order ties between tenants at
+    /// [`crate::TaskStore::task_queue_standing`]. Fill order ties between tenants at
     /// the same rank go by who was served last, which this does not read: half of them are
     /// counted ahead.
     pub(crate) async fn task_queue_standing(
@@ -529,7 +529,7 @@ on_both_drivers! {
         })
     }
 
-    /// See [`crate::store::TaskStore::webhook_open_tasks`]; the condition is the partial
+    /// See [`crate::TaskStore::webhook_open_tasks`]; the condition is the partial
     /// index's, word for word (SQLite uses a partial index only then).
     pub(crate) async fn webhook_open_tasks(
         pool: &Pool,
@@ -547,7 +547,7 @@ on_both_drivers! {
         .await?)
     }
 
-    /// See [`crate::store::TaskStore::webhook_enqueue`].
+    /// See [`crate::TaskStore::webhook_enqueue`].
     pub(crate) async fn webhook_enqueue(pool: &Pool, d: &NewDelivery) -> StoreResult<()> {
         let mut tx = pool.begin().await?;
         sqlx::query(
@@ -572,7 +572,7 @@ on_both_drivers! {
         Ok(())
     }
 
-    /// See [`crate::store::TaskStore::webhook_claim`]. The lease condition is in the update's
+    /// See [`crate::TaskStore::webhook_claim`]. The lease condition is in the update's
     /// own `WHERE` too: of two instances picking the same delivery, the second finds it taken.
     pub(crate) async fn webhook_claim(
         pool: &Pool,
@@ -598,7 +598,7 @@ on_both_drivers! {
         rows.iter().map(delivery_from_row).collect()
     }
 
-    /// See [`crate::store::TaskStore::webhook_attempt`].
+    /// See [`crate::TaskStore::webhook_attempt`].
     pub(crate) async fn webhook_attempt(pool: &Pool, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
         let (status, next_at, delivered_at) = match a.next {
             AttemptNext::Delivered => ("delivered", a.at, Some(a.at)),
@@ -641,7 +641,7 @@ on_both_drivers! {
         Ok(true)
     }
 
-    /// See [`crate::store::TaskStore::webhook_list`].
+    /// See [`crate::TaskStore::webhook_list`].
     pub(crate) async fn webhook_list(
         pool: &Pool,
         task_id: &str,
@@ -677,7 +677,7 @@ on_both_drivers! {
         Ok(out)
     }
 
-    /// See [`crate::store::TaskStore::task_tenant`].
+    /// See [`crate::TaskStore::task_tenant`].
     pub(crate) async fn task_tenant(pool: &Pool, id: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar("SELECT tenant FROM tasks WHERE id = $1")
             .bind(id)
@@ -685,7 +685,7 @@ on_both_drivers! {
             .await?)
     }
 
-    /// See [`crate::store::TaskStore::webhook_recent`].
+    /// See [`crate::TaskStore::webhook_recent`].
     pub(crate) async fn webhook_recent(
         pool: &Pool,
         tenant: Option<&str>,
@@ -706,7 +706,7 @@ on_both_drivers! {
         rows.iter().map(delivery_from_row).collect()
     }
 
-    /// See [`crate::store::TaskStore::pool_slot_log`].
+    /// See [`crate::TaskStore::pool_slot_log`].
     pub(crate) async fn pool_slot_log(
         pool: &Pool,
         name: &str,

@@ -40,10 +40,10 @@ use super::{
     QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
     UnitEvent, UnitUpdate,
 };
-use crate::model::Unit;
+use slotd_core::model::Unit;
 
 /// The schema, embedded at build time from `migrations/sqlite`.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 
 /// How long a statement waits for another process's lock before failing.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,7 +65,7 @@ impl SqliteStore {
     /// with `synchronous=NORMAL` (durable against a process crash; a power cut may lose the last
     /// commits but never corrupts), foreign keys on, and a busy timeout. Does not migrate.
     pub async fn connect(url: &str) -> anyhow::Result<SqliteStore> {
-        let shown = crate::redact::redact_url(url);
+        let shown = slotd_core::redact::redact_url(url);
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| anyhow::anyhow!("database_url {shown:?} is not a SQLite URL: {e}"))?
             .create_if_missing(true)
@@ -103,8 +103,8 @@ impl SqliteStore {
 
     /// The writer connection, for tests that change its per-connection pragmas (a full disk
     /// with `max_page_count`, a short `busy_timeout`).
-    #[cfg(test)]
-    pub(crate) fn writer_for_tests(&self) -> &SqlitePool {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn writer_for_tests(&self) -> &SqlitePool {
         &self.writer
     }
 
@@ -203,14 +203,14 @@ impl TaskStore for SqliteStore {
 
     async fn unit_mark_granted(
         &self,
-        grants: &[crate::store::Grant],
+        grants: &[crate::Grant],
         now: i64,
         next_at: i64,
         fence: Option<&Fence>,
-    ) -> StoreResult<crate::store::Marked> {
-        use crate::store::terms::{self, sqlite as t};
+    ) -> StoreResult<crate::Marked> {
+        use crate::terms::{self, sqlite as t};
         if grants.is_empty() {
-            return Ok(crate::store::Marked::default());
+            return Ok(crate::Marked::default());
         }
         let mut tx = self.begin().await?;
         if let Some(fence) = fence {
@@ -242,13 +242,12 @@ impl TaskStore for SqliteStore {
         &self,
         pool: &str,
     ) -> StoreResult<Vec<(String, Option<String>)>> {
-        crate::store::terms::sqlite::submitted_by_account(&self.reader, pool).await
+        crate::terms::sqlite::submitted_by_account(&self.reader, pool).await
     }
 
     async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
         let rows =
-            crate::store::terms::sqlite::deadlined_pending(&self.reader, pool, i64::from(limit))
-                .await?;
+            crate::terms::sqlite::deadlined_pending(&self.reader, pool, i64::from(limit)).await?;
         shared::units_from_rows(&rows)
     }
 
@@ -256,24 +255,24 @@ impl TaskStore for SqliteStore {
         &self,
         pool: &str,
         min_priority: i32,
-    ) -> StoreResult<Vec<crate::store::PendingGroup>> {
-        crate::store::terms::sqlite::pending_groups(&self.reader, pool, min_priority).await
+    ) -> StoreResult<Vec<crate::PendingGroup>> {
+        crate::terms::sqlite::pending_groups(&self.reader, pool, min_priority).await
     }
 
     async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
-        crate::store::terms::sqlite::rank_in_group(&self.reader, unit_id, cap).await
+        crate::terms::sqlite::rank_in_group(&self.reader, unit_id, cap).await
     }
 
-    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::store::Budget>> {
-        crate::store::terms::sqlite::budget_get(&self.reader, tenant).await
+    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::Budget>> {
+        crate::terms::sqlite::budget_get(&self.reader, tenant).await
     }
 
-    async fn budget_set(&self, budget: &crate::store::Budget) -> StoreResult<()> {
-        crate::store::terms::sqlite::budget_set(&self.writer, budget).await
+    async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
+        crate::terms::sqlite::budget_set(&self.writer, budget).await
     }
 
     async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
-        crate::store::terms::sqlite::budget_prune_config(&self.writer, keep).await
+        crate::terms::sqlite::budget_prune_config(&self.writer, keep).await
     }
 
     async fn budget_usage(
@@ -281,12 +280,12 @@ impl TaskStore for SqliteStore {
         tenant: &str,
         period_ms: i64,
         now: i64,
-    ) -> StoreResult<crate::store::Usage> {
-        crate::store::terms::sqlite::budget_usage(&self.reader, tenant, period_ms, now).await
+    ) -> StoreResult<crate::Usage> {
+        crate::terms::sqlite::budget_usage(&self.reader, tenant, period_ms, now).await
     }
 
     async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
-        crate::store::terms::sqlite::cost_by_tenant(&self.reader).await
+        crate::terms::sqlite::cost_by_tenant(&self.reader).await
     }
 
     async fn unit_list_due(
@@ -305,7 +304,7 @@ impl TaskStore for SqliteStore {
         now: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<ApplyReport> {
-        let (updates, refused) = crate::store::split_illegal(updates);
+        let (updates, refused) = crate::split_illegal(updates);
         if updates.is_empty() {
             return Ok(ApplyReport {
                 refused,
@@ -317,8 +316,8 @@ impl TaskStore for SqliteStore {
             shared::fence_check(&mut tx, fence).await?;
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
-        let settle = crate::store::terms::settlements(&updates, &report.applied);
-        crate::store::terms::sqlite::budget_settle(&mut tx, &settle, now).await?;
+        let settle = crate::terms::settlements(&updates, &report.applied);
+        crate::terms::sqlite::budget_settle(&mut tx, &settle, now).await?;
         tx.commit().await?;
         report.refused = refused;
         Ok(report)
@@ -327,7 +326,7 @@ impl TaskStore for SqliteStore {
     async fn unit_next_due(
         &self,
         pool: &str,
-        status: crate::model::UnitStatus,
+        status: slotd_core::model::UnitStatus,
     ) -> StoreResult<Option<i64>> {
         Ok(
             sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = ?1 AND status = ?2")

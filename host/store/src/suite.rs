@@ -25,7 +25,7 @@ use super::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, DynStore, Field, HandlerVersionRow, NewTask, NewUnit,
     StoreError, TaskFilter, UnitUpdate,
 };
-use crate::model::{Unit, UnitStatus};
+use slotd_core::model::{Unit, UnitStatus};
 
 pub(crate) use callbacks::{apply_guard_submit_attempt, host_key_shared};
 pub(crate) use claims::{
@@ -110,7 +110,7 @@ macro_rules! store_suite {
             #[tokio::test]
             async fn $check() {
                 let db = $factory().await;
-                $crate::store::suite::$check(db.store.clone()).await;
+                $crate::suite::$check(db.store.clone()).await;
                 drop(db.guard);
             }
         )*

@@ -1,4 +1,4 @@
-//! Issue 14's records and statements: a task's deadline terms and its units' cost estimates
+//! The records and statements of accounts, deadlines and budgets: a task's deadline terms and its units' cost estimates
 //! (written with the task), the account and the budget reservation written with the submit
 //! marker, the settling of reservations when a submission ends, and the tenant budgets.
 //!
@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::store::{StoreError, StoreResult};
+use crate::{StoreError, StoreResult};
 
 /// A task's deadline terms (request body `deadline`, `start_by`, `deadline_policy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,11 +44,11 @@ pub struct Grant {
     pub budget_retry_at: i64,
 }
 
-/// What [`crate::store::TaskStore::unit_mark_granted`] did.
+/// What [`crate::TaskStore::unit_mark_granted`] did.
 #[derive(Clone, Debug, Default)]
 pub struct Marked {
     /// The units marked submitted, in the order of the grants.
-    pub units: Vec<crate::model::Unit>,
+    pub units: Vec<slotd_core::model::Unit>,
     /// Grants refused because their tenant's budget could not cover them (the units stay
     /// pending with `wait_reason = "budget"`).
     pub over_budget: Vec<String>,
@@ -104,8 +104,8 @@ pub struct Settle {
 
 /// The settlements for applied updates: updates that report a cost, or that take a unit out
 /// of `submitted`.
-pub(crate) fn settlements(updates: &[crate::store::UnitUpdate], applied: &[String]) -> Vec<Settle> {
-    use crate::model::UnitStatus;
+pub(crate) fn settlements(updates: &[crate::UnitUpdate], applied: &[String]) -> Vec<Settle> {
+    use slotd_core::model::UnitStatus;
     let applied: std::collections::HashSet<&str> = applied.iter().map(String::as_str).collect();
     updates
         .iter()
@@ -129,8 +129,8 @@ pub(crate) fn settlements(updates: &[crate::store::UnitUpdate], applied: &[Strin
 }
 
 /// Whether applying `updates` may settle a reservation (and so needs a transaction).
-pub(crate) fn may_settle(updates: &[crate::store::UnitUpdate]) -> bool {
-    use crate::model::UnitStatus;
+pub(crate) fn may_settle(updates: &[crate::UnitUpdate]) -> bool {
+    use slotd_core::model::UnitStatus;
     updates.iter().any(|u| {
         u.cost.is_some()
             || (u.from == Some(UnitStatus::Submitted)
@@ -158,7 +158,7 @@ on_both_drivers! {
     /// Nothing for tasks without terms or estimates (the common case costs no statement).
     pub(crate) async fn write_terms(
         conn: &mut Conn,
-        tasks: &[&crate::store::NewTask],
+        tasks: &[&crate::NewTask],
     ) -> StoreResult<()> {
         for t in tasks {
             if !t.terms.is_empty() {
@@ -178,7 +178,7 @@ on_both_drivers! {
                      WHERE task_id = $1",
                 )
                 .bind(&t.id)
-                .bind(t.terms.deadline_at.unwrap_or(crate::model::NO_DEADLINE))
+                .bind(t.terms.deadline_at.unwrap_or(slotd_core::model::NO_DEADLINE))
                 .bind(t.terms.start_by)
                 .bind(i32::from(t.terms.best_effort))
                 .execute(&mut *conn)
@@ -203,10 +203,10 @@ on_both_drivers! {
     /// two pools reserving for one tenant at once take turns.
     pub(crate) async fn budget_check(
         conn: &mut Conn,
-        grants: &[crate::store::Grant],
+        grants: &[crate::Grant],
         now: i64,
         lock: &str,
-    ) -> StoreResult<crate::store::terms::Checked> {
+    ) -> StoreResult<crate::terms::Checked> {
         use std::collections::HashMap;
         let mut tenants: Vec<&str> = grants.iter().map(|g| g.tenant.as_str()).collect();
         tenants.sort_unstable();
@@ -226,7 +226,7 @@ on_both_drivers! {
                  WHERE tenant = $1 AND period_start = $2",
             )
             .bind(tenant)
-            .bind(crate::store::terms::period_start(now, period))
+            .bind(crate::terms::period_start(now, period))
             .fetch_one(&mut *conn)
             .await?;
             room.insert(tenant, (limit, used.unwrap_or(0.0), false));
@@ -247,7 +247,7 @@ on_both_drivers! {
                 fit.push(i);
             }
         }
-        Ok(crate::store::terms::Checked { fit, over, budgeted })
+        Ok(crate::terms::Checked { fit, over, budgeted })
     }
 
     /// After the marker moved `marked`: their ledger rows (for tenants with a budget; a row
@@ -256,9 +256,9 @@ on_both_drivers! {
     /// one event when it starts) for the grants over budget.
     pub(crate) async fn budget_record(
         conn: &mut Conn,
-        grants: &[crate::store::Grant],
+        grants: &[crate::Grant],
         marked: &std::collections::HashSet<&str>,
-        checked: &crate::store::terms::Checked,
+        checked: &crate::terms::Checked,
         now: i64,
     ) -> StoreResult<()> {
         let over = &checked.over;
@@ -315,7 +315,7 @@ on_both_drivers! {
     /// Settle the open reservation of each unit (at most one is open per unit).
     pub(crate) async fn budget_settle(
         conn: &mut Conn,
-        settle: &[crate::store::terms::Settle],
+        settle: &[crate::terms::Settle],
         now: i64,
     ) -> StoreResult<()> {
         if settle.is_empty() {
@@ -352,7 +352,7 @@ on_both_drivers! {
     pub(crate) async fn budget_get(
         pool: &Pool,
         tenant: &str,
-    ) -> StoreResult<Option<crate::store::Budget>> {
+    ) -> StoreResult<Option<crate::Budget>> {
         let row: Option<(String, f64, i64, String, i64)> = sqlx::query_as(
             "SELECT tenant, limit_amount, period_ms, source, updated_at FROM tenant_budgets \
              WHERE tenant = $1",
@@ -360,7 +360,7 @@ on_both_drivers! {
         .bind(tenant)
         .fetch_optional(pool)
         .await?;
-        Ok(row.map(|(tenant, limit, period_ms, source, updated_at)| crate::store::Budget {
+        Ok(row.map(|(tenant, limit, period_ms, source, updated_at)| crate::Budget {
             tenant,
             limit,
             period_ms,
@@ -373,7 +373,7 @@ on_both_drivers! {
     /// through the API is kept: the operator's runtime decision outlives a restart.
     pub(crate) async fn budget_set(
         pool: &Pool,
-        b: &crate::store::Budget,
+        b: &crate::Budget,
     ) -> StoreResult<()> {
         let guard = if b.source == "config" {
             " WHERE tenant_budgets.source = 'config'"
@@ -433,8 +433,8 @@ on_both_drivers! {
         tenant: &str,
         period_ms: i64,
         now: i64,
-    ) -> StoreResult<crate::store::Usage> {
-        let start = crate::store::terms::period_start(now, period_ms);
+    ) -> StoreResult<crate::Usage> {
+        let start = crate::terms::period_start(now, period_ms);
         let (spent, reserved, n): (Option<f64>, Option<f64>, i64) = sqlx::query_as(
             "SELECT SUM(CASE WHEN settled_at IS NOT NULL THEN spent END), \
                  SUM(CASE WHEN settled_at IS NULL THEN reserved END), COUNT(*) \
@@ -444,7 +444,7 @@ on_both_drivers! {
         .bind(start)
         .fetch_one(pool)
         .await?;
-        Ok(crate::store::Usage {
+        Ok(crate::Usage {
             period_start: start,
             period_end: start.saturating_add(period_ms),
             spent: spent.unwrap_or(0.0),
@@ -465,7 +465,7 @@ on_both_drivers! {
         let mut sums: std::collections::BTreeMap<String, (f64, f64, i64)> = Default::default();
         for (tenant, cost, estimate) in rows {
             let e = sums.entry(tenant).or_default();
-            if let Some(c) = cost.as_deref().and_then(crate::store::terms::parse_cost) {
+            if let Some(c) = cost.as_deref().and_then(crate::terms::parse_cost) {
                 e.0 += c;
                 e.2 += 1;
             }
@@ -501,8 +501,8 @@ on_both_drivers! {
              WHERE pool = $1 AND status = 'pending' \
                AND (deadline_at < {} OR start_by IS NOT NULL) \
              ORDER BY deadline_at, task_seq, idx LIMIT $2",
-            crate::store::shared::UNIT_COLS,
-            crate::model::NO_DEADLINE
+            crate::shared::UNIT_COLS,
+            slotd_core::model::NO_DEADLINE
         ))
         .bind(sched_pool)
         .bind(limit)
@@ -594,7 +594,7 @@ pub(crate) fn by_account<'a>(
 /// Put marked units in the order of the grants and name the grants over budget.
 pub(crate) fn marked(
     grants: &[Grant],
-    mut units: Vec<crate::model::Unit>,
+    mut units: Vec<slotd_core::model::Unit>,
     over: &[usize],
 ) -> Marked {
     let order: std::collections::HashMap<&str, usize> = grants

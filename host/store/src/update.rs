@@ -1,7 +1,7 @@
 //! Guarded unit updates: what a batch write says about each unit, and the checks every store
 //! applies before writing it.
 
-use crate::model::UnitStatus;
+use slotd_core::model::UnitStatus;
 
 /// A column an update leaves alone, sets, or clears.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub struct ApplyReport {
     pub applied: Vec<String>,
     /// Ids whose guard no longer held (moved by someone else, e.g. cancelled); not written.
     pub skipped: Vec<String>,
-    /// Updates refused because their status move is not legal (SPEC §2); not written.
+    /// Updates refused because their status move is not legal (docs/state-machine.md); not written.
     pub refused: Vec<RefusedWrite>,
 }
 
@@ -123,7 +123,7 @@ pub struct RefusedWrite {
     pub reason: String,
 }
 
-/// The updates of a batch whose status move is legal (SPEC §2), and the refusals of the rest:
+/// The updates of a batch whose status move is legal (docs/state-machine.md), and the refusals of the rest:
 /// a move needs a `from` guard and `from.can_move_to(to)`. Every backend's `unit_apply`
 /// writes only the first part, whoever built the batch, and counts the second in
 /// `slotd_illegal_writes_total` (the database's own trigger refuses what gets past this).
@@ -136,7 +136,7 @@ pub fn split_illegal(
             None => Some(format!("a move to {to} without a `from` guard")),
             Some(from) if from.can_move_to(to) => None,
             Some(from) => Some(format!(
-                "{from} -> {to} is not a legal move (SPEC section 2)"
+                "{from} -> {to} is not a legal move of the unit state machine"
             )),
         }
     };

@@ -1,4 +1,4 @@
-//! The `kling-avatar` handler's knowledge: the `avatar_clone` payload (SPEC section 15), one
+//! The `kling-avatar` handler's knowledge: the `avatar_clone` payload (docs/interfaces.md), one
 //! unit in two stages — `voice` (a custom voice) then `element` (an advanced custom element
 //! speaking with that voice) — their create bodies, and what each stage's success yields.
 //!

@@ -4,7 +4,7 @@
 //! KLING_API.md has no price table, so this follows Kling's public resource-pack unit rule for
 //! video: a `std` clip of 5 s costs 1 unit and of 10 s 2 units; a `pro` clip of 5 s 3.5 units
 //! and of 10 s 7 units, whatever the model. The bundled simulator deducts by the same rule
-//! (`host/src/sim`), so estimates and reported costs agree against it. Avatar clones (custom
+//! (`slotd-sim`), so estimates and reported costs agree against it. Avatar clones (custom
 //! voice and element) have no published unit price: their estimate is unknown.
 
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The `kling-video` handler's knowledge: the `video` payload (SPEC section 15), one unit per
+//! The `kling-video` handler's knowledge: the `video` payload (docs/interfaces.md), one unit per
 //! shot whose spec is the fully resolved create body, which collection a spec goes to, how
 //! long it is expected to take, and what a `succeed` task yields.
 

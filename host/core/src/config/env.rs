@@ -1,4 +1,4 @@
-//! The `SLOTD_*` environment overrides (SPEC section 15): one table, each entry beating the
+//! The `SLOTD_*` environment overrides (docs/interfaces.md): one table, each entry beating the
 //! file's key. (`SLOTD_CONFIG`, which names the file, is read by [`super::Config::load`].)
 
 use std::path::PathBuf;

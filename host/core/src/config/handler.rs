@@ -40,7 +40,7 @@ impl Secret {
         if !self.0.starts_with("whsec_") {
             return Ok(Cow::Borrowed(self.expose()));
         }
-        crate::webhooks::webhook_key(&self.0)
+        crate::standard_webhooks::webhook_key(&self.0)
             .map(Cow::Owned)
             .map_err(|e| format!("{e:#}"))
     }

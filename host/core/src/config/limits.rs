@@ -1,4 +1,4 @@
-//! `[limits]`: the sandbox every handler call runs in (SPEC section 8).
+//! `[limits]`: the sandbox every handler call runs in (docs/handlers.md).
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use super::{
     QUARANTINE_AFTER_DEFAULT, file,
 };
 
-/// Sandbox limits applied to every handler call (SPEC section 8). The file's `[limits]` keys
+/// Sandbox limits applied to every handler call (docs/handlers.md). The file's `[limits]` keys
 /// are these fields' names, but for `memory_mb`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -1,4 +1,4 @@
-//! `[webhooks]`: completion webhooks to a task's `callback_url` (see `crate::deliveries`):
+//! `[webhooks]`: completion webhooks to a task's `callback_url` (see `slotd_server::completion_webhooks`):
 //! the Standard Webhooks signing secret, whether private addresses may be targets, and how long
 //! a delivery is retried.
 
@@ -57,7 +57,7 @@ impl WebhooksConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         if let Some(secret) = &self.secret {
             let text = String::from_utf8_lossy(secret.expose()).to_string();
-            if let Err(e) = crate::webhooks::webhook_key(&text) {
+            if let Err(e) = crate::standard_webhooks::webhook_key(&text) {
                 bail!("webhooks.secret: {e:#}");
             }
         }

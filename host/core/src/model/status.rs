@@ -1,4 +1,4 @@
-//! Unit statuses and the legal transitions between them (SPEC section 2).
+//! Unit statuses and the legal transitions between them (docs/state-machine.md).
 //!
 //! This is the one place that says which moves are legal; the scheduler validates every change
 //! a handler returns against [`UnitStatus::can_move_to`] before anything is written.
@@ -76,7 +76,7 @@ impl UnitStatus {
         self == UnitStatus::Submitted
     }
 
-    /// The legal moves of SPEC section 2.
+    /// The legal moves of docs/state-machine.md.
     ///
     /// `Submitted -> Submitted` and `Pending -> Pending` are legal: they record a provider job
     /// id, a poll, a stage change or a retry delay without leaving the status; so are
@@ -88,7 +88,7 @@ impl UnitStatus {
             // Any non-terminal unit can be cancelled.
             (from, Cancelled) => !from.is_terminal(),
             (Pending, Pending | Submitted) => true,
-            // A deadline that cannot be met fails the unit before any submit (issue 14).
+            // A deadline that cannot be met fails the unit before any submit.
             (Pending, Failed) => true,
             // Back to pending: capacity rejected, retryable submit error, next stage.
             (Submitted, Pending | Submitted | Succeeded | Failed) => true,
@@ -129,7 +129,7 @@ impl FromStr for UnitStatus {
 mod tests {
     use super::UnitStatus::{self, *};
 
-    /// The full table of SPEC section 2, written out so that a change to the state machine is a
+    /// The full table of docs/state-machine.md, written out so that a change to the state machine is a
     /// deliberate edit here too. Every (from, to) pair is checked.
     const LEGAL: &[(UnitStatus, UnitStatus)] = &[
         (Pending, Pending),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::UnitStatus;
 
-/// A task's status, derived from its units' statuses (SPEC section 2).
+/// A task's status, derived from its units' statuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {

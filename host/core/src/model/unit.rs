@@ -1,4 +1,4 @@
-//! The durable per-unit record (SPEC sections 1 and 5).
+//! The durable per-unit record (docs/state-machine.md).
 
 use serde::Serialize;
 
@@ -47,14 +47,14 @@ pub struct Unit {
     /// Pools chosen by the handler's `plan-routed` (contract 1.1), as a JSON object
     /// `{"stage": "pool"}`; stages not named use their default pool.
     pub routes: Option<String>,
-    /// Accounts, deadlines, cost and why it waits (issue 14).
+    /// Accounts, deadlines, cost and why it waits.
     #[serde(flatten)]
     pub terms: UnitTerms,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
-/// What issue 14 added to a unit: the provider account it was marked submitted on, its task's
+/// What a unit carries beyond its status: the provider account it was marked submitted on, its task's
 /// deadline terms (copied so the fill order stays one indexed query), the handler's estimate of
 /// its cost, and why it is waiting when it is due but not filled.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]

@@ -1,8 +1,8 @@
 //! `config.get`: the handler's own plain settings (`[handlers.<name>]`). Secrets live in a
 //! separate map that this import never reads, so no key can reach them.
 
-use crate::runtime::bindings::config::Host;
-use crate::runtime::engine::CallState;
+use crate::bindings::config::Host;
+use crate::engine::CallState;
 
 impl Host for CallState {
     async fn get(&mut self, key: String) -> Option<String> {

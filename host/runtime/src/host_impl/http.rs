@@ -13,12 +13,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::HandlerConfig;
-use crate::runtime::bindings::http::{
-    AuthorizedRequest, Credential, Host, HttpError, Request, Response,
-};
-use crate::runtime::engine::CallState;
-use crate::runtime::tape::{Redactor, Tape};
+use crate::bindings::http::{AuthorizedRequest, Credential, Host, HttpError, Request, Response};
+use crate::engine::CallState;
+use crate::tape::{Redactor, Tape};
+use slotd_core::config::HandlerConfig;
 
 /// What one request needs, detached from the store so a batch can run concurrently.
 struct Outbound {
@@ -198,19 +196,6 @@ impl CallState {
     }
 }
 
-/// Is `url` allowed by `allowed`? An entry `host` allows that host on any port; `host:port`
-/// only that port. Hosts compare case-insensitively (the URL parser lowercases them).
-pub(crate) fn host_allowed(allowed: &[String], url: &url::Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let with_port = url.port_or_known_default().map(|p| format!("{host}:{p}"));
-    allowed.iter().any(|entry| {
-        let entry = entry.to_ascii_lowercase();
-        entry == host || Some(&entry) == with_port.as_ref()
-    })
-}
-
 impl Outbound {
     /// Send `req` with `inserted` (host-filled credential headers) added to its own headers.
     async fn send(
@@ -264,7 +249,7 @@ impl Outbound {
                 req.url
             )));
         }
-        if !host_allowed(&self.config.allowed_hosts, &url) {
+        if !slotd_core::address::host_allowed(&url, &self.config.allowed_hosts) {
             let host = match (url.host_str(), url.port()) {
                 (Some(h), Some(p)) => format!("{h}:{p}"),
                 (Some(h), None) => h.to_string(),
@@ -349,7 +334,7 @@ fn transport(e: reqwest::Error) -> HttpError {
 
 #[cfg(test)]
 mod tests {
-    use super::{Response, host_allowed, scrub};
+    use super::{Response, scrub};
 
     #[test]
     fn an_echoed_secret_is_scrubbed_from_the_answer() {
@@ -365,25 +350,5 @@ mod tests {
             clean.body,
             br#"{"headers":{"authorization":"Bearer ***"},"n":1}"#.to_vec()
         );
-    }
-
-    fn allowed(list: &[&str], url: &str) -> bool {
-        let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
-        let url = url::Url::parse(url).expect("test url parses");
-        host_allowed(&list, &url)
-    }
-
-    #[test]
-    fn allowlist_matches_host_or_host_and_port() {
-        assert!(allowed(&["api.example.com"], "https://api.example.com/x"));
-        assert!(allowed(
-            &["API.example.com"],
-            "https://api.example.com:8443/x"
-        ));
-        assert!(allowed(&["127.0.0.1:9000"], "http://127.0.0.1:9000/jobs"));
-        assert!(!allowed(&["127.0.0.1:9000"], "http://127.0.0.1:9001/jobs"));
-        assert!(allowed(&["example.com:443"], "https://example.com/"));
-        assert!(!allowed(&[], "https://api.example.com/x"));
-        assert!(!allowed(&["example.com"], "https://api.example.com.evil/x"));
     }
 }

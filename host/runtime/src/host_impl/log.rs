@@ -1,7 +1,7 @@
 //! `log.log`: guest log lines into the host's `tracing`, tagged with the handler name.
 
-use crate::runtime::bindings::log::{Host, Level};
-use crate::runtime::engine::CallState;
+use crate::bindings::log::{Host, Level};
+use crate::engine::CallState;
 
 /// A guest cannot flood the host log with one giant line.
 const MAX_LINE: usize = 4 * 1024;

@@ -1,10 +1,10 @@
 //! `signing.hmac-sha256`: sign with a named secret of this handler without ever handing the
-//! secret to the guest (SPEC section 6: a handler never holds a raw secret).
+//! secret to the guest (docs/handlers.md: a handler never holds a raw secret).
 //!
 //! A secret written `whsec_<base64>` is a Standard Webhooks signing key: the key is the
 //! base64-decoded bytes after the prefix, not the text (what the Kling handler's webhook
 //! verification expects, see `plugins/kling-common/src/webhook.rs`); see
-//! [`crate::config::Secret::signing_key`].
+//! [`slotd_core::config::Secret::signing_key`].
 //!
 //! The error for an unconfigured secret starts with `no secret ` (the WIT documents it): a
 //! handler may treat that one as "not configured" and must treat every other as a failure.
@@ -12,15 +12,12 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::runtime::bindings::signing::Host;
-use crate::runtime::engine::CallState;
+use crate::bindings::signing::Host;
+use crate::engine::CallState;
 
 impl Host for CallState {
     async fn hmac_sha256(&mut self, secret: String, data: Vec<u8>) -> Result<Vec<u8>, String> {
-        if matches!(
-            self.tape.as_deref(),
-            Some(crate::runtime::tape::Tape::Replay(_))
-        ) {
+        if matches!(self.tape.as_deref(), Some(crate::tape::Tape::Replay(_))) {
             // A replay has no secrets: every secret signs with the same stand-in key (what it
             // signed is redacted in the recording, so nothing compares it).
             let mut mac = Hmac::<Sha256>::new_from_slice(b"slotd-replay")

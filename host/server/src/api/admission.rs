@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use super::auth::{self, Tenant};
 use super::error::ApiError;
-use crate::config::{ApiKey, Config, RateLimit};
+use slotd_core::config::{ApiKey, Config, RateLimit};
 
 /// Paths outside admission control.
 const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];

@@ -13,8 +13,8 @@ use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
-use crate::config::ApiKey;
 use crate::services::Services;
+use slotd_core::config::ApiKey;
 
 /// The tenant of an unauthenticated (no keys configured) slotd.
 pub const LOCAL_TENANT: &str = "local";
@@ -87,7 +87,7 @@ pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
+    use slotd_core::config::Secret;
 
     #[test]
     fn bearer_parsing() {

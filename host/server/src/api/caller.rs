@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::auth::{Tenant, bearer_token, constant_time_eq};
 use super::error::{ApiError, log_store_error};
-use crate::config::ApiKey;
 use crate::services::Services;
+use slotd_core::config::ApiKey;
 
 /// The caller of a request: its tenant, and whether it is an admin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl Caller {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
+    use slotd_core::config::Secret;
 
     fn key(k: &str, tenant: &str, admin: bool) -> ApiKey {
         ApiKey {

@@ -19,7 +19,6 @@ use utoipa_axum::routes;
 
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
-use super::tasks::bad_query;
 use super::timeline::{self, Interval, MINUTE_MS, MinuteStats, Outcome};
 use crate::services::Services;
 
@@ -172,7 +171,7 @@ async fn pool_timeline(
     Path(pool): Path<String>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<TimelineView>, ApiError> {
-    let Query(query) = query.map_err(bad_query)?;
+    let Query(query) = query.map_err(ApiError::malformed_query)?;
     only_known(&query, &["minutes"])?;
     let minutes = number(
         &query,
@@ -182,7 +181,7 @@ async fn pool_timeline(
     )?;
     let now = services.clock.now_ms();
     let since = now - i64::from(minutes) * MINUTE_MS;
-    let max_slots = crate::scheduler::pool_limits(&services.config, &services.registry)
+    let max_slots = crate::pool_state::pool_limits(&services.config, &services.registry)
         .get(&pool)
         .map(|l| l.max_slots);
     let log = services
@@ -281,7 +280,7 @@ async fn webhooks(
     caller: Caller,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<WebhookList>, ApiError> {
-    let Query(query) = query.map_err(bad_query)?;
+    let Query(query) = query.map_err(ApiError::malformed_query)?;
     only_known(&query, &["tenant", "status", "limit"])?;
     let scope = caller.list_scope(query.get("tenant").map(String::as_str))?;
     let status = match query.get("status").map(String::as_str) {

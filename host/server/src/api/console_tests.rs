@@ -7,9 +7,9 @@ use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::test_harness::{Harness, harness_with};
-use crate::config::{ApiKey, Config, Secret};
-use crate::model::UnitStatus;
-use crate::store::{Field, NewDelivery, NewTask, NewUnit, TaskStore, UnitUpdate};
+use slotd_core::config::{ApiKey, Config, Secret};
+use slotd_core::model::UnitStatus;
+use slotd_store::{Field, NewDelivery, NewTask, NewUnit, TaskStore, UnitUpdate};
 
 const KEY_A: &str = "key-of-tenant-a";
 const KEY_B: &str = "key-of-tenant-b";

@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::store::StoreError;
+use slotd_store::StoreError;
 
 /// The media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -29,7 +29,7 @@ pub enum ApiError {
     /// No usable API key.
     #[error("missing or invalid API key")]
     Unauthorized,
-    /// A provider callback without a valid callback token (SPEC section 17).
+    /// A provider callback without a valid callback token (docs/trust-model.md).
     #[error("{0}")]
     CallbackToken(String),
     /// The caller may not do this (e.g. a tenant's key asking for another tenant's list);
@@ -89,6 +89,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A 400 for a query string that does not even decode.
+    pub fn malformed_query(rejection: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::BadRequest {
+            detail: format!("the query string is malformed: {}", rejection.body_text()),
+            field: None,
+        }
+    }
+
     /// A 400 naming the offending field.
     pub fn bad_field(field: &str, detail: impl Into<String>) -> Self {
         ApiError::BadRequest {

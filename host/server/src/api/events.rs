@@ -26,7 +26,7 @@ use utoipa_axum::routes;
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
 use crate::services::Services;
-use crate::store::{EventCursor, EventScope, UnitEvent};
+use slotd_store::{EventCursor, EventScope, UnitEvent};
 
 /// How often a stream looks for new events when it has none to send.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -126,7 +126,7 @@ async fn tenant_events(
     headers: HeaderMap,
     after: Result<Query<After>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(after) = after.map_err(super::tasks::bad_query)?;
+    let Query(after) = after.map_err(ApiError::malformed_query)?;
     let from = resume_from(&headers, &after)?;
     let start = match from {
         Some(c) => c,
@@ -247,7 +247,7 @@ impl Reader {
     /// For a task stream: the task's status once it has ended and every one of its events has
     /// been read (on PostgreSQL the last ones may still be settling when the task shows ended).
     async fn ended(&self) -> Option<&'static str> {
-        use crate::model::TaskStatus;
+        use slotd_core::model::TaskStatus;
         let id = self.task.as_deref()?;
         let store = &self.services.store;
         let task = store.task_get(&self.tenant, id).await.ok()??;

@@ -14,9 +14,9 @@ use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::runtime::{PoolInfo, TaskTypeInfo, VersionRecord, VersionState};
 use crate::services::Services;
-use crate::store::HandlerVersionRow;
+use slotd_runtime::{PoolInfo, TaskTypeInfo, VersionRecord, VersionState};
+use slotd_store::HandlerVersionRow;
 
 /// Most history rows one request returns.
 const HISTORY_LIMIT_MAX: u32 = 1000;
@@ -36,7 +36,7 @@ pub struct HandlerView {
     /// The `slotd:handler` contract version the component was built against ("1.0.0" … "1.2.0").
     pub contract: String,
     /// The optional parts of the contract it uses (`cancel`, `routing`: 1.1 and later; `costs`: 1.2).
-    pub features: crate::runtime::Features,
+    pub features: slotd_runtime::Features,
     /// sha256 of the component file, hex.
     pub sha256: String,
     pub path: String,

@@ -1,4 +1,4 @@
-//! The loopback default's web rules (SPEC section 17). With no API keys, every request acts
+//! The loopback default's web rules (docs/trust-model.md). With no API keys, every request acts
 //! for the single local tenant, so anything that can make the operator's browser send a
 //! request could act too. Two such attacks need no key:
 //!
@@ -26,7 +26,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use crate::config::Config;
+use slotd_core::config::Config;
 
 /// Where the rules do not apply: provider webhooks.
 pub const CALLBACKS_PREFIX: &str = "/v1/callbacks/";
@@ -212,8 +212,8 @@ mod tests {
             LocalGuard::for_config(&config),
             Some(LocalGuard { check_host: false })
         );
-        config.api_keys.push(crate::config::ApiKey {
-            key: crate::config::Secret::new("key-of-tenant-a"),
+        config.api_keys.push(slotd_core::config::ApiKey {
+            key: slotd_core::config::Secret::new("key-of-tenant-a"),
             tenant: "a".into(),
             admin: false,
         });

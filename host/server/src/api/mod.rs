@@ -1,4 +1,4 @@
-//! The REST API (SPEC section 10): [`router`] builds the axum `Router` over [`Services`];
+//! The REST API (docs/api.md): [`router`] builds the axum `Router` over [`Services`];
 //! serving it (listener, graceful shutdown) is the caller's business, so tests drive it with
 //! `oneshot` and no socket.
 //!
@@ -7,7 +7,7 @@
 //!   `Caller` extractor (tenant and admin flag) of routes an admin may widen to every tenant.
 //! - `error.rs`: [`error::ApiError`] → `application/problem+json`, never leaking internals.
 //! - `tasks.rs`: read, list, cancel, retry, events; `task_create.rs`: `POST /v1/tasks/{type}`;
-//!   `task_view.rs`: the task's JSON shape.
+//!   the task's JSON shape is [`crate::task_view`], below the API and the webhook outbox.
 //! - `pools.rs`, `handlers.rs`: what runs where; `health.rs`: `/healthz`, `/readyz`,
 //!   `/metrics`; `openapi.rs`: the OpenAPI document every route is registered with.
 //! - `console.rs`: the operator console at `/` (files in `console/`); `console_api.rs`: what
@@ -24,7 +24,6 @@
 
 mod admission;
 pub mod auth;
-mod callbacks;
 mod caller;
 mod console;
 mod console_api;
@@ -35,10 +34,10 @@ mod health;
 mod local_guard;
 pub mod openapi;
 mod pools;
+mod provider_callbacks;
 mod task_create;
 mod task_eta;
 mod task_terms;
-mod task_view;
 mod tasks;
 mod tenants;
 mod timeline;
@@ -63,12 +62,12 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use self::error::ApiError;
-use crate::config::Config;
 use crate::services::Services;
+use slotd_core::config::Config;
 
 pub use self::auth::{LOCAL_TENANT, Tenant};
 pub use self::local_guard::LocalGuard;
-pub use self::task_view::{TaskSummary, TaskView};
+pub use crate::task_view::{TaskSummary, TaskView};
 
 /// The shortest deadline a request gets. Creating a task waits for the handler's `plan`, so
 /// the effective deadline is at least the handler call deadline plus [`REQUEST_TIMEOUT_SLACK`].
@@ -81,7 +80,7 @@ fn routes() -> OpenApiRouter<Services> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(tasks::router())
         .merge(events::router())
-        .merge(callbacks::router())
+        .merge(provider_callbacks::router())
         .merge(console::router())
         // Not in the OpenAPI document yet: plain routes.
         .merge(console_api::router())

@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use super::super::test_harness::harness_with;
 use super::super::{openapi, openapi_json_text};
-use crate::config::Config;
+use slotd_core::config::Config;
 
 /// The repository's `openapi.json`.
 fn checked_in_path() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../openapi.json")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../openapi.json")
 }
 
 #[test]

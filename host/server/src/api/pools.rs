@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::scheduler::pool_limits;
+use crate::pool_state::pool_limits;
 use crate::services::Services;
 
 /// Routes under `/v1/pools`.
@@ -59,7 +59,7 @@ pub struct AccountView {
     /// `active`, or `drained`: no new submits (its in-flight units finish).
     pub state: &'static str,
     /// Why it is drained and when it is probed next.
-    pub drained: Option<crate::scheduler::Drain>,
+    pub drained: Option<crate::pool_state::Drain>,
 }
 
 /// List pools
@@ -85,12 +85,12 @@ async fn list(
     let limits = pool_limits(&services.config, &services.registry);
 
     let empty = || {
-        crate::model::UnitStatus::ALL
+        slotd_core::model::UnitStatus::ALL
             .iter()
             .map(|s| (s.as_str(), 0u64))
             .collect::<BTreeMap<_, _>>()
     };
-    let mut keys: BTreeMap<String, Vec<crate::scheduler::PoolAccount>> = BTreeMap::new();
+    let mut keys: BTreeMap<String, Vec<crate::pool_state::PoolAccount>> = BTreeMap::new();
     let mut pools: BTreeMap<String, PoolView> = limits
         .into_values()
         .map(|l| {
@@ -134,7 +134,7 @@ async fn list(
     }
     for view in pools.values_mut() {
         let accounts = keys.remove(&view.name).unwrap_or_else(|| {
-            vec![crate::scheduler::PoolAccount {
+            vec![crate::pool_state::PoolAccount {
                 name: None,
                 handler: None,
                 max_slots: 0,
@@ -146,7 +146,7 @@ async fn list(
             if let (Some(max), [account], Ok(Some(lowered))) = (
                 view.max_slots,
                 accounts.as_slice(),
-                crate::scheduler::shared_capacity(keys, &view.name).await,
+                crate::pool_state::shared_capacity(keys, &view.name).await,
             ) && account.name.is_none()
             {
                 view.effective_max_slots = Some(lowered.min(max));
@@ -167,7 +167,7 @@ async fn list(
 async fn account_views(
     services: &Services,
     view: &mut PoolView,
-    accounts: &[crate::scheduler::PoolAccount],
+    accounts: &[crate::pool_state::PoolAccount],
 ) {
     view.used = Some(0);
     for a in accounts {

@@ -1,8 +1,8 @@
 //! `POST /v1/callbacks/{handler}/{token}`: provider webhooks, authenticated by construction
-//! (SPEC section 17).
+//! (docs/trust-model.md).
 //!
 //! The token is the one slotd minted into the callback URL it handed the handler (see
-//! [`crate::callback_token`]). It is checked before anything else: without a valid one the
+//! [`crate::provider_callback_token`]). It is checked before anything else: without a valid one the
 //! answer is 401 and the handler is not even called. Where the handler has a `webhook_secret`,
 //! the provider's Standard Webhooks signature is checked next, by the host, the same way (401,
 //! handler not called). With both, the body goes to the handler's `on-callback` and the changes it returns are applied like a tick's, but only to the
@@ -18,10 +18,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use crate::callback_token;
-use crate::runtime::HandlerFault;
-use crate::scheduler::apply_callback;
+use crate::provider_callback_token;
+use crate::scheduler::apply_provider_callback;
 use crate::services::Services;
+use slotd_runtime::HandlerFault;
 
 /// Routes under `/v1/callbacks`.
 pub fn router() -> OpenApiRouter<Services> {
@@ -94,7 +94,7 @@ fn verify_signature(
             .map(String::from)
     };
     let now_secs = services.clock.now_ms() / 1000;
-    crate::webhooks::verify_headers(&key, header, body, now_secs).map_err(|e| {
+    slotd_core::standard_webhooks::verify_headers(&key, header, body, now_secs).map_err(|e| {
         tracing::warn!(handler = %name, error = %e, "callback with a bad signature refused");
         metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-signature")
             .increment(1);
@@ -132,11 +132,13 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Received>, ApiError> {
-    let scope = callback_token::verify(&services.callback_key, &name, &token).map_err(|e| {
-        tracing::warn!(handler = %name, error = %e, "callback with a bad token refused");
-        metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-token").increment(1);
-        ApiError::CallbackToken(e.to_string())
-    })?;
+    let scope = provider_callback_token::verify(&services.provider_callback_key, &name, &token)
+        .map_err(|e| {
+            tracing::warn!(handler = %name, error = %e, "callback with a bad token refused");
+            metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-token")
+                .increment(1);
+            ApiError::CallbackToken(e.to_string())
+        })?;
     let handler = services
         .registry
         .by_name(&name)
@@ -166,7 +168,7 @@ async fn receive(
         }
     };
     let now = services.clock.now_ms();
-    let report = apply_callback(&services, &handler, &scope, changes, now)
+    let report = apply_provider_callback(&services, &handler, &scope, changes, now)
         .await
         .map_err(|e| {
             tracing::error!(handler = %name, error = %e, "applying a callback failed");

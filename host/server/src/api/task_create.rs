@@ -14,10 +14,10 @@ use serde_json::{Map, Value};
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::model::TaskStatus;
-use crate::runtime::{PlannedUnit, StageInfo};
+use crate::lifecycle::CreateError;
+pub use crate::lifecycle::CreateRequest;
 use crate::services::Services;
-use crate::store::{Created, NewTask, NewUnit};
+use slotd_core::model::TaskStatus;
 
 /// Accepted `priority` range; higher runs first.
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
@@ -25,18 +25,6 @@ pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 /// Longest accepted `callback_url`.
 pub const CALLBACK_URL_MAX: usize = 2048;
-
-/// The request envelope, checked.
-#[derive(Debug, PartialEq)]
-pub struct CreateRequest {
-    /// The payload as JSON text, as handed to `plan`.
-    pub payload: String,
-    pub idempotency_key: Option<String>,
-    pub priority: i32,
-    pub callback_url: Option<String>,
-    /// `deadline`, `start_by`, `deadline_policy` (see `task_terms.rs`).
-    pub terms: crate::store::TaskTerms,
-}
 
 /// The fields of a create's body ([`CreateBody`] documents them).
 pub const KNOWN_FIELDS: [&str; 7] = [
@@ -162,7 +150,7 @@ fn callback_url(fields: &mut Map<String, Value>) -> Result<Option<String>, ApiEr
     Ok(Some(text))
 }
 
-/// The SSRF rule at the door (SPEC §17): a `callback_url` naming a loopback, private or
+/// The SSRF rule at the door (docs/trust-model.md): a `callback_url` naming a loopback, private or
 /// link-local address (or `localhost`) is refused now, unless `[webhooks] allow_private`.
 /// Names are resolved and checked again at every delivery.
 fn refuse_internal_target(text: &str, allow_private: bool) -> Result<(), ApiError> {
@@ -175,12 +163,7 @@ fn refuse_internal_target(text: &str, allow_private: bool) -> Result<(), ApiErro
     else {
         return Ok(());
     };
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let internal = match bare.parse::<std::net::IpAddr>() {
-        Ok(ip) => !crate::deliveries::is_public(ip),
-        Err(_) => bare.eq_ignore_ascii_case("localhost") || bare.ends_with(".localhost"),
-    };
-    if internal {
+    if slotd_core::address::names_internal_host(&host) {
         return Err(ApiError::invalid_field(
             "callback_url",
             format!(
@@ -299,152 +282,22 @@ pub async fn create(
         refuse_internal_target(url, services.config.webhooks.allow_private)?;
     }
 
-    let first_stage = handler
-        .info
-        .stages(&task_type)
-        .and_then(|s| s.first())
-        .cloned()
-        .ok_or_else(|| {
-            tracing::error!(
-                handler = %handler.info.name,
-                task_type = %task_type,
-                "handler declares the task type without stages"
-            );
-            ApiError::Unavailable(format!("the handler for {task_type:?} is misconfigured"))
-        })?;
-
-    let planned = match handler.plan(&task_type, &request.payload).await {
-        Ok(Ok(units)) => units,
-        Ok(Err(refused)) => {
-            return Err(ApiError::Unprocessable {
-                detail: refused.message,
-                field: refused.field,
-            });
-        }
-        Err(fault) => {
-            tracing::warn!(
-                handler = %handler.info.name,
-                fault = %fault,
-                kind = fault.kind(),
-                "plan failed"
-            );
-            return Err(ApiError::Unavailable(format!(
-                "the handler for {task_type:?} is unavailable; retry shortly"
-            )));
-        }
-    };
-    let max = services.config.max_units_per_task;
-    if planned.is_empty() {
-        return Err(ApiError::invalid_field(
-            "payload",
-            "the payload describes no work (the handler planned zero units)",
-        ));
-    }
-    if planned.len() > max {
-        return Err(ApiError::invalid_field(
-            "payload",
-            format!(
-                "the payload describes {} units; at most {max} are allowed per task",
-                planned.len()
-            ),
-        ));
-    }
-
-    let stages = handler.info.stages(&task_type).unwrap_or_default();
-    let units: Vec<NewUnit> = planned
-        .into_iter()
-        .map(|p| routed_unit(&handler.info.name, stages, &first_stage, p))
-        .collect::<Result<_, _>>()?;
-    let woken: std::collections::BTreeSet<String> = units.iter().map(|u| u.pool.clone()).collect();
-    let new = NewTask {
-        id: uuid::Uuid::now_v7().to_string(),
-        tenant: tenant.clone(),
-        task_type: task_type.clone(),
-        payload: request.payload,
-        idempotency_key: request.idempotency_key,
-        priority: request.priority,
-        callback_url: request.callback_url,
-        units,
-        now,
-        terms: request.terms,
-    };
-    let created = services
-        .tasks
-        .create(new)
-        .await
-        .map_err(log_store_error("creating task"))?;
-
-    let (task_id, status) = match created {
-        Created::New(id) => {
-            metrics::counter!("slotd_tasks_created_total", "type" => task_type.clone())
-                .increment(1);
-            for pool in &woken {
-                services.wake.pool(pool);
-            }
-            tracing::info!(task_id = %id, task_type = %task_type, "task created");
-            (id, TaskStatus::Pending)
-        }
-        Created::Existing(id) => {
-            // The key already names a task: report where that task is now.
-            let status = services
-                .store
-                .task_get(&tenant, &id)
-                .await
-                .map_err(log_store_error("reading existing task"))?
-                .map_or(TaskStatus::Pending, |t| t.counts.task_status());
-            (id, status)
-        }
-    };
+    let created =
+        crate::lifecycle::create_task(&services, &handler, &tenant, &task_type, request, now)
+            .await
+            .map_err(refused)?;
+    let (task_id, status) = (created.task_id, created.status);
     Ok((StatusCode::ACCEPTED, Json(Accepted { task_id, status })))
 }
 
-/// A planned unit as stored: in its first stage's pool (the one `plan-routed` chose, else the
-/// default), with its routes. A route to a stage or pool the handler did not declare breaks
-/// the contract: the task is refused (503) and the handler's mistake logged.
-fn routed_unit(
-    handler: &str,
-    stages: &[StageInfo],
-    first: &StageInfo,
-    p: PlannedUnit,
-) -> Result<NewUnit, ApiError> {
-    let mut routes = std::collections::BTreeMap::new();
-    for (stage, pool) in p.pools {
-        let allowed = stages
-            .iter()
-            .find(|s| s.name == stage)
-            .is_some_and(|s| s.allows(&pool));
-        if !allowed {
-            tracing::error!(
-                handler,
-                stage = %stage,
-                pool = %pool,
-                "plan-routed chose a pool the stage does not declare"
-            );
-            return Err(ApiError::Unavailable(format!(
-                "the handler {handler:?} routed a unit to pool {pool:?} for stage {stage:?}, \
-                 which it did not declare"
-            )));
-        }
-        routes.insert(stage, pool);
+/// A create the lifecycle refused, as the client sees it.
+fn refused(e: CreateError) -> ApiError {
+    match e {
+        CreateError::Refused { detail, field } => ApiError::Unprocessable { detail, field },
+        CreateError::Invalid { field, detail } => ApiError::invalid_field(field, detail),
+        CreateError::HandlerUnavailable(detail) => ApiError::Unavailable(detail),
+        CreateError::Store { doing, error } => log_store_error(doing)(error),
     }
-    let pool = routes
-        .get(&first.name)
-        .cloned()
-        .unwrap_or_else(|| first.pool.clone());
-    let routes = if routes.is_empty() {
-        None
-    } else {
-        serde_json::to_string(&routes).ok()
-    };
-    Ok(NewUnit {
-        id: uuid::Uuid::now_v7().to_string(),
-        pool,
-        stage: first.name.clone(),
-        spec: p.spec,
-        state: p.state,
-        routes,
-        cost_estimate: p.cost,
-    })
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! [`crate::eta`] replays the pool's near future.
 
 use super::error::{ApiError, log_store_error};
-use crate::model::Unit;
 use crate::services::Services;
-use crate::store::TaskRecord;
+use slotd_core::model::Unit;
+use slotd_store::TaskRecord;
 
 /// The queue position and the completion estimate of an unfinished task with these units (see
 /// `eta.rs`): `(queue_position, estimated_completion_at)`.
@@ -29,7 +29,7 @@ pub(super) async fn estimate(
     let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
         return Ok((queue_position, None));
     };
-    let max = crate::scheduler::pool_limits(&services.config, &services.registry)
+    let max = crate::pool_state::pool_limits(&services.config, &services.registry)
         .get(&standing.pool)
         .map_or(1, |l| l.max_slots);
     let own = units
@@ -38,7 +38,7 @@ pub(super) async fn estimate(
         .and_then(|u| {
             services
                 .durations
-                .distribution(&u.pool, &crate::scheduler::durations::class_of(u))
+                .distribution(&u.pool, &crate::pool_state::durations::class_of(u))
         });
     let at = crate::eta::completion(crate::eta::Inputs {
         now: services.clock.now_ms(),

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use crate::store::TaskTerms;
+use slotd_store::TaskTerms;
 
 /// Read the terms out of the body's fields, naming the offending one: a wrong type is 400, a
 /// value that is no time (or an unknown policy, or a policy without a time) is 422.
@@ -99,7 +99,7 @@ fn time(fields: &mut Map<String, Value>, field: &str) -> Result<Option<i64>, Api
         )
     })?;
     let ms = at.timestamp_millis();
-    if !(0..crate::model::NO_DEADLINE).contains(&ms) {
+    if !(0..slotd_core::model::NO_DEADLINE).contains(&ms) {
         return Err(ApiError::invalid_field(
             field,
             format!("{field} {text:?} is before 1970"),

@@ -1,12 +1,12 @@
 //! The task resource: read one, list, cancel, retry failed units (and re-finalize units whose
 //! finalization gave up), read the event log.
-//! Creation lives in `task_create.rs`, the response shapes in `task_view.rs`.
+//! Creation lives in `task_create.rs`, the response shapes in `crate::task_view`.
 //!
 //! Every lookup is by (tenant, id): another tenant's task is answered exactly like a missing
 //! one (404), so ids reveal nothing. An admin key looks a task up under the tenant that owns
 //! it (see `caller.rs`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -19,12 +19,12 @@ use utoipa_axum::routes;
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
 use super::task_create;
-use super::task_view::{
+use crate::services::Services;
+use crate::task_view::{
     DeliveryView, Retried, TaskEvents, TaskList, TaskSummary, TaskView, TaskWebhooks,
 };
-use crate::model::{Unit, UnitStatus};
-use crate::services::Services;
-use crate::store::{TaskFilter, TaskRecord};
+use slotd_core::model::{Unit, UnitStatus};
+use slotd_store::{TaskFilter, TaskRecord};
 
 /// Page size of `GET /v1/tasks` when `limit` is not given.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
@@ -40,14 +40,6 @@ pub fn router() -> OpenApiRouter<Services> {
         .routes(routes!(retry))
         .routes(routes!(events))
         .routes(routes!(webhooks))
-}
-
-/// A query string that does not even decode.
-pub(super) fn bad_query(rejection: QueryRejection) -> ApiError {
-    ApiError::BadRequest {
-        detail: format!("the query string is malformed: {}", rejection.body_text()),
-        field: None,
-    }
 }
 
 /// The tenant's task or 404.
@@ -93,7 +85,7 @@ async fn read(
     Path(id): Path<String>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(bad_query)?;
+    let Query(query) = query.map_err(ApiError::malformed_query)?;
     if let Some(unknown) = query.keys().find(|k| *k != "units") {
         return Err(ApiError::bad_field(
             unknown,
@@ -183,7 +175,7 @@ async fn list(
     caller: Caller,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<TaskList>, ApiError> {
-    let Query(query) = query.map_err(bad_query)?;
+    let Query(query) = query.map_err(ApiError::malformed_query)?;
     let filter = list_filter(&query)?;
     // `?tenant=`: an admin's filter (all tenants when absent); see `Caller::list_scope`.
     let scope = caller.list_scope(query.get("tenant").map(String::as_str))?;
@@ -287,19 +279,10 @@ async fn cancel(
 ) -> Result<Json<TaskView>, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
-    let cancelled = services
-        .store
-        .task_cancel(&tenant, &id, now)
+    crate::lifecycle::cancel_task(&services, &tenant, &id, now)
         .await
         .map_err(log_store_error("cancelling task"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
-    tracing::info!(
-        task_id = %id,
-        units = cancelled.units,
-        waiting = cancelled.waiting,
-        "task cancelled"
-    );
-    services.hot.invalidate([id.as_str()]).await;
 
     let task = find(&services, &tenant, &id).await?;
     let units = units_of(&services, &task.id).await?;
@@ -328,28 +311,10 @@ async fn retry(
 ) -> Result<Json<Retried>, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
-    let retried = services
-        .store
-        .task_retry_failed(&tenant, &id, now)
+    let retried = crate::lifecycle::retry_task(&services, &tenant, &id, now)
         .await
         .map_err(log_store_error("retrying task"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
-    if retried > 0 {
-        services.hot.invalidate([id.as_str()]).await;
-        let units = units_of(&services, &id).await?;
-        let pools: BTreeSet<&str> = units
-            .iter()
-            .filter(|u| u.status == UnitStatus::Pending)
-            .map(|u| u.pool.as_str())
-            .collect();
-        for pool in pools {
-            services.wake.pool(pool);
-        }
-        if units.iter().any(|u| u.status == UnitStatus::Succeeded) {
-            services.wake.pool(crate::scheduler::FINALIZE_WAKE);
-        }
-        tracing::info!(task_id = %id, retried, "failed units retried");
-    }
     Ok(Json(Retried {
         task_id: id,
         retried,
@@ -389,7 +354,7 @@ async fn events(
     after: Result<Query<super::events::After>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
-    let Query(after) = after.map_err(bad_query)?;
+    let Query(after) = after.map_err(ApiError::malformed_query)?;
     // Checked in both forms; the JSON log is always whole.
     super::events::resume_from(&headers, &after)?;
     let task = find(&services, &tenant, &id).await?;

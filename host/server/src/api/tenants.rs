@@ -18,9 +18,9 @@ use utoipa_axum::routes;
 
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
-use crate::config::BudgetConfig;
 use crate::services::Services;
-use crate::store::{Budget, Usage};
+use slotd_core::config::BudgetConfig;
+use slotd_store::{Budget, Usage};
 
 /// Routes under `/v1/tenants`.
 pub fn router() -> OpenApiRouter<Services> {
@@ -60,7 +60,7 @@ pub struct UsageView {
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
-    crate::config::check_tenant_name("tenant", name)
+    slotd_core::config::check_tenant_name("tenant", name)
         .map_err(|e| ApiError::invalid_field("name", format!("{e:#}")))
 }
 
@@ -113,7 +113,7 @@ async fn put_budget(
         .map_err(log_store_error("setting a budget"))?;
     tracing::info!(tenant = %name, limit = budget.limit, period_ms = budget.period_ms, "tenant budget set");
     // Its held-back units may fit now: every pool fills again.
-    for pool in crate::scheduler::pool_limits(&services.config, &services.registry).keys() {
+    for pool in crate::pool_state::pool_limits(&services.config, &services.registry).keys() {
         services.wake.pool(pool);
     }
     view(&services, &name).await.map(Json)
@@ -217,7 +217,7 @@ fn parse_budget(body: &[u8]) -> Result<BudgetConfig, ApiError> {
         None => return Err(ApiError::bad_field("limit", "limit is required")),
     };
     let period = match fields.remove("period") {
-        Some(Value::String(p)) => crate::config::parse_duration("period", &p)
+        Some(Value::String(p)) => slotd_core::config::parse_duration("period", &p)
             .map_err(|e| ApiError::invalid_field("period", format!("{e:#}")))?,
         Some(_) => {
             return Err(ApiError::bad_field(

@@ -12,15 +12,15 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::router;
-use crate::clock::ManualClock;
-use crate::config::Config;
-use crate::model::UnitStatus;
-use crate::runtime::{Handler, Registry, Runtime};
 use crate::services::Services;
 use crate::slots::local::LocalSlots;
-use crate::store::sqlite::SqliteStore;
-use crate::store::{TaskStore, UnitUpdate};
 use crate::wake::Wake;
+use slotd_core::clock::ManualClock;
+use slotd_core::config::Config;
+use slotd_core::model::UnitStatus;
+use slotd_runtime::{Handler, Registry, Runtime};
+use slotd_store::sqlite::SqliteStore;
+use slotd_store::{TaskStore, UnitUpdate};
 
 /// Everything a test needs: the app and direct handles on what it changes.
 pub(super) struct Harness {
@@ -47,7 +47,7 @@ pub(super) async fn test_store(dir: &Path) -> Arc<SqliteStore> {
 
 /// The real fixture component: task type `fixture`, one stage on pool `fixture`.
 pub(super) async fn fixture_handler(runtime: &Runtime) -> Arc<Handler> {
-    let path = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
+    let path = Path::new(slotd_testkit::BUILT_PLUGINS).join("fixture.wasm");
     match runtime.load_file(&path).await {
         Ok(h) => h,
         Err(e) => panic!("{e:#}"),
@@ -90,12 +90,12 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         objects,
         hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
         keyspace: None,
-        callback_key: crate::callback_token::CallbackKey::random(),
+        provider_callback_key: crate::provider_callback_token::ProviderCallbackKey::random(),
         metrics: None,
         capacity: Default::default(),
         accounts: Default::default(),
         durations: Default::default(),
-        tasks: crate::store::group_commit::TaskWriter::start(store.clone()),
+        tasks: slotd_store::group_commit::TaskWriter::start(store.clone()),
     };
     Harness {
         app: router(services.clone()),
@@ -129,7 +129,7 @@ impl Harness {
 
     /// How many tasks `tenant` has (at most 500).
     pub async fn task_count(&self, tenant: &str) -> usize {
-        let filter = crate::store::TaskFilter {
+        let filter = slotd_store::TaskFilter {
             limit: 500,
             ..Default::default()
         };

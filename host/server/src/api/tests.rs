@@ -12,11 +12,11 @@ use tower::ServiceExt;
 
 use super::router;
 use super::test_harness::{Harness, harness_with};
-use crate::config::{ApiKey, Config, Secret};
-use crate::model::UnitStatus;
 use crate::services::Services;
 use crate::slots::SlotStore;
-use crate::store::{Field, NewTask, NewUnit, TaskStore, UnitUpdate};
+use slotd_core::config::{ApiKey, Config, Secret};
+use slotd_core::model::UnitStatus;
+use slotd_store::{Field, NewTask, NewUnit, TaskStore, UnitUpdate};
 
 #[path = "tests_lifecycle.rs"]
 mod lifecycle;
@@ -403,7 +403,7 @@ async fn pools_and_handlers() {
     let mut config = Config::default();
     config.pools.insert(
         FIXTURE_POOL.into(),
-        crate::config::PoolConfig { max_slots: 7 },
+        slotd_core::config::PoolConfig { max_slots: 7 },
     );
     let h = harness_with(config).await;
     let id = h.seed(super::LOCAL_TENANT, 2).await;
@@ -506,7 +506,7 @@ async fn a_task_view_gives_its_queue_position_and_an_estimate() {
     let mut config = Config::default();
     config.pools.insert(
         FIXTURE_POOL.into(),
-        crate::config::PoolConfig { max_slots: 2 },
+        slotd_core::config::PoolConfig { max_slots: 2 },
     );
     let h = harness_with(config).await;
     let now = h.services.clock.now_ms();

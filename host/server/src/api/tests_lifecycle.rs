@@ -47,7 +47,7 @@ async fn cancel_keeps_the_slots_of_submitted_units() {
         .count();
     let requested = events
         .iter()
-        .filter(|e| e["detail"] == crate::store::CANCEL_WAIT_DETAIL)
+        .filter(|e| e["detail"] == slotd_store::CANCEL_WAIT_DETAIL)
         .count();
     assert_eq!((cancelled, requested), (2, 1), "{}", r.json);
     h.send("POST", "/v1/tasks/nope/cancel", Some(KEY_A), None)
@@ -74,7 +74,7 @@ async fn retry_moves_failed_units_back() {
     assert_eq!(r.json["error"]["code"], "1201");
     assert_eq!(r.json["results"][1]["error"]["message"], "bad prompt");
 
-    let woken = h.wake.listener(FIXTURE_POOL);
+    let woken = h.wake.listener(crate::wake::WakeKey::Pool(FIXTURE_POOL));
     let r = h
         .send("POST", &format!("/v1/tasks/{id}/retry"), Some(KEY_A), None)
         .await;
@@ -97,7 +97,7 @@ async fn retry_moves_failed_units_back() {
 #[tokio::test]
 async fn create_is_202_and_idempotent() {
     let h = harness().await;
-    let woken = h.wake.listener(FIXTURE_POOL);
+    let woken = h.wake.listener(crate::wake::WakeKey::Pool(FIXTURE_POOL));
     let body = r#"{"payload": {"count": 3, "behavior": "succeed"}, "idempotency_key": "k1",
                    "priority": 5}"#;
     let first = h

@@ -2,7 +2,7 @@
 //! which each unit held a slot, each put in a lane so that intervals of one lane never
 //! overlap, and per-minute throughput and provider latency for the console's charts.
 //!
-//! A slot is held exactly while a unit is `submitted` (SPEC section 2), so an interval opens
+//! A slot is held exactly while a unit is `submitted` (docs/state-machine.md), so an interval opens
 //! at a transition into `submitted` and closes at the transition out of it. How it closed says
 //! what happened at the provider:
 //! - [`Outcome::Ended`]: the job ended (succeeded, failed, cancelled, or the unit moved on to
@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::store::SlotLog;
+use slotd_store::SlotLog;
 
 /// The scheduler's event detail for a provider's over-capacity answer.
 const OVER_CAPACITY_DETAIL: &str = "provider over capacity";
@@ -270,7 +270,7 @@ pub fn percentile(values: &mut [i64], p: usize) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{SlotEvent, SlotHolder};
+    use slotd_store::{SlotEvent, SlotHolder};
 
     fn ev(unit: &str, at: i64, from: &str, to: &str, stage: &str, detail: &str) -> SlotEvent {
         SlotEvent {

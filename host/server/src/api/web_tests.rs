@@ -1,4 +1,4 @@
-//! The web-facing defaults (SPEC section 17), each shown by the attack or defect it stops:
+//! The web-facing defaults (docs/trust-model.md), each shown by the attack or defect it stops:
 //! the loopback rules (DNS rebinding, cross-site writes) through `router().oneshot`, the
 //! per-tenant rate limit, SQLite busy and disk full as 503, and over a real socket the
 //! header-read timeout and the bound on requests in flight.
@@ -13,8 +13,8 @@ use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::Value;
 
 use super::test_harness::{self, Harness};
-use crate::config::{ApiKey, Config, RateLimit, Role, Secret};
-use crate::store::TaskStore;
+use slotd_core::config::{ApiKey, Config, RateLimit, Role, Secret};
+use slotd_store::TaskStore;
 
 mod socket;
 
@@ -353,7 +353,7 @@ async fn loopback_mode_is_not_rate_limited() {
 
 /// What the store itself says when it is asked to write a task of `units` units directly.
 async fn store_write_error(h: &Harness, units: usize) -> String {
-    let task = crate::store::NewTask {
+    let task = slotd_store::NewTask {
         id: uuid::Uuid::now_v7().to_string(),
         tenant: super::LOCAL_TENANT.into(),
         task_type: "fixture".into(),
@@ -362,7 +362,7 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
         priority: 0,
         callback_url: None,
         units: (0..units)
-            .map(|_| crate::store::NewUnit {
+            .map(|_| slotd_store::NewUnit {
                 id: uuid::Uuid::now_v7().to_string(),
                 pool: "fixture".into(),
                 stage: "main".into(),
@@ -376,7 +376,7 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
         terms: Default::default(),
     };
     match h.store.task_create(task).await {
-        Err(crate::store::StoreError::Unavailable(reason)) => reason,
+        Err(slotd_store::StoreError::Unavailable(reason)) => reason,
         other => panic!("expected StoreError::Unavailable, got {other:?}"),
     }
 }

@@ -124,7 +124,7 @@ pub async fn redis(
     let mut submitted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for u in &snap.units {
         let set = submitted
-            .entry(crate::scheduler::slot_key(&u.pool, u.account.as_deref()))
+            .entry(crate::pool_state::slot_key(&u.pool, u.account.as_deref()))
             .or_default();
         if u.status == "submitted" {
             set.insert(u.id.clone());

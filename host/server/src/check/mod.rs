@@ -1,5 +1,5 @@
 //! `slotd check`: an online, read-only audit of a slotd database (and optionally its object
-//! store and Redis) against the invariants of SPEC §2, §4, §5 and §9. Seed 002's promise is
+//! store and Redis) against the invariants of docs/state-machine.md, docs/unit-journey.md. Seed 002's promise is
 //! "diagnose by query"; this is the set of queries that say whether anything is wrong at all.
 //!
 //! What is checked:

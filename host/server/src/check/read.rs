@@ -51,7 +51,7 @@ enum Conn {
 
 /// Read tasks, units, events and fences of the database `url` names.
 pub async fn snapshot(url: &str) -> anyhow::Result<Snapshot> {
-    let shown = crate::redact::redact_url(url);
+    let shown = slotd_core::redact::redact_url(url);
     let mut conn = connect(url)
         .await
         .with_context(|| format!("connecting to {shown}"))?;
@@ -64,7 +64,7 @@ pub async fn snapshot(url: &str) -> anyhow::Result<Snapshot> {
 pub async fn submitted_ids(url: &str, slot_key: &str) -> anyhow::Result<BTreeSet<String>> {
     let mut conn = connect(url)
         .await
-        .with_context(|| format!("connecting to {}", crate::redact::redact_url(url)))?;
+        .with_context(|| format!("connecting to {}", slotd_core::redact::redact_url(url)))?;
     let rows: Vec<(String, String, Option<String>)> =
         rows!(&mut conn, SUBMITTED_SQL, |r| Ok::<_, sqlx::Error>((
             r.try_get::<String, _>("id")?,
@@ -73,7 +73,7 @@ pub async fn submitted_ids(url: &str, slot_key: &str) -> anyhow::Result<BTreeSet
         )));
     Ok(rows
         .into_iter()
-        .filter(|(_, p, a)| crate::scheduler::slot_key(p, a.as_deref()) == slot_key)
+        .filter(|(_, p, a)| crate::pool_state::slot_key(p, a.as_deref()) == slot_key)
         .map(|(id, ..)| id)
         .collect())
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Finding, Snapshot, UnitRow};
-use crate::model::UnitStatus;
+use slotd_core::model::UnitStatus;
 
 /// Prefix of the event detail written with the submit marker: `submit marked: key K`
 /// (`store::*::units::unit_mark_submitted`).
@@ -13,7 +13,7 @@ const MARKER_PREFIX: &str = "submit marked: key ";
 /// (`scheduler::apply`).
 const ACCEPTED_PREFIX: &str = "accepted as provider job ";
 
-/// Every unit's event log is a legal path of the state machine (SPEC §2): it starts with the
+/// Every unit's event log is a legal path of the state machine (docs/state-machine.md): it starts with the
 /// `created` row (`NULL -> pending`), each row leaves the status the previous one reached,
 /// each move is legal, and the last row ends in the unit's current status.
 pub fn event_paths(snap: &Snapshot) -> Vec<Finding> {
@@ -64,7 +64,10 @@ pub fn event_paths(snap: &Snapshot) -> Vec<Finding> {
                     (Ok(f), Ok(t)) => out.push(unit_finding(
                         unit,
                         "illegal transition",
-                        format!("event #{} moves {f} -> {t}, which SPEC §2 forbids", e.id),
+                        format!(
+                            "event #{} moves {f} -> {t}, which the state machine forbids",
+                            e.id
+                        ),
                     )),
                     _ => out.push(unit_finding(
                         unit,

@@ -1,4 +1,4 @@
-//! Pool leases (SPEC section 11): with Redis, each pool is driven by one scheduler at a time.
+//! Pool leases (docs/operations.md): with Redis, each pool is driven by one scheduler at a time.
 //!
 //! A lease is `SET lease:{pool} owner NX PX ttl`, renewed by a Lua compare-and-extend and
 //! given up by a compare-and-delete, so only its holder can extend or drop it. Winning a lease
@@ -6,13 +6,13 @@
 //! token to it and passes it on every write, so an ex-holder that was paused past its lease
 //! has its writes refused by the database rather than trusted.
 //!
-//! [`Leases`] is the Redis side; [`plan`] (pure) decides which pools an instance should try to
+//! [`Leases`] is the Redis side; [`place`] (pure) decides which pools an instance should try to
 //! take or give up to spread pools across live instances; the scheduler's coordinator loop
 //! (`scheduler/service.rs`) runs both.
 
-mod plan;
+mod placement;
 
-pub use plan::{Plan, plan, share};
+pub use placement::{Placement, place, share};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,10 +155,7 @@ impl Leases {
     pub async fn announce_free(&self) -> Result<(), KeyspaceError> {
         let mut conn = self.keys.conn().await?;
         redis::cmd("PUBLISH")
-            .arg(crate::wake::channel(
-                &self.keys,
-                crate::scheduler::LEASE_WAKE,
-            ))
+            .arg(crate::wake::WakeKey::Leases.channel(&self.keys))
             .arg(&self.owner)
             .query_async::<i64>(&mut conn)
             .await?;

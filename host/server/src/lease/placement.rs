@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 
 /// What a coordinator round should do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct Placement {
     /// Pools to try to take, in order (stop once the share is reached).
     pub try_take: Vec<String>,
     /// A pool to give up this round.
@@ -20,11 +20,11 @@ pub fn share(pools: usize, live: usize) -> usize {
     pools.div_ceil(live.max(1)).max(1)
 }
 
-/// The round's plan for the instance `owner` holding `held` among `pools`, with `live`
+/// The round's placement for the instance `owner` holding `held` among `pools`, with `live`
 /// instances alive.
-pub fn plan(owner: &str, pools: &[String], held: &BTreeSet<String>, live: usize) -> Plan {
+pub fn place(owner: &str, pools: &[String], held: &BTreeSet<String>, live: usize) -> Placement {
     let share = share(pools.len(), live);
-    let mut out = Plan::default();
+    let mut out = Placement::default();
     if held.len() > share {
         // Give up the pool latest in this instance's order: the others' orders differ, so
         // the pool goes to someone for whom it ranks early.
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn below_share_tries_the_unheld_pools() {
         let held: BTreeSet<String> = ["p1".to_string()].into();
-        let p = plan("a", &pools(4), &held, 2);
+        let p = place("a", &pools(4), &held, 2);
         assert_eq!(p.give_up, None);
         assert_eq!(p.try_take.len(), 3);
         assert!(!p.try_take.contains(&"p1".to_string()));
@@ -83,19 +83,19 @@ mod tests {
     fn above_share_gives_one_up_and_at_share_does_nothing() {
         let all = pools(4);
         let held: BTreeSet<String> = all.iter().cloned().collect();
-        let p = plan("a", &all, &held, 2);
+        let p = place("a", &all, &held, 2);
         assert!(p.try_take.is_empty());
         assert!(p.give_up.is_some());
         let two: BTreeSet<String> = all[..2].iter().cloned().collect();
-        assert_eq!(plan("a", &all, &two, 2), Plan::default());
+        assert_eq!(place("a", &all, &two, 2), Placement::default());
     }
 
     #[test]
     fn owners_order_pools_differently() {
         let all = pools(8);
         let none = BTreeSet::new();
-        let a = plan("owner-a", &all, &none, 1).try_take;
-        let b = plan("owner-b", &all, &none, 1).try_take;
+        let a = place("owner-a", &all, &none, 1).try_take;
+        let b = place("owner-b", &all, &none, 1).try_take;
         assert_eq!(a.len(), 8);
         assert_ne!(
             a, b,

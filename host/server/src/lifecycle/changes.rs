@@ -1,23 +1,25 @@
-//! The commit step, one function for ticks and callbacks: write the planned updates in one
-//! transaction (each under its guard), then act on what was written and only on that:
-//! invalidate the hot snapshots of the tasks changed, count the transitions, release the slot
-//! of every unit that left `submitted`, wake its pool so the slot is refilled at once, and wake
-//! the finalizer when units succeeded.
+//! Changes to units a handler's call produced (a tick, a provider callback) or the scheduler
+//! decided (the deadline sweep), one function for all: write the updates in one transaction
+//! (each under its guard), then act on what was written and only on that: count the
+//! transitions and run the [`FollowUps`] (the hot snapshots of the tasks changed, the slot of
+//! every unit that left `submitted` and a wake of its pool, the finalizer when units
+//! succeeded).
 //!
 //! An update whose guard no longer held frees nothing: it met a unit someone else moved out of
 //! `submitted` (who released it), or a cancel that landed during the call, whose unit keeps its
 //! slot while its job runs.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
-use crate::model::{Unit, UnitStatus};
+use slotd_core::model::{Unit, UnitStatus};
+use slotd_store::{Fence, UnitUpdate};
+
+use super::follow_up::FollowUps;
+use crate::pool_state::slot_key;
+use crate::scheduler::SchedulerError;
 use crate::services::Services;
-use crate::store::{Fence, UnitUpdate};
 
-use super::callback::FINALIZE_WAKE;
-use super::tick::TickError;
-
-/// What a commit wrote and freed.
+/// What [`apply_changes`] wrote and freed.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Committed {
     /// Updates written.
@@ -48,15 +50,16 @@ impl<'a> From<&'a Unit> for Origin<'a> {
     }
 }
 
-/// Commit `updates` for the units `origins` describes (keyed by unit id), fenced by `fence`
-/// when given (a scheduler's lease), unfenced otherwise (a callback at any instance).
-pub(crate) async fn commit(
+/// Write `updates` for the units `origins` describes (keyed by unit id), fenced by `fence`
+/// when given (a scheduler's lease), unfenced otherwise (a provider callback at any instance),
+/// then run their follow-ups.
+pub(crate) async fn apply_changes(
     services: &Services,
     updates: &[UnitUpdate],
     origins: &HashMap<&str, Origin<'_>>,
     now: i64,
     fence: Option<&Fence>,
-) -> Result<Committed, TickError> {
+) -> Result<Committed, SchedulerError> {
     let mut done = Committed::default();
     if updates.is_empty() {
         return Ok(done);
@@ -67,44 +70,31 @@ pub(crate) async fn commit(
         return Ok(done);
     }
     let applied: HashSet<&str> = written.applied.iter().map(String::as_str).collect();
-    let mut tasks: HashSet<&str> = HashSet::new();
-    let mut leaving: BTreeMap<(&str, Option<&str>), Vec<String>> = BTreeMap::new();
+    let mut follow = FollowUps::default();
     for u in updates
         .iter()
         .filter(|u| applied.contains(u.unit_id.as_str()))
     {
         let origin = origins.get(u.unit_id.as_str());
         if let Some(o) = origin {
-            tasks.insert(o.task_id);
+            follow.task(o.task_id);
         }
         let Some(to) = u.to else { continue };
         if let Some(o) = origin {
             metrics::counter!("slotd_unit_transitions_total", "pool" => o.pool.to_string(), "to" => to.as_str())
                 .increment(1);
         }
-        done.succeeded += usize::from(to == UnitStatus::Succeeded);
+        if to == UnitStatus::Succeeded {
+            done.succeeded += 1;
+            follow.wake_finalizer();
+        }
         if u.from == Some(UnitStatus::Submitted)
             && to != UnitStatus::Submitted
             && let Some(o) = origin
         {
-            leaving
-                .entry((o.pool, o.account))
-                .or_default()
-                .push(u.unit_id.clone());
+            follow.release(slot_key(o.pool, o.account), o.pool, u.unit_id.clone());
         }
     }
-    services.hot.invalidate(tasks).await;
-    for ((pool, account), ids) in leaving {
-        done.released += ids.len();
-        services
-            .slots
-            .release(&super::slot_key(pool, account), &ids)
-            .await?;
-        // Freed slots: the pool's next tick can fill them at once.
-        services.wake.pool(pool);
-    }
-    if done.succeeded > 0 {
-        services.wake.pool(FINALIZE_WAKE);
-    }
+    done.released = follow.run(services).await?;
     Ok(done)
 }

@@ -12,6 +12,7 @@
 //! the configured limit again.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -61,12 +62,12 @@ pub struct Observed {
 /// removed when it is back at `configured`), so `GET /v1/pools` on an API process shows what
 /// the scheduler fills to. Fire and forget: a lost update only shows a stale figure.
 pub(crate) fn share(
-    services: &crate::services::Services,
+    keyspace: Option<&Arc<crate::keyspace::Keyspace>>,
     pool: &str,
     effective: u32,
     configured: u32,
 ) {
-    let Some(keys) = services.keyspace.clone() else {
+    let Some(keys) = keyspace.cloned() else {
         return;
     };
     let key = shared_key(&keys, pool);

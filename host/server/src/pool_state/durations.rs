@@ -1,5 +1,4 @@
-//! The provider's observed job durations, learned from completed units, and the poll rounds
-//! planned from them (SPEC §16: full slots on polling alone at a small request budget).
+//! The provider's observed job durations, learned from completed units.
 //!
 //! Every unit that leaves `submitted` because its job succeeded tells how long the provider
 //! took (submit marker to the answer that saw the end). Durations are kept per pool and per
@@ -7,14 +6,8 @@
 //! `model_name`, `mode` and `duration` (a 10 s Kling pro video takes longer than a 5 s std
 //! one). The last [`KEEP`] of each class make an empirical distribution.
 //!
-//! While a pool has a backlog, what costs utilization is the time between a job's end and the
-//! poll that notices it. A poll *round* asks about every running unit of the pool at once
-//! (handlers answer a round with one list request where the provider has one), and the next
-//! round is due when the expected number of jobs that ended unnoticed since this one reaches
-//! [`ROUND_THETA`]: `Σ (F(e + Δ) − F(e)) / (1 − F(e))` over the running units, `e` each one's
-//! age and `F` its class's distribution. So rounds are sparse while every job is young (none
-//! can have ended yet) and close together when many are near their usual end, at about
-//! `1 / ROUND_THETA` rounds per completed job.
+//! The distributions are what poll rounds ([`crate::scheduler`]'s `rounds.rs`), ETAs
+//! ([`crate::eta`]) and deadline projections read.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -22,15 +15,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use crate::model::Unit;
+use slotd_core::model::Unit;
 
 /// Completions kept per class.
 pub const KEEP: usize = 256;
-/// Completions a class needs before its distribution plans polls.
+/// Completions a class needs before its distribution is used.
 pub const MIN_SAMPLES: usize = 4;
-/// Expected unnoticed completions that make the next round due while a backlog waits: about
-/// two rounds per completed job (with the create, three provider requests per job).
-pub const ROUND_THETA: f64 = 0.5;
 
 /// An empirical distribution of durations (ms): piecewise linear between the sorted samples,
 /// 0 below the shortest, 1 from the longest on.
@@ -122,7 +112,7 @@ struct Samples {
 pub struct Durations {
     classes: Mutex<HashMap<(String, String), Samples>>,
     /// Each pool's next poll round (Unix ms).
-    rounds: Mutex<HashMap<String, i64>>,
+    pub(crate) rounds: Mutex<HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for Durations {
@@ -206,17 +196,17 @@ pub fn class_of(unit: &Unit) -> String {
     class
 }
 
-/// Learn from a planned batch: every update that ends a `submitted` unit's job with success
+/// Learn from a decided batch: every update that ends a `submitted` unit's job with success
 /// tells how long the provider took since the unit's submit marker.
 pub fn learn(
     durations: &Durations,
     units: &[&Unit],
-    updates: &[crate::store::UnitUpdate],
+    updates: &[slotd_store::UnitUpdate],
     now: i64,
 ) {
     let succeeded: std::collections::HashSet<&str> = updates
         .iter()
-        .filter(|u| u.to == Some(crate::model::UnitStatus::Succeeded))
+        .filter(|u| u.to == Some(slotd_core::model::UnitStatus::Succeeded))
         .map(|u| u.unit_id.as_str())
         .collect();
     if succeeded.is_empty() {
@@ -226,7 +216,7 @@ pub fn learn(
         if let Some(at) = unit.submitted_at {
             let ms = now.saturating_sub(at);
             let class = class_of(unit);
-            // The provider's job durations as slotd saw them (SPEC §12).
+            // The provider's job durations as slotd saw them (docs/operations.md).
             metrics::histogram!(
                 "slotd_provider_job_seconds",
                 "pool" => unit.pool.clone(),
@@ -236,105 +226,6 @@ pub fn learn(
             durations.observe(&unit.pool, &class, ms);
         }
     }
-}
-
-/// Put the ordinary polls of `planned` (one call over `units` of `pool`, while a backlog
-/// waits) into one round: every polled unit gets the same `next_at`, so that the next call
-/// asks about all of them at once (one list request where the provider has one). The round
-/// is the one [`round_delay`] finds for the units whose class has a distribution (between
-/// `floor` and `ceil` from now); units of a class not learned yet are looked at every
-/// `prior` ms meanwhile, so the first completions (which teach the distribution) are not
-/// noticed late. A round the pool already planned wins when it comes sooner, so that units
-/// marked by other ticks meet in the same request.
-pub fn plan_round(
-    durations: &Durations,
-    pool: &str,
-    units: &[&Unit],
-    planned: &mut super::Planned,
-    now: i64,
-    (floor, prior, ceil): (i64, i64, i64),
-) {
-    if planned.polling.is_empty() {
-        return;
-    }
-    let by_id: HashMap<&str, &Unit> = units.iter().map(|u| (u.id.as_str(), *u)).collect();
-    let mut members = Vec::new();
-    let mut running = Vec::new();
-    let mut unknown = false;
-    for &i in &planned.polling {
-        let Some(unit) = planned
-            .updates
-            .get(i)
-            .and_then(|u| by_id.get(u.unit_id.as_str()))
-        else {
-            continue;
-        };
-        members.push(i);
-        match durations.distribution(pool, &class_of(unit)) {
-            Some(dist) => {
-                let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
-                running.push((dist, age));
-            }
-            None => unknown = true,
-        }
-    }
-    if members.is_empty() {
-        return;
-    }
-    let prior = prior.clamp(floor, ceil.max(floor));
-    let mut delay = if running.is_empty() {
-        prior
-    } else {
-        round_delay(&running, ROUND_THETA, floor, ceil)
-    };
-    if unknown {
-        delay = delay.min(prior);
-    }
-    let mut at = now.saturating_add(delay);
-    {
-        let mut rounds = durations.rounds.lock();
-        if let Some(&planned_at) = rounds.get(pool)
-            && planned_at > now
-            && planned_at < at
-        {
-            at = planned_at;
-        }
-        rounds.insert(pool.to_string(), at);
-    }
-    for i in members {
-        if let Some(u) = planned.updates.get_mut(i) {
-            u.next_at = Some(at);
-        }
-    }
-}
-
-/// When the next round is due for running units of the given distributions and ages (ms):
-/// the smallest delay in `[floor, ceil]` at which the expected number of them ending reaches
-/// `theta`, or `ceil` if it never does.
-pub fn round_delay(running: &[(Arc<Distribution>, i64)], theta: f64, floor: i64, ceil: i64) -> i64 {
-    let ceil = ceil.max(floor);
-    let expected = |delta: i64| -> f64 {
-        running
-            .iter()
-            .map(|(d, age)| d.ends_within(*age, delta))
-            .sum()
-    };
-    if running.is_empty() || expected(ceil) < theta {
-        return ceil;
-    }
-    if expected(floor) >= theta {
-        return floor;
-    }
-    let (mut lo, mut hi) = (floor, ceil);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if expected(mid) >= theta {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
 }
 
 #[cfg(test)]
@@ -357,104 +248,6 @@ mod tests {
         assert!((d.cdf(75_000) - 0.5).abs() < 1e-9);
         assert_eq!(d.quantile(0.0), 30_000);
         assert_eq!(d.quantile(1.0), 120_000);
-    }
-
-    #[test]
-    fn young_jobs_are_not_worth_a_round() {
-        let d = uniform(30_000, 120_000, 50);
-        // Twenty jobs just started: none can end within the next 20 s.
-        let running: Vec<_> = (0..20).map(|_| (d.clone(), 0)).collect();
-        assert_eq!(d.ends_within(0, 20_000), 0.0);
-        let delay = round_delay(&running, ROUND_THETA, 200, 60_000);
-        assert!(
-            delay > 30_000,
-            "first round after the shortest job: {delay}"
-        );
-    }
-
-    #[test]
-    fn rounds_close_in_as_many_jobs_near_their_end() {
-        let d = uniform(30_000, 120_000, 50);
-        // Twenty jobs spread over their run (ages 30 s to 106 s): together they end at about
-        // Σ 1/(120 s − age) ≈ 0.5 per second, so θ = 0.5 is about a second away.
-        let running: Vec<_> = (0..20).map(|i| (d.clone(), 30_000 + i * 4_000)).collect();
-        let delay = round_delay(&running, ROUND_THETA, 200, 60_000);
-        assert!((500..2_000).contains(&delay), "{delay}");
-        // One job alone waits about ten times as long as twenty.
-        let one = round_delay(&running[..1], ROUND_THETA, 200, 60_000);
-        assert!(one > 5 * delay, "{one} vs {delay}");
-    }
-
-    #[test]
-    fn tail_jobs_are_still_polled() {
-        let d = uniform(30_000, 120_000, 50);
-        assert!(d.ends_within(500_000, 10_000) > 0.0);
-        let delay = round_delay(&[(d, 500_000)], ROUND_THETA, 200, 600_000);
-        assert!(delay < 600_000);
-    }
-
-    #[test]
-    fn classes_name_model_mode_and_duration() {
-        let mut u = crate::scheduler::apply::tests::unit("u1", Some("j1"), "generate");
-        u.task_type = "video".into();
-        u.spec = r#"{"model_name":"kling-v1-6","mode":"pro","duration":"10","prompt":"x"}"#.into();
-        assert_eq!(class_of(&u), "video/generate/kling-v1-6/pro/10");
-        u.spec = "not json".into();
-        assert_eq!(class_of(&u), "video/generate");
-    }
-
-    /// A planned batch of "still running" polls for `units` (all of pool p1).
-    fn polls(units: &[&Unit], now: i64) -> super::super::Planned {
-        let mut planned = super::super::Planned::default();
-        for u in units {
-            planned.polling.push(planned.updates.len());
-            planned.updates.push(crate::store::UnitUpdate {
-                unit_id: u.id.clone(),
-                from: Some(crate::model::UnitStatus::Submitted),
-                to: Some(crate::model::UnitStatus::Submitted),
-                next_at: Some(now + 5_000 + planned.updates.len() as i64 * 1_000),
-                ..Default::default()
-            });
-        }
-        planned
-    }
-
-    #[test]
-    fn polls_meet_in_one_round() {
-        let d = Durations::default();
-        let mut a = crate::scheduler::apply::tests::unit("a", Some("ja"), "s");
-        let mut b = crate::scheduler::apply::tests::unit("b", Some("jb"), "s");
-        // Not learned yet: every poll goes to the same round, `prior` away.
-        let now = 100_000;
-        let mut planned = polls(&[&a, &b], now);
-        plan_round(&d, "p1", &[&a, &b], &mut planned, now, (200, 5_000, 30_000));
-        let at: Vec<_> = planned.updates.iter().map(|u| u.next_at).collect();
-        assert_eq!(at, vec![Some(now + 5_000), Some(now + 5_000)]);
-        // Learned (jobs take 30-40 s): jobs 35 s old are near their end, so the round is
-        // sooner than the prior; a job just started alone would wait longer.
-        for ms in [30_000, 32_000, 34_000, 36_000, 38_000, 40_000] {
-            d.observe("p1", &class_of(&a), ms);
-        }
-        a.submitted_at = Some(now - 35_000);
-        b.submitted_at = Some(now - 35_000);
-        let mut planned = polls(&[&a, &b], now);
-        plan_round(
-            &d,
-            "p1",
-            &[&a, &b],
-            &mut planned,
-            now + 1,
-            (200, 5_000, 30_000),
-        );
-        let first = planned.updates[0].next_at.expect("timed");
-        assert!(first < now + 5_000, "{first}");
-        assert!(planned.updates.iter().all(|u| u.next_at == Some(first)));
-        // A young unit polled by another tick joins the round already planned.
-        let mut c = crate::scheduler::apply::tests::unit("c", Some("jc"), "s");
-        c.submitted_at = Some(now);
-        let mut planned = polls(&[&c], now);
-        plan_round(&d, "p1", &[&c], &mut planned, now + 2, (200, 5_000, 30_000));
-        assert_eq!(planned.updates[0].next_at, Some(first));
     }
 
     #[test]

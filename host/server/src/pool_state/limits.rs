@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::runtime::Registry;
+use slotd_core::config::Config;
+use slotd_runtime::Registry;
 
 /// A pool's effective limit and who uses it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

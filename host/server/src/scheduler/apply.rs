@@ -1,7 +1,7 @@
 //! Turning a handler's changes into guarded store updates.
 //!
 //! Shared by the tick (`run_once`) and provider callbacks: validate each change against the unit
-//! it names ([`crate::model::validate`]), refuse and count illegal ones, and map the legal ones
+//! it names ([`slotd_core::model::validate`]), refuse and count illegal ones, and map the legal ones
 //! to [`UnitUpdate`]s that the store applies in one transaction. Handler faults are mapped here
 //! too: the units keep their status; a single-unit call's own fault spends one retry and fails
 //! the unit when the budget is spent; a slow provider spends nothing. Units past their
@@ -9,10 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::config::SchedulerConfig;
-use crate::model::{Change, Outcome, ProviderError, Unit, UnitStatus, UnitView, validate};
-use crate::runtime::{HandlerFault, HandlerInfo};
-use crate::store::{Field, UnitUpdate};
+use slotd_core::config::SchedulerConfig;
+use slotd_core::model::{Change, Outcome, ProviderError, Unit, UnitStatus, UnitView, validate};
+use slotd_runtime::{HandlerFault, HandlerInfo};
+use slotd_store::{Field, UnitUpdate};
 
 use super::policy::{
     capacity_delay_ms, poll_delay_ms, retry_delay_ms, slow_provider_delay_ms, stage_expired,
@@ -27,7 +27,7 @@ pub struct Refused {
 
 /// The updates to write and what was refused.
 #[derive(Debug, Default)]
-pub struct Planned {
+pub struct Decided {
     pub updates: Vec<UnitUpdate>,
     pub refused: Vec<Refused>,
     /// How many legal changes were capacity rejections (drives adaptive capacity).
@@ -54,30 +54,30 @@ pub(super) fn error_json(e: &ProviderError) -> String {
 /// `outcome.retry-after`): it spends no retry budget.
 pub const TIMEOUT_CODE: &str = "timeout";
 
-pub fn plan_updates(
+pub fn decide_updates(
     cfg: &SchedulerConfig,
     handler: &HandlerInfo,
     units: &[&Unit],
     changes: Vec<Change>,
     now: i64,
-) -> Planned {
-    plan_updates_in(cfg, handler, units, &HashSet::new(), changes, now)
+) -> Decided {
+    decide_updates_in(cfg, handler, units, &HashSet::new(), changes, now)
 }
 
-/// [`plan_updates`] knowing which units of the batch were handed over `in-doubt` (their
+/// [`decide_updates`] knowing which units of the batch were handed over `in-doubt` (their
 /// submit may have created a job): an account error leaves those `submitted`, to be looked
 /// up again on the same account, where a fresh submit goes back to `pending`.
-pub fn plan_updates_in(
+pub fn decide_updates_in(
     cfg: &SchedulerConfig,
     handler: &HandlerInfo,
     units: &[&Unit],
     in_doubt: &HashSet<&str>,
     changes: Vec<Change>,
     now: i64,
-) -> Planned {
+) -> Decided {
     let by_id: HashMap<&str, &Unit> = units.iter().map(|u| (u.id.as_str(), *u)).collect();
     let mut seen: HashSet<String> = HashSet::new();
-    let mut out = Planned::default();
+    let mut out = Decided::default();
     for change in changes {
         let Some(unit) = by_id.get(change.unit_id.as_str()).copied() else {
             out.refused.push(Refused {
@@ -153,7 +153,7 @@ pub fn plan_updates_in(
 fn account_error(outcome: &Outcome) -> Option<&ProviderError> {
     match outcome {
         Outcome::RetryAfter { error, .. } | Outcome::Fail { error }
-            if super::accounts::is_account_code(error.code.as_deref()) =>
+            if crate::pool_state::accounts::is_account_code(error.code.as_deref()) =>
         {
             Some(error)
         }
@@ -205,7 +205,7 @@ fn account_update(
 /// a unit the client cancelled while it was `submitted` keeps its slot while its provider job
 /// runs, and whatever would take it out of `submitted` (the job succeeded or failed, a next
 /// stage, back to pending) ends it `cancelled` instead: never finalized, never requeued. The
-/// provider's result and error stay on the unit for the record. An update planned without a
+/// provider's result and error stay on the unit for the record. An update decided without a
 /// cancel in view is guarded by [`UnitUpdate::unless_cancel_requested`], so a cancel landing
 /// during the handler call makes the store skip it and the next poll plans it with the cancel.
 ///
@@ -350,7 +350,7 @@ fn update_for(
             u.detail = Some("provider over capacity; back to pending".into());
         }
         Outcome::RetryAfter { after_ms, error } if error.code.as_deref() == Some(TIMEOUT_CODE) => {
-            // Slowness, not failure (SPEC §17): no retry budget spent; the stage deadline
+            // Slowness, not failure (docs/trust-model.md): no retry budget spent; the stage deadline
             // bounds how long a provider may keep a unit waiting.
             u.to = Some(UnitStatus::Submitted);
             u.next_at = Some(now + retry_delay_ms(cfg, unit.attempts.saturating_add(1), after_ms));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::tests::{ch, info, unit};
 use super::*;
-use crate::model::ProviderError;
+use slotd_core::model::ProviderError;
 
 const NOW: i64 = 1_000_000;
 
@@ -17,12 +17,12 @@ fn err(code: &str) -> ProviderError {
     }
 }
 
-/// The one update `plan_updates` makes of `change` (with state and cost) for `unit`.
+/// The one update `decide_updates` makes of `change` (with state and cost) for `unit`.
 fn plan_one(cfg: &SchedulerConfig, unit: &Unit, outcome: Outcome) -> UnitUpdate {
     let mut c = ch(&unit.id, outcome);
     c.state = Some(r#"{"s":1}"#.into());
     c.cost = Some("0.5".into());
-    let p = plan_updates(cfg, &info(), &[unit], vec![c], NOW);
+    let p = decide_updates(cfg, &info(), &[unit], vec![c], NOW);
     assert!(p.refused.is_empty(), "{:?}", p.refused);
     assert_eq!(p.updates.len(), 1);
     p.updates.into_iter().next().expect("one update")
@@ -258,10 +258,10 @@ fn with_callbacks_polls_wait_for_the_safety_net() {
 fn in_doubt_cancelled_units_end_without_a_lookup() {
     let mut u = unit("u1", None, "a");
     u.cancel_requested_at = Some(5);
-    let planned = cancel_unsent(std::slice::from_ref(&u));
-    assert_eq!(planned.len(), 1);
+    let decided = cancel_unsent(std::slice::from_ref(&u));
+    assert_eq!(decided.len(), 1);
     same(
-        &planned[0],
+        &decided[0],
         &UnitUpdate {
             unit_id: "u1".into(),
             from: Some(UnitStatus::Submitted),
@@ -335,9 +335,9 @@ fn fault_updates_are_whole() {
     assert_eq!(both[1].attempts, None);
     // A slow provider charges even a single unit nothing.
     let slow = HandlerFault::ProviderDeadline(Duration::from_secs(30));
-    let planned = &fault_updates(&cfg, &[&u], &slow, NOW)[0];
+    let decided = &fault_updates(&cfg, &[&u], &slow, NOW)[0];
     assert_eq!(
-        (planned.attempts, planned.next_at),
+        (decided.attempts, decided.next_at),
         (None, Some(NOW + 40_000))
     );
 }

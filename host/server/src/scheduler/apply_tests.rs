@@ -1,7 +1,7 @@
 //! Planning updates from handler changes: outcomes, budgets, faults, cancels, deadlines.
 
 use super::*;
-use crate::runtime::{StageInfo, TaskTypeInfo};
+use slotd_runtime::{StageInfo, TaskTypeInfo};
 
 pub(super) fn info() -> HandlerInfo {
     HandlerInfo {
@@ -69,7 +69,7 @@ pub(super) fn ch(id: &str, outcome: Outcome) -> Change {
 fn next_stage_moves_pool_and_clears_job() {
     let cfg = SchedulerConfig::default();
     let u = unit("u1", Some("j"), "a");
-    let p = plan_updates(
+    let p = decide_updates(
         &cfg,
         &info(),
         &[&u],
@@ -87,7 +87,7 @@ fn next_stage_moves_pool_and_clears_job() {
 fn illegal_duplicate_and_foreign_changes_are_refused() {
     let cfg = SchedulerConfig::default();
     let u = unit("u1", Some("j"), "a");
-    let p = plan_updates(
+    let p = decide_updates(
         &cfg,
         &info(),
         &[&u],
@@ -129,10 +129,10 @@ fn retries_spend_the_budget_then_fail() {
             },
         )
     };
-    let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
+    let p = decide_updates(&cfg, &info(), &[&u], vec![retry()], 0);
     assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
     u.attempts = 1;
-    let p = plan_updates(&cfg, &info(), &[&u], vec![retry()], 0);
+    let p = decide_updates(&cfg, &info(), &[&u], vec![retry()], 0);
     assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
 }
 
@@ -157,7 +157,7 @@ fn timeouts_spend_no_retry_budget() {
             },
         },
     );
-    let p = plan_updates(&cfg, &info(), &[&u], vec![timeout], 0);
+    let p = decide_updates(&cfg, &info(), &[&u], vec![timeout], 0);
     assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
     assert_eq!(p.updates[0].attempts, None, "no attempt counted");
     assert!(p.updates[0].next_at.is_some_and(|t| t > 0));
@@ -198,7 +198,7 @@ fn cancel_requested_units_end_cancelled() {
             Outcome::NextStage { stage: "b".into() },
         ),
     ] {
-        let p = plan_updates(&cfg, &info(), &[&u], vec![ch("u1", outcome)], 100);
+        let p = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", outcome)], 100);
         assert!(p.refused.is_empty(), "{:?}", p.refused);
         let up = &p.updates[0];
         assert_eq!(up.to, Some(UnitStatus::Cancelled), "{up:?}");
@@ -211,7 +211,7 @@ fn cancel_requested_units_end_cancelled() {
         assert!(!up.unless_cancel_requested);
     }
     let mut u = requested(Some("j"), "b");
-    let p = plan_updates(
+    let p = decide_updates(
         &cfg,
         &info(),
         &[&u],
@@ -224,7 +224,7 @@ fn cancel_requested_units_end_cancelled() {
         0,
     );
     assert_eq!(p.updates[0].result.as_deref(), Some("{}"));
-    let p = plan_updates(
+    let p = decide_updates(
         &cfg,
         &info(),
         &[&u],
@@ -240,7 +240,7 @@ fn cancel_requested_units_end_cancelled() {
     );
 
     let plain = unit("u2", Some("j"), "a");
-    let p = plan_updates(
+    let p = decide_updates(
         &cfg,
         &info(),
         &[&plain],
@@ -249,7 +249,7 @@ fn cancel_requested_units_end_cancelled() {
     );
     assert_eq!(p.updates[0].to, Some(UnitStatus::Failed));
     assert!(p.updates[0].unless_cancel_requested);
-    let p = plan_updates(
+    let p = decide_updates(
         &cfg,
         &info(),
         &[&plain],

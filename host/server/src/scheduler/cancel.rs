@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::SchedulerConfig;
-use crate::model::{Unit, UnitStatus};
-use crate::runtime::{BatchUnit, CancelChange, CancelOutcome, Handler, HandlerFault, TickContext};
-use crate::store::{Field, UnitUpdate};
+use slotd_core::config::SchedulerConfig;
+use slotd_core::model::{Unit, UnitStatus};
+use slotd_runtime::{BatchUnit, CancelChange, CancelOutcome, Handler, HandlerFault, TickContext};
+use slotd_store::{Field, UnitUpdate};
 
 use super::Scheduler;
 use super::apply::error_json;
@@ -158,8 +158,8 @@ pub(crate) fn cancel_fault_updates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ProviderError;
     use crate::scheduler::apply::tests::unit;
+    use slotd_core::model::ProviderError;
 
     fn change(id: &str, outcome: CancelOutcome) -> CancelChange {
         CancelChange {

@@ -19,16 +19,18 @@
 //! and go on. Before any job of the pool has ended there are no durations: only the start is
 //! projected, so only a start (or deadline) already missed fails.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 
-use crate::model::{Unit, UnitStatus};
-use crate::store::{Fence, Field, PendingGroup, UnitUpdate};
+use slotd_core::model::{Unit, UnitStatus};
+use slotd_store::{Fence, Field, PendingGroup, UnitUpdate};
 
-use super::durations::class_of;
-use super::tick::TickError;
-use super::{PoolLimit, Scheduler};
+use super::Scheduler;
+use super::error::SchedulerError;
+use crate::lifecycle::{Origin, apply_changes};
+use crate::pool_state::PoolLimit;
+use crate::pool_state::durations::class_of;
 
 /// The error code of a unit failed for a deadline it cannot meet.
 pub const DEADLINE_CODE: &str = "deadline_unreachable";
@@ -139,7 +141,7 @@ impl Scheduler {
         limit: &PoolLimit,
         now: i64,
         fence: Option<&Fence>,
-    ) -> Result<(), TickError> {
+    ) -> Result<(), SchedulerError> {
         let s = &self.services;
         let units = s.store.unit_list_deadlined(pool, SWEEP_LIMIT).await?;
         if units.is_empty() {
@@ -190,17 +192,20 @@ impl Scheduler {
         if updates.is_empty() {
             return Ok(());
         }
-        let written = s.store.unit_apply(&updates, now, fence).await?;
-        if !written.applied.is_empty() {
+        let origins: HashMap<&str, Origin<'_>> = units
+            .iter()
+            .map(|u| (u.id.as_str(), Origin::from(u)))
+            .collect();
+        let written = apply_changes(s, &updates, &origins, now, fence).await?;
+        if written.applied > 0 {
             tracing::info!(
                 pool,
-                units = written.applied.len(),
+                units = written.applied,
                 "deadline sweep: units failed or noted"
             );
             metrics::counter!("slotd_deadline_unreachable_total", "pool" => pool.to_string())
                 .increment(tasks.len() as u64);
         }
-        s.hot.invalidate(tasks.iter().map(String::as_str)).await;
         Ok(())
     }
 
@@ -212,7 +217,7 @@ impl Scheduler {
         pool: &str,
         units: &[Unit],
         now: i64,
-    ) -> Result<Vec<u64>, TickError> {
+    ) -> Result<Vec<u64>, SchedulerError> {
         let Some(min_priority) = units.iter().map(|u| u.priority).min() else {
             return Ok(Vec::new());
         };
@@ -242,7 +247,7 @@ impl Scheduler {
         pool: &str,
         min_priority: i32,
         now: i64,
-    ) -> Result<Vec<PendingGroup>, TickError> {
+    ) -> Result<Vec<PendingGroup>, SchedulerError> {
         if let Some(c) = self.deadline_groups.lock().get(pool)
             && c.min_priority <= min_priority
             && (0..GROUPS_TTL_MS).contains(&(now - c.at))

@@ -1,4 +1,4 @@
-//! The host's own artifact downloads (SPEC sections 9 and 17): every hop of a download is
+//! The host's own artifact downloads (docs/unit-journey.md, docs/trust-model.md): every hop of a download is
 //! checked against the handler's `allowed_hosts` before a request is sent to it.
 //!
 //! The client follows no redirects itself (reqwest's default policy would follow ten, to any
@@ -40,7 +40,7 @@ fn check(url: &Url, allowed: &[String], allow_key: &str) -> Result<(), String> {
             "{url} is not an http(s) URL; only http and https are downloaded"
         ));
     }
-    if !crate::runtime::host_allowed(url, allowed) {
+    if !slotd_core::address::host_allowed(url, allowed) {
         return Err(format!("host {} is not in {allow_key}", host_port(url)));
     }
     Ok(())

@@ -12,12 +12,13 @@
 
 use std::collections::HashSet;
 
-use crate::model::Unit;
-use crate::store::{Fence, Grant};
+use slotd_core::model::Unit;
+use slotd_store::{Fence, Grant};
 
-use super::accounts::Availability;
-use super::tick::TickError;
-use super::{PoolAccount, PoolLimit, Scheduler};
+use super::Scheduler;
+use super::error::SchedulerError;
+use crate::pool_state::Availability;
+use crate::pool_state::{PoolAccount, PoolLimit};
 
 /// Rounds of one fill: the first, and one more per batch of tenants found over budget.
 const FILL_ROUNDS: usize = 4;
@@ -71,7 +72,7 @@ impl Scheduler {
         limit: &PoolLimit,
         now: i64,
         fence: Option<&Fence>,
-    ) -> Result<Filled, TickError> {
+    ) -> Result<Filled, SchedulerError> {
         let s = &self.services;
         let mut filled = Filled::default();
         if limit.task_types.is_empty() {
@@ -110,20 +111,13 @@ impl Scheduler {
                 filled.backlog = true;
                 break;
             }
-            let marked = s.store.unit_mark_granted(&grants, now, hold, fence).await?;
-            let moved: HashSet<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
+            let submitted =
+                crate::lifecycle::mark_submitted(s, pool, &grants, now, hold, fence).await?;
+            let marked = submitted.marked;
             for room in &mut rooms {
-                let unused: Vec<String> = grants
-                    .iter()
-                    .filter(|g| {
-                        g.account == room.account.name && !moved.contains(g.unit_id.as_str())
-                    })
-                    .map(|g| g.unit_id.clone())
-                    .collect();
-                if !unused.is_empty() {
-                    s.slots.release(&room.key, &unused).await?;
-                    room.free += u32::try_from(unused.len()).unwrap_or(0);
-                    filled.unused += unused.len();
+                if let Some(&n) = submitted.unused.get(&room.account.name) {
+                    room.free += n;
+                    filled.unused += n as usize;
                 }
             }
             free = free.saturating_sub(u32::try_from(marked.units.len()).unwrap_or(u32::MAX));
@@ -143,7 +137,12 @@ impl Scheduler {
 
     /// Each account's limit, use and free slots now (a drained account: none, or one for its
     /// probe when that is due).
-    async fn rooms(&self, pool: &str, limit: &PoolLimit, now: i64) -> Result<Vec<Room>, TickError> {
+    async fn rooms(
+        &self,
+        pool: &str,
+        limit: &PoolLimit,
+        now: i64,
+    ) -> Result<Vec<Room>, SchedulerError> {
         let s = &self.services;
         let mut rooms = Vec::with_capacity(limit.accounts.len());
         for account in &limit.accounts {
@@ -180,7 +179,7 @@ impl Scheduler {
         rooms: &mut [Room],
         pending: Vec<Unit>,
         now: i64,
-    ) -> Result<Vec<Grant>, TickError> {
+    ) -> Result<Vec<Grant>, SchedulerError> {
         let s = &self.services;
         let poll_max = i64::try_from(s.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX);
         let mut placed: Vec<(usize, Unit)> = Vec::with_capacity(pending.len());

@@ -1,4 +1,4 @@
-//! Finalization (SPEC section 9): `succeeded -> finalizing -> completed`, on its own bounded
+//! Finalization (docs/unit-journey.md): `succeeded -> finalizing -> completed`, on its own bounded
 //! worker pool that never touches provider slots.
 //!
 //! A unit is claimed with a durable lease (owner, expiry). If this process dies, the lease
@@ -7,7 +7,7 @@
 //! so a download slower than the lease is never taken over (and done twice).
 //!
 //! When the attempts are spent the unit stays `succeeded`, keeping its provider result, with the
-//! reason in `error` and `next_at` at [`FINALIZE_PARKED_AT`](crate::model::FINALIZE_PARKED_AT):
+//! reason in `error` and `next_at` at [`FINALIZE_PARKED_AT`](slotd_core::model::FINALIZE_PARKED_AT):
 //! no finalizer claims it until `POST /v1/tasks/{id}/retry` makes it due again. The provider job
 //! is not redone for a storage or download problem.
 
@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::model::Unit;
 use crate::objects::{StoredObject, artifact_key};
-use crate::runtime::{Artifact, Finalized, TickContext};
-use crate::store::FinalizeRelease;
+use slotd_core::model::Unit;
+use slotd_runtime::{Artifact, Finalized, TickContext};
+use slotd_store::FinalizeRelease;
 
 use super::Scheduler;
 use super::download;
@@ -36,7 +36,7 @@ fn ms(d: Duration) -> i64 {
 }
 
 /// The unit's result with the handler's extra fields and the stored artifacts merged in. The
-/// first artifact's `object_key`, `bytes` and `sha256` are also top-level fields (SPEC §15).
+/// first artifact's `object_key`, `bytes` and `sha256` are also top-level fields (docs/interfaces.md).
 fn merged_result(unit: &Unit, fin: &Finalized, stored: &[(Artifact, StoredObject)]) -> String {
     let mut obj = unit
         .result
@@ -89,7 +89,7 @@ impl Scheduler {
     pub async fn finalize_once(
         self: &std::sync::Arc<Self>,
         now: i64,
-    ) -> Result<FinalizeReport, crate::store::StoreError> {
+    ) -> Result<FinalizeReport, slotd_store::StoreError> {
         let free = self.finalize_permits.available_permits();
         if free == 0 {
             return Ok(FinalizeReport::default());
@@ -97,11 +97,9 @@ impl Scheduler {
         let cfg = &self.services.config.scheduler;
         let lease_until = now + ms(cfg.finalize_lease);
         let limit = u32::try_from(free).unwrap_or(u32::MAX);
-        let units = self
-            .services
-            .store
-            .unit_claim_finalize(&self.owner, lease_until, now, limit)
-            .await?;
+        let units =
+            crate::lifecycle::claim_finalize(&self.services, &self.owner, lease_until, now, limit)
+                .await?;
         let started = units.len();
         for unit in units {
             let Ok(permit) = self.finalize_permits.clone().try_acquire_owned() else {
@@ -114,7 +112,7 @@ impl Scheduler {
                 me.finalize_unit(unit).await;
                 drop(permit);
                 // A worker is free: look for more work now rather than at the next interval.
-                me.services.wake.pool(super::FINALIZE_WAKE);
+                me.services.wake.wake(crate::wake::WakeKey::Finalizer);
             });
         }
         Ok(FinalizeReport { started })
@@ -149,16 +147,14 @@ impl Scheduler {
             Ok((fin, stored))
         };
         let outcome = self.under_lease(&unit.id, work).await;
-        let store = &s.store;
         let result = match outcome {
             Ok((fin, stored)) => {
                 let result = merged_result(&unit, &fin, &stored);
                 let now = s.clock.now_ms();
-                let done = store
-                    .unit_complete(&unit.id, &self.owner, &result, now)
-                    .await;
+                let done =
+                    crate::lifecycle::complete_finalize(s, &unit, &self.owner, &result, now).await;
                 if matches!(done, Ok(true)) {
-                    // End to end: from the task's creation to its stored result (SPEC §12).
+                    // End to end: from the task's creation to its stored result (docs/operations.md).
                     let secs = now.saturating_sub(unit.created_at).max(0) as f64 / 1000.0;
                     metrics::histogram!("slotd_unit_end_to_end_seconds", "pool" => unit.pool.clone())
                         .record(secs);
@@ -184,23 +180,21 @@ impl Scheduler {
                     serde_json::json!({ "code": "finalize", "message": message }).to_string();
                 let now = s.clock.now_ms();
                 tracing::warn!(attempt, give_up, %reason, "finalization failed");
-                store
-                    .unit_finalize_release(
-                        FinalizeRelease {
-                            id: &unit.id,
-                            owner: &self.owner,
-                            error: &error,
-                            next_at: now + retry_delay_ms(cfg, attempt, None),
-                            give_up,
-                        },
-                        now,
-                    )
-                    .await
+                crate::lifecycle::release_finalize(
+                    s,
+                    &unit,
+                    FinalizeRelease {
+                        id: &unit.id,
+                        owner: &self.owner,
+                        error: &error,
+                        next_at: now + retry_delay_ms(cfg, attempt, None),
+                        give_up,
+                    },
+                    now,
+                )
+                .await
             }
         };
-        if matches!(result, Ok(true)) {
-            s.hot.invalidate([unit.task_id.as_str()]).await;
-        }
         match result {
             Ok(true) => {
                 metrics::counter!("slotd_finalizations_total", "task_type" => unit.task_type.clone()).increment(1);

@@ -1,7 +1,7 @@
-//! The scheduler's side of pool leases (SPEC section 11): with Redis, a pool loop ticks only
+//! The scheduler's side of pool leases (docs/operations.md): with Redis, a pool loop ticks only
 //! while this instance holds the pool's lease. A coordinator loop renews held leases every
 //! third of a lease period, drops those it lost, and takes or gives up pools so they spread
-//! across live instances ([`crate::lease::plan`]). Without Redis (embedded, one process)
+//! across live instances ([`crate::lease::place`]). Without Redis (embedded, one process)
 //! every pool is always "held".
 //!
 //! A tick runs under the pool's tick lock; giving a lease up voluntarily takes that lock
@@ -17,11 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
 use crate::lease::{Acquire, Leases};
-use crate::store::Fence;
-
-/// The wake-up key of the lease coordinators: a scheduler that gave its pools up (shutdown)
-/// announces it on this key, so the others take them at once rather than at their next round.
-pub const LEASE_WAKE: &str = "slotd:leases";
+use crate::wake::WakeKey;
+use slotd_store::Fence;
 
 /// The shortest pause between two coordinator rounds (a burst of wakes is one round).
 const ROUND_REST_MIN: Duration = Duration::from_millis(5);
@@ -119,7 +116,7 @@ impl Scheduler {
         shutdown: CancellationToken,
     ) {
         let every = leases.ttl() / 3;
-        let announced = self.services.wake.listener(LEASE_WAKE);
+        let announced = self.services.wake.listener(WakeKey::Leases);
         // Who this process is, for operators matching `lease:{pool}` values to processes.
         metrics::gauge!("slotd_scheduler_info", "owner" => self.owner.clone()).set(1.0);
         loop {
@@ -179,12 +176,13 @@ impl Scheduler {
                 Err(e) => tracing::warn!(pool = %pool, error = %e, "lease renewal failed"),
             }
         }
-        let pools: Vec<String> = super::pool_limits(&self.services.config, &self.services.registry)
-            .into_keys()
-            .collect();
+        let pools: Vec<String> =
+            crate::pool_state::pool_limits(&self.services.config, &self.services.registry)
+                .into_keys()
+                .collect();
         let held = self.held_pools();
-        let plan = crate::lease::plan(&self.owner, &pools, &held, live.count);
-        if let Some(pool) = plan.give_up {
+        let placement = crate::lease::place(&self.owner, &pools, &held, live.count);
+        if let Some(pool) = placement.give_up {
             let lock = self.lease_state.tick_lock(&pool);
             let _tick = lock.lock().await;
             self.drop_lease(&pool, "rebalancing: above this instance's share");
@@ -193,7 +191,7 @@ impl Scheduler {
             }
         }
         let share = crate::lease::share(pools.len(), live.count);
-        for pool in plan.try_take {
+        for pool in placement.try_take {
             if self.lease_state.held.lock().len() >= share {
                 break;
             }
@@ -218,7 +216,7 @@ impl Scheduler {
     /// grant (the previous holder may have died mid-tick), and start ticking at once.
     async fn won_lease(&self, leases: &Leases, pool: &str, token: i64, unheld: Option<Duration>) {
         if let Some(gap) = unheld {
-            // The time the pool's slots could not be filled by anyone (SPEC section 12).
+            // The time the pool's slots could not be filled by anyone (docs/operations.md).
             metrics::histogram!("slotd_pool_unheld_seconds", "pool" => pool.to_string())
                 .record(gap.as_secs_f64());
             tracing::info!(
@@ -263,7 +261,7 @@ impl Scheduler {
         tracing::info!(pool, owner = %self.owner, token, "pool lease taken");
         metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "taken").increment(1);
         // Only this process drives the pool: tick it here at once.
-        self.services.wake.local(pool);
+        self.services.wake.local(WakeKey::Pool(pool));
     }
 }
 

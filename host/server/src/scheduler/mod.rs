@@ -4,35 +4,28 @@
 //! The loops only wait and call `run_once` / `finalize_once`; tests call those directly with an
 //! injected clock and read the returned reports instead of sleeping.
 
-mod accounts;
 mod apply;
-mod callback;
 mod cancel;
-mod capacity;
-mod commit;
 mod deadlines;
 mod download;
-pub mod durations;
+mod error;
 mod fill;
 mod finalize;
 mod leasing;
 mod policy;
-mod pools;
+mod provider_callback;
 mod renewal;
+mod rounds;
 mod service;
 mod tick;
 mod tick_report;
 
-pub use accounts::{AccountHealth, Availability, Drain};
-pub use apply::{Planned, Refused, fault_updates, plan_updates};
-pub use callback::{CallbackReport, FINALIZE_WAKE, apply_callback};
-pub(crate) use capacity::shared as shared_capacity;
-pub use capacity::{Capacity, Observed};
+pub use apply::{Decided, Refused, decide_updates, fault_updates};
+pub use error::SchedulerError;
 pub use finalize::FinalizeReport;
-pub use leasing::LEASE_WAKE;
 pub use policy::{poll_delay_ms, retry_delay_ms};
-pub use pools::{PoolAccount, PoolLimit, pool_limits, slot_key};
-pub use tick::{TickError, TickReport, TickSteps};
+pub use provider_callback::{ProviderCallbackReport, apply_provider_callback};
+pub use tick::{TickReport, TickSteps};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,10 +34,11 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use crate::callback_token::{self, Scope};
-use crate::runtime::BatchUnit;
+use crate::pool_state::{pool_limits, slot_key};
+use crate::provider_callback_token::{self, Scope};
 use crate::services::Services;
-use crate::store::Fence;
+use slotd_runtime::BatchUnit;
+use slotd_store::Fence;
 
 /// Drives every pool of one slotd instance.
 pub struct Scheduler {
@@ -131,7 +125,7 @@ impl Scheduler {
     /// Where the provider can call back for `handler`'s call over `units` of `pool`, when
     /// slotd has a public URL: the URL carries a token naming the submit attempts the call may
     /// create jobs for (the units without a job id), and a callback through it may change only
-    /// those units (see [`crate::callback_token`]).
+    /// those units (see [`crate::provider_callback_token`]).
     fn callback_url(&self, handler: &str, pool: &str, units: &[BatchUnit]) -> Option<String> {
         let base = self.services.config.public_url.as_ref()?;
         let scope = Scope::for_call(
@@ -142,7 +136,7 @@ impl Scheduler {
                 .filter(|b| b.unit.provider_job_id.is_none())
                 .filter_map(|b| b.unit.submitted_at),
         );
-        let token = callback_token::mint(&self.services.callback_key, &scope);
+        let token = provider_callback_token::mint(&self.services.provider_callback_key, &scope);
         Some(format!(
             "{}/v1/callbacks/{handler}/{token}",
             base.trim_end_matches('/')
@@ -152,7 +146,7 @@ impl Scheduler {
     /// Make the pool's slot holders equal to the database's submitted units, at start-up and
     /// then every `reconcile_interval`, so a crashed instance's slots come back and a lost
     /// slot store is rebuilt.
-    async fn maybe_reconcile(&self, pool: &str, now: i64) -> Result<(), TickError> {
+    async fn maybe_reconcile(&self, pool: &str, now: i64) -> Result<(), SchedulerError> {
         let every = i64::try_from(
             self.services
                 .config
@@ -174,7 +168,7 @@ impl Scheduler {
     }
 
     /// Slots in use; a lost slot set (Redis flushed) is rebuilt from the database first.
-    async fn slots_used(&self, pool: &str) -> Result<u32, TickError> {
+    async fn slots_used(&self, pool: &str) -> Result<u32, SchedulerError> {
         match self.services.slots.used(pool).await {
             Err(crate::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
@@ -194,7 +188,7 @@ impl Scheduler {
         pool: &str,
         ids: &[String],
         max: u32,
-    ) -> Result<Vec<String>, TickError> {
+    ) -> Result<Vec<String>, SchedulerError> {
         match self.services.slots.acquire(pool, ids, max).await {
             Err(crate::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
@@ -213,7 +207,7 @@ impl Scheduler {
     /// A pool with accounts has a slot set per account (`pool@account`): each is made equal
     /// to the submitted units marked on that account, so is the slot set of an account no
     /// longer configured whose units still run.
-    pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, TickError> {
+    pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, SchedulerError> {
         let s = &self.services;
         let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         if let Some(limit) = pool_limits(&s.config, &s.registry).get(pool) {

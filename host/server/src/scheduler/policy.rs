@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::config::SchedulerConfig;
+use slotd_core::config::SchedulerConfig;
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -53,8 +53,8 @@ pub fn slow_provider_delay_ms(cfg: &SchedulerConfig, waited_ms: i64) -> i64 {
 
 /// Whether a submitted unit has been in its stage's current submission longer than
 /// `stage_deadline` (a unit waiting in `pending` is never expired).
-pub fn stage_expired(cfg: &SchedulerConfig, unit: &crate::model::Unit, now: i64) -> bool {
-    unit.status == crate::model::UnitStatus::Submitted
+pub fn stage_expired(cfg: &SchedulerConfig, unit: &slotd_core::model::Unit, now: i64) -> bool {
+    unit.status == slotd_core::model::UnitStatus::Submitted
         && unit
             .submitted_at
             .is_some_and(|t| now.saturating_sub(t) >= ms(cfg.stage_deadline))

@@ -3,30 +3,26 @@
 //! then the pool is woken so a freed slot is refilled at once. Polling stays the safety net,
 //! so a lost or repeated callback costs nothing but a little latency.
 //!
-//! A callback arrives through a token (see [`crate::callback_token`]) and changes only the
+//! A callback arrives through a token (see [`crate::provider_callback_token`]) and changes only the
 //! units its [`Scope`] covers: `submitted` units of the token's pool whose current submit
 //! attempt it names. A change for any other unit is ignored, and each applied update is
 //! guarded by the attempt's `submitted_at`, so a resubmission racing the callback is safe.
 
 use std::collections::BTreeSet;
 
-use crate::callback_token::Scope;
-use crate::model::{Change, UnitStatus};
-use crate::runtime::{CallbackChange, Handler};
+use crate::provider_callback_token::Scope;
 use crate::services::Services;
-use crate::store::Field;
+use slotd_core::model::{Change, UnitStatus};
+use slotd_runtime::{CallbackChange, Handler};
+use slotd_store::Field;
 
-use super::apply::plan_updates;
-use super::commit::{Origin, commit};
-use super::tick::TickError;
-
-/// The wake-up key of the finalization loop: ticks, callbacks and freed finalization workers
-/// all signal it through the shared [`crate::wake::Wake`].
-pub const FINALIZE_WAKE: &str = "slotd:finalize";
+use super::apply::decide_updates;
+use super::error::SchedulerError;
+use crate::lifecycle::{Origin, apply_changes};
 
 /// What a callback did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CallbackReport {
+pub struct ProviderCallbackReport {
     pub applied: usize,
     /// Changes for units not found, no longer submitted (late or repeated webhooks), or not
     /// named by the callback's token.
@@ -35,20 +31,20 @@ pub struct CallbackReport {
 }
 
 /// Apply the changes a handler derived from a webhook that came through a token of `scope`.
-pub async fn apply_callback(
+pub async fn apply_provider_callback(
     services: &Services,
     handler: &Handler,
     scope: &Scope,
     changes: Vec<CallbackChange>,
     now: i64,
-) -> Result<CallbackReport, TickError> {
+) -> Result<ProviderCallbackReport, SchedulerError> {
     let types: Vec<String> = handler
         .info
         .task_types
         .iter()
         .map(|t| t.name.clone())
         .collect();
-    let mut report = CallbackReport::default();
+    let mut report = ProviderCallbackReport::default();
     let mut units = Vec::new();
     let mut mapped = Vec::new();
     let mut seen = BTreeSet::new();
@@ -94,8 +90,8 @@ pub async fn apply_callback(
     if mapped.is_empty() {
         return Ok(report);
     }
-    let refs: Vec<&crate::model::Unit> = units.iter().collect();
-    let mut planned = plan_updates(
+    let refs: Vec<&slotd_core::model::Unit> = units.iter().collect();
+    let mut decided = decide_updates(
         &services.config.scheduler,
         &handler.info,
         &refs,
@@ -103,8 +99,8 @@ pub async fn apply_callback(
         now,
     );
     // A job a callback reports ended teaches the durations as much as one a poll found.
-    super::durations::learn(&services.durations, &refs, &planned.updates, now);
-    for u in &mut planned.updates {
+    crate::pool_state::durations::learn(&services.durations, &refs, &decided.updates, now);
+    for u in &mut decided.updates {
         let unit = units.iter().find(|x| x.id == u.unit_id);
         u.from_submitted_at = unit.and_then(|x| x.submitted_at);
         if u.provider_job_id.is_keep()
@@ -120,8 +116,8 @@ pub async fn apply_callback(
             });
         }
     }
-    report.refused = planned.refused.len();
-    for r in &planned.refused {
+    report.refused = decided.refused.len();
+    for r in &decided.refused {
         tracing::warn!(handler = %handler.info.name, unit = %r.unit_id, reason = %r.reason, "illegal callback change refused");
         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => handler.info.name.clone()).increment(1);
     }
@@ -132,7 +128,7 @@ pub async fn apply_callback(
         .iter()
         .map(|u| (u.id.as_str(), Origin::from(u)))
         .collect();
-    let committed = commit(services, &planned.updates, &origins, now, None).await?;
+    let committed = apply_changes(services, &decided.updates, &origins, now, None).await?;
     report.applied = committed.applied;
     Ok(report)
 }

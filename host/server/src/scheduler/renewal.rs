@@ -1,4 +1,4 @@
-//! Finalization lease renewal (SPEC section 9): a live finalizer keeps its lease while it works,
+//! Finalization lease renewal (docs/unit-journey.md): a live finalizer keeps its lease while it works,
 //! so a download slower than `finalize_lease` is never taken over and done twice, while a dead
 //! finalizer's lease still expires on time.
 //!
@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
-use crate::clock::DynClock;
-use crate::store::DynStore;
+use slotd_core::clock::DynClock;
+use slotd_store::DynStore;
 
 /// How a renewer ended.
 enum Renewal {

@@ -12,10 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Scheduler;
-use crate::model::UnitStatus;
-
-/// The wake-up key of the completion webhook loop.
-const WEBHOOK_WAKE: &str = "slotd:webhooks";
+use crate::wake::WakeKey;
+use slotd_core::model::UnitStatus;
 
 /// Longest pause after repeated store errors.
 const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
@@ -24,7 +22,7 @@ const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// in `until_due`: until then, but at least `min_rest` and at most what is left of
 /// `tick_interval`.
 fn rest_for(
-    cfg: &crate::config::SchedulerConfig,
+    cfg: &slotd_core::config::SchedulerConfig,
     elapsed: Duration,
     until_due: Option<Duration>,
 ) -> Duration {
@@ -57,7 +55,8 @@ impl Scheduler {
             .tick_interval
             .min(Duration::from_secs(1));
         loop {
-            let pools = super::pool_limits(&self.services.config, &self.services.registry);
+            let pools =
+                crate::pool_state::pool_limits(&self.services.config, &self.services.registry);
             for name in pools.keys() {
                 if running.insert(name.clone()) {
                     tracing::info!(pool = %name, "starting pool loop");
@@ -78,7 +77,7 @@ impl Scheduler {
 
     async fn pool_loop(self: Arc<Self>, pool: String, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
-        let wake = self.services.wake.listener(&pool);
+        let wake = self.services.wake.listener(WakeKey::Pool(&pool));
         let mut errors: u32 = 0;
         let tick_lock = self.lease_state.tick_lock(&pool);
         loop {
@@ -114,7 +113,7 @@ impl Scheduler {
                     errors = 0;
                     report.next_due
                 }
-                Err(super::TickError::Store(crate::store::StoreError::Fenced { .. })) => {
+                Err(super::SchedulerError::Store(slotd_store::StoreError::Fenced { .. })) => {
                     // A newer scheduler holds this pool: its writes win, ours stop here
                     // (`run_once` dropped the lease).
                     tracing::warn!(pool = %pool, "writes refused by fencing; this instance lost the pool");
@@ -154,14 +153,14 @@ impl Scheduler {
 
     async fn finalize_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
-        let wake = self.services.wake.listener(super::FINALIZE_WAKE);
+        let wake = self.services.wake.listener(WakeKey::Finalizer);
         loop {
             let now = self.services.clock.now_ms();
             if let Err(e) = self.finalize_once(now).await {
                 tracing::warn!(error = %e, "finalization claim failed; retrying");
             }
             // Units that ended may have ended their task: its webhook is looked at now.
-            self.services.wake.local(WEBHOOK_WAKE);
+            self.services.wake.local(WakeKey::Webhooks);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(cfg.tick_interval) => {}
@@ -176,13 +175,15 @@ impl Scheduler {
     /// up a download.
     async fn webhook_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
-        let wake = self.services.wake.listener(WEBHOOK_WAKE);
+        let wake = self.services.wake.listener(WakeKey::Webhooks);
         loop {
             let now = self.services.clock.now_ms();
-            if let Err(e) = crate::deliveries::sweep(&self.services, now).await {
+            if let Err(e) = crate::completion_webhooks::sweep(&self.services, now).await {
                 tracing::warn!(error = %e, "queueing completion webhooks failed; retrying");
             }
-            if let Err(e) = crate::deliveries::deliver_due(&self.services, &self.owner, now).await {
+            if let Err(e) =
+                crate::completion_webhooks::deliver_due(&self.services, &self.owner, now).await
+            {
                 tracing::warn!(error = %e, "delivering completion webhooks failed; retrying");
             }
             tokio::select! {
@@ -222,7 +223,7 @@ mod tests {
 
     #[test]
     fn a_pool_sleeps_until_its_next_unit_is_due_within_bounds() {
-        let mut cfg = crate::config::SchedulerConfig::default();
+        let mut cfg = slotd_core::config::SchedulerConfig::default();
         cfg.tick_interval = Duration::from_secs(10);
         cfg.min_rest = Duration::from_millis(200);
         let s = Duration::from_secs;

@@ -1,4 +1,4 @@
-//! `run_once`: one tick of one pool (SPEC section 3).
+//! `run_once`: one tick of one pool (docs/unit-journey.md).
 //!
 //! 1. claim: load pending units in fill order (as many as there are free slots), grant them
 //!    slots atomically and write the submit marker (`pending -> submitted`, no job id) before
@@ -19,23 +19,25 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 
-use crate::model::{Change, Unit, UnitStatus};
-use crate::runtime::{BatchUnit, Handler, HandlerFault, TickContext};
-use crate::store::UnitUpdate;
+use slotd_core::model::{Change, Unit, UnitStatus};
+use slotd_runtime::{BatchUnit, Handler, HandlerFault, TickContext};
+use slotd_store::UnitUpdate;
 
 use super::Scheduler;
-use super::apply::{cancel_unsent, expire_stage_deadline, fault_updates, plan_updates_in};
+use super::apply::{cancel_unsent, decide_updates_in, expire_stage_deadline, fault_updates};
 use super::cancel::split_cancelling;
-use super::commit::{Origin, commit};
-use super::durations::{learn, plan_round};
-pub use super::tick_report::{TickError, TickReport, TickSteps};
+use super::error::SchedulerError;
+use super::rounds::schedule_round;
+pub use super::tick_report::{TickReport, TickSteps};
+use crate::lifecycle::{Origin, apply_changes};
+use crate::pool_state::durations::learn;
 
 /// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
 /// resolved: room for the marking instance's last write.
 const IN_DOUBT_MARGIN_MS: i64 = 1_000;
 
 /// The result of calling one handler for part of a batch, and (summed with [`CallResult::add`])
-/// step 3's answer for the whole tick: the updates planned and the counts of what happened.
+/// step 3's answer for the whole tick: the updates decided and the counts of what happened.
 #[derive(Default)]
 struct CallResult {
     updates: Vec<UnitUpdate>,
@@ -102,9 +104,9 @@ impl Scheduler {
     /// tick was written, and this instance drops the pool's lease and fence, so it neither
     /// ticks the pool again nor writes for it until it wins the lease anew.
     #[tracing::instrument(name = "slotd.tick", skip(self), fields(pool = %pool))]
-    pub async fn run_once(&self, pool: &str, now: i64) -> Result<TickReport, TickError> {
+    pub async fn run_once(&self, pool: &str, now: i64) -> Result<TickReport, SchedulerError> {
         let ticked = self.tick(pool, now).await;
-        if let Err(TickError::Store(crate::store::StoreError::Fenced { .. })) = &ticked {
+        if let Err(SchedulerError::Store(slotd_store::StoreError::Fenced { .. })) = &ticked {
             self.drop_lease(pool, "fenced");
         }
         ticked
@@ -112,14 +114,15 @@ impl Scheduler {
 
     /// The steps of a tick: claim free slots, collect what is due, call the handlers, commit,
     /// and let adaptive capacity see what the provider said.
-    async fn tick(&self, pool: &str, now: i64) -> Result<TickReport, TickError> {
+    async fn tick(&self, pool: &str, now: i64) -> Result<TickReport, SchedulerError> {
         let started = Instant::now();
         let s = &self.services;
         let mut report = TickReport {
             pool: pool.to_string(),
             ..TickReport::default()
         };
-        let Some(limit) = crate::scheduler::pool_limits(&s.config, &s.registry).remove(pool) else {
+        let Some(limit) = crate::pool_state::pool_limits(&s.config, &s.registry).remove(pool)
+        else {
             return Ok(report);
         };
         let fence = self.fence(pool);
@@ -184,21 +187,21 @@ impl Scheduler {
 
         // 3: one call per handler (task types of one pool may belong to different handlers).
         let step = Instant::now();
-        let planned = self.call_handlers(pool, due.batch, now, backlog).await;
+        let decided = self.call_handlers(pool, due.batch, now, backlog).await;
         report.steps.call = step.elapsed();
-        report.refused = planned.refused;
-        report.faults = planned.faults;
-        report.capacity_rejected = planned.capacity_rejected;
-        report.accepted = planned.accepted;
+        report.refused = decided.refused;
+        report.faults = decided.faults;
+        report.capacity_rejected = decided.capacity_rejected;
+        report.accepted = decided.accepted;
 
         // 4: apply everything in one transaction; free and wake for what was written.
         let step = Instant::now();
-        let committed = commit(s, &planned.updates, &origins, now, fence.as_ref()).await?;
+        let committed = apply_changes(s, &decided.updates, &origins, now, fence.as_ref()).await?;
         report.steps.commit = step.elapsed();
         report.applied = committed.applied;
         report.succeeded = committed.succeeded;
         report.released += committed.released;
-        self.finish(report, &limit, planned.accounts, started).await
+        self.finish(report, &limit, decided.accounts, started).await
     }
 
     /// Step 5: the slots in use, what adaptive capacity and account health make of this tick's
@@ -206,10 +209,10 @@ impl Scheduler {
     async fn finish(
         &self,
         mut report: TickReport,
-        limit: &crate::scheduler::PoolLimit,
+        limit: &crate::pool_state::PoolLimit,
         seen: BTreeMap<Option<String>, AccountSeen>,
         started: Instant,
-    ) -> Result<TickReport, TickError> {
+    ) -> Result<TickReport, SchedulerError> {
         let s = &self.services;
         let step = Instant::now();
         let pool = report.pool.clone();
@@ -225,14 +228,19 @@ impl Scheduler {
             let effective = s.capacity.observe(
                 &key,
                 account.max_slots,
-                super::Observed {
+                crate::pool_state::Observed {
                     rejected: seen.capacity_rejected,
                     accepted: seen.accepted,
                     in_flight: used,
                 },
             );
             if effective != before {
-                super::capacity::share(s, &key, effective, account.max_slots);
+                crate::pool_state::capacity::share(
+                    s.keyspace.as_ref(),
+                    &key,
+                    effective,
+                    account.max_slots,
+                );
             }
         }
         report.used_after = used_total;
@@ -260,7 +268,7 @@ impl Scheduler {
     /// Drain an account the provider refused; restore one it answered.
     fn account_health(
         &self,
-        account: &crate::scheduler::PoolAccount,
+        account: &crate::pool_state::PoolAccount,
         seen: &AccountSeen,
         now: i64,
     ) {
@@ -280,7 +288,7 @@ impl Scheduler {
 
     /// The pool's effective limit: the sum of its accounts' adapted limits, capped by the
     /// pool's own maximum.
-    pub(crate) fn effective_max(&self, pool: &str, limit: &crate::scheduler::PoolLimit) -> u32 {
+    pub(crate) fn effective_max(&self, pool: &str, limit: &crate::pool_state::PoolLimit) -> u32 {
         let sum: u32 = limit
             .accounts
             .iter()
@@ -304,7 +312,7 @@ impl Scheduler {
         types: &[String],
         fresh: Vec<Unit>,
         now: i64,
-    ) -> Result<Due, TickError> {
+    ) -> Result<Due, SchedulerError> {
         let s = &self.services;
         let listed = if types.is_empty() {
             Vec::new()
@@ -392,15 +400,15 @@ impl Scheduler {
             };
             self.call_handler(h, ctx, units, now, backlog)
         });
-        let mut planned = CallResult {
+        let mut decided = CallResult {
             updates: expired,
             ..CallResult::default()
         };
-        planned.updates.extend(cancel_unsent(&unsent));
+        decided.updates.extend(cancel_unsent(&unsent));
         for r in futures::future::join_all(calls).await {
-            planned.add(r);
+            decided.add(r);
         }
-        planned
+        decided
     }
 
     /// One handler's share of a tick: cancelled units with a job go to its `cancel`
@@ -460,26 +468,27 @@ impl Scheduler {
                         .filter(|b| b.in_doubt)
                         .map(|b| b.unit.id.as_str())
                         .collect();
-                    let mut planned = plan_updates_in(cfg, &h.info, &refs, &in_doubt, changes, now);
-                    self.time_polls(&ctx.pool, &refs, &mut planned, now, backlog);
-                    for r in &planned.refused {
+                    let mut decided =
+                        decide_updates_in(cfg, &h.info, &refs, &in_doubt, changes, now);
+                    self.time_polls(&ctx.pool, &refs, &mut decided, now, backlog);
+                    for r in &decided.refused {
                         tracing::warn!(handler = %h.info.name, unit = %r.unit_id, reason = %r.reason, "illegal change refused");
                         metrics::counter!("slotd_handler_illegal_changes_total", "handler" => h.info.name.clone())
                             .increment(1);
                     }
                     let seen = AccountSeen {
                         handler: h.info.name.clone(),
-                        capacity_rejected: u32::try_from(planned.capacity_rejected)
+                        capacity_rejected: u32::try_from(decided.capacity_rejected)
                             .unwrap_or(u32::MAX),
-                        accepted: u32::try_from(planned.accepted).unwrap_or(u32::MAX),
-                        answered: planned.answered,
-                        error: planned.account_error,
+                        accepted: u32::try_from(decided.accepted).unwrap_or(u32::MAX),
+                        answered: decided.answered,
+                        error: decided.account_error,
                     };
                     CallResult {
-                        refused: planned.refused.len(),
-                        capacity_rejected: planned.capacity_rejected,
-                        accepted: planned.accepted,
-                        updates: planned.updates,
+                        refused: decided.refused.len(),
+                        capacity_rejected: decided.capacity_rejected,
+                        accepted: decided.accepted,
+                        updates: decided.updates,
                         faults: 0,
                         accounts: BTreeMap::from([(ctx.account.clone(), seen)]),
                     }
@@ -525,17 +534,17 @@ impl Scheduler {
         &self,
         pool: &str,
         units: &[&Unit],
-        planned: &mut super::Planned,
+        decided: &mut super::Decided,
         now: i64,
         backlog: bool,
     ) {
         let cfg = &self.services.config.scheduler;
         let durations = &self.services.durations;
-        learn(durations, units, &planned.updates, now);
+        learn(durations, units, &decided.updates, now);
         if backlog && cfg.callback_safety_poll.is_none() {
             let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
             let bounds = (ms(cfg.min_rest), ms(cfg.poll_initial), ms(cfg.poll_max));
-            plan_round(durations, pool, units, planned, now, bounds);
+            schedule_round(durations, pool, units, decided, now, bounds);
         }
     }
 

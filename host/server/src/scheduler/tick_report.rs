@@ -67,12 +67,3 @@ impl TickSteps {
         }
     }
 }
-
-/// Errors that stop a tick before it did anything durable.
-#[derive(Debug, thiserror::Error)]
-pub enum TickError {
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    #[error(transparent)]
-    Slots(#[from] crate::slots::SlotError),
-}

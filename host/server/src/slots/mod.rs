@@ -1,4 +1,4 @@
-//! Provider slots (SPEC section 4): a slot is held by a unit exactly while it is `submitted`.
+//! Provider slots (docs/state-machine.md): a slot is held by a unit exactly while it is `submitted`.
 //!
 //! [`SlotStore`] keeps, per pool, the set of unit ids holding a slot. Granting is atomic against
 //! the pool's maximum across every user of the store, and the set is reconciled with the

@@ -1,5 +1,5 @@
 //! Redis slots: the holder set of each pool is a Redis set, changed only by Lua scripts so that
-//! a grant is atomic against the pool's maximum across every slotd instance (SPEC section 4,
+//! a grant is atomic against the pool's maximum across every slotd instance (docs/state-machine.md,
 //! seed section 3.2). Scripts are loaded once and called by SHA (`redis::Script` sends
 //! `EVALSHA` and falls back to loading the script when Redis lost it, e.g. after a restart).
 //!

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::state::{Sim, unix_secs};
-use crate::webhooks as webhook;
+use slotd_core::standard_webhooks as webhook;
 
 impl Sim {
     /// Sends one callback in the background; the outcome only moves counters.

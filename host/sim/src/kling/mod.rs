@@ -11,8 +11,8 @@
 //! - `routes`: the axum router; `faults`: the fault layer; `error`: Kling's error envelope.
 //! - `validate`: strict create-body validation (400/1201 naming the field).
 //! - `state`: the account (tasks, quota, timers, counters); `task`: one task and its timing.
-//! - `callback`: status-change callbacks, signed with [`crate::webhooks`].
-//! - `files`: deterministic result content ([`file_content`], [`file_sha256`]).
+//! - `callback`: status-change callbacks, signed with [`slotd_core::standard_webhooks`].
+//! - result files: deterministic content shared with the Runway simulator ([`crate::files`]).
 //! - `stats`: [`SimStats`], served at `GET /_sim/stats`.
 //! - `account`: revoked credentials and the balance, controlled at `POST /_sim/account`.
 
@@ -21,7 +21,6 @@ mod auth;
 mod callback;
 mod error;
 mod faults;
-mod files;
 mod options;
 mod routes;
 mod state;
@@ -38,10 +37,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use anyhow::Context;
 use tokio::task::JoinHandle;
 
-pub use auth::{Claims, issue_token, issue_token_with};
 /// Shared with the Runway simulator, which serves the same deterministic content.
-pub(crate) use files::file_stream;
-pub use files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
+pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
+pub use auth::{Claims, issue_token, issue_token_with};
 pub use options::{
     ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, SECRET_KEY_DEFAULT, SimOptions,
     TIME_SCALE_DEFAULT,

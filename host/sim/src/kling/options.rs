@@ -144,7 +144,7 @@ impl SimOptions {
             bail!("--balance must be a number of units ≥ 0 (got {balance})");
         }
         if let Some(secret) = &self.webhook_secret {
-            crate::webhooks::webhook_key(secret).context("--webhook-secret")?;
+            slotd_core::standard_webhooks::webhook_key(secret).context("--webhook-secret")?;
         }
         Ok(())
     }

@@ -15,10 +15,10 @@ use super::account;
 use super::auth::require_jwt;
 use super::error::{SimError, ok};
 use super::faults::inject;
-use super::files::{file_len, file_stream};
 use super::state::Sim;
 use super::task::Kind;
 use super::validate::create_request;
+use crate::files::{file_len, file_stream};
 
 /// `pageNum` range Kling accepts.
 const PAGE_NUM_MAX: u32 = 1000;

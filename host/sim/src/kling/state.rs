@@ -26,7 +26,7 @@ use super::validate::CreateRequest;
 
 /// Wall-clock Unix milliseconds (timestamps in answers).
 pub(crate) fn unix_ms() -> i64 {
-    crate::clock::Clock::now_ms(&crate::clock::SystemClock)
+    slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock)
 }
 
 /// Wall-clock Unix seconds (JWT checks, webhook timestamps).

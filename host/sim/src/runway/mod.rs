@@ -42,7 +42,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use anyhow::Context;
 use tokio::task::JoinHandle;
 
-pub use crate::sim::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
+pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
 pub use auth::VERSION_HEADER;
 pub use error::DOC_URL;
 pub use model::Model;

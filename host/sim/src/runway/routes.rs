@@ -19,7 +19,7 @@ use super::model::Endpoint;
 use super::state::Sim;
 use super::task::unix_ms_now;
 use super::validate::create_request;
-use crate::sim::{file_len, file_stream};
+use crate::files::{file_len, file_stream};
 
 /// Create bodies may carry data URIs up to 5 MB; larger bodies get a JSON 413.
 const BODY_MAX_BYTES: usize = 16 * 1024 * 1024;

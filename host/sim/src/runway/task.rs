@@ -243,7 +243,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::sim_runway::model::Endpoint;
+    use crate::runway::model::Endpoint;
 
     fn plans(seed: u64, model: Model, seconds: u32, failure_rate: f64) -> Vec<Plan> {
         let req = CreateRequest {

@@ -105,7 +105,7 @@ fn write_config(
 ) -> anyhow::Result<std::path::PathBuf> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
-    let src = slotd::runtime::built_handler("kling-video")
+    let src = slotd_testkit::built_handler("kling-video")
         .ok_or_else(|| anyhow::anyhow!("kling-video not built"))?;
     std::fs::copy(src, plugins.join("kling-video.wasm"))?;
     let public = servers

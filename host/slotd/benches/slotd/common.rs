@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use slotd::config::{Config, PoolConfig};
+use slotd_core::config::{Config, PoolConfig};
 use tower::ServiceExt;
 
 pub fn median(mut v: Vec<Duration>) -> Duration {
@@ -66,7 +66,7 @@ pub async fn pg_schema_url() -> Option<String> {
 pub fn fixture_config(dir: &Path, slots: u32, database_url: &str) -> Config {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
-    let built = Path::new(env!("SLOTD_BUILT_PLUGINS")).join("fixture.wasm");
+    let built = Path::new(slotd_testkit::BUILT_PLUGINS).join("fixture.wasm");
     std::fs::copy(built, plugins.join("fixture.wasm")).expect("copy fixture");
     let mut c = Config {
         database_url: database_url.to_string(),
@@ -80,7 +80,7 @@ pub fn fixture_config(dir: &Path, slots: u32, database_url: &str) -> Config {
 }
 
 /// `POST /v1/tasks/fixture` of `count` units with `behavior`, through the real router.
-pub async fn submit(services: &slotd::services::Services, count: u32, behavior: &str) {
+pub async fn submit(services: &slotd_server::services::Services, count: u32, behavior: &str) {
     post_fixture(
         services,
         serde_json::json!({"payload": {"count": count, "behavior": behavior}}),
@@ -89,7 +89,7 @@ pub async fn submit(services: &slotd::services::Services, count: u32, behavior: 
 }
 
 /// `POST /v1/tasks/fixture` with `body` (the request envelope), through the real router.
-pub async fn post_fixture(services: &slotd::services::Services, body: serde_json::Value) {
+pub async fn post_fixture(services: &slotd_server::services::Services, body: serde_json::Value) {
     let body = body.to_string();
     let req = axum::http::Request::builder()
         .method("POST")
@@ -97,7 +97,7 @@ pub async fn post_fixture(services: &slotd::services::Services, body: serde_json
         .header("content-type", "application/json")
         .body(axum::body::Body::from(body))
         .expect("request");
-    let resp = slotd::api::router(services.clone())
+    let resp = slotd_server::api::router(services.clone())
         .oneshot(req)
         .await
         .expect("router");
@@ -105,7 +105,7 @@ pub async fn post_fixture(services: &slotd::services::Services, body: serde_json
 }
 
 /// Submit `units` in tasks of at most 1,000.
-pub async fn submit_many(services: &slotd::services::Services, units: u32, behavior: &str) {
+pub async fn submit_many(services: &slotd_server::services::Services, units: u32, behavior: &str) {
     let mut left = units;
     while left > 0 {
         let n = left.min(1000);

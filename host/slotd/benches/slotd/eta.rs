@@ -1,4 +1,4 @@
-//! How honest `estimated_completion_at` is (issue 13): the Kling simulator with the real handler
+//! How honest `estimated_completion_at` is: the Kling simulator with the real handler
 //! and an embedded slotd (callbacks on), four video tasks of 40, 20, 12 and 6 shots submitted
 //! together onto the 20-slot pool, a fifth of 10 shots a little later; every task's view read
 //! every 250 ms until it completes. Each estimate is compared with when the task really
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use slotd::sim::SimOptions;
+use slotd_sim::kling::SimOptions;
 
 use crate::kling::{Deployment, Running, create_video_task as create, start};
 use crate::report::{Better, Report, Target};
@@ -44,7 +44,7 @@ struct Figures {
 
 async fn run_one(scale: f64) -> anyhow::Result<Figures> {
     let dir = tempfile::TempDir::new()?;
-    let sim = slotd::sim::start(SimOptions {
+    let sim = slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
         concurrency: 20,
         time_scale: scale,

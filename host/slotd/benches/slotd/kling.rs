@@ -1,4 +1,4 @@
-//! Slot fullness at a small request budget (SPEC §16), against the real Kling simulator with the
+//! Slot fullness at a small request budget (docs/testing.md), against the real Kling simulator with the
 //! real handler and scheduler: a backlog of shots on `kling:video` (pool = account limit = 20),
 //! once polling only and once with callbacks. Backlog utilization is busy slot-seconds over
 //! (slots × the time shots were still waiting to be submitted); makespan is divided by the ideal
@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use slotd::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
 use slotd::demo::report::{ideal_fifo_makespan, pool_figures};
-use slotd::sim::SimOptions;
+use slotd_core::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use slotd_sim::kling::SimOptions;
 
 use crate::report::{Report, Target};
 
@@ -33,13 +33,13 @@ struct Figures {
 /// account limit, timings compressed like the provider's time; callbacks to `public` if given.
 fn config(
     dir: &std::path::Path,
-    sim: &slotd::sim::SimHandle,
+    sim: &slotd_sim::kling::SimHandle,
     time_scale: f64,
     public: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Config> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
-    let src = slotd::runtime::built_handler("kling-video")
+    let src = slotd_testkit::built_handler("kling-video")
         .ok_or_else(|| anyhow::anyhow!("kling-video not built"))?;
     std::fs::copy(src, plugins.join("kling-video.wasm"))?;
     let mut c = Config::default();
@@ -74,7 +74,7 @@ pub(crate) enum Deployment {
 }
 
 /// The `[handlers.kling-video]` section of [`config`], as a cluster's file says it.
-fn handler_toml(sim: &slotd::sim::SimHandle, time_scale: f64) -> String {
+fn handler_toml(sim: &slotd_sim::kling::SimHandle, time_scale: f64) -> String {
     format!(
         "[handlers.kling-video]\nbase_url = \"{}\"\naccess_key = \"AK\"\nsecret_key = \"SK\"\n\
          expected_duration_scale = \"{time_scale}\"\nallowed_hosts = [\"{}\"]\n",
@@ -95,7 +95,7 @@ pub(crate) enum Running {
 pub(crate) async fn start(
     deployment: Deployment,
     dir: &std::path::Path,
-    sim: &slotd::sim::SimHandle,
+    sim: &slotd_sim::kling::SimHandle,
     time_scale: f64,
     callbacks: bool,
 ) -> anyhow::Result<Option<(String, Running)>> {
@@ -110,11 +110,15 @@ pub(crate) async fn start(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let c = config(dir, sim, time_scale, callbacks.then_some(addr))?;
-    let services = slotd::app::build(c).await?;
+    let services = slotd_server::app::build(c).await?;
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(slotd::run_with(services, Some(listener), async move {
-        rx.await.ok();
-    }));
+    let server = tokio::spawn(slotd_server::run_with(
+        services,
+        Some(listener),
+        async move {
+            rx.await.ok();
+        },
+    ));
     Ok(Some((
         format!("http://{addr}"),
         Running::Embedded { stop, server },
@@ -150,7 +154,7 @@ async fn run_one(
     callbacks: bool,
 ) -> anyhow::Result<Option<Figures>> {
     let dir = tempfile::TempDir::new()?;
-    let sim = slotd::sim::start(SimOptions {
+    let sim = slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
         concurrency: 20,
         time_scale,

@@ -1,4 +1,4 @@
-//! slotd's benchmarks, one command: `cargo bench -p slotd` (SPEC §16).
+//! slotd's benchmarks, one command: `cargo bench -p slotd` (docs/testing.md).
 //!
 //! Prints one table, each figure beside its target and the ratio, SQLite and PostgreSQL side by
 //! side (PostgreSQL from `SLOTD_TEST_DATABASE_URL` or the local server, skipped when it does not

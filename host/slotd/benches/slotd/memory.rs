@@ -1,4 +1,4 @@
-//! Resident memory of a real `slotd serve` process (SPEC §16): idle with the Kling handlers
+//! Resident memory of a real `slotd serve` process (docs/testing.md): idle with the Kling handlers
 //! (and the fixture) loaded, and with 10,000 units in flight being polled. Read from
 //! `/proc/PID/status` (`VmRSS` now, `VmHWM` the peak), so Linux only.
 
@@ -35,7 +35,7 @@ fn rss_mb(pid: u32) -> Option<(f64, f64)> {
 }
 
 fn start(dir: &Path) -> Server {
-    let built = Path::new(env!("SLOTD_BUILT_PLUGINS"));
+    let built = Path::new(slotd_testkit::BUILT_PLUGINS);
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     for (from, to) in [

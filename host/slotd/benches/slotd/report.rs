@@ -1,5 +1,5 @@
 //! The figures of one run: printed as one table (SQLite and PostgreSQL side by side, each
-//! figure beside its SPEC §16 target and the ratio) and written to `target/slotd-bench.json`.
+//! figure beside its docs/testing.md target and the ratio) and written to `target/slotd-bench.json`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,7 +23,7 @@ pub struct Record {
     pub backend: String,
     pub value: f64,
     pub unit: String,
-    /// The SPEC §16 target, if the figure has one.
+    /// The docs/testing.md target, if the figure has one.
     pub target: Option<f64>,
     pub better: Better,
 }
@@ -158,7 +158,7 @@ impl Report {
     }
 }
 
-/// A figure's SPEC §16 target.
+/// A figure's docs/testing.md target.
 pub enum Target {
     AtMost(f64),
     AtLeast(f64),

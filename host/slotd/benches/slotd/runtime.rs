@@ -1,18 +1,18 @@
-//! Handler costs (SPEC §16): one call (fresh store + instantiate + an empty `tick`, no I/O),
+//! Handler costs (docs/testing.md): one call (fresh store + instantiate + an empty `tick`, no I/O),
 //! a load from the compiled cache, and a cold compile of the Kling video handler.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use slotd::config::RuntimeLimits;
-use slotd::runtime::{Runtime, TickContext};
+use slotd_core::config::RuntimeLimits;
+use slotd_runtime::{Runtime, TickContext};
 
 use crate::common::{median, ms};
 use crate::report::{Report, Target};
 
 pub async fn run(report: &mut Report) {
-    let built = Path::new(env!("SLOTD_BUILT_PLUGINS"));
+    let built = Path::new(slotd_testkit::BUILT_PLUGINS);
     let rt = Runtime::new(RuntimeLimits::default(), BTreeMap::new()).expect("runtime");
     let fixture = rt
         .load_file(&built.join("fixture.wasm"))

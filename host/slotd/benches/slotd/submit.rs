@@ -1,4 +1,4 @@
-//! Durable `POST /v1/tasks` through the real router (SPEC §16): 16 clients at a time, each
+//! Durable `POST /v1/tasks` through the real router (docs/testing.md): 16 clients at a time, each
 //! answered only once its task is committed. Throughput and p99 latency per backend.
 
 use std::sync::Arc;
@@ -15,10 +15,10 @@ const CLIENTS: usize = 16;
 
 async fn throughput(report: &mut Report, backend: &str, url: &str) {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let services = slotd::app::build(fixture_config(dir.path(), 5, url))
+    let services = slotd_server::app::build(fixture_config(dir.path(), 5, url))
         .await
         .expect("build");
-    let app = slotd::api::router(services.clone());
+    let app = slotd_server::api::router(services.clone());
     let latencies = Arc::new(parking_lot::Mutex::new(Vec::with_capacity(TASKS)));
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();

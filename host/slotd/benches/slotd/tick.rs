@@ -1,12 +1,12 @@
-//! `run_once` at 10,000 units (SPEC §16): a poll tick with 10,000 units in flight of which
+//! `run_once` at 10,000 units (docs/testing.md): a poll tick with 10,000 units in flight of which
 //! 1,000 are due, and a fill tick with 10,000 pending and 1,000 free slots. Real store, real
 //! compiled fixture handler (`idle`: accepted, then "running"; `quick`: accepted, then
 //! succeeded at its first poll), no HTTP, an injected clock.
 
 use std::time::Instant;
 
-use slotd::clock::{Clock, DynClock, ManualClock};
-use slotd::scheduler::{Scheduler, TickSteps};
+use slotd_core::clock::{Clock, DynClock, ManualClock};
+use slotd_server::scheduler::{Scheduler, TickSteps};
 
 use crate::common::{fixture_config, median, ms, post_fixture, submit_many};
 use crate::report::{Better, Report, Target};
@@ -19,7 +19,7 @@ async fn scheduler(
     slots: u32,
     url: &str,
 ) -> (
-    slotd::services::Services,
+    slotd_server::services::Services,
     std::sync::Arc<Scheduler>,
     std::sync::Arc<ManualClock>,
 ) {
@@ -27,7 +27,7 @@ async fn scheduler(
     let dyn_clock: DynClock = clock.clone();
     let mut config = fixture_config(dir, slots, url);
     config.scheduler.max_batch = DUE;
-    let services = slotd::app::build_with_clock(config, dyn_clock)
+    let services = slotd_server::app::build_with_clock(config, dyn_clock)
         .await
         .expect("build");
     let sched = Scheduler::new(services.clone());

@@ -1,12 +1,12 @@
-//! The demo's second Kling account and its tenants' spending (issue 14): `kling-video` draws on
+//! The demo's second Kling account and its tenants' spending: `kling-video` draws on
 //! two accounts, `main` (the first simulator, shared with `kling-avatar`) and `backup` (a
 //! second simulator with its own keys and a limit of 10), and studio-b has a budget. The
 //! summary shows what each account ran and what each tenant spent.
 
 use serde_json::Value;
 
-use crate::config::{BudgetConfig, Config, TenantConfig};
-use crate::sim::{SimHandle, SimOptions, SimStats};
+use slotd_core::config::{BudgetConfig, Config, TenantConfig};
+use slotd_sim::kling::{SimHandle, SimOptions, SimStats};
 
 /// The backup account's keys and limit.
 const BACKUP_ACCESS_KEY: &str = "demo-backup-access-key";
@@ -23,7 +23,7 @@ pub async fn start_backup(
     seed: u64,
     failure_rate: f64,
 ) -> anyhow::Result<SimHandle> {
-    crate::sim::start(SimOptions {
+    slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
         concurrency: BACKUP_SLOTS,
         time_scale,

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::config::{ApiKey, Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
-use crate::sim::{SimHandle, SimOptions};
+use slotd_core::config::{ApiKey, Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use slotd_sim::kling::{SimHandle, SimOptions};
 
 /// Options of `slotd demo`.
 #[derive(Clone, Debug, clap::Args)]
@@ -60,7 +60,7 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).with_context(|| format!("creating {}", plugins.display()))?;
     for name in ["kling-video", "kling-avatar", runway::HANDLER] {
-        let src = crate::runtime::built_handler(name).with_context(|| {
+        let src = slotd_testkit::built_handler(name).with_context(|| {
             format!("the {name} handler is not built; run `cargo build` in the repository")
         })?;
         std::fs::copy(&src, plugins.join(format!("{name}.wasm")))
@@ -232,9 +232,9 @@ async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> anyhow::Res
 /// simulator saw.
 pub struct DemoOutcome {
     pub tasks: Vec<Value>,
-    pub runway: crate::sim_runway::RunwayStats,
+    pub runway: slotd_sim::runway::RunwayStats,
     /// What the backup Kling account's simulator saw.
-    pub backup: crate::sim::SimStats,
+    pub backup: slotd_sim::kling::SimStats,
 }
 
 /// Run the demo until every task is done (or `stop` resolves), then print the summary.
@@ -249,7 +249,7 @@ pub async fn run(
         );
     }
     let plugins = prepare_dir(&opts.dir)?;
-    let sim = crate::sim::start(SimOptions {
+    let sim = slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
         concurrency: 20,
         time_scale: opts.time_scale,
@@ -269,13 +269,15 @@ pub async fn run(
     let mut config = demo_config(&opts, &sim, plugins, public);
     accounts::configure(&mut config, &backup)?;
     runway::configure(&mut config, &runway_sim, opts.time_scale);
-    let services = crate::app::build(config).await?;
+    let services = slotd_server::app::build(config).await?;
     let objects_root = services.objects.local_root.clone();
     let token = tokio_util::sync::CancellationToken::new();
     let server_stop = token.clone();
-    let server = tokio::spawn(crate::run_with(services, Some(listener), async move {
-        server_stop.cancelled().await
-    }));
+    let server = tokio::spawn(slotd_server::run_with(
+        services,
+        Some(listener),
+        async move { server_stop.cancelled().await },
+    ));
     let interrupted = tokio_util::sync::CancellationToken::new();
     let on_stop = interrupted.clone();
     tokio::spawn(async move {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::sim::SimJob;
+use slotd_sim::kling::SimJob;
 
 /// The makespan of an ideal zero-overhead FIFO slot scheduler running `durations` (in
 /// submission order) on `slots` slots: each job starts the instant a slot is free.

@@ -1,11 +1,11 @@
-//! The demo's second provider: the Runway simulator (`slotd::sim_runway`) and the
+//! The demo's second provider: the Runway simulator (`slotd_sim::runway`) and the
 //! `runway-video` handler (contract 1.1: a bearer key the host inserts, one pool per model
 //! sized by the tier, provider-side cancel), so the demo shows two providers side by side.
 
 use serde_json::{Value, json};
 
-use crate::config::{Config, HandlerConfig, Secret};
-use crate::sim_runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle, RunwayStats};
+use slotd_core::config::{Config, HandlerConfig, Secret};
+use slotd_sim::runway::{API_KEY_DEFAULT, RunwayOptions, RunwaySimHandle, RunwayStats};
 
 /// The handler's file and name.
 pub const HANDLER: &str = "runway-video";
@@ -16,7 +16,7 @@ pub const SLOTS_PER_MODEL: u32 = 5;
 
 /// Start the Runway simulator at `time_scale`.
 pub async fn start(time_scale: f64, seed: u64) -> anyhow::Result<RunwaySimHandle> {
-    crate::sim_runway::spawn(RunwayOptions {
+    slotd_sim::runway::spawn(RunwayOptions {
         listen: "127.0.0.1:0".parse()?,
         concurrency: SLOTS_PER_MODEL,
         time_scale,

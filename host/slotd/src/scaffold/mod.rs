@@ -2,9 +2,9 @@
 //!
 //! The project is a standalone crate (its own `[workspace]`, `.cargo/config.toml` building for
 //! `wasm32-wasip2`) with a working handler on `slotd-sdk` for the stub provider
-//! ([`crate::stub`]), its unit tests on the SDK's scripted host, and a README. The SDK is
+//! ([`slotd_testkit::stub`]), its unit tests on the SDK's scripted host, and a README. The SDK is
 //! vendored into `vendor/slotd-sdk/` from the copy compiled into this binary (listed by
-//! `host/build.rs`, so it is the SDK this slotd was built with), together with the
+//! `host/slotd/build.rs`, so it is the SDK this slotd was built with), together with the
 //! `Cargo.lock` it is tested with: the project builds wherever it is written, with no path back
 //! into the slotd repository.
 //!

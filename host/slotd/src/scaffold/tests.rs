@@ -69,7 +69,7 @@ fn writes_a_project_with_the_name_substituted_and_the_sdk_vendored() {
 /// anyone adding it to a list.
 #[test]
 fn the_embedded_sdk_is_every_source_file_of_plugins_sdk() {
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/sdk");
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/sdk");
     let mut expected: Vec<String> = listing(&sdk.join("src"))
         .into_iter()
         .filter(|p| p.ends_with(".rs"))

@@ -15,8 +15,8 @@ use std::collections::HashSet;
 
 use sqlx::postgres::PgConnection;
 
-use crate::model::UnitStatus;
-use crate::store::{ApplyReport, StoreResult, UnitUpdate};
+use crate::{ApplyReport, StoreResult, UnitUpdate};
+use slotd_core::model::UnitStatus;
 
 const APPLY_SQL: &str = "WITH input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
@@ -93,7 +93,7 @@ const POLL_SQL: &str = "WITH input AS ( \
 /// Whether [`unit_apply`] writes `updates` with more than one statement (and so needs a
 /// transaction to stay atomic): some unit repeats, or pure polls and other updates mix.
 pub(super) fn needs_transaction(updates: &[UnitUpdate]) -> bool {
-    if crate::store::has_repeats(updates) {
+    if crate::has_repeats(updates) {
         return true;
     }
     let polls = updates.iter().filter(|u| u.is_pure_poll()).count();
@@ -108,7 +108,7 @@ pub(super) async fn unit_apply(
     updates: &[UnitUpdate],
     now: i64,
 ) -> StoreResult<ApplyReport> {
-    if crate::store::has_repeats(updates) {
+    if crate::has_repeats(updates) {
         let mut report = ApplyReport::default();
         for u in updates {
             let done = apply_batch(conn, &[u], now).await?;

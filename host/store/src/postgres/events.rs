@@ -3,9 +3,9 @@
 
 use sqlx::postgres::PgPool;
 
-use crate::store::shared::postgres::event_from_row;
-use crate::store::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
-use crate::store::{EventCursor, EventPage, EventScope, StoreResult};
+use crate::shared::postgres::event_from_row;
+use crate::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
+use crate::{EventCursor, EventPage, EventScope, StoreResult};
 
 /// The horizon now: every transaction below it has committed or rolled back.
 const HORIZON_SQL: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";

@@ -6,8 +6,8 @@
 use sqlx::postgres::PgPool;
 
 use super::rows::{UNIT_COLS, unit_cols_of_units, units_from_rows};
-use crate::model::{FINALIZE_PARKED_AT, Unit};
-use crate::store::{FinalizeRelease, StoreResult};
+use crate::{FinalizeRelease, StoreResult};
+use slotd_core::model::{FINALIZE_PARKED_AT, Unit};
 
 /// The returned units' `attempts` is the finalization attempt this claim starts (1-based).
 /// A `finalizing` unit with no recorded lease expiry counts as expired, so a unit can never be

@@ -1,13 +1,11 @@
 //! PostgreSQL's own row helpers: qualified column lists and the order of `RETURNING` rows.
-//! The row decoders and column lists both stores share are in [`crate::store::shared`],
+//! The row decoders and column lists both stores share are in [`crate::shared`],
 //! re-exported here.
 
-use crate::model::Unit;
+use slotd_core::model::Unit;
 
-pub(super) use crate::store::shared::postgres::{task_from_row, unit_from_row, units_from_rows};
-pub(super) use crate::store::shared::{
-    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, parse_status,
-};
+pub(super) use crate::shared::postgres::{task_from_row, unit_from_row, units_from_rows};
+pub(super) use crate::shared::{TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, parse_status};
 
 /// [`UNIT_COLS`] qualified with `units.`, for statements that join other relations with
 /// columns of the same names (`RETURNING` of an `UPDATE … FROM`).

@@ -11,11 +11,11 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, parse_status, task_from_row};
-use crate::model::{FINALIZE_PARKED_AT, UnitStatus};
-use crate::store::{
+use crate::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
+use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 
 /// The task rows of a batch (parallel arrays, in order, so their `seq` ascends in batch order).
 /// A task whose tenant's idempotency key is taken, by a stored task or an earlier one of the
@@ -162,7 +162,7 @@ pub(super) async fn task_create_batch(
         })?));
     }
     let new: Vec<&NewTask> = tasks.iter().filter(|t| seqs.contains_key(&t.id)).collect();
-    crate::store::terms::postgres::write_terms(&mut tx, &new).await?;
+    crate::terms::postgres::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }
@@ -226,7 +226,7 @@ pub(super) async fn task_list(
         0 => LIST_LIMIT_DEFAULT,
         n => n.min(LIST_LIMIT_MAX),
     };
-    let scope = crate::store::tenant_scope(tenant);
+    let scope = crate::tenant_scope(tenant);
     let rows: Vec<PgRow> = sqlx::query(&format!(
         "SELECT {TASK_COLS} FROM tasks \
          WHERE {scope} \

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 use super::PostgresStore;
-use crate::store::suite::TestDb;
-use crate::store::{DynStore, StoreError, TaskStore, open};
+use crate::suite::TestDb;
+use crate::{DynStore, StoreError, TaskStore, open};
 
 /// The server URL that answered, found once per test binary.
 static BASE_URL: OnceCell<String> = OnceCell::const_new();
@@ -154,7 +154,9 @@ async fn server_gone_and_back_is_survived() {
     let schema = Schema::create().await;
     let direct = schema.options();
     let target = format!("{}:{}", direct.get_host(), direct.get_port());
-    let proxy = crate::stub::proxy::TcpProxy::start(target).await.unwrap();
+    let proxy = slotd_testkit::stub::proxy::TcpProxy::start(target)
+        .await
+        .unwrap();
     let store = PostgresStore::connect_with(
         direct.host("127.0.0.1").port(proxy.port()),
         PostgresStore::pool_options()
@@ -164,7 +166,7 @@ async fn server_gone_and_back_is_survived() {
     .await
     .unwrap();
     store.migrate().await.unwrap();
-    let t = crate::store::NewTask {
+    let t = crate::NewTask {
         id: "t1".into(),
         tenant: "acme".into(),
         task_type: "video".into(),
@@ -226,8 +228,8 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
             .fetch_all(&raw)
             .await
             .unwrap();
-    crate::store::suite::assert_moves_match_the_model(&rows);
-    let task = crate::store::suite::task("t1", "acme", "video", "p", 1, 0);
+    crate::suite::assert_moves_match_the_model(&rows);
+    let task = crate::suite::task("t1", "acme", "video", "p", 1, 0);
     store.task_create(task).await.unwrap();
     let err = sqlx::query("UPDATE units SET status = 'completed' WHERE id = 't1-u0'")
         .execute(&raw)
@@ -276,13 +278,13 @@ async fn server_errors_map_by_sqlstate() {
 /// the stream back until the open transaction ends, then both come, in id order.
 #[tokio::test]
 async fn an_event_committed_late_is_not_skipped() {
-    use crate::store::{EventCursor, EventScope};
+    use crate::{EventCursor, EventScope};
     let schema = Schema::create().await;
     let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let task = crate::store::suite::task("t1", "acme", "video", "p", 2, 0);
+    let task = crate::suite::task("t1", "acme", "video", "p", 2, 0);
     store.task_create(task).await.unwrap();
     let raw = sqlx::PgPool::connect_with(schema.options()).await.unwrap();
     let event = "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \

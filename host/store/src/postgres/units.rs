@@ -7,8 +7,8 @@ use sqlx::postgres::{PgConnection, PgPool};
 use super::rows::{
     UNIT_COLS, sort_like, unit_cols_of, unit_cols_of_units, unit_from_row, units_from_rows,
 };
-use crate::model::Unit;
-use crate::store::{MAX_LOOKUP_KEY_BYTES, StoreResult};
+use crate::{MAX_LOOKUP_KEY_BYTES, StoreResult};
+use slotd_core::model::Unit;
 
 /// The fill-order query: `$1` pool, `$2` now, `$3` task types, `$4` limit.
 ///

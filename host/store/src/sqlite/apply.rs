@@ -13,8 +13,8 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use sqlx::{Sqlite, Transaction};
 
-use crate::model::UnitStatus;
-use crate::store::{ApplyReport, StoreError, StoreResult, UnitUpdate};
+use crate::{ApplyReport, StoreError, StoreResult, UnitUpdate};
+use slotd_core::model::UnitStatus;
 
 /// The batch as rows. Positions (used by the statements below):
 /// 0 id, 1 from, 2 from_stage, 3 from_submitted_at, 4 unless_cancel_requested, 5 to, 6 stage,
@@ -151,7 +151,7 @@ pub(super) async fn unit_apply(
     now: i64,
 ) -> StoreResult<ApplyReport> {
     let mut report = ApplyReport::default();
-    if crate::store::has_repeats(updates) {
+    if crate::has_repeats(updates) {
         for u in updates {
             let done = apply_batch(tx, std::slice::from_ref(u), now).await?;
             if done.is_empty() {

@@ -3,9 +3,9 @@
 
 use sqlx::sqlite::SqlitePool;
 
-use crate::store::shared::sqlite::event_from_row;
-use crate::store::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
-use crate::store::{EventCursor, EventPage, EventScope, StoreResult};
+use crate::shared::sqlite::event_from_row;
+use crate::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
+use crate::{EventCursor, EventPage, EventScope, StoreResult};
 
 pub(super) async fn unit_events_after(
     pool: &SqlitePool,

@@ -4,8 +4,8 @@
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{UNIT_COLS, json_list, units_from_rows};
-use crate::model::{FINALIZE_PARKED_AT, Unit};
-use crate::store::{FinalizeRelease, StoreResult};
+use crate::{FinalizeRelease, StoreResult};
+use slotd_core::model::{FINALIZE_PARKED_AT, Unit};
 
 /// The condition of the partial index `units_status_next` (migration 0010), word for word.
 const FINALIZE_INDEXED: &str = "status IN ('succeeded', 'finalizing')";

@@ -1,17 +1,17 @@
 //! SQLite's own row encodings: units read back as one JSON array, and list parameters bound
 //! as JSON for `json_each(?)`. The row decoders and column lists both stores share are in
-//! [`crate::store::shared`], re-exported here.
+//! [`crate::shared`], re-exported here.
 //!
 //! Everything read back from the database is checked: an unknown status string or a negative
 //! counter is reported as [`StoreError::Corrupt`] naming the unit, never a panic.
 
 use serde::Serialize;
 
-use crate::model::Unit;
-use crate::store::{StoreError, StoreResult};
+use crate::{StoreError, StoreResult};
+use slotd_core::model::Unit;
 
-pub(super) use crate::store::shared::sqlite::{task_from_row, unit_from_row, units_from_rows};
-pub(super) use crate::store::shared::{
+pub(super) use crate::shared::sqlite::{task_from_row, unit_from_row, units_from_rows};
+pub(super) use crate::shared::{
     TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, counter, parse_status,
 };
 
@@ -86,9 +86,9 @@ pub(super) fn units_from_json(text: &str) -> StoreResult<Vec<Unit>> {
                 cost: r.cost,
                 cancel_requested_at: r.cancel_requested_at,
                 routes: r.routes,
-                terms: crate::model::UnitTerms {
+                terms: slotd_core::model::UnitTerms {
                     account: r.account,
-                    deadline_at: crate::store::shared::deadline_of(r.deadline_at),
+                    deadline_at: crate::shared::deadline_of(r.deadline_at),
                     start_by: r.start_by,
                     best_effort: r.best_effort != 0,
                     cost_estimate: r.cost_estimate,

@@ -6,11 +6,11 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, json_list, task_from_row};
-use crate::model::{FINALIZE_PARKED_AT, UnitStatus};
-use crate::store::{
+use crate::{
     CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
     StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
+use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 
 /// A task as bound into the `json_each` of the tasks insert.
 #[derive(Serialize)]
@@ -141,7 +141,7 @@ pub(super) async fn task_create_batch(
             ))
         })?));
     }
-    crate::store::terms::sqlite::write_terms(&mut tx, &new).await?;
+    crate::terms::sqlite::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use sqlx::Row;
 
 use super::SqliteStore;
-use crate::store::suite::{TestDb, assert_corrupt_names, assert_moves_match_the_model};
-use crate::store::{DynStore, TaskStore, open};
+use crate::suite::{TestDb, assert_corrupt_names, assert_moves_match_the_model};
+use crate::{DynStore, TaskStore, open};
 
 async fn sqlite_db() -> TestDb {
     let dir = tempfile::tempdir().unwrap();
@@ -44,7 +44,7 @@ async fn open_creates_and_migrates_the_file() {
 async fn in_memory_url_works_on_one_connection() {
     let store = open("sqlite::memory:").await.unwrap();
     let page = store
-        .task_list("acme", &crate::store::TaskFilter::default())
+        .task_list("acme", &crate::TaskFilter::default())
         .await
         .unwrap();
     assert!(page.tasks.is_empty());
@@ -53,7 +53,7 @@ async fn in_memory_url_works_on_one_connection() {
 #[tokio::test]
 async fn corrupt_status_names_the_unit() {
     let db = sqlite_db().await;
-    let task = crate::store::suite::task("t1", "acme", "video", "p", 1, 0);
+    let task = crate::suite::task("t1", "acme", "video", "p", 1, 0);
     db.store.task_create(task).await.unwrap();
     let path = db
         .guard
@@ -153,20 +153,20 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
             .await
             .unwrap();
     assert_moves_match_the_model(&rows);
-    let task = crate::store::suite::task("t1", "acme", "video", "p", 1, 0);
+    let task = crate::suite::task("t1", "acme", "video", "p", 1, 0);
     db.store.task_create(task).await.unwrap();
     let err = sqlx::query("UPDATE units SET status = 'completed' WHERE id = 't1-u0'")
         .execute(&raw)
         .await
         .unwrap_err();
-    match crate::store::StoreError::from(err) {
-        crate::store::StoreError::IllegalTransition(msg) => {
+    match crate::StoreError::from(err) {
+        crate::StoreError::IllegalTransition(msg) => {
             assert!(msg.contains("illegal unit transition"), "{msg}")
         }
         other => panic!("expected IllegalTransition, got {other:?}"),
     }
     let units = db.store.task_units("t1").await.unwrap();
-    assert_eq!(units[0].status, crate::model::UnitStatus::Pending);
+    assert_eq!(units[0].status, slotd_core::model::UnitStatus::Pending);
     sqlx::query("UPDATE units SET status = 'cancelled' WHERE id = 't1-u0'")
         .execute(&raw)
         .await
@@ -184,7 +184,7 @@ async fn slot_log_reads_only_the_window() {
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
     let rows = sqlx::query(&format!(
         "EXPLAIN QUERY PLAN {}",
-        crate::store::shared::SLOT_LOG_SQL
+        crate::shared::SLOT_LOG_SQL
     ))
     .bind("p")
     .bind(5_i64)

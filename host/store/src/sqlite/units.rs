@@ -9,8 +9,8 @@ use sqlx::{Sqlite, Transaction};
 use super::rows::{
     UNIT_COLS, json_list, unit_from_row, unit_json_cols, units_from_json, units_from_rows,
 };
-use crate::model::Unit;
-use crate::store::{MAX_LOOKUP_KEY_BYTES, StoreResult};
+use crate::{MAX_LOOKUP_KEY_BYTES, StoreResult};
+use slotd_core::model::Unit;
 
 /// The fill-order query (see [`unit_list_pending`]); `?1` pool, `?2` now, `?3` JSON array of
 /// task types, `?4` limit.

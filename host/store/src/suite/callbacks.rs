@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use super::{POOL, T0, VIDEO, create, submit, task, update};
-use crate::model::UnitStatus;
-use crate::store::DynStore;
+use crate::DynStore;
+use slotd_core::model::UnitStatus;
 
 const RACERS: u8 = 8;
 

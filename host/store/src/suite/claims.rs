@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use super::{POOL, T0, VIDEO, apply, create, ids, task, types, update};
-use crate::model::UnitStatus;
-use crate::store::DynStore;
+use crate::DynStore;
+use slotd_core::model::UnitStatus;
 
 /// Fill order is decided by submission, never by id: tenant `zeta` submits first with ids that
 /// sort last, `alpha` after it with ids that sort first, then `zeta` again. Round-robin by

@@ -3,8 +3,8 @@
 //! and out of `submitted` since a time, plus the units holding a slot now).
 
 use super::{POOL, T0, VIDEO, apply, create, submit, task, update};
-use crate::model::UnitStatus;
-use crate::store::{DynStore, NewDelivery, TaskFilter};
+use crate::{DynStore, NewDelivery, TaskFilter};
+use slotd_core::model::UnitStatus;
 
 pub(crate) async fn console_reads(store: DynStore) {
     create(&store, task("a1", "acme", VIDEO, POOL, 2, 0)).await;
@@ -14,9 +14,8 @@ pub(crate) async fn console_reads(store: DynStore) {
         limit: 10,
         ..TaskFilter::default()
     };
-    let ids = |page: crate::store::TaskPage| -> Vec<String> {
-        page.tasks.into_iter().map(|t| t.id).collect()
-    };
+    let ids =
+        |page: crate::TaskPage| -> Vec<String> { page.tasks.into_iter().map(|t| t.id).collect() };
     let all = store.task_list_any(None, &filter).await.unwrap();
     assert_eq!(ids(all), ["o1", "b1", "a1"], "every tenant's, newest first");
     let acme = store.task_list_any(Some("acme"), &filter).await.unwrap();

@@ -1,9 +1,9 @@
-//! Fencing tokens (SPEC section 11): a stale token is refused with nothing written, a newer one
+//! Fencing tokens (docs/operations.md): a stale token is refused with nothing written, a newer one
 //! is accepted and raises the pool's token, concurrent advances leave the highest.
 
 use super::{T0, VIDEO, create, ids, task, types, unit, update};
-use crate::model::UnitStatus;
-use crate::store::{DynStore, Fence, StoreError};
+use crate::{DynStore, Fence, StoreError};
+use slotd_core::model::UnitStatus;
 
 const POOL: &str = super::POOL;
 

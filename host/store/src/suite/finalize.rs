@@ -3,8 +3,8 @@
 //! finalizes again.
 
 use super::*;
-use crate::model::FINALIZE_PARKED_AT;
-use crate::store::FinalizeRelease;
+use crate::FinalizeRelease;
+use slotd_core::model::FINALIZE_PARKED_AT;
 
 pub(crate) async fn finalize_lease(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
@@ -265,7 +265,10 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
         (t.counts.succeeded, t.counts.parked, t.counts.failed),
         (1, 1, 1)
     );
-    assert_eq!(t.counts.task_status(), crate::model::TaskStatus::Failed);
+    assert_eq!(
+        t.counts.task_status(),
+        slotd_core::model::TaskStatus::Failed
+    );
 
     assert_eq!(
         store
@@ -285,7 +288,10 @@ pub(crate) async fn finalize_give_up_then_retry(store: DynStore) {
     assert_eq!((u1.status, u1.submit_attempt), (UnitStatus::Pending, 1));
     let t = store.task_get("acme", "t1").await.unwrap().unwrap();
     assert_eq!(t.counts.parked, 0);
-    assert_eq!(t.counts.task_status(), crate::model::TaskStatus::Running);
+    assert_eq!(
+        t.counts.task_status(),
+        slotd_core::model::TaskStatus::Running
+    );
 
     // Due again, with its attempts reset: the claim starts finalization attempt 1.
     let again = store

@@ -1,11 +1,11 @@
-//! The state machine enforced where rows are written (SPEC §2): `unit_apply` refuses and
+//! The state machine enforced where rows are written (docs/state-machine.md): `unit_apply` refuses and
 //! counts an update whose move is illegal, whoever built it, and writes the rest of its batch;
 //! the database's own trigger refuses an illegal status change from any writer, and its table
 //! of legal moves equals the model's.
 
 use super::{POOL, T0, VIDEO, create, task, unit, update};
-use crate::model::UnitStatus;
-use crate::store::{DynStore, UnitUpdate};
+use crate::{DynStore, UnitUpdate};
+use slotd_core::model::UnitStatus;
 
 pub(crate) async fn illegal_moves_are_refused(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;

@@ -4,7 +4,7 @@
 //! every attempt.
 
 use super::{POOL, T0, VIDEO, create, task};
-use crate::store::{AttemptNext, AttemptOutcome, DynStore, NewDelivery};
+use crate::{AttemptNext, AttemptOutcome, DynStore, NewDelivery};
 
 pub(crate) async fn webhook_outbox(store: DynStore) {
     let mut with_hook = task("t1", "acme", VIDEO, POOL, 1, 0);

@@ -10,8 +10,7 @@ pub(crate) async fn list_paging_and_filters(store: DynStore) {
         create(&store, task(&format!("t{i}"), "acme", ty, POOL, 2, 0)).await;
     }
     create(&store, task("other", "globex", VIDEO, POOL, 1, 0)).await;
-    let page_ids =
-        |p: &crate::store::TaskPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+    let page_ids = |p: &crate::TaskPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
 
     let mut filter = TaskFilter {
         limit: 2,

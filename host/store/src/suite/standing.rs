@@ -2,7 +2,7 @@
 //! order the store itself answers (`unit_list_pending`).
 
 use super::{POOL, T0, VIDEO, create, submit, task, types};
-use crate::store::DynStore;
+use crate::DynStore;
 
 pub(crate) async fn queue_standing_follows_the_fill_order(store: DynStore) {
     // Tenant a: a1 (3 units) then a2 (2); tenant b: b1 (4); tenant c: c1 (2) at priority 5.

@@ -3,8 +3,8 @@
 //! only what comes after it.
 
 use super::{POOL, T0, VIDEO, create, task, update};
-use crate::model::UnitStatus;
-use crate::store::{DynStore, EventCursor, EventScope, UnitEvent};
+use crate::{DynStore, EventCursor, EventScope, UnitEvent};
+use slotd_core::model::UnitStatus;
 
 /// Read `scope` from `from` to the end, `limit` at a time.
 async fn read_all(

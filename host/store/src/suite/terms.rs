@@ -1,9 +1,9 @@
-//! Issue 14 in the store: accounts recorded by the submit marker, earliest deadline first
+//! Accounts, deadlines and budgets in the store: accounts recorded by the submit marker, earliest deadline first
 //! inside the fill order, and the budget ledger (reserve with the marker, settle when the
 //! submission ends, a crash in between leaving one open row that the resolution settles).
 
 use super::*;
-use crate::store::{Budget, Grant, TaskTerms};
+use crate::{Budget, Grant, TaskTerms};
 
 fn grant(unit_id: &str, tenant: &str, account: Option<&str>, estimate: f64) -> Grant {
     Grant {

@@ -42,7 +42,7 @@ pub fn spec_of(payload: Value) -> String {
         .unwrap_or_default()
 }
 
-/// SPEC section 15's example: a 5 s `gen4_turbo` clip from an image.
+/// docs/interfaces.md's example: a 5 s `gen4_turbo` clip from an image.
 pub fn turbo_spec() -> String {
     spec_of(
         json!({"model": "gen4_turbo", "ratio": "1280:720", "duration": 5,

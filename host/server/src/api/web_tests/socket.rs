@@ -7,7 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::{CREATE, DEADLINE, Harness, harness_with};
-use crate::config::Config;
+use slotd_core::config::Config;
 
 /// The harness served by `app::run_with` on 127.0.0.1:0, as `slotd serve` serves it.
 struct Served {

@@ -1,4 +1,4 @@
--- Grant slots of one pool atomically (SPEC section 4).
+-- Grant slots of one pool atomically (docs/state-machine.md).
 -- KEYS[1] holder set, KEYS[2] "reconciled" marker.
 -- ARGV[1] max, ARGV[2..] unit ids in fill order.
 -- Returns {used_after, {granted ids}}; {-1, {}} when the marker is missing: the set was lost

@@ -4,7 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::webhooks as webhook;
+use slotd_core::standard_webhooks as webhook;
 
 #[tokio::test]
 async fn text2video_runs_to_succeed_and_downloads_stable_content() -> anyhow::Result<()> {

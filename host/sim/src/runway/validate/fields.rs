@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::PROMPT_TEXT_MAX_UTF16;
 use super::issue::{Issue, at};
-use crate::sim_runway::model::Durations;
+use crate::runway::model::Durations;
 
 /// Largest `seed` (an unsigned 32-bit integer).
 pub const SEED_MAX: u64 = 4_294_967_295;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::fields::string;
 use super::issue::{Issue, at};
-use crate::sim_runway::model::Schema;
+use crate::runway::model::Schema;
 
 /// Longest image URL.
 pub const URL_MAX_CHARS: usize = 2048;

@@ -1,0 +1,69 @@
+//! Finalization's writes: a finalizer claims `succeeded` units under a lease
+//! (`succeeded -> finalizing`), and ends each either `completed` with its stored artifacts or
+//! back to `succeeded` for another attempt (parked once its attempts are spent). The work in
+//! between (the handler's `finalize`, downloads into the object store) is the scheduler's.
+
+use slotd_core::model::Unit;
+use slotd_store::{FinalizeRelease, StoreResult};
+
+use super::follow_up::FollowUps;
+use crate::services::Services;
+
+/// Claim up to `limit` units due for finalization for `owner`, leased until `lease_until`.
+/// A task's snapshot keeps showing `succeeded` until the unit ends: finalizing is not a
+/// change a client acts on.
+pub async fn claim_finalize(
+    services: &Services,
+    owner: &str,
+    lease_until: i64,
+    now: i64,
+    limit: u32,
+) -> StoreResult<Vec<Unit>> {
+    services
+        .store
+        .unit_claim_finalize(owner, lease_until, now, limit)
+        .await
+}
+
+/// End `unit`'s finalization `completed` with `result` (its artifacts merged in), if `owner`
+/// still holds its lease. `false`: the lease was lost and nothing was written.
+pub async fn complete_finalize(
+    services: &Services,
+    unit: &Unit,
+    owner: &str,
+    result: &str,
+    now: i64,
+) -> StoreResult<bool> {
+    let done = services
+        .store
+        .unit_complete(&unit.id, owner, result, now)
+        .await?;
+    if done {
+        task_changed(services, &unit.task_id).await;
+    }
+    Ok(done)
+}
+
+/// Give `unit`'s finalization up for now (back to `succeeded`, due at `release.next_at`) or
+/// for good (`release.give_up`: parked until the task is retried), if the lease still holds.
+pub async fn release_finalize(
+    services: &Services,
+    unit: &Unit,
+    release: FinalizeRelease<'_>,
+    now: i64,
+) -> StoreResult<bool> {
+    let done = services.store.unit_finalize_release(release, now).await?;
+    if done {
+        task_changed(services, &unit.task_id).await;
+    }
+    Ok(done)
+}
+
+/// The follow-up of a finalization's end: the task's snapshot goes.
+async fn task_changed(services: &Services, task_id: &str) {
+    let mut follow = FollowUps::default();
+    follow.task(task_id);
+    if let Err(e) = follow.run(services).await {
+        tracing::debug!(error = %e, "follow-ups of a finalization failed");
+    }
+}

@@ -1,0 +1,21 @@
+//! The live state of the pools: what the scheduler learns and keeps while it runs, and what
+//! the API, the ETAs and `slotd check` read. It sits below the scheduler so that those readers
+//! (and [`crate::services::Services`], which holds it) never import the scheduler.
+//!
+//! - [`limits`]: each pool's configured limit and accounts, and the slot set names.
+//! - [`capacity`]: the adapted (effective) limit per pool and account (adaptive capacity),
+//!   shared through Redis in a cluster.
+//! - [`accounts`]: drained provider accounts (credentials refused, balance exhausted) and their
+//!   probes.
+//! - [`durations`]: the provider's observed job durations per class.
+
+pub mod accounts;
+pub mod capacity;
+pub mod durations;
+pub mod limits;
+
+pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};
+pub(crate) use capacity::shared as shared_capacity;
+pub use capacity::{Capacity, Observed};
+pub use durations::Durations;
+pub use limits::{PoolAccount, PoolLimit, pool_limits, slot_key};

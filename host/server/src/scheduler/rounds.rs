@@ -1,0 +1,229 @@
+//! Poll rounds: while a pool has a backlog, the time between a job's end and the poll that
+//! notices it is what costs utilization. A round asks about every running unit of the pool
+//! at once (handlers answer a round with one list request where the provider has one), and
+//! the next round is due when the expected number of jobs that ended unnoticed since this one
+//! reaches [`ROUND_THETA`]: `Σ (F(e + Δ) − F(e)) / (1 − F(e))` over the running units, `e`
+//! each one's age and `F` its class's distribution ([`crate::pool_state::durations`]). So
+//! rounds are sparse while every job is young and close together when many are near their
+//! usual end, at about `1 / ROUND_THETA` rounds per completed job.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use slotd_core::model::Unit;
+
+use super::Decided;
+use crate::pool_state::durations::{Distribution, Durations, class_of};
+
+/// Expected unnoticed completions that make the next round due while a backlog waits: about
+/// two rounds per completed job (with the create, three provider requests per job).
+pub const ROUND_THETA: f64 = 0.5;
+
+/// Put the ordinary polls of `decided` (one call over `units` of `pool`, while a backlog
+/// waits) into one round: every polled unit gets the same `next_at`, so that the next call
+/// asks about all of them at once (one list request where the provider has one). The round
+/// is the one [`round_delay`] finds for the units whose class has a distribution (between
+/// `floor` and `ceil` from now); units of a class not learned yet are looked at every
+/// `prior` ms meanwhile, so the first completions (which teach the distribution) are not
+/// noticed late. A round the pool already decided wins when it comes sooner, so that units
+/// marked by other ticks meet in the same request.
+pub fn schedule_round(
+    durations: &Durations,
+    pool: &str,
+    units: &[&Unit],
+    decided: &mut Decided,
+    now: i64,
+    (floor, prior, ceil): (i64, i64, i64),
+) {
+    if decided.polling.is_empty() {
+        return;
+    }
+    let by_id: HashMap<&str, &Unit> = units.iter().map(|u| (u.id.as_str(), *u)).collect();
+    let mut members = Vec::new();
+    let mut running = Vec::new();
+    let mut unknown = false;
+    for &i in &decided.polling {
+        let Some(unit) = decided
+            .updates
+            .get(i)
+            .and_then(|u| by_id.get(u.unit_id.as_str()))
+        else {
+            continue;
+        };
+        members.push(i);
+        match durations.distribution(pool, &class_of(unit)) {
+            Some(dist) => {
+                let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
+                running.push((dist, age));
+            }
+            None => unknown = true,
+        }
+    }
+    if members.is_empty() {
+        return;
+    }
+    let prior = prior.clamp(floor, ceil.max(floor));
+    let mut delay = if running.is_empty() {
+        prior
+    } else {
+        round_delay(&running, ROUND_THETA, floor, ceil)
+    };
+    if unknown {
+        delay = delay.min(prior);
+    }
+    let mut at = now.saturating_add(delay);
+    {
+        let mut rounds = durations.rounds.lock();
+        if let Some(&planned_at) = rounds.get(pool)
+            && planned_at > now
+            && planned_at < at
+        {
+            at = planned_at;
+        }
+        rounds.insert(pool.to_string(), at);
+    }
+    for i in members {
+        if let Some(u) = decided.updates.get_mut(i) {
+            u.next_at = Some(at);
+        }
+    }
+}
+
+/// When the next round is due for running units of the given distributions and ages (ms):
+/// the smallest delay in `[floor, ceil]` at which the expected number of them ending reaches
+/// `theta`, or `ceil` if it never does.
+pub fn round_delay(running: &[(Arc<Distribution>, i64)], theta: f64, floor: i64, ceil: i64) -> i64 {
+    let ceil = ceil.max(floor);
+    let expected = |delta: i64| -> f64 {
+        running
+            .iter()
+            .map(|(d, age)| d.ends_within(*age, delta))
+            .sum()
+    };
+    if running.is_empty() || expected(ceil) < theta {
+        return ceil;
+    }
+    if expected(floor) >= theta {
+        return floor;
+    }
+    let (mut lo, mut hi) = (floor, ceil);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if expected(mid) >= theta {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uniform(lo: i64, hi: i64, n: i64) -> Arc<Distribution> {
+        Arc::new(
+            Distribution::new((0..n).map(|i| lo + (hi - lo) * i / (n - 1)).collect())
+                .expect("samples"),
+        )
+    }
+
+    #[test]
+    fn young_jobs_are_not_worth_a_round() {
+        let d = uniform(30_000, 120_000, 50);
+        // Twenty jobs just started: none can end within the next 20 s.
+        let running: Vec<_> = (0..20).map(|_| (d.clone(), 0)).collect();
+        assert_eq!(d.ends_within(0, 20_000), 0.0);
+        let delay = round_delay(&running, ROUND_THETA, 200, 60_000);
+        assert!(
+            delay > 30_000,
+            "first round after the shortest job: {delay}"
+        );
+    }
+
+    #[test]
+    fn rounds_close_in_as_many_jobs_near_their_end() {
+        let d = uniform(30_000, 120_000, 50);
+        // Twenty jobs spread over their run (ages 30 s to 106 s): together they end at about
+        // Σ 1/(120 s − age) ≈ 0.5 per second, so θ = 0.5 is about a second away.
+        let running: Vec<_> = (0..20).map(|i| (d.clone(), 30_000 + i * 4_000)).collect();
+        let delay = round_delay(&running, ROUND_THETA, 200, 60_000);
+        assert!((500..2_000).contains(&delay), "{delay}");
+        // One job alone waits about ten times as long as twenty.
+        let one = round_delay(&running[..1], ROUND_THETA, 200, 60_000);
+        assert!(one > 5 * delay, "{one} vs {delay}");
+    }
+
+    #[test]
+    fn tail_jobs_are_still_polled() {
+        let d = uniform(30_000, 120_000, 50);
+        assert!(d.ends_within(500_000, 10_000) > 0.0);
+        let delay = round_delay(&[(d, 500_000)], ROUND_THETA, 200, 600_000);
+        assert!(delay < 600_000);
+    }
+
+    #[test]
+    fn classes_name_model_mode_and_duration() {
+        let mut u = crate::scheduler::apply::tests::unit("u1", Some("j1"), "generate");
+        u.task_type = "video".into();
+        u.spec = r#"{"model_name":"kling-v1-6","mode":"pro","duration":"10","prompt":"x"}"#.into();
+        assert_eq!(class_of(&u), "video/generate/kling-v1-6/pro/10");
+        u.spec = "not json".into();
+        assert_eq!(class_of(&u), "video/generate");
+    }
+
+    /// A decided batch of "still running" polls for `units` (all of pool p1).
+    fn polls(units: &[&Unit], now: i64) -> Decided {
+        let mut decided = Decided::default();
+        for u in units {
+            decided.polling.push(decided.updates.len());
+            decided.updates.push(slotd_store::UnitUpdate {
+                unit_id: u.id.clone(),
+                from: Some(slotd_core::model::UnitStatus::Submitted),
+                to: Some(slotd_core::model::UnitStatus::Submitted),
+                next_at: Some(now + 5_000 + decided.updates.len() as i64 * 1_000),
+                ..Default::default()
+            });
+        }
+        decided
+    }
+
+    #[test]
+    fn polls_meet_in_one_round() {
+        let d = Durations::default();
+        let mut a = crate::scheduler::apply::tests::unit("a", Some("ja"), "s");
+        let mut b = crate::scheduler::apply::tests::unit("b", Some("jb"), "s");
+        // Not learned yet: every poll goes to the same round, `prior` away.
+        let now = 100_000;
+        let mut decided = polls(&[&a, &b], now);
+        schedule_round(&d, "p1", &[&a, &b], &mut decided, now, (200, 5_000, 30_000));
+        let at: Vec<_> = decided.updates.iter().map(|u| u.next_at).collect();
+        assert_eq!(at, vec![Some(now + 5_000), Some(now + 5_000)]);
+        // Learned (jobs take 30-40 s): jobs 35 s old are near their end, so the round is
+        // sooner than the prior; a job just started alone would wait longer.
+        for ms in [30_000, 32_000, 34_000, 36_000, 38_000, 40_000] {
+            d.observe("p1", &class_of(&a), ms);
+        }
+        a.submitted_at = Some(now - 35_000);
+        b.submitted_at = Some(now - 35_000);
+        let mut decided = polls(&[&a, &b], now);
+        schedule_round(
+            &d,
+            "p1",
+            &[&a, &b],
+            &mut decided,
+            now + 1,
+            (200, 5_000, 30_000),
+        );
+        let first = decided.updates[0].next_at.expect("timed");
+        assert!(first < now + 5_000, "{first}");
+        assert!(decided.updates.iter().all(|u| u.next_at == Some(first)));
+        // A young unit polled by another tick joins the round already decided.
+        let mut c = crate::scheduler::apply::tests::unit("c", Some("jc"), "s");
+        c.submitted_at = Some(now);
+        let mut decided = polls(&[&c], now);
+        schedule_round(&d, "p1", &[&c], &mut decided, now + 2, (200, 5_000, 30_000));
+        assert_eq!(decided.updates[0].next_at, Some(first));
+    }
+}
