@@ -10,6 +10,7 @@
 
 mod events;
 pub mod group_commit;
+mod one_impl;
 pub mod postgres;
 mod shared;
 pub mod sqlite;
@@ -186,8 +187,9 @@ pub struct TaskFilter {
 
 /// Page size of [`TaskStore::task_list`] when the caller asks for 0.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
-/// The largest page [`TaskStore::task_list`] serves.
-pub const LIST_LIMIT_MAX: u32 = 1000;
+/// The largest page [`TaskStore::task_list`] serves, whoever asks: a guard on the store, not
+/// the API's bound (`GET /v1/tasks` accepts at most 500, its own `LIST_LIMIT_MAX`).
+pub const PAGE_ROWS_MAX: u32 = 1000;
 
 /// Longest idempotency key [`TaskStore::unit_find_by_provider`] considers (the key comes from
 /// outside, and every prefix of it is a candidate unit id).

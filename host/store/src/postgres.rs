@@ -29,7 +29,6 @@ mod units;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
@@ -37,8 +36,8 @@ use super::shared::postgres as shared;
 use super::{
     ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
     EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
-    QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
-    UnitEvent, UnitUpdate,
+    QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, UnitEvent,
+    UnitUpdate,
 };
 use slotd_core::model::Unit;
 
@@ -108,6 +107,21 @@ impl PostgresStore {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+
+    /// Reads that need no transaction: the pool.
+    fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Single-statement writes: the pool.
+    fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// A write transaction on a pooled connection.
+    async fn begin(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        Ok(self.pool.begin().await?)
+    }
 }
 
 /// End a refused transaction now rather than when the pool next touches the connection: the
@@ -121,113 +135,17 @@ async fn rollback(tx: Transaction<'static, Postgres>, refusal: StoreError) -> St
     refusal
 }
 
-#[async_trait]
-impl TaskStore for PostgresStore {
-    async fn migrate(&self) -> StoreResult<()> {
-        MIGRATOR
-            .run(&self.pool)
-            .await
-            .map_err(|e| StoreError::Other(format!("migrating the PostgreSQL schema: {e}")))
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn host_key_get_or_create(
-        &self,
-        name: &str,
-        candidate: &[u8],
-        now: i64,
-    ) -> StoreResult<Vec<u8>> {
-        shared::host_key_get_or_create(&self.pool, name, candidate, now).await
-    }
-
-    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
-        shared::handler_version_record(&self.pool, row).await
-    }
-
-    async fn handler_version_list(
-        &self,
-        name: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<HandlerVersionRow>> {
-        shared::handler_version_list(&self.pool, name, limit).await
-    }
-
+// The methods both drivers share are written once in `one_impl.rs`; these are PostgreSQL's own.
+// PostgreSQL's differences: writers run side by side, so claims lock rows (`FOR UPDATE SKIP
+// LOCKED`), a refused fenced write rolls back at once to free the fence row, single statements
+// commit without a transaction, and a budget check locks its tenants' budget rows.
+crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", {
     async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
         if tasks.is_empty() {
             return Ok(Vec::new());
         }
         let mut conn = self.pool.acquire().await?;
         tasks::task_create_batch(&mut conn, tasks).await
-    }
-
-    async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
-        tasks::task_get(&self.pool, tenant, id).await
-    }
-
-    async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
-        shared::task_units(&self.pool, task_id).await
-    }
-
-    async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
-        tasks::task_list(&self.pool, Some(tenant), filter).await
-    }
-
-    async fn task_list_any(
-        &self,
-        tenant: Option<&str>,
-        filter: &TaskFilter,
-    ) -> StoreResult<TaskPage> {
-        tasks::task_list(&self.pool, tenant, filter).await
-    }
-
-    async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>> {
-        shared::task_tenant(&self.pool, id).await
-    }
-
-    async fn webhook_recent(
-        &self,
-        tenant: Option<&str>,
-        status: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>> {
-        shared::webhook_recent(&self.pool, tenant, status, limit).await
-    }
-
-    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog> {
-        shared::pool_slot_log(&self.pool, pool, since, limit).await
-    }
-
-    async fn task_cancel(
-        &self,
-        tenant: &str,
-        id: &str,
-        now: i64,
-    ) -> StoreResult<Option<Cancelled>> {
-        tasks::task_cancel(self.pool.begin().await?, tenant, id, now).await
-    }
-
-    async fn task_retry_failed(
-        &self,
-        tenant: &str,
-        id: &str,
-        now: i64,
-    ) -> StoreResult<Option<u32>> {
-        tasks::task_retry_failed(self.pool.begin().await?, tenant, id, now).await
-    }
-
-    async fn unit_list_fill(
-        &self,
-        pool: &str,
-        task_types: &[String],
-        now: i64,
-        limit: u32,
-        except_tenants: &[String],
-    ) -> StoreResult<Vec<Unit>> {
-        units::unit_list_pending(&self.pool, pool, task_types, now, limit, except_tenants).await
     }
 
     async fn unit_mark_granted(
@@ -237,7 +155,7 @@ impl TaskStore for PostgresStore {
         next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<crate::Marked> {
-        use crate::terms::{self, postgres as t};
+        use crate::terms::{self, budgets::postgres as t};
         if grants.is_empty() {
             return Ok(crate::Marked::default());
         }
@@ -267,66 +185,6 @@ impl TaskStore for PostgresStore {
         }
         tx.commit().await?;
         Ok(terms::marked(grants, moved, &checked.over))
-    }
-
-    async fn unit_list_submitted_accounts(
-        &self,
-        pool: &str,
-    ) -> StoreResult<Vec<(String, Option<String>)>> {
-        crate::terms::postgres::submitted_by_account(&self.pool, pool).await
-    }
-
-    async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
-        let rows =
-            crate::terms::postgres::deadlined_pending(&self.pool, pool, i64::from(limit)).await?;
-        shared::units_from_rows(&rows)
-    }
-
-    async fn unit_pending_groups(
-        &self,
-        pool: &str,
-        min_priority: i32,
-    ) -> StoreResult<Vec<crate::PendingGroup>> {
-        crate::terms::postgres::pending_groups(&self.pool, pool, min_priority).await
-    }
-
-    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
-        crate::terms::postgres::rank_in_group(&self.pool, unit_id, cap).await
-    }
-
-    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::Budget>> {
-        crate::terms::postgres::budget_get(&self.pool, tenant).await
-    }
-
-    async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
-        crate::terms::postgres::budget_set(&self.pool, budget).await
-    }
-
-    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
-        crate::terms::postgres::budget_prune_config(&self.pool, keep).await
-    }
-
-    async fn budget_usage(
-        &self,
-        tenant: &str,
-        period_ms: i64,
-        now: i64,
-    ) -> StoreResult<crate::Usage> {
-        crate::terms::postgres::budget_usage(&self.pool, tenant, period_ms, now).await
-    }
-
-    async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
-        crate::terms::postgres::cost_by_tenant(&self.pool).await
-    }
-
-    async fn unit_list_due(
-        &self,
-        pool: &str,
-        task_types: &[String],
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Unit>> {
-        units::unit_list_due(&self.pool, pool, task_types, now, limit).await
     }
 
     async fn unit_apply(
@@ -359,37 +217,10 @@ impl TaskStore for PostgresStore {
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
         let settle = crate::terms::settlements(&updates, &report.applied);
-        crate::terms::postgres::budget_settle(&mut tx, &settle, now).await?;
+        crate::terms::budgets::postgres::budget_settle(&mut tx, &settle, now).await?;
         tx.commit().await?;
         report.refused = refused;
         Ok(report)
-    }
-
-    async fn unit_next_due(
-        &self,
-        pool: &str,
-        status: slotd_core::model::UnitStatus,
-    ) -> StoreResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = $2")
-                .bind(pool)
-                .bind(status.as_str())
-                .fetch_one(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
-        units::unit_list_submitted_ids(&self.pool, pool).await
-    }
-
-    async fn unit_find_by_provider(
-        &self,
-        task_types: &[String],
-        provider_job_id: Option<&str>,
-        idempotency_key: Option<&str>,
-    ) -> StoreResult<Option<Unit>> {
-        units::unit_find_by_provider(&self.pool, task_types, provider_job_id, idempotency_key).await
     }
 
     async fn unit_claim_finalize(
@@ -415,15 +246,6 @@ impl TaskStore for PostgresStore {
         finalize::unit_complete(&self.pool, id, owner, result, now).await
     }
 
-    async fn unit_finalize_renew(
-        &self,
-        id: &str,
-        owner: &str,
-        lease_until: i64,
-    ) -> StoreResult<bool> {
-        finalize::unit_finalize_renew(&self.pool, id, owner, lease_until).await
-    }
-
     async fn unit_finalize_release(
         &self,
         release: FinalizeRelease<'_>,
@@ -436,63 +258,4 @@ impl TaskStore for PostgresStore {
         let mut conn = self.pool.acquire().await?;
         Ok(shared::fence_raise(&mut conn, pool, token).await? <= token)
     }
-
-    async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
-        shared::unit_count_by_pool(&self.pool).await
-    }
-
-    async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>> {
-        shared::task_queue_standing(&self.pool, task_id).await
-    }
-
-    async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-        shared::unit_events(&self.pool, task_id).await
-    }
-
-    async fn unit_events_after(
-        &self,
-        scope: EventScope<'_>,
-        after: EventCursor,
-        limit: u32,
-    ) -> StoreResult<EventPage> {
-        events::unit_events_after(&self.pool, scope, after, limit).await
-    }
-
-    async fn unit_events_head(&self) -> StoreResult<EventCursor> {
-        events::unit_events_head(&self.pool).await
-    }
-
-    async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool> {
-        events::unit_events_behind(&self.pool, task_id, cursor).await
-    }
-
-    async fn webhook_open_tasks(
-        &self,
-        after: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<(i64, String, String)>> {
-        shared::webhook_open_tasks(&self.pool, after, limit).await
-    }
-
-    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
-        shared::webhook_enqueue(&self.pool, d).await
-    }
-
-    async fn webhook_claim(
-        &self,
-        owner: &str,
-        lease_until: i64,
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>> {
-        shared::webhook_claim(&self.pool, owner, lease_until, now, limit).await
-    }
-
-    async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
-        shared::webhook_attempt(&self.pool, a).await
-    }
-
-    async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
-        shared::webhook_list(&self.pool, task_id).await
-    }
-}
+});

@@ -677,6 +677,79 @@ on_both_drivers! {
         Ok(out)
     }
 
+    /// See [`crate::TaskStore::unit_list_submitted_ids`].
+    pub(crate) async fn unit_list_submitted_ids(
+        pool: &Pool,
+        sched_pool: &str,
+    ) -> StoreResult<Vec<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM units WHERE pool = $1 AND status = 'submitted'")
+                .bind(sched_pool)
+                .fetch_all(pool)
+                .await?,
+        )
+    }
+
+    /// See [`crate::TaskStore::unit_finalize_renew`]: one guarded statement (on SQLite it
+    /// queues on the one writer like any write).
+    pub(crate) async fn unit_finalize_renew(
+        pool: &Pool,
+        id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> StoreResult<bool> {
+        let held = sqlx::query(
+            "UPDATE units SET lease_until = $3 \
+             WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(lease_until)
+        .execute(pool)
+        .await?
+        .rows_affected();
+        Ok(held > 0)
+    }
+
+    /// Record that task `id` changed at `now` (inside the write that changed it).
+    pub(crate) async fn task_touch(conn: &mut Conn, id: &str, now: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE tasks SET updated_at = $2 WHERE id = $1")
+            .bind(id)
+            .bind(now)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Record a cancel request on task `id` (the first one is kept). Returns 1 when this is
+    /// the first, else 0.
+    pub(crate) async fn task_request_cancel(conn: &mut Conn, id: &str, now: i64) -> StoreResult<u64> {
+        Ok(sqlx::query(
+            "UPDATE tasks SET cancel_requested_at = $2 \
+             WHERE id = $1 AND cancel_requested_at IS NULL",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(conn)
+        .await?
+        .rows_affected())
+    }
+
+    /// See [`crate::TaskStore::unit_next_due`].
+    pub(crate) async fn unit_next_due(
+        pool: &Pool,
+        name: &str,
+        status: UnitStatus,
+    ) -> StoreResult<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = $2")
+                .bind(name)
+                .bind(status.as_str())
+                .fetch_one(pool)
+                .await?,
+        )
+    }
+
     /// See [`crate::TaskStore::task_tenant`].
     pub(crate) async fn task_tenant(pool: &Pool, id: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar("SELECT tenant FROM tasks WHERE id = $1")

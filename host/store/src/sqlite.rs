@@ -27,7 +27,6 @@ mod units;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -37,8 +36,8 @@ use super::shared::sqlite as shared;
 use super::{
     ApplyReport, Attempt, AttemptOutcome, Cancelled, Created, Delivery, EventCursor, EventPage,
     EventScope, Fence, FinalizeRelease, HandlerVersionRow, NewDelivery, NewTask, PoolStatusCount,
-    QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, TaskStore,
-    UnitEvent, UnitUpdate,
+    QueueStanding, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord, UnitEvent,
+    UnitUpdate,
 };
 use slotd_core::model::Unit;
 
@@ -108,97 +107,32 @@ impl SqliteStore {
         &self.writer
     }
 
+    /// Reads that need no transaction.
+    fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    /// Single-statement writes: the one writer connection.
+    fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
     /// A write transaction on the writer connection.
     async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 }
 
-#[async_trait]
-impl TaskStore for SqliteStore {
-    async fn migrate(&self) -> StoreResult<()> {
-        MIGRATOR
-            .run(&self.writer)
-            .await
-            .map_err(|e| StoreError::Other(format!("migrating the SQLite schema: {e}")))
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.reader).await?;
-        Ok(())
-    }
-
+// The methods both drivers share are written once in `one_impl.rs`; these are SQLite's own.
+// SQLite's differences: every write transaction queues on the one writer, so the batch create,
+// finalization's moves and the fence advance each take one; a fenced write checks its fence
+// inside it and nothing else can interleave.
+crate::one_impl::impl_task_store!(SqliteStore, sqlite, "SQLite", {
     async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
         if tasks.is_empty() {
             return Ok(Vec::new());
         }
         tasks::task_create_batch(self.begin().await?, tasks).await
-    }
-
-    async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
-        tasks::task_get(&self.reader, tenant, id).await
-    }
-
-    async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
-        shared::task_units(&self.reader, task_id).await
-    }
-
-    async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
-        tasks::task_list(&self.reader, Some(tenant), filter).await
-    }
-
-    async fn task_list_any(
-        &self,
-        tenant: Option<&str>,
-        filter: &TaskFilter,
-    ) -> StoreResult<TaskPage> {
-        tasks::task_list(&self.reader, tenant, filter).await
-    }
-
-    async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>> {
-        shared::task_tenant(&self.reader, id).await
-    }
-
-    async fn webhook_recent(
-        &self,
-        tenant: Option<&str>,
-        status: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>> {
-        shared::webhook_recent(&self.reader, tenant, status, limit).await
-    }
-
-    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog> {
-        shared::pool_slot_log(&self.reader, pool, since, limit).await
-    }
-
-    async fn task_cancel(
-        &self,
-        tenant: &str,
-        id: &str,
-        now: i64,
-    ) -> StoreResult<Option<Cancelled>> {
-        tasks::task_cancel(self.begin().await?, tenant, id, now).await
-    }
-
-    async fn task_retry_failed(
-        &self,
-        tenant: &str,
-        id: &str,
-        now: i64,
-    ) -> StoreResult<Option<u32>> {
-        tasks::task_retry_failed(self.begin().await?, tenant, id, now).await
-    }
-
-    async fn unit_list_fill(
-        &self,
-        pool: &str,
-        task_types: &[String],
-        now: i64,
-        limit: u32,
-        except_tenants: &[String],
-    ) -> StoreResult<Vec<Unit>> {
-        units::unit_list_pending(&self.reader, pool, task_types, now, limit, except_tenants).await
     }
 
     async fn unit_mark_granted(
@@ -208,7 +142,7 @@ impl TaskStore for SqliteStore {
         next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<crate::Marked> {
-        use crate::terms::{self, sqlite as t};
+        use crate::terms::{self, budgets::sqlite as t};
         if grants.is_empty() {
             return Ok(crate::Marked::default());
         }
@@ -238,66 +172,6 @@ impl TaskStore for SqliteStore {
         Ok(terms::marked(grants, moved, &checked.over))
     }
 
-    async fn unit_list_submitted_accounts(
-        &self,
-        pool: &str,
-    ) -> StoreResult<Vec<(String, Option<String>)>> {
-        crate::terms::sqlite::submitted_by_account(&self.reader, pool).await
-    }
-
-    async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
-        let rows =
-            crate::terms::sqlite::deadlined_pending(&self.reader, pool, i64::from(limit)).await?;
-        shared::units_from_rows(&rows)
-    }
-
-    async fn unit_pending_groups(
-        &self,
-        pool: &str,
-        min_priority: i32,
-    ) -> StoreResult<Vec<crate::PendingGroup>> {
-        crate::terms::sqlite::pending_groups(&self.reader, pool, min_priority).await
-    }
-
-    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
-        crate::terms::sqlite::rank_in_group(&self.reader, unit_id, cap).await
-    }
-
-    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::Budget>> {
-        crate::terms::sqlite::budget_get(&self.reader, tenant).await
-    }
-
-    async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
-        crate::terms::sqlite::budget_set(&self.writer, budget).await
-    }
-
-    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
-        crate::terms::sqlite::budget_prune_config(&self.writer, keep).await
-    }
-
-    async fn budget_usage(
-        &self,
-        tenant: &str,
-        period_ms: i64,
-        now: i64,
-    ) -> StoreResult<crate::Usage> {
-        crate::terms::sqlite::budget_usage(&self.reader, tenant, period_ms, now).await
-    }
-
-    async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
-        crate::terms::sqlite::cost_by_tenant(&self.reader).await
-    }
-
-    async fn unit_list_due(
-        &self,
-        pool: &str,
-        task_types: &[String],
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Unit>> {
-        units::unit_list_due(&self.reader, pool, task_types, now, limit).await
-    }
-
     async fn unit_apply(
         &self,
         updates: &[UnitUpdate],
@@ -317,38 +191,10 @@ impl TaskStore for SqliteStore {
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
         let settle = crate::terms::settlements(&updates, &report.applied);
-        crate::terms::sqlite::budget_settle(&mut tx, &settle, now).await?;
+        crate::terms::budgets::sqlite::budget_settle(&mut tx, &settle, now).await?;
         tx.commit().await?;
         report.refused = refused;
         Ok(report)
-    }
-
-    async fn unit_next_due(
-        &self,
-        pool: &str,
-        status: slotd_core::model::UnitStatus,
-    ) -> StoreResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = ?1 AND status = ?2")
-                .bind(pool)
-                .bind(status.as_str())
-                .fetch_one(&self.reader)
-                .await?,
-        )
-    }
-
-    async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
-        units::unit_list_submitted_ids(&self.reader, pool).await
-    }
-
-    async fn unit_find_by_provider(
-        &self,
-        task_types: &[String],
-        provider_job_id: Option<&str>,
-        idempotency_key: Option<&str>,
-    ) -> StoreResult<Option<Unit>> {
-        units::unit_find_by_provider(&self.reader, task_types, provider_job_id, idempotency_key)
-            .await
     }
 
     async fn unit_claim_finalize(
@@ -374,15 +220,6 @@ impl TaskStore for SqliteStore {
         finalize::unit_complete(self.begin().await?, id, owner, result, now).await
     }
 
-    async fn unit_finalize_renew(
-        &self,
-        id: &str,
-        owner: &str,
-        lease_until: i64,
-    ) -> StoreResult<bool> {
-        finalize::unit_finalize_renew(self.begin().await?, id, owner, lease_until).await
-    }
-
     async fn unit_finalize_release(
         &self,
         release: FinalizeRelease<'_>,
@@ -398,84 +235,4 @@ impl TaskStore for SqliteStore {
         tx.commit().await?;
         Ok(current <= token)
     }
-
-    async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
-        shared::unit_count_by_pool(&self.reader).await
-    }
-
-    async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>> {
-        shared::task_queue_standing(&self.reader, task_id).await
-    }
-
-    async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
-        shared::unit_events(&self.reader, task_id).await
-    }
-
-    async fn unit_events_after(
-        &self,
-        scope: EventScope<'_>,
-        after: EventCursor,
-        limit: u32,
-    ) -> StoreResult<EventPage> {
-        events::unit_events_after(&self.reader, scope, after, limit).await
-    }
-
-    async fn unit_events_head(&self) -> StoreResult<EventCursor> {
-        events::unit_events_head(&self.reader).await
-    }
-
-    async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool> {
-        events::unit_events_behind(&self.reader, task_id, cursor).await
-    }
-
-    async fn webhook_open_tasks(
-        &self,
-        after: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<(i64, String, String)>> {
-        shared::webhook_open_tasks(&self.reader, after, limit).await
-    }
-
-    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
-        shared::webhook_enqueue(&self.writer, d).await
-    }
-
-    async fn webhook_claim(
-        &self,
-        owner: &str,
-        lease_until: i64,
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>> {
-        shared::webhook_claim(&self.writer, owner, lease_until, now, limit).await
-    }
-
-    async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
-        shared::webhook_attempt(&self.writer, a).await
-    }
-
-    async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
-        shared::webhook_list(&self.reader, task_id).await
-    }
-
-    async fn host_key_get_or_create(
-        &self,
-        name: &str,
-        candidate: &[u8],
-        now: i64,
-    ) -> StoreResult<Vec<u8>> {
-        shared::host_key_get_or_create(&self.writer, name, candidate, now).await
-    }
-
-    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
-        shared::handler_version_record(&self.writer, row).await
-    }
-
-    async fn handler_version_list(
-        &self,
-        name: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<HandlerVersionRow>> {
-        shared::handler_version_list(&self.reader, name, limit).await
-    }
-}
+});

@@ -84,26 +84,6 @@ pub(super) async fn unit_complete(
     Ok(done.is_some())
 }
 
-/// Push the lease of a unit `owner` is finalizing to `lease_until`, if it still holds it.
-pub(super) async fn unit_finalize_renew(
-    pool: &PgPool,
-    id: &str,
-    owner: &str,
-    lease_until: i64,
-) -> StoreResult<bool> {
-    let held = sqlx::query(
-        "UPDATE units SET lease_until = $3 \
-         WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2",
-    )
-    .bind(id)
-    .bind(owner)
-    .bind(lease_until)
-    .execute(pool)
-    .await?
-    .rows_affected();
-    Ok(held > 0)
-}
-
 /// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the
 /// lease. The provider result stays.
 pub(super) async fn unit_finalize_release(

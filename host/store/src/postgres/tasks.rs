@@ -12,8 +12,8 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, parse_status, task_from_row};
 use crate::{
-    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
-    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, NewTask, PAGE_ROWS_MAX, StoreError,
+    StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
 use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 
@@ -162,7 +162,7 @@ pub(super) async fn task_create_batch(
         })?));
     }
     let new: Vec<&NewTask> = tasks.iter().filter(|t| seqs.contains_key(&t.id)).collect();
-    crate::terms::postgres::write_terms(&mut tx, &new).await?;
+    crate::terms::deadlines::postgres::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }
@@ -224,7 +224,7 @@ pub(super) async fn task_list(
 ) -> StoreResult<TaskPage> {
     let limit = match filter.limit {
         0 => LIST_LIMIT_DEFAULT,
-        n => n.min(LIST_LIMIT_MAX),
+        n => n.min(PAGE_ROWS_MAX),
     };
     let scope = crate::tenant_scope(tenant);
     let rows: Vec<PgRow> = sqlx::query(&format!(
@@ -274,19 +274,6 @@ async fn task_lock_owned(
     Ok(found.is_some())
 }
 
-async fn task_touch(
-    tx: &mut Transaction<'static, Postgres>,
-    id: &str,
-    now: i64,
-) -> StoreResult<()> {
-    sqlx::query("UPDATE tasks SET updated_at = $2 WHERE id = $1")
-        .bind(id)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 /// Cancel with the task row and its live units locked: the request recorded on the task
 /// (first time kept), the units without a provider job cancelled, the `submitted` ones marked.
 /// A unit being marked submitted concurrently is either locked here first (and then skipped by
@@ -301,15 +288,7 @@ pub(super) async fn task_cancel(
         tx.rollback().await?;
         return Ok(None);
     }
-    let first = sqlx::query(
-        "UPDATE tasks SET cancel_requested_at = $2 \
-         WHERE id = $1 AND cancel_requested_at IS NULL",
-    )
-    .bind(id)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let first = crate::shared::postgres::task_request_cancel(&mut tx, id, now).await?;
     let rows = sqlx::query(&format!(
         "SELECT id, status, cancel_requested_at FROM units \
          WHERE task_id = $1 AND status NOT IN {TERMINAL_SQL} ORDER BY id FOR UPDATE"
@@ -370,7 +349,7 @@ pub(super) async fn task_cancel(
     .execute(&mut *tx)
     .await?;
     if first > 0 || !ends.is_empty() || !waits.is_empty() {
-        task_touch(&mut tx, id, now).await?;
+        crate::shared::postgres::task_touch(&mut tx, id, now).await?;
     }
     tx.commit().await?;
     let count = |n: usize| {
@@ -449,7 +428,7 @@ pub(super) async fn task_retry_failed(
     .await?;
     let moved = ids.len() + parked.len();
     if moved > 0 {
-        task_touch(&mut tx, id, now).await?;
+        crate::shared::postgres::task_touch(&mut tx, id, now).await?;
     }
     tx.commit().await?;
     let moved = u32::try_from(moved)

@@ -147,18 +147,6 @@ pub(super) async fn unit_list_due(
     units_from_rows(&rows)
 }
 
-pub(super) async fn unit_list_submitted_ids(
-    pool: &PgPool,
-    sched_pool: &str,
-) -> StoreResult<Vec<String>> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM units WHERE pool = $1 AND status = 'submitted'")
-            .bind(sched_pool)
-            .fetch_all(pool)
-            .await?,
-    )
-}
-
 /// By provider job id first; failing that, by idempotency key (`{unit id}-{stage}-{attempt}`,
 /// where ids and stages may contain `-`: every prefix ending before a `-` is a candidate id,
 /// confirmed by rebuilding the key from the unit).

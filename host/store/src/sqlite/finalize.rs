@@ -120,27 +120,6 @@ pub(super) async fn unit_complete(
     Ok(true)
 }
 
-/// Push the lease of a unit `owner` is finalizing to `lease_until`, if it still holds it.
-pub(super) async fn unit_finalize_renew(
-    mut tx: Transaction<'static, Sqlite>,
-    id: &str,
-    owner: &str,
-    lease_until: i64,
-) -> StoreResult<bool> {
-    let held = sqlx::query(
-        "UPDATE units SET lease_until = ?3 \
-         WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
-    )
-    .bind(id)
-    .bind(owner)
-    .bind(lease_until)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    tx.commit().await?;
-    Ok(held > 0)
-}
-
 /// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the
 /// lease. The provider result stays.
 pub(super) async fn unit_finalize_release(

@@ -7,8 +7,8 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, json_list, task_from_row};
 use crate::{
-    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, NewTask,
-    StoreError, StoreResult, TaskFilter, TaskPage, TaskRecord,
+    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, NewTask, PAGE_ROWS_MAX, StoreError,
+    StoreResult, TaskFilter, TaskPage, TaskRecord,
 };
 use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 
@@ -141,7 +141,7 @@ pub(super) async fn task_create_batch(
             ))
         })?));
     }
-    crate::terms::sqlite::write_terms(&mut tx, &new).await?;
+    crate::terms::deadlines::sqlite::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }
@@ -195,7 +195,7 @@ pub(super) async fn task_get(
 }
 
 /// Newest first by `seq`. `filter.limit` 0 means [`LIST_LIMIT_DEFAULT`]; it is capped at
-/// [`LIST_LIMIT_MAX`]. One row more than the page is read to know whether a next page exists.
+/// [`PAGE_ROWS_MAX`]. One row more than the page is read to know whether a next page exists.
 /// `tenant` `None`: every tenant's (see `shared::tenant_scope` for why two texts).
 pub(super) async fn task_list(
     pool: &SqlitePool,
@@ -204,7 +204,7 @@ pub(super) async fn task_list(
 ) -> StoreResult<TaskPage> {
     let limit = match filter.limit {
         0 => LIST_LIMIT_DEFAULT,
-        n => n.min(LIST_LIMIT_MAX),
+        n => n.min(PAGE_ROWS_MAX),
     };
     let scope = match tenant {
         Some(_) => "tenant = ?1",
@@ -257,15 +257,6 @@ async fn task_owned(
     Ok(found.is_some())
 }
 
-async fn task_touch(tx: &mut Transaction<'static, Sqlite>, id: &str, now: i64) -> StoreResult<()> {
-    sqlx::query("UPDATE tasks SET updated_at = ?2 WHERE id = ?1")
-        .bind(id)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 /// Cancel under the single writer: the request recorded on the task (first time kept), the
 /// units without a provider job cancelled, the `submitted` ones marked. Each event insert reads
 /// the statuses its update then changes, so it goes first, under the same guard.
@@ -279,15 +270,7 @@ pub(super) async fn task_cancel(
         tx.rollback().await?;
         return Ok(None);
     }
-    let first = sqlx::query(
-        "UPDATE tasks SET cancel_requested_at = ?2 \
-         WHERE id = ?1 AND cancel_requested_at IS NULL",
-    )
-    .bind(id)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let first = crate::shared::sqlite::task_request_cancel(&mut tx, id, now).await?;
     sqlx::query(&format!(
         "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
          SELECT id, task_id, ?2, status, 'cancelled', stage, 'cancelled by client' \
@@ -332,7 +315,7 @@ pub(super) async fn task_cancel(
     .await?
     .rows_affected();
     if first + units + waiting > 0 {
-        task_touch(&mut tx, id, now).await?;
+        crate::shared::sqlite::task_touch(&mut tx, id, now).await?;
     }
     tx.commit().await?;
     let count = |n: u64| {
@@ -408,7 +391,7 @@ pub(super) async fn task_retry_failed(
     .rows_affected();
     let moved = resubmitted + refinalized;
     if moved > 0 {
-        task_touch(&mut tx, id, now).await?;
+        crate::shared::sqlite::task_touch(&mut tx, id, now).await?;
     }
     tx.commit().await?;
     let moved = u32::try_from(moved)

@@ -175,18 +175,6 @@ pub(super) async fn unit_list_due(
     units_from_json(&text)
 }
 
-pub(super) async fn unit_list_submitted_ids(
-    pool: &SqlitePool,
-    sched_pool: &str,
-) -> StoreResult<Vec<String>> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM units WHERE pool = ?1 AND status = 'submitted'")
-            .bind(sched_pool)
-            .fetch_all(pool)
-            .await?,
-    )
-}
-
 /// By provider job id first; failing that, by idempotency key. The key is
 /// `{unit id}-{stage}-{attempt}` and both ids and stages may contain `-`, so every prefix
 /// ending before a `-` is a candidate id, looked up by primary key and confirmed by rebuilding

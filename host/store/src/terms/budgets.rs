@@ -1,58 +1,17 @@
-//! The records and statements of accounts, deadlines and budgets: a task's deadline terms and its units' cost estimates
-//! (written with the task), the account and the budget reservation written with the submit
-//! marker, the settling of reservations when a submission ends, and the tenant budgets.
-//!
-//! Budget rule (README "Tenant budgets"): a tenant with a budget may have units whose
-//! reserved-or-spent cost in the current period sums to at most its limit. Periods are aligned
-//! to the Unix epoch (`period_start = now - now % period`), so every instance agrees on them.
-//! A unit's estimate is reserved in the transaction of its submit marker, one ledger row per
-//! submission (unit, stage, submit attempt): a crash after the marker leaves the unit in doubt
-//! and its row reserved, and the submission that resolves it settles that same row.
+//! Tenant budgets: a tenant with a budget may have units whose reserved-or-spent cost in the
+//! current period sums to at most its limit. Periods are aligned to the Unix epoch
+//! (`period_start = now - now % period`), so every instance agrees on them. A unit's estimate
+//! is reserved in the transaction of its submit marker, one ledger row per submission (unit,
+//! stage, submit attempt): a crash after the marker leaves the unit in doubt and its row
+//! reserved, and the submission that resolves it settles that same row
+//! (docs/accounts-deadlines-budgets.md).
 
 use serde::Serialize;
 
-use crate::{StoreError, StoreResult};
-
-/// A task's deadline terms (request body `deadline`, `start_by`, `deadline_policy`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TaskTerms {
-    pub deadline_at: Option<i64>,
-    pub start_by: Option<i64>,
-    /// `deadline_policy: best_effort`.
-    pub best_effort: bool,
-}
-
-impl TaskTerms {
-    pub fn is_empty(&self) -> bool {
-        self.deadline_at.is_none() && self.start_by.is_none()
-    }
-}
-
-/// One slot grant to write as a submit marker.
-#[derive(Clone, Debug)]
-pub struct Grant {
-    pub unit_id: String,
-    pub tenant: String,
-    /// The account it is submitted on (`None`: the implicit account).
-    pub account: Option<String>,
-    /// What to reserve against the tenant's budget (the handler's estimate; unknown: 0).
-    pub estimate: f64,
-    /// `{stage}-{submit_attempt}`: the submission the reservation belongs to.
-    pub submission: String,
-    /// When a grant refused for budget is due again (its tenant's room may grow when running
-    /// submissions settle below their estimates; a raised limit makes it due at once).
-    pub budget_retry_at: i64,
-}
-
-/// What [`crate::TaskStore::unit_mark_granted`] did.
-#[derive(Clone, Debug, Default)]
-pub struct Marked {
-    /// The units marked submitted, in the order of the grants.
-    pub units: Vec<slotd_core::model::Unit>,
-    /// Grants refused because their tenant's budget could not cover them (the units stay
-    /// pending with `wait_reason = "budget"`).
-    pub over_budget: Vec<String>,
-}
+use super::accounts::Grant;
+use super::corrupt;
+use crate::StoreResult;
+use crate::shared::on_both_drivers;
 
 /// A tenant's budget.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -147,56 +106,22 @@ pub fn parse_cost(text: &str) -> Option<f64> {
         .filter(|c| c.is_finite() && *c >= 0.0)
 }
 
-fn corrupt(what: &str) -> StoreError {
-    StoreError::Corrupt(what.to_string())
+/// The budget check's answer: the grants that fit (indexes, in order), those over budget, and
+/// the tenants that have a budget (only their grants get ledger rows).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Checked {
+    pub fit: Vec<usize>,
+    pub over: Vec<usize>,
+    pub budgeted: std::collections::HashSet<String>,
 }
 
-use super::shared::on_both_drivers;
+/// Grants checked against budgets: those with a tenant (the scheduler's; a bare
+/// `unit_mark_submitted` names none and reserves nothing).
+pub(crate) fn budgeted(grants: &[Grant]) -> bool {
+    grants.iter().any(|g| !g.tenant.is_empty())
+}
 
 on_both_drivers! {
-    /// Write the deadline terms of the tasks just inserted, and their units' cost estimates.
-    /// Nothing for tasks without terms or estimates (the common case costs no statement).
-    pub(crate) async fn write_terms(
-        conn: &mut Conn,
-        tasks: &[&crate::NewTask],
-    ) -> StoreResult<()> {
-        for t in tasks {
-            if !t.terms.is_empty() {
-                let policy = if t.terms.best_effort { "best_effort" } else { "refuse" };
-                sqlx::query(
-                    "UPDATE tasks SET deadline_at = $2, start_by = $3, deadline_policy = $4 \
-                     WHERE id = $1",
-                )
-                .bind(&t.id)
-                .bind(t.terms.deadline_at)
-                .bind(t.terms.start_by)
-                .bind(policy)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query(
-                    "UPDATE units SET deadline_at = $2, start_by = $3, best_effort = $4 \
-                     WHERE task_id = $1",
-                )
-                .bind(&t.id)
-                .bind(t.terms.deadline_at.unwrap_or(slotd_core::model::NO_DEADLINE))
-                .bind(t.terms.start_by)
-                .bind(i32::from(t.terms.best_effort))
-                .execute(&mut *conn)
-                .await?;
-            }
-            for u in &t.units {
-                if let Some(c) = u.cost_estimate {
-                    sqlx::query("UPDATE units SET cost_estimate = $2 WHERE id = $1")
-                        .bind(&u.id)
-                        .bind(c)
-                        .execute(&mut *conn)
-                        .await?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// The budget check of a submit marker, in its transaction: which grants fit their
     /// tenant's budget (in order; once a tenant's grant does not fit, its later grants wait
     /// too, so its units keep their FIFO order). On PostgreSQL the budget row is locked, so
@@ -473,147 +398,4 @@ on_both_drivers! {
         }
         Ok(sums.into_iter().map(|(t, (c, e, n))| (t, c, e, n)).collect())
     }
-
-    /// Submitted units of `pool` with their accounts (slot reconciliation per account).
-    pub(crate) async fn submitted_by_account(
-        pool: &Pool,
-        sched_pool: &str,
-    ) -> StoreResult<Vec<(String, Option<String>)>> {
-        Ok(sqlx::query_as(
-            "SELECT id, account FROM units WHERE pool = $1 AND status = 'submitted'",
-        )
-        .bind(sched_pool)
-        .fetch_all(pool)
-        .await?)
-    }
-
-    /// Pending units of `pool` that carry a deadline or a start-by time, earliest deadline
-    /// first (the deadline sweep; best-effort ones too, whose decision is recorded). The
-    /// condition repeats the partial index `units_deadline`'s, constant included, so the
-    /// planner can use it.
-    pub(crate) async fn deadlined_pending(
-        pool: &Pool,
-        sched_pool: &str,
-        limit: i64,
-    ) -> StoreResult<Vec<DbRow>> {
-        Ok(sqlx::query(&format!(
-            "SELECT {} FROM units \
-             WHERE pool = $1 AND status = 'pending' \
-               AND (deadline_at < {} OR start_by IS NOT NULL) \
-             ORDER BY deadline_at, task_seq, idx LIMIT $2",
-            crate::shared::UNIT_COLS,
-            slotd_core::model::NO_DEADLINE
-        ))
-        .bind(sched_pool)
-        .bind(limit)
-        .fetch_all(pool)
-        .await?)
-    }
-
-    /// Pending units per (priority, tenant) at or above `min_priority`: an index-only count
-    /// on `units_fill`.
-    pub(crate) async fn pending_groups(
-        pool: &Pool,
-        sched_pool: &str,
-        min_priority: i32,
-    ) -> StoreResult<Vec<PendingGroup>> {
-        let rows: Vec<(Count, String, i64)> = sqlx::query_as(
-            "SELECT priority, tenant, COUNT(*) FROM units \
-             WHERE pool = $1 AND status = 'pending' AND priority >= $2 \
-             GROUP BY priority, tenant",
-        )
-        .bind(sched_pool)
-        .bind(min_priority)
-        .fetch_all(pool)
-        .await?;
-        rows.into_iter()
-            .map(|(priority, tenant, n)| {
-                Ok(PendingGroup {
-                    priority: i32::try_from(i64::from(priority))
-                        .map_err(|_| corrupt("unit priority out of range"))?,
-                    tenant,
-                    pending: u64::try_from(n).unwrap_or(0),
-                })
-            })
-            .collect()
-    }
-
-    /// The pending units of the unit's (pool, priority, tenant) group before it in fill
-    /// order, up to `cap` (a range of `units_fill`; a unit no longer pending has none).
-    pub(crate) async fn rank_in_group(pool: &Pool, unit_id: &str, cap: u32) -> StoreResult<u64> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM units AS u JOIN units AS x \
-                 ON x.pool = u.pool AND x.status = 'pending' AND x.priority = u.priority \
-                AND x.tenant = u.tenant \
-                AND (x.deadline_at, x.task_seq, x.idx) < (u.deadline_at, u.task_seq, u.idx) \
-             WHERE u.id = $1 AND u.status = 'pending' LIMIT $2) AS ahead",
-        )
-        .bind(unit_id)
-        .bind(i64::from(cap))
-        .fetch_one(pool)
-        .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-}
-
-/// Pending units of one (priority, tenant) group of a pool.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingGroup {
-    pub priority: i32,
-    pub tenant: String,
-    pub pending: u64,
-}
-
-/// The budget check's answer: the grants that fit (indexes, in order), those over budget, and
-/// the tenants that have a budget (only their grants get ledger rows).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Checked {
-    pub fit: Vec<usize>,
-    pub over: Vec<usize>,
-    pub budgeted: std::collections::HashSet<String>,
-}
-
-/// The grants at `fit`, grouped by account (in order of first appearance), as the marker
-/// writes them: one statement per account.
-pub(crate) fn by_account<'a>(
-    grants: &'a [Grant],
-    fit: &[usize],
-) -> Vec<(Option<&'a str>, Vec<String>)> {
-    let mut out: Vec<(Option<&str>, Vec<String>)> = Vec::new();
-    for &i in fit {
-        let Some(g) = grants.get(i) else { continue };
-        let account = g.account.as_deref();
-        match out.iter_mut().find(|(a, _)| *a == account) {
-            Some((_, ids)) => ids.push(g.unit_id.clone()),
-            None => out.push((account, vec![g.unit_id.clone()])),
-        }
-    }
-    out
-}
-
-/// Put marked units in the order of the grants and name the grants over budget.
-pub(crate) fn marked(
-    grants: &[Grant],
-    mut units: Vec<slotd_core::model::Unit>,
-    over: &[usize],
-) -> Marked {
-    let order: std::collections::HashMap<&str, usize> = grants
-        .iter()
-        .enumerate()
-        .map(|(i, g)| (g.unit_id.as_str(), i))
-        .collect();
-    units.sort_by_key(|u| order.get(u.id.as_str()).copied().unwrap_or(usize::MAX));
-    Marked {
-        units,
-        over_budget: over
-            .iter()
-            .filter_map(|&i| grants.get(i).map(|g| g.unit_id.clone()))
-            .collect(),
-    }
-}
-
-/// Grants checked against budgets: those with a tenant (the scheduler's; a bare
-/// `unit_mark_submitted` names none and reserves nothing).
-pub(crate) fn budgeted(grants: &[Grant]) -> bool {
-    grants.iter().any(|g| !g.tenant.is_empty())
 }

@@ -1,0 +1,308 @@
+//! One `impl TaskStore` for both drivers. [`impl_task_store!`] writes every method whose body
+//! is the same on SQLite and PostgreSQL once, over four names each driver gives its store:
+//!
+//! - `reader()`: where reads that need no transaction go (SQLite: its reader pool beside the
+//!   one writer connection; PostgreSQL: the pool);
+//! - `writer()`: where single-statement writes go (SQLite: the one writer connection;
+//!   PostgreSQL: the pool);
+//! - `begin()`: a write transaction (SQLite: `BEGIN IMMEDIATE` on the writer);
+//! - `MIGRATOR`: the driver's embedded schema;
+//!
+//! and the driver's modules the bodies name: `shared` (the statements both drivers share,
+//! [`crate::shared`]), `tasks`, `units`, `events`, and the driver's half of `crate::terms`.
+//!
+//! What differs in more than those names is passed in by the driver, in its own file, where
+//! the difference is explained: the batch create, the submit marker, the batch apply,
+//! finalization's claim, completion and release, and the fence advance. Those are the dialect
+//! differences: SQLite has one writer and serializes every write transaction on it;
+//! PostgreSQL locks rows (`FOR UPDATE`, `SKIP LOCKED`) and commits single statements without
+//! a transaction.
+
+/// `impl TaskStore for $store`, with the methods shared by both drivers written here and the
+/// driver's own (`$own`) passed in. `$driver` names the driver's module in `crate::terms`'s
+/// concept modules (`sqlite` or `postgres`); `$dialect` names the database in messages.
+macro_rules! impl_task_store {
+    ($store:ty, $driver:ident, $dialect:literal, { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl crate::TaskStore for $store {
+            $($own)*
+
+            async fn migrate(&self) -> StoreResult<()> {
+                MIGRATOR.run(self.writer()).await.map_err(|e| {
+                    StoreError::Other(format!("migrating the {} schema: {e}", $dialect))
+                })
+            }
+
+            async fn ping(&self) -> StoreResult<()> {
+                sqlx::query("SELECT 1").execute(self.reader()).await?;
+                Ok(())
+            }
+
+            async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
+                tasks::task_get(self.reader(), tenant, id).await
+            }
+
+            async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
+                shared::task_units(self.reader(), task_id).await
+            }
+
+            async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
+                tasks::task_list(self.reader(), Some(tenant), filter).await
+            }
+
+            async fn task_list_any(
+                &self,
+                tenant: Option<&str>,
+                filter: &TaskFilter,
+            ) -> StoreResult<TaskPage> {
+                tasks::task_list(self.reader(), tenant, filter).await
+            }
+
+            async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>> {
+                shared::task_tenant(self.reader(), id).await
+            }
+
+            async fn webhook_recent(
+                &self,
+                tenant: Option<&str>,
+                status: Option<&str>,
+                limit: u32,
+            ) -> StoreResult<Vec<Delivery>> {
+                shared::webhook_recent(self.reader(), tenant, status, limit).await
+            }
+
+            async fn pool_slot_log(
+                &self,
+                pool: &str,
+                since: i64,
+                limit: u32,
+            ) -> StoreResult<SlotLog> {
+                shared::pool_slot_log(self.reader(), pool, since, limit).await
+            }
+
+            async fn task_cancel(
+                &self,
+                tenant: &str,
+                id: &str,
+                now: i64,
+            ) -> StoreResult<Option<Cancelled>> {
+                tasks::task_cancel(self.begin().await?, tenant, id, now).await
+            }
+
+            async fn task_retry_failed(
+                &self,
+                tenant: &str,
+                id: &str,
+                now: i64,
+            ) -> StoreResult<Option<u32>> {
+                tasks::task_retry_failed(self.begin().await?, tenant, id, now).await
+            }
+
+            async fn unit_list_fill(
+                &self,
+                pool: &str,
+                task_types: &[String],
+                now: i64,
+                limit: u32,
+                except_tenants: &[String],
+            ) -> StoreResult<Vec<Unit>> {
+                units::unit_list_pending(self.reader(), pool, task_types, now, limit, except_tenants)
+                    .await
+            }
+
+            async fn unit_list_submitted_accounts(
+                &self,
+                pool: &str,
+            ) -> StoreResult<Vec<(String, Option<String>)>> {
+                crate::terms::accounts::$driver::submitted_by_account(self.reader(), pool).await
+            }
+
+            async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>> {
+                let rows = crate::terms::deadlines::$driver::deadlined_pending(
+                    self.reader(),
+                    pool,
+                    i64::from(limit),
+                )
+                .await?;
+                shared::units_from_rows(&rows)
+            }
+
+            async fn unit_pending_groups(
+                &self,
+                pool: &str,
+                min_priority: i32,
+            ) -> StoreResult<Vec<crate::PendingGroup>> {
+                crate::terms::deadlines::$driver::pending_groups(self.reader(), pool, min_priority)
+                    .await
+            }
+
+            async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64> {
+                crate::terms::deadlines::$driver::rank_in_group(self.reader(), unit_id, cap).await
+            }
+
+            async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::Budget>> {
+                crate::terms::budgets::$driver::budget_get(self.reader(), tenant).await
+            }
+
+            async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
+                crate::terms::budgets::$driver::budget_set(self.writer(), budget).await
+            }
+
+            async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
+                crate::terms::budgets::$driver::budget_prune_config(self.writer(), keep).await
+            }
+
+            async fn budget_usage(
+                &self,
+                tenant: &str,
+                period_ms: i64,
+                now: i64,
+            ) -> StoreResult<crate::Usage> {
+                crate::terms::budgets::$driver::budget_usage(self.reader(), tenant, period_ms, now)
+                    .await
+            }
+
+            async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>> {
+                crate::terms::budgets::$driver::cost_by_tenant(self.reader()).await
+            }
+
+            async fn unit_list_due(
+                &self,
+                pool: &str,
+                task_types: &[String],
+                now: i64,
+                limit: u32,
+            ) -> StoreResult<Vec<Unit>> {
+                units::unit_list_due(self.reader(), pool, task_types, now, limit).await
+            }
+
+            async fn unit_next_due(
+                &self,
+                pool: &str,
+                status: slotd_core::model::UnitStatus,
+            ) -> StoreResult<Option<i64>> {
+                shared::unit_next_due(self.reader(), pool, status).await
+            }
+
+            async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
+                shared::unit_list_submitted_ids(self.reader(), pool).await
+            }
+
+            async fn unit_finalize_renew(
+                &self,
+                id: &str,
+                owner: &str,
+                lease_until: i64,
+            ) -> StoreResult<bool> {
+                shared::unit_finalize_renew(self.writer(), id, owner, lease_until).await
+            }
+
+            async fn unit_find_by_provider(
+                &self,
+                task_types: &[String],
+                provider_job_id: Option<&str>,
+                idempotency_key: Option<&str>,
+            ) -> StoreResult<Option<Unit>> {
+                units::unit_find_by_provider(
+                    self.reader(),
+                    task_types,
+                    provider_job_id,
+                    idempotency_key,
+                )
+                .await
+            }
+
+            async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
+                shared::unit_count_by_pool(self.reader()).await
+            }
+
+            async fn task_queue_standing(
+                &self,
+                task_id: &str,
+            ) -> StoreResult<Option<QueueStanding>> {
+                shared::task_queue_standing(self.reader(), task_id).await
+            }
+
+            async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
+                shared::unit_events(self.reader(), task_id).await
+            }
+
+            async fn unit_events_after(
+                &self,
+                scope: EventScope<'_>,
+                after: EventCursor,
+                limit: u32,
+            ) -> StoreResult<EventPage> {
+                events::unit_events_after(self.reader(), scope, after, limit).await
+            }
+
+            async fn unit_events_head(&self) -> StoreResult<EventCursor> {
+                events::unit_events_head(self.reader()).await
+            }
+
+            async fn unit_events_behind(
+                &self,
+                task_id: &str,
+                cursor: EventCursor,
+            ) -> StoreResult<bool> {
+                events::unit_events_behind(self.reader(), task_id, cursor).await
+            }
+
+            async fn webhook_open_tasks(
+                &self,
+                after: i64,
+                limit: u32,
+            ) -> StoreResult<Vec<(i64, String, String)>> {
+                shared::webhook_open_tasks(self.reader(), after, limit).await
+            }
+
+            async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
+                shared::webhook_enqueue(self.writer(), d).await
+            }
+
+            async fn webhook_claim(
+                &self,
+                owner: &str,
+                lease_until: i64,
+                now: i64,
+                limit: u32,
+            ) -> StoreResult<Vec<Delivery>> {
+                shared::webhook_claim(self.writer(), owner, lease_until, now, limit).await
+            }
+
+            async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
+                shared::webhook_attempt(self.writer(), a).await
+            }
+
+            async fn webhook_list(
+                &self,
+                task_id: &str,
+            ) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
+                shared::webhook_list(self.reader(), task_id).await
+            }
+
+            async fn host_key_get_or_create(
+                &self,
+                name: &str,
+                candidate: &[u8],
+                now: i64,
+            ) -> StoreResult<Vec<u8>> {
+                shared::host_key_get_or_create(self.writer(), name, candidate, now).await
+            }
+
+            async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
+                shared::handler_version_record(self.writer(), row).await
+            }
+
+            async fn handler_version_list(
+                &self,
+                name: Option<&str>,
+                limit: u32,
+            ) -> StoreResult<Vec<HandlerVersionRow>> {
+                shared::handler_version_list(self.reader(), name, limit).await
+            }
+        }
+    };
+}
+
+pub(crate) use impl_task_store;

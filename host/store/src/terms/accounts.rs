@@ -1,0 +1,86 @@
+//! Accounts and the submit marker's records: the grant a marker is written for (its account
+//! and its budget reservation), what the marker wrote, the grants grouped per account (one
+//! statement each), and the submitted units per account that slot reconciliation reads.
+
+use crate::StoreResult;
+use crate::shared::on_both_drivers;
+
+/// One slot grant to write as a submit marker.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub unit_id: String,
+    pub tenant: String,
+    /// The account it is submitted on (`None`: the implicit account).
+    pub account: Option<String>,
+    /// What to reserve against the tenant's budget (the handler's estimate; unknown: 0).
+    pub estimate: f64,
+    /// `{stage}-{submit_attempt}`: the submission the reservation belongs to.
+    pub submission: String,
+    /// When a grant refused for budget is due again (its tenant's room may grow when running
+    /// submissions settle below their estimates; a raised limit makes it due at once).
+    pub budget_retry_at: i64,
+}
+
+/// What [`crate::TaskStore::unit_mark_granted`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Marked {
+    /// The units marked submitted, in the order of the grants.
+    pub units: Vec<slotd_core::model::Unit>,
+    /// Grants refused because their tenant's budget could not cover them (the units stay
+    /// pending with `wait_reason = "budget"`).
+    pub over_budget: Vec<String>,
+}
+
+/// The grants at `fit`, grouped by account (in order of first appearance), as the marker
+/// writes them: one statement per account.
+pub(crate) fn by_account<'a>(
+    grants: &'a [Grant],
+    fit: &[usize],
+) -> Vec<(Option<&'a str>, Vec<String>)> {
+    let mut out: Vec<(Option<&str>, Vec<String>)> = Vec::new();
+    for &i in fit {
+        let Some(g) = grants.get(i) else { continue };
+        let account = g.account.as_deref();
+        match out.iter_mut().find(|(a, _)| *a == account) {
+            Some((_, ids)) => ids.push(g.unit_id.clone()),
+            None => out.push((account, vec![g.unit_id.clone()])),
+        }
+    }
+    out
+}
+
+/// Put marked units in the order of the grants and name the grants over budget.
+pub(crate) fn marked(
+    grants: &[Grant],
+    mut units: Vec<slotd_core::model::Unit>,
+    over: &[usize],
+) -> Marked {
+    let order: std::collections::HashMap<&str, usize> = grants
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.unit_id.as_str(), i))
+        .collect();
+    units.sort_by_key(|u| order.get(u.id.as_str()).copied().unwrap_or(usize::MAX));
+    Marked {
+        units,
+        over_budget: over
+            .iter()
+            .filter_map(|&i| grants.get(i).map(|g| g.unit_id.clone()))
+            .collect(),
+    }
+}
+
+on_both_drivers! {
+    /// Submitted units of `pool` with their accounts (slot reconciliation per account).
+    pub(crate) async fn submitted_by_account(
+        pool: &Pool,
+        sched_pool: &str,
+    ) -> StoreResult<Vec<(String, Option<String>)>> {
+        Ok(sqlx::query_as(
+            "SELECT id, account FROM units WHERE pool = $1 AND status = 'submitted'",
+        )
+        .bind(sched_pool)
+        .fetch_all(pool)
+        .await?)
+    }
+}
