@@ -68,7 +68,7 @@ macro_rules! impl_task_store {
                 status: Option<&str>,
                 limit: u32,
             ) -> StoreResult<Vec<Delivery>> {
-                shared::webhook_recent(self.reader(), tenant, status, limit).await
+                crate::webhooks::$driver::webhook_recent(self.reader(), tenant, status, limit).await
             }
 
             async fn pool_slot_log(
@@ -253,11 +253,11 @@ macro_rules! impl_task_store {
                 after: i64,
                 limit: u32,
             ) -> StoreResult<Vec<(i64, String, String)>> {
-                shared::webhook_open_tasks(self.reader(), after, limit).await
+                crate::webhooks::$driver::webhook_open_tasks(self.reader(), after, limit).await
             }
 
             async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
-                shared::webhook_enqueue(self.writer(), d).await
+                crate::webhooks::$driver::webhook_enqueue(self.writer(), d).await
             }
 
             async fn webhook_claim(
@@ -267,18 +267,18 @@ macro_rules! impl_task_store {
                 now: i64,
                 limit: u32,
             ) -> StoreResult<Vec<Delivery>> {
-                shared::webhook_claim(self.writer(), owner, lease_until, now, limit).await
+                crate::webhooks::$driver::webhook_claim(self.writer(), owner, lease_until, now, limit).await
             }
 
             async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
-                shared::webhook_attempt(self.writer(), a).await
+                crate::webhooks::$driver::webhook_attempt(self.writer(), a).await
             }
 
             async fn webhook_list(
                 &self,
                 task_id: &str,
             ) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
-                shared::webhook_list(self.reader(), task_id).await
+                crate::webhooks::$driver::webhook_list(self.reader(), task_id).await
             }
 
             async fn host_key_get_or_create(

@@ -15,9 +15,8 @@
 use sqlx::Row;
 
 use crate::{
-    Attempt, AttemptNext, AttemptOutcome, Delivery, Fence, HandlerVersionRow, NewDelivery,
-    PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult,
-    TaskRecord, UnitEvent,
+    Fence, HandlerVersionRow, PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog,
+    StoreError, StoreResult, TaskRecord, UnitEvent,
 };
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 
@@ -49,10 +48,6 @@ pub(crate) const EVENT_TENANT: &str =
 
 /// The scope condition of a tenant-wide event stream: `$3` (the task) is bound as NULL.
 pub(crate) const EVENT_SCOPE_ALL: &str = "CAST($3 AS TEXT) IS NULL";
-
-/// The columns of `webhook_deliveries` that make a [`Delivery`].
-const DELIVERY_COLS: &str = "id, task_id, tenant, url, event, payload, status, attempts, \
-     next_at, last_status, last_error, created_at, delivered_at";
 
 /// The tenant condition of a list that an admin may widen to every tenant: `$1` is the
 /// tenant, or NULL for all. Two texts rather than `($1 IS NULL OR tenant = $1)`, so that the
@@ -511,172 +506,6 @@ on_both_drivers! {
         Ok(())
     }
 
-    fn delivery_from_row(row: &DbRow) -> StoreResult<Delivery> {
-        Ok(Delivery {
-            id: row.try_get("id")?,
-            task_id: row.try_get("task_id")?,
-            tenant: row.try_get("tenant")?,
-            url: row.try_get("url")?,
-            event: row.try_get("event")?,
-            payload: row.try_get("payload")?,
-            status: row.try_get("status")?,
-            attempts: i64::from(row.try_get::<Count, _>("attempts")?),
-            next_at: row.try_get("next_at")?,
-            last_status: row.try_get::<Option<Count>, _>("last_status")?.map(i64::from),
-            last_error: row.try_get("last_error")?,
-            created_at: row.try_get("created_at")?,
-            delivered_at: row.try_get("delivered_at")?,
-        })
-    }
-
-    /// See [`crate::TaskStore::webhook_open_tasks`]; the condition is the partial
-    /// index's, word for word (SQLite uses a partial index only then).
-    pub(crate) async fn webhook_open_tasks(
-        pool: &Pool,
-        after: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<(i64, String, String)>> {
-        Ok(sqlx::query_as(
-            "SELECT seq, tenant, id FROM tasks \
-             WHERE callback_url IS NOT NULL AND webhook_done = 0 AND seq > $1 \
-             ORDER BY seq LIMIT $2",
-        )
-        .bind(after)
-        .bind(i64::from(limit))
-        .fetch_all(pool)
-        .await?)
-    }
-
-    /// See [`crate::TaskStore::webhook_enqueue`].
-    pub(crate) async fn webhook_enqueue(pool: &Pool, d: &NewDelivery) -> StoreResult<()> {
-        let mut tx = pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO webhook_deliveries \
-                 (id, task_id, tenant, url, event, payload, status, next_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&d.id)
-        .bind(&d.task_id)
-        .bind(&d.tenant)
-        .bind(&d.url)
-        .bind(&d.event)
-        .bind(&d.payload)
-        .bind(d.now)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE tasks SET webhook_done = 1 WHERE id = $1")
-            .bind(&d.task_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// See [`crate::TaskStore::webhook_claim`]. The lease condition is in the update's
-    /// own `WHERE` too: of two instances picking the same delivery, the second finds it taken.
-    pub(crate) async fn webhook_claim(
-        pool: &Pool,
-        owner: &str,
-        lease_until: i64,
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>> {
-        let free = "status = 'pending' AND next_at <= $3 \
-             AND (lease_until IS NULL OR lease_until <= $3)";
-        let rows = sqlx::query(&format!(
-            "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2 \
-             WHERE id IN (SELECT id FROM webhook_deliveries WHERE {free} \
-                          ORDER BY next_at LIMIT $4) AND {free} \
-             RETURNING {DELIVERY_COLS}"
-        ))
-        .bind(owner)
-        .bind(lease_until)
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(delivery_from_row).collect()
-    }
-
-    /// See [`crate::TaskStore::webhook_attempt`].
-    pub(crate) async fn webhook_attempt(pool: &Pool, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
-        let (status, next_at, delivered_at) = match a.next {
-            AttemptNext::Delivered => ("delivered", a.at, Some(a.at)),
-            AttemptNext::RetryAt(at) => ("pending", at, None),
-            AttemptNext::GiveUp => ("failed", a.at, None),
-        };
-        let mut tx = pool.begin().await?;
-        let held = sqlx::query(
-            "UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, next_at = $4, \
-                 last_status = $5, last_error = $6, delivered_at = $7, \
-                 lease_owner = NULL, lease_until = NULL \
-             WHERE id = $1 AND lease_owner = $2 AND status = 'pending'",
-        )
-        .bind(a.delivery_id)
-        .bind(a.owner)
-        .bind(status)
-        .bind(next_at)
-        .bind(a.status)
-        .bind(&a.error)
-        .bind(delivered_at)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if held == 0 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        sqlx::query(
-            "INSERT INTO webhook_attempts (delivery_id, at, status, error, duration_ms) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(a.delivery_id)
-        .bind(a.at)
-        .bind(a.status)
-        .bind(&a.error)
-        .bind(a.duration_ms)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    /// See [`crate::TaskStore::webhook_list`].
-    pub(crate) async fn webhook_list(
-        pool: &Pool,
-        task_id: &str,
-    ) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DELIVERY_COLS} FROM webhook_deliveries WHERE task_id = $1 ORDER BY created_at, id"
-        ))
-        .bind(task_id)
-        .fetch_all(pool)
-        .await?;
-        let mut out = Vec::new();
-        for row in &rows {
-            let d = delivery_from_row(row)?;
-            let attempts = sqlx::query(
-                "SELECT at, status, error, duration_ms FROM webhook_attempts \
-                 WHERE delivery_id = $1 ORDER BY id",
-            )
-            .bind(&d.id)
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .map(|r| {
-                Ok(Attempt {
-                    at: r.try_get("at")?,
-                    status: r.try_get::<Option<Count>, _>("status")?.map(i64::from),
-                    error: r.try_get("error")?,
-                    duration_ms: r.try_get("duration_ms")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-            out.push((d, attempts));
-        }
-        Ok(out)
-    }
-
     /// See [`crate::TaskStore::unit_list_submitted_ids`].
     pub(crate) async fn unit_list_submitted_ids(
         pool: &Pool,
@@ -756,27 +585,6 @@ on_both_drivers! {
             .bind(id)
             .fetch_optional(pool)
             .await?)
-    }
-
-    /// See [`crate::TaskStore::webhook_recent`].
-    pub(crate) async fn webhook_recent(
-        pool: &Pool,
-        tenant: Option<&str>,
-        status: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DELIVERY_COLS} FROM webhook_deliveries \
-             WHERE {} AND (CAST($2 AS TEXT) IS NULL OR status = $2) \
-             ORDER BY created_at DESC, id DESC LIMIT $3",
-            tenant_scope(tenant)
-        ))
-        .bind(tenant)
-        .bind(status)
-        .bind(i64::from(limit))
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(delivery_from_row).collect()
     }
 
     /// See [`crate::TaskStore::pool_slot_log`].
