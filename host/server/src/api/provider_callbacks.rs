@@ -43,7 +43,7 @@ struct Received {
 
 /// A callback without a token
 ///
-/// The bare callback URL of earlier versions: always refused, since it proves nothing.
+/// The bare provider callback URL of earlier versions: always refused, since it proves nothing.
 #[utoipa::path(
     post,
     path = "/v1/callbacks/{handler}",
@@ -52,7 +52,7 @@ struct Received {
     security(()),
     params(("handler" = String, Path, description = "The handler name")),
     request_body(content = Object, description = "The provider's notification", content_type = "application/json"),
-    responses((status = 401, description = "Always: the URL carries no callback token")),
+    responses((status = 401, description = "Always: the URL carries no provider callback token")),
 )]
 async fn without_token(Path(name): Path<String>) -> ApiError {
     tracing::warn!(handler = %name, "callback without a token refused");
@@ -116,7 +116,7 @@ fn verify_signature(
     security(()),
     params(
         ("handler" = String, Path, description = "The handler name"),
-        ("token" = String, Path, description = "The callback token slotd minted into the URL"),
+        ("token" = String, Path, description = "The provider callback token slotd minted into the URL"),
     ),
     request_body(content = Object, description = "The provider's notification", content_type = "application/json"),
     responses(
