@@ -669,3 +669,17 @@ pub async fn open(url: &str) -> anyhow::Result<DynStore> {
         anyhow::bail!("database_url {shown:?}: expected a sqlite:// or postgres:// URL")
     }
 }
+
+/// End a refused transaction now rather than when the pool next touches the connection: a
+/// fence check holds the pool's fence row (on PostgreSQL), and a lingering transaction would
+/// keep the next leader's advance waiting. The refusal is what the caller needs to hear; a
+/// failed rollback (the connection is gone, which ends the transaction anyway) is only logged.
+pub(crate) async fn rollback<DB: sqlx::Database>(
+    tx: sqlx::Transaction<'static, DB>,
+    refusal: StoreError,
+) -> StoreError {
+    if let Err(e) = tx.rollback().await {
+        tracing::warn!(error = %e, "rolling back a refused write");
+    }
+    refusal
+}

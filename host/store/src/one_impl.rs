@@ -6,13 +6,14 @@
 //! - `writer()`: where single-statement writes go (SQLite: the one writer connection;
 //!   PostgreSQL: the pool);
 //! - `begin()`: a write transaction (SQLite: `BEGIN IMMEDIATE` on the writer);
+//! - `BUDGET_ROW_LOCK`: how the submit marker's budget check locks budget rows;
 //! - `MIGRATOR`: the driver's embedded schema;
 //!
 //! and the driver's modules the bodies name: `shared` (the statements both drivers share,
 //! [`crate::shared`]), `tasks`, `units`, `events`, and the driver's half of `crate::terms`.
 //!
 //! What differs in more than those names is passed in by the driver, in its own file, where
-//! the difference is explained: the batch create, the submit marker, the batch apply,
+//! the difference is explained: the batch create, the batch apply,
 //! finalization's claim, completion and release, and the fence advance. Those are the dialect
 //! differences: SQLite has one writer and serializes every write transaction on it;
 //! PostgreSQL locks rows (`FOR UPDATE`, `SKIP LOCKED`) and commits single statements without
@@ -108,6 +109,47 @@ macro_rules! impl_task_store {
             ) -> StoreResult<Vec<Unit>> {
                 units::unit_list_pending(self.reader(), pool, task_types, now, limit, except_tenants)
                     .await
+            }
+
+            async fn unit_mark_granted(
+                &self,
+                grants: &[crate::Grant],
+                now: i64,
+                next_at: i64,
+                fence: Option<&Fence>,
+            ) -> StoreResult<crate::Marked> {
+                use crate::terms::{self, budgets::$driver as budgets};
+                if grants.is_empty() {
+                    return Ok(crate::Marked::default());
+                }
+                let mut tx = self.begin().await?;
+                if let Some(fence) = fence
+                    && let Err(e) = shared::fence_check(&mut tx, fence).await
+                {
+                    return Err(crate::rollback(tx, e).await);
+                }
+                let budgeted = terms::budgeted(grants);
+                let checked = if budgeted {
+                    budgets::budget_check(&mut tx, grants, now, BUDGET_ROW_LOCK).await?
+                } else {
+                    terms::Checked {
+                        fit: (0..grants.len()).collect(),
+                        ..terms::Checked::default()
+                    }
+                };
+                let mut moved = Vec::with_capacity(checked.fit.len());
+                for (account, ids) in terms::by_account(grants, &checked.fit) {
+                    moved.extend(
+                        units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?,
+                    );
+                }
+                if budgeted {
+                    let ids: std::collections::HashSet<&str> =
+                        moved.iter().map(|u| u.id.as_str()).collect();
+                    budgets::budget_record(&mut tx, grants, &ids, &checked, now).await?;
+                }
+                tx.commit().await?;
+                Ok(terms::marked(grants, moved, &checked.over))
             }
 
             async fn unit_list_submitted_accounts(

@@ -124,16 +124,9 @@ impl PostgresStore {
     }
 }
 
-/// End a refused transaction now rather than when the pool next touches the connection: the
-/// fence check holds the pool's fence row, and a lingering transaction would keep the next
-/// leader's advance waiting. The refusal is what the caller needs to hear; a failed rollback
-/// (the connection is gone, which ends the transaction anyway) is only logged.
-async fn rollback(tx: Transaction<'static, Postgres>, refusal: StoreError) -> StoreError {
-    if let Err(e) = tx.rollback().await {
-        tracing::warn!(error = %e, "rolling back a refused write");
-    }
-    refusal
-}
+/// The row lock of the submit marker's budget check. Writers run side by side: the check
+/// locks its tenants' budget rows, so two pools reserving for one tenant at once take turns.
+const BUDGET_ROW_LOCK: &str = " FOR UPDATE";
 
 // The methods both drivers share are written once in `one_impl.rs`; these are PostgreSQL's own.
 // PostgreSQL's differences: writers run side by side, so claims lock rows (`FOR UPDATE SKIP
@@ -146,45 +139,6 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", {
         }
         let mut conn = self.pool.acquire().await?;
         tasks::task_create_batch(&mut conn, tasks).await
-    }
-
-    async fn unit_mark_granted(
-        &self,
-        grants: &[crate::Grant],
-        now: i64,
-        next_at: i64,
-        fence: Option<&Fence>,
-    ) -> StoreResult<crate::Marked> {
-        use crate::terms::{self, budgets::postgres as t};
-        if grants.is_empty() {
-            return Ok(crate::Marked::default());
-        }
-        let mut tx = self.pool.begin().await?;
-        if let Some(fence) = fence
-            && let Err(e) = shared::fence_check(&mut tx, fence).await
-        {
-            return Err(rollback(tx, e).await);
-        }
-        let budgeted = terms::budgeted(grants);
-        let checked = if budgeted {
-            t::budget_check(&mut tx, grants, now, " FOR UPDATE").await?
-        } else {
-            terms::Checked {
-                fit: (0..grants.len()).collect(),
-                ..terms::Checked::default()
-            }
-        };
-        let mut moved = Vec::with_capacity(checked.fit.len());
-        for (account, ids) in terms::by_account(grants, &checked.fit) {
-            moved.extend(units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?);
-        }
-        if budgeted {
-            let ids: std::collections::HashSet<&str> =
-                moved.iter().map(|u| u.id.as_str()).collect();
-            t::budget_record(&mut tx, grants, &ids, &checked, now).await?;
-        }
-        tx.commit().await?;
-        Ok(terms::marked(grants, moved, &checked.over))
     }
 
     async fn unit_apply(
@@ -213,7 +167,7 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", {
         if let Some(fence) = fence
             && let Err(e) = shared::fence_check(&mut tx, fence).await
         {
-            return Err(rollback(tx, e).await);
+            return Err(crate::rollback(tx, e).await);
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
         let settle = crate::terms::settlements(&updates, &report.applied);

@@ -123,6 +123,10 @@ impl SqliteStore {
     }
 }
 
+/// The row lock of the submit marker's budget check. One writer: no other transaction can
+/// change a budget row between the check and the marker, so the check takes no lock.
+const BUDGET_ROW_LOCK: &str = "";
+
 // The methods both drivers share are written once in `one_impl.rs`; these are SQLite's own.
 // SQLite's differences: every write transaction queues on the one writer, so the batch create,
 // finalization's moves and the fence advance each take one; a fenced write checks its fence
@@ -133,43 +137,6 @@ crate::one_impl::impl_task_store!(SqliteStore, sqlite, "SQLite", {
             return Ok(Vec::new());
         }
         tasks::task_create_batch(self.begin().await?, tasks).await
-    }
-
-    async fn unit_mark_granted(
-        &self,
-        grants: &[crate::Grant],
-        now: i64,
-        next_at: i64,
-        fence: Option<&Fence>,
-    ) -> StoreResult<crate::Marked> {
-        use crate::terms::{self, budgets::sqlite as t};
-        if grants.is_empty() {
-            return Ok(crate::Marked::default());
-        }
-        let mut tx = self.begin().await?;
-        if let Some(fence) = fence {
-            shared::fence_check(&mut tx, fence).await?;
-        }
-        let budgeted = terms::budgeted(grants);
-        let checked = if budgeted {
-            t::budget_check(&mut tx, grants, now, "").await?
-        } else {
-            terms::Checked {
-                fit: (0..grants.len()).collect(),
-                ..terms::Checked::default()
-            }
-        };
-        let mut moved = Vec::with_capacity(checked.fit.len());
-        for (account, ids) in terms::by_account(grants, &checked.fit) {
-            moved.extend(units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?);
-        }
-        if budgeted {
-            let ids: std::collections::HashSet<&str> =
-                moved.iter().map(|u| u.id.as_str()).collect();
-            t::budget_record(&mut tx, grants, &ids, &checked, now).await?;
-        }
-        tx.commit().await?;
-        Ok(terms::marked(grants, moved, &checked.over))
     }
 
     async fn unit_apply(
