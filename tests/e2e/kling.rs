@@ -57,14 +57,9 @@ pub fn kling_config_with(
     c.scheduler.min_rest = Duration::from_millis(2);
     // Short deadline: an in-doubt unit waits out the call that may still be creating it.
     c.limits.call_deadline = Duration::from_secs(2);
-    c.pools.insert(
-        "kling:video".into(),
-        PoolConfig {
-            max_slots: video_slots,
-        },
-    );
     c.pools
-        .insert("kling:avatar".into(), PoolConfig { max_slots: 2 });
+        .insert("kling:video".into(), PoolConfig::slots(video_slots));
+    c.pools.insert("kling:avatar".into(), PoolConfig::slots(2));
     for name in ["kling-video", "kling-avatar"] {
         let mut h = HandlerConfig::default();
         h.settings

@@ -30,6 +30,7 @@ mod runway;
 mod runway_cancel;
 mod runway_crash;
 mod runway_key;
+mod runway_quotas;
 mod runway_recordings;
 mod scale_cluster;
 mod scale_pg_outage;

@@ -266,10 +266,8 @@ async fn broken_files_are_refused_with_the_reason_and_the_running_version_keeps_
 async fn removed_handler_units_wait_and_complete_when_it_returns() {
     // One slot for ten units of twenty polls each: most are still pending when the file goes.
     let live = Live::start(|c| {
-        c.pools.insert(
-            "fixture".into(),
-            slotd_core::config::PoolConfig { max_slots: 1 },
-        );
+        c.pools
+            .insert("fixture".into(), slotd_core::config::PoolConfig::slots(1));
     })
     .await;
     let target = live.plugins.join("fixture.wasm");

@@ -209,7 +209,7 @@ impl Run {
         let mut limits: Vec<(&str, u32)> = c
             .pools
             .iter()
-            .map(|(name, p)| (name.as_str(), p.max_slots))
+            .filter_map(|(name, p)| Some((name.as_str(), p.max_slots?)))
             .collect();
         limits.extend_from_slice(pools);
         let now = slotd_core::clock::Clock::now_ms(self.services.clock.as_ref());
@@ -382,12 +382,7 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
         .expect("copy runway-video.wasm");
         c.handlers
             .insert(HANDLER.into(), handler_config(&sim, API_KEY_DEFAULT));
-        c.pools.insert(
-            POOL.into(),
-            PoolConfig {
-                max_slots: SHOTS as u32,
-            },
-        );
+        c.pools.insert(POOL.into(), PoolConfig::slots(SHOTS as u32));
     })
     .await;
     let id = m.submit(TASK_TYPE, payload("ttl", SHOTS)).await;

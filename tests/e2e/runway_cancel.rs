@@ -28,7 +28,7 @@ async fn runway_cancel_deletes_running_tasks_and_reuses_slots_only_after_they_en
         ..sim_options(2)
     };
     let run = Run::start(opts, |c, _| {
-        c.pools.insert(POOL.into(), PoolConfig { max_slots: 2 });
+        c.pools.insert(POOL.into(), PoolConfig::slots(2));
     })
     .await;
     let a = run.submit(payload("a", 3)).await;
@@ -137,7 +137,7 @@ async fn runway_a_cancelled_outcome_unknown_unit_keeps_its_slot_for_the_hold() {
         ..sim_options(6)
     };
     let run = Run::start(opts, |c, _| {
-        c.pools.insert(POOL.into(), PoolConfig { max_slots: 1 });
+        c.pools.insert(POOL.into(), PoolConfig::slots(1));
         // The hold: 600 s × 0.002 = 1.2 s, longer than the phantom's 0.3–0.8 s.
         let h = c.handlers.get_mut(HANDLER).expect("handler config");
         h.settings

@@ -18,7 +18,7 @@ fn committed_recordings() -> PathBuf {
 /// [`Run::start`] with every `runway-video` call recorded into the run's `recordings/`.
 async fn recorded_run(opts: RunwayOptions, slots: u32) -> Run {
     Run::start(opts, |c, dir| {
-        c.pools.insert(POOL.into(), PoolConfig { max_slots: slots });
+        c.pools.insert(POOL.into(), PoolConfig::slots(slots));
         let h = c.handlers.get_mut(HANDLER).expect("handler config");
         h.record = Some(dir.join("recordings"));
     })

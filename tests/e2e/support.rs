@@ -66,10 +66,8 @@ pub fn test_config(dir: &Path, stub: &StubHandle, slots: u32) -> Config {
     c.scheduler.retry_budget = 3;
     c.limits.call_deadline = Duration::from_secs(2);
     c.limits.memory_bytes = 32 * 1024 * 1024;
-    c.pools
-        .insert("fixture".into(), PoolConfig { max_slots: slots });
-    c.pools
-        .insert("fixture-b".into(), PoolConfig { max_slots: slots });
+    c.pools.insert("fixture".into(), PoolConfig::slots(slots));
+    c.pools.insert("fixture-b".into(), PoolConfig::slots(slots));
     c.handlers
         .insert("fixture".into(), fixture_handler_config(stub));
     c
@@ -421,7 +419,7 @@ pub async fn services_check(services: &Services) -> slotd_server::check::Report 
     let pools: Vec<(&str, u32)> = c
         .pools
         .iter()
-        .map(|(name, p)| (name.as_str(), p.max_slots))
+        .filter_map(|(name, p)| Some((name.as_str(), p.max_slots?)))
         .collect();
     let now = services.clock.now_ms();
     check_report_at(&c.database_url, Some(&c.object_store), &pools, now).await

@@ -25,6 +25,7 @@ mod env;
 mod file;
 mod handler;
 mod limits;
+mod quotas;
 mod scheduler;
 mod tenants;
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub use self::api::{
 pub use self::file::parse_duration;
 pub use self::handler::{Account, ApiKey, HandlerConfig, Secret};
 pub use self::limits::RuntimeLimits;
+pub use self::quotas::{QUOTA_WINDOW_MAX, Quota, Window, parse_rate};
 pub use self::scheduler::SchedulerConfig;
 pub use self::tenants::{BudgetConfig, TenantConfig};
 pub use self::validate::check_tenant_name;
@@ -110,11 +112,30 @@ impl Role {
     }
 }
 
-/// A pool's operator settings (`[pools."kling:video"] max_slots = 18`).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+/// A pool's operator settings (`[pools."kling:video"] max_slots = 18`, and its quotas:
+/// `rate = "100/min"`, `daily = 6`; see `quotas.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
-    pub max_slots: u32,
+    /// Unset: what the handler proposes.
+    #[serde(default)]
+    pub max_slots: Option<u32>,
+    /// Creates per window.
+    #[serde(default, deserialize_with = "quotas::rate")]
+    pub rate: Option<Quota>,
+    /// Creates per day (rolling 24 h unless the table says otherwise).
+    #[serde(default, deserialize_with = "quotas::daily")]
+    pub daily: Option<Quota>,
+}
+
+impl PoolConfig {
+    /// A pool of `n` slots and no other quota.
+    pub fn slots(n: u32) -> Self {
+        PoolConfig {
+            max_slots: Some(n),
+            ..PoolConfig::default()
+        }
+    }
 }
 
 /// Everything slotd needs to run. `Debug` redacts the passwords of the URLs it holds (see
@@ -269,7 +290,7 @@ impl Config {
     pub fn pool_max(&self, pool: &str, proposed: u32) -> u32 {
         self.pools
             .get(pool)
-            .map(|p| p.max_slots)
+            .and_then(|p| p.max_slots)
             .unwrap_or(proposed)
             .max(1)
     }

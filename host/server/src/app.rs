@@ -121,6 +121,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         metrics: metrics_handle(),
         capacity: Default::default(),
         accounts: Default::default(),
+        closures: Default::default(),
         durations: Default::default(),
     })
 }

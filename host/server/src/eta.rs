@@ -137,6 +137,9 @@ pub struct Inputs<'a> {
     pub pool: &'a Distribution,
     /// The task's own class, when known apart from the pool's.
     pub own: Option<&'a Distribution>,
+    /// While quotas hold every new submit of the pool back (a full window, a provider's
+    /// closure): until when. No pending unit starts before then.
+    pub opens_at: Option<i64>,
 }
 
 /// When the task's last job in its pool is expected to end (Unix ms).
@@ -147,6 +150,7 @@ pub fn completion(input: Inputs<'_>) -> i64 {
         standing,
         pool,
         own,
+        opens_at,
     } = input;
     let ages = |mine_only: bool| -> Vec<i64> {
         standing
@@ -182,6 +186,13 @@ pub fn completion(input: Inputs<'_>) -> i64 {
     if standing.pending == 0 {
         return own_end;
     }
+    // A slot freed while the pool is closed takes its next unit when it opens.
+    if let Some(opens) = opens_at.filter(|t| *t > now) {
+        free = free
+            .into_iter()
+            .map(|Reverse(at)| Reverse(at.max(opens)))
+            .collect();
+    }
     let pool_mean = pool.mean().max(1);
     let replayed = standing.ahead_last.min(REPLAY_MAX);
     for _ in 0..replayed {
@@ -214,6 +225,7 @@ mod tests {
             standing,
             pool,
             own: None,
+            opens_at: None,
         })
     }
 
@@ -273,6 +285,29 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_closed_by_a_quota_starts_nothing_before_it_opens() {
+        let d = dist(&[1000, 1000, 1000, 1000]);
+        let s = standing(1, 0, vec![]);
+        let closed = |opens_at| {
+            completion(Inputs {
+                now: 10_000,
+                slots: 2,
+                standing: &s,
+                pool: &d,
+                own: None,
+                opens_at,
+            })
+        };
+        assert_eq!(closed(None), 11_000);
+        assert_eq!(closed(Some(50_000)), 51_000);
+        assert_eq!(
+            closed(Some(9_000)),
+            11_000,
+            "an end in the past changes nothing"
+        );
+    }
+
+    #[test]
     fn its_own_class_sets_its_duration_and_long_queues_drain_at_the_pool_rate() {
         let pool = dist(&[1000, 1000, 1000, 1000]);
         let own = dist(&[5000, 5000, 5000, 5000]);
@@ -283,6 +318,7 @@ mod tests {
             standing: &s,
             pool: &pool,
             own: Some(&own),
+            opens_at: None,
         });
         assert_eq!(at, 5000);
         // A million ahead on 10 slots: about 100,000 pool means.

@@ -38,6 +38,9 @@ pub struct Services {
     /// Drained provider accounts (credentials refused, balance exhausted), kept by the
     /// scheduler, shown by the API.
     pub accounts: Arc<crate::pool_state::AccountHealth>,
+    /// Slot sets closed by a provider's quota refusal, kept by the scheduler, shown by the
+    /// API.
+    pub closures: Arc<crate::pool_state::Closures>,
     /// The provider's observed job durations (learned by ticks and callbacks) and each pool's
     /// next poll round.
     pub durations: Arc<crate::pool_state::durations::Durations>,

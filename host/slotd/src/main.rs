@@ -394,7 +394,7 @@ async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
         pool_limits: config
             .pools
             .iter()
-            .map(|(name, p)| (name.clone(), p.max_slots))
+            .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
             .collect(),
         finalize_grace: args.finalize_grace,
         now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),

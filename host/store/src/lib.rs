@@ -28,7 +28,7 @@ use serde::Serialize;
 pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use shared::tenant_scope;
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
-pub use terms::{Budget, Grant, Marked, PendingGroup, TaskTerms, Usage};
+pub use terms::{Budget, Create, Grant, Marked, PendingGroup, TaskTerms, Usage};
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
@@ -434,6 +434,7 @@ pub trait TaskStore: Send + Sync + 'static {
                 estimate: 0.0,
                 submission: String::new(),
                 budget_retry_at: now,
+                quota_pool: None,
             })
             .collect();
         Ok(self
@@ -451,6 +452,11 @@ pub trait TaskStore: Send + Sync + 'static {
         next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<Marked>;
+    /// The creates recorded for `pool`'s quotas (grants with `quota_pool`) at or after
+    /// `since`, oldest first.
+    async fn quota_creates_since(&self, pool: &str, since: i64) -> StoreResult<Vec<Create>>;
+    /// Forget recorded creates older than `before`; returns how many.
+    async fn quota_creates_prune(&self, before: i64) -> StoreResult<u64>;
     /// Submitted units of `pool` and the accounts they were submitted on.
     async fn unit_list_submitted_accounts(
         &self,

@@ -148,8 +148,21 @@ macro_rules! impl_task_store {
                         moved.iter().map(|u| u.id.as_str()).collect();
                     budgets::budget_record(&mut tx, grants, &ids, &checked, now).await?;
                 }
+                terms::creates::$driver::record_marked(&mut tx, grants, &moved, now).await?;
                 tx.commit().await?;
                 Ok(terms::marked(grants, moved, &checked.over))
+            }
+
+            async fn quota_creates_since(
+                &self,
+                pool: &str,
+                since: i64,
+            ) -> StoreResult<Vec<crate::Create>> {
+                crate::terms::creates::$driver::since(self.reader(), pool, since).await
+            }
+
+            async fn quota_creates_prune(&self, before: i64) -> StoreResult<u64> {
+                crate::terms::creates::$driver::prune(self.writer(), before).await
             }
 
             async fn unit_list_submitted_accounts(

@@ -17,8 +17,9 @@ pub enum Created {
         id: String,
         estimated_credits: Option<f64>,
     },
-    /// Not made, for now: the daily limit (429) or Runway shedding load (502, 503). Creating
-    /// again later is safe.
+    /// Not made, for now: the daily limit (429, code [`QUOTA_EXHAUSTED`]: the host closes the
+    /// model's pool until `after_ms` or its own estimate, and spends no retry budget) or Runway
+    /// shedding load (502, 503). Creating again later is safe.
     Refused {
         after_ms: Option<u64>,
         error: ProviderError,
@@ -56,7 +57,11 @@ pub fn classify(answer: &Result<Response, HttpError>, now_ms: u64) -> Created {
             Err(why) => Created::Unknown(why),
         },
         401 => Created::AccountRefused(account_refused(r)),
-        429 | 502 | 503 => Created::Refused {
+        429 => Created::Refused {
+            after_ms: retry_after_ms(&r.headers, now_ms),
+            error: quota_exhausted(r),
+        },
+        502 | 503 => Created::Refused {
             after_ms: retry_after_ms(&r.headers, now_ms),
             error: with_hint(answers::error(r), hint(r.status)),
         },
@@ -75,6 +80,21 @@ pub fn account_refused(r: &Response) -> ProviderError {
         format!("runway {code}: {}", error.message),
     )
 }
+
+/// The error of a create's 429: code [`QUOTA_EXHAUSTED`], Runway's status and text in the
+/// message. Runway answers 429 to a create only for the model's daily generation limit (it has
+/// no request rate limit within it, RUNWAY_API.md).
+pub fn quota_exhausted(r: &Response) -> ProviderError {
+    let error = with_hint(answers::error(r), hint(r.status));
+    let code = error.code.unwrap_or_else(|| format!("http_{}", r.status));
+    ProviderError::new(
+        Some(QUOTA_EXHAUSTED),
+        format!("runway {code}: {}", error.message),
+    )
+}
+
+/// The contract's code (1.3 convention) for a create refused by a quota: Runway's daily limit.
+pub const QUOTA_EXHAUSTED: &str = "quota_exhausted";
 
 /// The contract's code (1.2) for an answer refusing the account's credentials: Runway's 401.
 /// Runway documents no "not enough credits" answer, so this handler never reports
@@ -144,9 +164,10 @@ mod tests {
         let got = classify(&daily, 0);
         assert!(
             matches!(&got, Created::Refused { after_ms: Some(120_000), error }
-            if error.message.contains("daily generation limit"))
+            if error.message.starts_with("runway http_429: ")
+                && error.message.contains("daily generation limit"))
         );
-        assert_eq!(code(&got), Some("http_429"));
+        assert_eq!(code(&got), Some(QUOTA_EXHAUSTED));
         for status in [502, 503] {
             let got = classify(&answer(status, json!({"error": "busy"})), 0);
             assert!(

@@ -528,3 +528,44 @@ fn api_keys_are_not_admins_unless_marked() {
         error_of(bad, &[])
     );
 }
+
+#[test]
+fn pools_take_quotas_beside_slots() {
+    let file = r#"
+        [pools."runway:gen4_turbo"]
+        daily = { limit = 6, window = "40s" }
+        rate = "100/min"
+        [pools."kling:video"]
+        max_slots = 18
+        daily = 500
+    "#;
+    let c = Config::from_parts(Some(file), &env_of(&[])).expect("valid");
+    let p = &c.pools["runway:gen4_turbo"];
+    assert_eq!(p.max_slots, None);
+    assert_eq!(
+        c.pool_max("runway:gen4_turbo", 5),
+        5,
+        "no max_slots: the proposal"
+    );
+    assert_eq!(
+        p.daily.map(|q| (q.limit, q.window.len_ms())),
+        Some((6, 40_000))
+    );
+    assert_eq!(
+        p.rate.map(|q| (q.limit, q.window.len_ms())),
+        Some((100, 60_000))
+    );
+    assert_eq!(c.pools["kling:video"].daily.map(|q| q.limit), Some(500));
+    let bad = |file: &str| {
+        format!(
+            "{:#}",
+            Config::from_parts(Some(file), &env_of(&[])).expect_err("must fail")
+        )
+    };
+    let e = bad("[pools.p]\nrate = \"100 per minute\"");
+    assert!(e.contains("pools") && e.contains("100 per minute"), "{e}");
+    let e = bad("[pools.p]\ndaily = { limit = 6, window = \"2d\" }");
+    assert!(e.contains("at most a day"), "{e}");
+    let e = bad("[pools.p]\ndaily = \"lots\"");
+    assert!(e.contains("daily"), "{e}");
+}

@@ -10,8 +10,11 @@ impl Config {
         self.scheduler.validate(self.limits.call_deadline)?;
         self.limits.validate()?;
         for (name, p) in &self.pools {
-            if p.max_slots == 0 {
+            if p.max_slots == Some(0) {
                 bail!("pools.{name:?}.max_slots must be at least 1");
+            }
+            if p.max_slots.is_none() && p.rate.is_none() && p.daily.is_none() {
+                bail!("pools.{name} sets nothing: give max_slots, rate or daily");
             }
         }
         for (name, h) in &self.handlers {

@@ -44,6 +44,15 @@ pub struct PoolView {
     /// with one implicit account, empty, or while that account is drained, one entry named
     /// `default`. The pool's figures are their sums.
     pub accounts: Vec<AccountView>,
+    /// Its quotas on creates (`[pools."NAME"] rate`, `daily`): each dimension's limit, use,
+    /// room and when it resets. Empty for a pool with slots only.
+    pub quotas: Vec<crate::pool_state::QuotaView>,
+    /// While quotas hold every new submit back (a full window, or the provider's refusal
+    /// closed every slot set of the pool): until when (Unix ms); pending units wait until then.
+    pub closed_until: Option<i64>,
+    /// The provider's refusal that closed the pool's own slot set (the implicit account), with
+    /// its words; named accounts show theirs in `accounts`.
+    pub closure: Option<crate::pool_state::Closure>,
 }
 
 /// One provider account's share of a pool.
@@ -60,6 +69,8 @@ pub struct AccountView {
     pub state: &'static str,
     /// Why it is drained and when it is probed next.
     pub drained: Option<crate::pool_state::Drain>,
+    /// The provider's quota refusal that closed its slot set, and until when.
+    pub closure: Option<crate::pool_state::Closure>,
 }
 
 /// List pools
@@ -91,6 +102,7 @@ async fn list(
             .collect::<BTreeMap<_, _>>()
     };
     let mut keys: BTreeMap<String, Vec<crate::pool_state::PoolAccount>> = BTreeMap::new();
+    let mut quotas: BTreeMap<String, Vec<crate::pool_state::PoolQuota>> = BTreeMap::new();
     let mut pools: BTreeMap<String, PoolView> = limits
         .into_values()
         .map(|l| {
@@ -104,6 +116,7 @@ async fn list(
                 })
                 .sum();
             keys.insert(l.name.clone(), l.accounts.clone());
+            quotas.insert(l.name.clone(), l.quotas.clone());
             let view = PoolView {
                 name: l.name.clone(),
                 max_slots: Some(l.max_slots),
@@ -114,6 +127,9 @@ async fn list(
                 handlers: l.handlers,
                 lease: None,
                 accounts: Vec::new(),
+                quotas: Vec::new(),
+                closed_until: None,
+                closure: None,
             };
             (l.name, view)
         })
@@ -129,6 +145,9 @@ async fn list(
             handlers: Vec::new(),
             lease: None,
             accounts: Vec::new(),
+            quotas: Vec::new(),
+            closed_until: None,
+            closure: None,
         });
         *view.units.entry(c.status.as_str()).or_default() += c.count;
     }
@@ -141,6 +160,12 @@ async fn list(
             }]
         });
         account_views(&services, view, &accounts).await;
+        quota_views(
+            &services,
+            view,
+            quotas.remove(&view.name).unwrap_or_default(),
+        )
+        .await;
         if let Some(keys) = &services.keyspace {
             // The scheduler driving the pool may be another process: its figure counts.
             if let (Some(max), [account], Ok(Some(lowered))) = (
@@ -170,6 +195,8 @@ async fn account_views(
     accounts: &[crate::pool_state::PoolAccount],
 ) {
     view.used = Some(0);
+    // Until when every slot set of the pool is closed (`None` as soon as one is open).
+    let mut all_closed: Option<i64> = Some(i64::MAX);
     for a in accounts {
         let key = a.slot_key(&view.name);
         let used = match services.slots.used(&key).await {
@@ -184,6 +211,11 @@ async fn account_views(
             .handler
             .as_ref()
             .and_then(|h| services.accounts.drain_of(h, a.health_name()));
+        let closure = closure_of(services, &key).await;
+        if a.name.is_none() {
+            view.closure = closure.clone();
+        }
+        let closed = closure.as_ref().map(|c| c.until);
         // The implicit account is listed only while drained: then it says why nothing is
         // submitted.
         if a.name.is_some() || drained.is_some() {
@@ -198,7 +230,47 @@ async fn account_views(
                     "active"
                 },
                 drained,
+                closure,
             });
         }
+        all_closed = all_closed.zip(closed).map(|(a, b)| a.min(b));
+    }
+    view.closed_until = all_closed.filter(|_| !accounts.is_empty());
+}
+
+/// A slot set's closure: this process's, or in a cluster the one its scheduler shared.
+async fn closure_of(services: &Services, key: &str) -> Option<crate::pool_state::Closure> {
+    if let Some(c) = services.closures.closure_of(key) {
+        return Some(c);
+    }
+    let keys = services.keyspace.as_ref()?;
+    match crate::pool_state::quotas::shared(keys, key).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(slots = key, error = %e, "reading a shared closure failed");
+            None
+        }
+    }
+}
+
+/// The pool's quotas as counted in its create log now; a full window closes the pool until
+/// it frees a create (the later of that and a closure by the provider).
+async fn quota_views(
+    services: &Services,
+    view: &mut PoolView,
+    quotas: Vec<crate::pool_state::PoolQuota>,
+) {
+    if quotas.is_empty() {
+        return;
+    }
+    let now = services.clock.now_ms();
+    match crate::pool_state::quotas::views(&services.slots, &view.name, &quotas, now).await {
+        Ok(views) => {
+            if let Some((_, until)) = crate::pool_state::quotas::full_until(&views) {
+                view.closed_until = Some(view.closed_until.map_or(until, |c| c.max(until)));
+            }
+            view.quotas = views;
+        }
+        Err(e) => tracing::warn!(pool = %view.name, error = %e, "reading the create log failed"),
     }
 }

@@ -8,11 +8,12 @@ use slotd_core::model::Unit;
 use slotd_store::TaskRecord;
 
 /// The queue position and the completion estimate of an unfinished task with these units (see
-/// `eta.rs`): `(queue_position, estimated_completion_at)`.
+/// `eta.rs`): `(queue_position, estimated_completion_at)`. Pending units of a pool that quotas
+/// hold closed get a `wait_reason` naming the quota and until when, unless they carry one.
 pub(super) async fn estimate(
     services: &Services,
     task: &TaskRecord,
-    units: &[Unit],
+    units: &mut [Unit],
 ) -> Result<(Option<u64>, Option<i64>), ApiError> {
     if task.counts.task_status().is_final() {
         return Ok((None, None));
@@ -26,12 +27,30 @@ pub(super) async fn estimate(
         return Ok((None, None));
     };
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
+    let limit =
+        crate::pool_state::pool_limits(&services.config, &services.registry).remove(&standing.pool);
+    let max = limit.as_ref().map_or(1, |l| l.max_slots);
+    let now = services.clock.now_ms();
+    let held = match &limit {
+        Some(l) if standing.pending > 0 => {
+            crate::pool_state::quotas::closed_until(services, l, now).await
+        }
+        _ => None,
+    };
+    if let Some((what, until)) = &held {
+        let reason = crate::pool_state::quotas::wait_reason(what, *until);
+        for u in units.iter_mut().filter(|u| {
+            u.pool == standing.pool
+                && u.status == slotd_core::model::UnitStatus::Pending
+                && u.terms.wait_reason.is_none()
+        }) {
+            u.terms.wait_reason = Some(reason.clone());
+        }
+    }
+    let opens_at = held.map(|(_, t)| t);
     let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
         return Ok((queue_position, None));
     };
-    let max = crate::pool_state::pool_limits(&services.config, &services.registry)
-        .get(&standing.pool)
-        .map_or(1, |l| l.max_slots);
     let own = units
         .iter()
         .find(|u| u.pool == standing.pool && !u.status.is_terminal())
@@ -41,11 +60,12 @@ pub(super) async fn estimate(
                 .distribution(&u.pool, &crate::pool_state::durations::class_of(u))
         });
     let at = crate::eta::completion(crate::eta::Inputs {
-        now: services.clock.now_ms(),
+        now,
         slots: services.capacity.effective(&standing.pool, max),
         standing: &standing,
         pool: &pool,
         own: own.as_deref(),
+        opens_at,
     });
     Ok((queue_position, Some(at)))
 }

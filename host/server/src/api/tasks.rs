@@ -106,9 +106,9 @@ async fn read(
     };
     if with_units {
         let task = find(&services, &tenant, &id).await?;
-        let units = units_of(&services, &task.id).await?;
+        let mut units = units_of(&services, &task.id).await?;
         let (queue_position, estimated_completion_at) =
-            super::task_eta::estimate(&services, &task, &units).await?;
+            super::task_eta::estimate(&services, &task, &mut units).await?;
         let view = TaskView {
             queue_position,
             estimated_completion_at,
@@ -124,9 +124,9 @@ async fn read(
         return Ok(json_body(body.clone()));
     }
     let task = find(&services, &tenant, &id).await?;
-    let units = units_of(&services, &task.id).await?;
+    let mut units = units_of(&services, &task.id).await?;
     let (queue_position, estimated_completion_at) =
-        super::task_eta::estimate(&services, &task, &units).await?;
+        super::task_eta::estimate(&services, &task, &mut units).await?;
     let view = TaskView {
         queue_position,
         estimated_completion_at,

@@ -94,6 +94,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         metrics: None,
         capacity: Default::default(),
         accounts: Default::default(),
+        closures: Default::default(),
         durations: Default::default(),
         tasks: slotd_store::group_commit::TaskWriter::start(store.clone()),
     };

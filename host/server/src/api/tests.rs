@@ -403,7 +403,7 @@ async fn pools_and_handlers() {
     let mut config = Config::default();
     config.pools.insert(
         FIXTURE_POOL.into(),
-        slotd_core::config::PoolConfig { max_slots: 7 },
+        slotd_core::config::PoolConfig::slots(7),
     );
     let h = harness_with(config).await;
     let id = h.seed(super::LOCAL_TENANT, 2).await;
@@ -477,6 +477,7 @@ async fn metrics_render_in_prometheus_text() {
         metrics: Some(handle),
         capacity: Default::default(),
         accounts: Default::default(),
+        closures: Default::default(),
         ..h.services.clone()
     };
     let app = router(services);
@@ -506,7 +507,7 @@ async fn a_task_view_gives_its_queue_position_and_an_estimate() {
     let mut config = Config::default();
     config.pools.insert(
         FIXTURE_POOL.into(),
-        slotd_core::config::PoolConfig { max_slots: 2 },
+        slotd_core::config::PoolConfig::slots(2),
     );
     let h = harness_with(config).await;
     let now = h.services.clock.now_ms();

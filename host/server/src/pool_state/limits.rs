@@ -21,6 +21,9 @@ pub struct PoolLimit {
     /// The provider accounts it draws on: `[[handlers.NAME.accounts]]` of its handler, or one
     /// implicit account (name `None`) holding the whole limit.
     pub accounts: Vec<PoolAccount>,
+    /// Its quotas on creates (`[pools."NAME"] rate`, `daily`).
+    #[serde(skip)]
+    pub quotas: Vec<super::PoolQuota>,
 }
 
 /// One account's share of a pool.
@@ -68,6 +71,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 task_types: Vec::new(),
                 handlers: Vec::new(),
                 accounts: Vec::new(),
+                quotas: super::quotas::configured(config, name),
             })
             .name
             .len()
@@ -105,7 +109,11 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
             Some((h, accounts)) => {
                 let sum: u32 = accounts.iter().map(|a| a.max_slots).sum();
                 // An explicit `[pools."NAME"] max_slots` still caps the pool.
-                p.max_slots = config.pools.get(name).map_or(sum, |c| c.max_slots.min(sum));
+                p.max_slots = config
+                    .pools
+                    .get(name)
+                    .and_then(|c| c.max_slots)
+                    .map_or(sum, |m| m.min(sum));
                 accounts
                     .iter()
                     .map(|a| PoolAccount {

@@ -8,14 +8,18 @@
 //! - [`accounts`]: drained provider accounts (credentials refused, balance exhausted) and their
 //!   probes.
 //! - [`durations`]: the provider's observed job durations per class.
+//! - [`quotas`]: pools' `rate` and `daily` quotas on creates, and slot sets closed by a
+//!   provider's "not before T".
 
 pub mod accounts;
 pub mod capacity;
 pub mod durations;
 pub mod limits;
+pub mod quotas;
 
 pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};
 pub(crate) use capacity::shared as shared_capacity;
 pub use capacity::{Capacity, Observed};
 pub use durations::Durations;
 pub use limits::{PoolAccount, PoolLimit, pool_limits, slot_key};
+pub use quotas::{Closure, Closures, Gate, PoolQuota, QuotaView};

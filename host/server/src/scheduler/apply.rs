@@ -40,6 +40,10 @@ pub struct Decided {
     /// The first error that named the account rather than the job (`account_refused`,
     /// `account_exhausted`): (code, message). See `accounts.rs`.
     pub account_error: Option<(String, String)>,
+    /// The first fresh submit the provider refused for a quota (`quota_exhausted`): its
+    /// message and the provider's "not before" (ms from now), if it gave one. See
+    /// `pool_state/quotas.rs`.
+    pub quota_refused: Option<(String, Option<u64>)>,
     /// Legal changes in which the provider answered normally (anything but an account error
     /// or a transient error): the account works.
     pub answered: usize,
@@ -119,7 +123,16 @@ pub fn decide_updates_in(
             _ => {}
         }
         if let Some(error) = account_error(&change.outcome) {
-            if out.account_error.is_none() {
+            let fresh = unit.provider_job_id.is_none() && !in_doubt.contains(unit.id.as_str());
+            if crate::pool_state::quotas::is_quota_code(error.code.as_deref()) {
+                if fresh && out.quota_refused.is_none() {
+                    let after = match &change.outcome {
+                        Outcome::RetryAfter { after_ms, .. } => *after_ms,
+                        _ => None,
+                    };
+                    out.quota_refused = Some((error.message.clone(), after));
+                }
+            } else if out.account_error.is_none() {
                 out.account_error = Some((
                     error.code.clone().unwrap_or_default(),
                     error.message.clone(),
@@ -149,11 +162,13 @@ pub fn decide_updates_in(
     out
 }
 
-/// The error of an outcome that names the account, not the job (see `accounts.rs`).
+/// The error of an outcome that names the account or one of its quotas, not the job (see
+/// `accounts.rs` and `quotas.rs`).
 fn account_error(outcome: &Outcome) -> Option<&ProviderError> {
     match outcome {
         Outcome::RetryAfter { error, .. } | Outcome::Fail { error }
-            if crate::pool_state::accounts::is_account_code(error.code.as_deref()) =>
+            if crate::pool_state::accounts::is_account_code(error.code.as_deref())
+                || crate::pool_state::quotas::is_quota_code(error.code.as_deref()) =>
         {
             Some(error)
         }
@@ -179,13 +194,18 @@ fn account_update(
         _ => return u,
     };
     let account = unit.terms.account.as_deref().unwrap_or("(implicit)");
+    let who = if crate::pool_state::quotas::is_quota_code(error.code.as_deref()) {
+        format!("a quota of account {account}")
+    } else {
+        format!("account {account}")
+    };
     u.error = Field::Set(error_json(error));
     if unit.provider_job_id.is_none() && !in_doubt {
         u.to = Some(UnitStatus::Pending);
         u.submitted_at = Field::Clear;
         u.next_at = Some(now);
         u.detail = Some(format!(
-            "account {account} refused ({}: {}); back to pending, no retry budget spent",
+            "{who} refused ({}: {}); back to pending, no retry budget spent",
             error.code.as_deref().unwrap_or(""),
             error.message
         ));
@@ -193,7 +213,7 @@ fn account_update(
         u.to = Some(UnitStatus::Submitted);
         u.next_at = Some(now + retry_delay_ms(cfg, 1, after_ms));
         u.detail = Some(format!(
-            "account {account} refused ({}: {}); asked again later, no retry budget spent",
+            "{who} refused ({}: {}); asked again later, no retry budget spent",
             error.code.as_deref().unwrap_or(""),
             error.message
         ));

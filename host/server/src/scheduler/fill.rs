@@ -9,6 +9,10 @@
 //! the unit, reserves budgets and refuses what a tenant's budget cannot cover, in one
 //! transaction; a tenant refused for budget is left out of the next round of the same tick, so
 //! its backlog does not keep others' units from free slots.
+//!
+//! Quotas (`pool_state/quotas.rs`): a pool with `rate` or `daily` grants no more than its
+//! fullest window has room for, each grant counted in its create log in the slot store's
+//! atomic step; a slot set closed by the provider takes nothing until its probe is due.
 
 use std::collections::HashSet;
 
@@ -17,8 +21,9 @@ use slotd_store::{Fence, Grant};
 
 use super::Scheduler;
 use super::error::SchedulerError;
-use crate::pool_state::Availability;
-use crate::pool_state::{PoolAccount, PoolLimit};
+use crate::pool_state::quotas::{self, create_log, full_until};
+use crate::pool_state::{Availability, Gate, PoolAccount, PoolLimit};
+use crate::slots::{CreateLog, log_entry};
 
 /// Rounds of one fill: the first, and one more per batch of tenants found over budget.
 const FILL_ROUNDS: usize = 4;
@@ -32,6 +37,8 @@ pub(crate) struct Filled {
     pub unused: usize,
     /// Pending units are left waiting for a slot.
     pub backlog: bool,
+    /// Quotas hold every new submit back until then (Unix ms).
+    pub quota_wait_until: Option<i64>,
 }
 
 /// One account's room in this fill.
@@ -42,9 +49,11 @@ struct Room {
     max: u32,
     used: u32,
     free: u32,
-    /// A drained account whose probe is due: it takes the first unit, so the probe is made
-    /// even while other accounts have room for everything.
+    /// A drained account (or a closed slot set) whose probe is due: it takes the first unit,
+    /// so the probe is made even while other accounts have room for everything.
     probe: bool,
+    /// Closed by the provider's quota refusal and not yet due for its probe: until then.
+    closed_until: Option<i64>,
 }
 
 /// Place a unit (in fill order) on a drained account due for its probe, else on the room with
@@ -85,6 +94,20 @@ impl Scheduler {
             .map(|r| r.free)
             .sum::<u32>()
             .min(limit.max_slots.saturating_sub(used));
+        if free == 0 && rooms.iter().all(|r| r.closed_until.is_some()) {
+            filled.quota_wait_until = rooms.iter().filter_map(|r| r.closed_until).min();
+        }
+        let log = create_log(pool, &limit.quotas, now);
+        if log.is_some() {
+            let views = quotas::views(&s.slots, pool, &limit.quotas, now)
+                .await
+                .map_err(SchedulerError::from)?;
+            let room = views.iter().map(|v| v.remaining).min().unwrap_or(u32::MAX);
+            if room == 0 {
+                filled.quota_wait_until = full_until(&views).map(|(_, t)| t);
+            }
+            free = free.min(room);
+        }
         // Due again only if this tick's call never answers for them (a crash mid-call):
         // then after the call's deadline, in doubt.
         let hold = now.saturating_add(self.in_doubt_grace());
@@ -106,7 +129,7 @@ impl Scheduler {
             if pending.is_empty() {
                 break;
             }
-            let grants = self.grant(&mut rooms, pending, now).await?;
+            let grants = self.grant(&mut rooms, pending, log.as_ref(), now).await?;
             if grants.is_empty() {
                 filled.backlog = true;
                 break;
@@ -114,6 +137,9 @@ impl Scheduler {
             let submitted =
                 crate::lifecycle::mark_submitted(s, pool, &grants, now, hold, fence).await?;
             let marked = submitted.marked;
+            if let Some(log) = &log {
+                self.forget_unused(log, &grants, &marked.units, now).await;
+            }
             for room in &mut rooms {
                 if let Some(&n) = submitted.unused.get(&room.account.name) {
                     room.free += n;
@@ -151,11 +177,23 @@ impl Scheduler {
             let used = self.slots_used(&key).await?;
             let mut free = max.saturating_sub(used);
             let mut probe = false;
+            let mut closed_until = None;
+            match s.closures.gate(&key, now) {
+                Gate::Open => {}
+                Gate::Closed(true) => {
+                    probe = free > 0;
+                    free = free.min(1);
+                }
+                Gate::Closed(false) => {
+                    free = 0;
+                    closed_until = s.closures.closure_of(&key).map(|c| c.until);
+                }
+            }
             if let Some(handler) = &account.handler {
                 free = match s.accounts.availability(handler, account.health_name(), now) {
                     Availability::Open => free,
                     Availability::Drained(true) => {
-                        probe = free > 0;
+                        probe = probe || free > 0;
                         free.min(1)
                     }
                     Availability::Drained(false) => 0,
@@ -168,9 +206,28 @@ impl Scheduler {
                 used,
                 free,
                 probe,
+                closed_until,
             });
         }
         Ok(rooms)
+    }
+
+    /// Take the grants that were not marked (units another writer moved, or over budget) out
+    /// of the create log again: they made no create. Best effort: the next reconciliation
+    /// rebuilds the log from the database's record anyway.
+    async fn forget_unused(&self, log: &CreateLog, grants: &[Grant], marked: &[Unit], now: i64) {
+        let marked: HashSet<&str> = marked.iter().map(|u| u.id.as_str()).collect();
+        let unused: Vec<String> = grants
+            .iter()
+            .filter(|g| !marked.contains(g.unit_id.as_str()))
+            .map(|g| log_entry(&g.unit_id, now))
+            .collect();
+        if unused.is_empty() {
+            return;
+        }
+        if let Err(e) = self.services.slots.log_forget(&log.key, &unused).await {
+            tracing::debug!(error = %e, "forgetting unused grants in the create log failed");
+        }
     }
 
     /// Place `pending` (fill order) on accounts and take their slots; the grants, in order.
@@ -178,6 +235,7 @@ impl Scheduler {
         &self,
         rooms: &mut [Room],
         pending: Vec<Unit>,
+        log: Option<&CreateLog>,
         now: i64,
     ) -> Result<Vec<Grant>, SchedulerError> {
         let s = &self.services;
@@ -197,7 +255,9 @@ impl Scheduler {
             if ids.is_empty() {
                 continue;
             }
-            let got = self.acquire_slots(&room.key, &ids, room.max).await?;
+            let got = self
+                .acquire_slots(&room.key, &ids, room.max, log, now)
+                .await?;
             // Slots another instance took meanwhile: give the room's count back.
             room.free += u32::try_from(ids.len() - got.len().min(ids.len())).unwrap_or(0);
             granted.extend(got);
@@ -212,6 +272,7 @@ impl Scheduler {
                 tenant: u.tenant,
                 unit_id: u.id,
                 budget_retry_at: now.saturating_add(poll_max),
+                quota_pool: log.map(|l| l.key.clone()),
             })
             .collect())
     }
@@ -233,6 +294,7 @@ mod tests {
             used: 0,
             free,
             probe: false,
+            closed_until: None,
         }
     }
 

@@ -188,15 +188,18 @@ impl Scheduler {
         pool: &str,
         ids: &[String],
         max: u32,
+        log: Option<&crate::slots::CreateLog>,
+        now: i64,
     ) -> Result<Vec<String>, SchedulerError> {
-        match self.services.slots.acquire(pool, ids, max).await {
+        let slots = &self.services.slots;
+        match slots.acquire_within(pool, ids, max, log, now).await {
             Err(crate::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
                     pool,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
                 self.reconcile(pool).await?;
-                Ok(self.services.slots.acquire(pool, ids, max).await?)
+                Ok(slots.acquire_within(pool, ids, max, log, now).await?)
             }
             other => Ok(other?),
         }
@@ -214,6 +217,7 @@ impl Scheduler {
             for a in &limit.accounts {
                 by_key.insert(a.slot_key(pool), Vec::new());
             }
+            self.restore_create_log(pool, limit).await?;
         }
         by_key.entry(pool.to_string()).or_default();
         for (id, account) in s.store.unit_list_submitted_accounts(pool).await? {
@@ -237,5 +241,34 @@ impl Scheduler {
             );
         }
         Ok(r)
+    }
+
+    /// Make a pool's create log equal to the database's record of its creates (the record is
+    /// written in the submit marker's transaction; the log may have lost grants to a restart
+    /// or a Redis flush, or kept unused ones), and forget records no window reaches.
+    async fn restore_create_log(
+        &self,
+        pool: &str,
+        limit: &crate::pool_state::PoolLimit,
+    ) -> Result<(), SchedulerError> {
+        let s = &self.services;
+        let now = s.clock.now_ms();
+        let Some(log) = crate::pool_state::quotas::create_log(pool, &limit.quotas, now) else {
+            return Ok(());
+        };
+        let creates = s.store.quota_creates_since(pool, log.keep_since).await?;
+        let entries: Vec<(String, i64)> = creates
+            .into_iter()
+            .map(|c| (crate::slots::log_entry(&c.unit_id, c.at), c.at))
+            .collect();
+        s.slots.log_restore(&log.key, &entries).await?;
+        // No window is longer than a day; a minute more covers any margin.
+        let before = now.saturating_sub(
+            i64::try_from(slotd_core::config::QUOTA_WINDOW_MAX.as_millis())
+                .unwrap_or(i64::MAX)
+                .saturating_add(60_000),
+        );
+        s.store.quota_creates_prune(before).await?;
+        Ok(())
     }
 }

@@ -57,6 +57,8 @@ struct AccountSeen {
     accepted: u32,
     answered: usize,
     error: Option<(String, String)>,
+    /// A create refused for a quota: the provider's words and its "not before" (ms).
+    quota: Option<(String, Option<u64>)>,
 }
 
 impl AccountSeen {
@@ -69,6 +71,9 @@ impl AccountSeen {
         self.answered += o.answered;
         if self.error.is_none() {
             self.error = o.error;
+        }
+        if self.quota.is_none() {
+            self.quota = o.quota;
         }
     }
 }
@@ -138,7 +143,9 @@ impl Scheduler {
             fresh,
             unused,
             backlog,
+            quota_wait_until,
         } = self.fill(pool, &limit, now, fence.as_ref()).await?;
+        report.quota_wait_until = quota_wait_until;
         report.released += unused;
         report.claimed = fresh.len();
         // Their tasks are running now: no snapshot may say otherwise.
@@ -224,6 +231,7 @@ impl Scheduler {
             used_total += used;
             let seen = seen.get(&account.name).cloned().unwrap_or_default();
             self.account_health(account, &seen, now);
+            self.quota_gate(&pool, limit, &key, &seen, now).await;
             let before = s.capacity.effective(&key, account.max_slots);
             let effective = s.capacity.observe(
                 &key,
@@ -246,7 +254,11 @@ impl Scheduler {
         report.used_after = used_total;
         let effective = self.effective_max(&pool, limit);
         let polls = s.store.unit_next_due(&pool, UnitStatus::Submitted).await?;
-        let fills = if report.used_after < effective {
+        let quota_wait = report.quota_wait_until.filter(|t| *t > now);
+        let fills = if quota_wait.is_some() {
+            // Nothing pending can go before the quota lets it.
+            quota_wait
+        } else if report.used_after < effective {
             s.store.unit_next_due(&pool, UnitStatus::Pending).await?
         } else {
             None
@@ -284,6 +296,65 @@ impl Scheduler {
         } else if seen.answered > 0 {
             health.restore(handler, name);
         }
+    }
+
+    /// Close a slot set whose create the provider refused for a quota, until the provider's
+    /// time, else until the pool's longest window frees a create, else for the probe's rest;
+    /// open it again on an accepted create.
+    async fn quota_gate(
+        &self,
+        pool: &str,
+        limit: &crate::pool_state::PoolLimit,
+        key: &str,
+        seen: &AccountSeen,
+        now: i64,
+    ) {
+        use crate::pool_state::quotas::Until;
+        let s = &self.services;
+        let closures = &s.closures;
+        if let Some((reason, after)) = &seen.quota {
+            let until = match after {
+                Some(ms) => Until::Provider(i64::try_from(*ms).unwrap_or(i64::MAX)),
+                None => match self.window_frees_at(pool, limit, now).await {
+                    Some(at) => Until::Window(at),
+                    None => Until::Probe(
+                        i64::try_from(s.config.scheduler.account_probe.as_millis())
+                            .unwrap_or(i64::MAX),
+                    ),
+                },
+            };
+            closures.close(key, reason, now, until);
+            crate::pool_state::quotas::share(
+                s.keyspace.as_ref(),
+                key,
+                closures.closure_of(key).as_ref(),
+            );
+        } else if seen.accepted > 0 && closures.closure_of(key).is_some() {
+            closures.open(key);
+            crate::pool_state::quotas::share(s.keyspace.as_ref(), key, None);
+        }
+    }
+
+    /// When the pool's longest quota window frees its oldest counted create, if the pool has
+    /// quotas and that window counts any.
+    async fn window_frees_at(
+        &self,
+        pool: &str,
+        limit: &crate::pool_state::PoolLimit,
+        now: i64,
+    ) -> Option<i64> {
+        let longest = limit
+            .quotas
+            .iter()
+            .max_by_key(|q| q.quota.window.span_ms())?;
+        let window = longest.quota.window;
+        let n = self
+            .services
+            .slots
+            .log_count(pool, window.since(now))
+            .await
+            .ok()?;
+        n.oldest.map(|oldest| window.frees_at(now, Some(oldest)))
     }
 
     /// The pool's effective limit: the sum of its accounts' adapted limits, capped by the
@@ -483,6 +554,7 @@ impl Scheduler {
                         accepted: u32::try_from(decided.accepted).unwrap_or(u32::MAX),
                         answered: decided.answered,
                         error: decided.account_error,
+                        quota: decided.quota_refused,
                     };
                     CallResult {
                         refused: decided.refused.len(),

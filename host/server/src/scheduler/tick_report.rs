@@ -35,6 +35,9 @@ pub struct TickReport {
     /// When the pool next has something due (Unix ms): its earliest poll, or with free slots
     /// its earliest pending unit. The pool's loop sleeps until then (within its interval).
     pub next_due: Option<i64>,
+    /// While quotas hold every new submit of the pool back (a full window, or every slot set
+    /// closed by the provider): until when (Unix ms). Pending units are not due before then.
+    pub quota_wait_until: Option<i64>,
     pub duration: Duration,
 }
 

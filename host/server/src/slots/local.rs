@@ -1,17 +1,37 @@
 //! In-process slots: a mutex-guarded holder set per pool. Correct for one slotd process (the
 //! embedded default), where the API and the scheduler share this value.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::{Reconciled, SlotError, SlotStore};
+use super::{CreateLog, LogCount, Reconciled, SlotError, SlotStore, log_entry};
 
-/// Holder sets per pool.
+/// Holder sets per pool and create logs, under one lock so a grant and its count move
+/// together.
 #[derive(Default)]
 pub struct LocalSlots {
-    pools: Mutex<HashMap<String, HashSet<String>>>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    pools: HashMap<String, HashSet<String>>,
+    /// Create logs: (Unix ms, entry), oldest first.
+    logs: HashMap<String, BTreeSet<(i64, String)>>,
+}
+
+fn count_since(log: Option<&BTreeSet<(i64, String)>>, since: i64) -> LogCount {
+    let Some(log) = log else {
+        return LogCount::default();
+    };
+    let mut range = log.range((since, String::new())..);
+    let oldest = range.next().map(|(at, _)| *at);
+    LogCount {
+        count: u32::try_from(usize::from(oldest.is_some()) + range.count()).unwrap_or(u32::MAX),
+        oldest,
+    }
 }
 
 impl LocalSlots {
@@ -22,29 +42,67 @@ impl LocalSlots {
 
 #[async_trait]
 impl SlotStore for LocalSlots {
-    async fn acquire(
+    async fn acquire_within(
         &self,
         pool: &str,
         unit_ids: &[String],
         max: u32,
+        log: Option<&CreateLog>,
+        now: i64,
     ) -> Result<Vec<String>, SlotError> {
-        let mut pools = self.pools.lock();
+        let mut inner = self.inner.lock();
+        let Inner { pools, logs } = &mut *inner;
         let held = pools.entry(pool.to_string()).or_default();
+        let checks = log.map_or(&[][..], |l| l.checks.as_slice());
+        let mut entries = log.map(|l| {
+            let entries = logs.entry(l.key.clone()).or_default();
+            entries.retain(|(at, _)| *at >= l.keep_since);
+            entries
+        });
+        let mut counts: Vec<u32> = checks
+            .iter()
+            .map(|c| count_since(entries.as_deref(), c.since).count)
+            .collect();
         let mut granted = Vec::with_capacity(unit_ids.len());
         for id in unit_ids {
             if held.contains(id) {
                 granted.push(id.clone());
-            } else if (held.len() as u64) < u64::from(max) {
+            } else if (held.len() as u64) < u64::from(max)
+                && checks.iter().zip(&counts).all(|(c, n)| *n < c.limit)
+            {
                 held.insert(id.clone());
                 granted.push(id.clone());
+                if let Some(entries) = entries.as_deref_mut() {
+                    entries.insert((now, log_entry(id, now)));
+                    counts.iter_mut().for_each(|n| *n += 1);
+                }
             }
         }
         Ok(granted)
     }
 
+    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
+        Ok(count_since(self.inner.lock().logs.get(key), since))
+    }
+
+    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
+        let mut inner = self.inner.lock();
+        if let Some(log) = inner.logs.get_mut(key) {
+            let gone: HashSet<&String> = entries.iter().collect();
+            log.retain(|(_, e)| !gone.contains(e));
+        }
+        Ok(())
+    }
+
+    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
+        let log = entries.iter().map(|(e, at)| (*at, e.clone())).collect();
+        self.inner.lock().logs.insert(key.to_string(), log);
+        Ok(())
+    }
+
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
-        let mut pools = self.pools.lock();
-        if let Some(held) = pools.get_mut(pool) {
+        let mut inner = self.inner.lock();
+        if let Some(held) = inner.pools.get_mut(pool) {
             for id in unit_ids {
                 held.remove(id);
             }
@@ -53,15 +111,16 @@ impl SlotStore for LocalSlots {
     }
 
     async fn used(&self, pool: &str) -> Result<u32, SlotError> {
-        let pools = self.pools.lock();
-        Ok(pools
+        let inner = self.inner.lock();
+        Ok(inner
+            .pools
             .get(pool)
             .map_or(0, |h| u32::try_from(h.len()).unwrap_or(u32::MAX)))
     }
 
     async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
-        let mut pools = self.pools.lock();
-        let held = pools.entry(pool.to_string()).or_default();
+        let mut inner = self.inner.lock();
+        let held = inner.pools.entry(pool.to_string()).or_default();
         let want: HashSet<&String> = submitted.iter().collect();
         let freed: Vec<String> = held.iter().filter(|h| !want.contains(h)).cloned().collect();
         let restored: Vec<String> = submitted
@@ -126,6 +185,53 @@ mod tests {
         assert_eq!(s.acquire("p", &a, 3).await.ok(), Some(a.clone()));
         assert_eq!(s.acquire("p", &ids(3..4), 3).await.ok(), Some(vec![]));
         assert_eq!(s.used("p").await.ok(), Some(3));
+    }
+
+    #[tokio::test]
+    async fn a_grant_waits_for_every_window_and_counts_in_it() {
+        use crate::slots::WindowCheck;
+        let s = LocalSlots::new();
+        // 3 creates per 10 s and 4 per 100 s, 10 slots.
+        let log = |now: i64| CreateLog {
+            key: "q".into(),
+            checks: vec![
+                WindowCheck {
+                    limit: 3,
+                    since: now - 10_000 + 1,
+                },
+                WindowCheck {
+                    limit: 4,
+                    since: now - 100_000 + 1,
+                },
+            ],
+            keep_since: now - 100_000 + 1,
+        };
+        let got = s
+            .acquire_within("p", &ids(0..5), 10, Some(&log(1_000)), 1_000)
+            .await
+            .unwrap_or_default();
+        assert_eq!(got, ids(0..3), "the 10 s window takes three");
+        // Held ids are granted again without a count; nothing new fits in the window yet.
+        let got = s
+            .acquire_within("p", &ids(0..5), 10, Some(&log(5_000)), 5_000)
+            .await
+            .unwrap_or_default();
+        assert_eq!(got, ids(0..3));
+        // 10 s later the short window has room, the long one for one more only.
+        let got = s
+            .acquire_within("p", &ids(3..6), 10, Some(&log(11_000)), 11_000)
+            .await
+            .unwrap_or_default();
+        assert_eq!(got, ids(3..4));
+        let n = s.log_count("q", 0).await.unwrap_or_default();
+        assert_eq!((n.count, n.oldest), (4, Some(1_000)));
+        // An unused grant is forgotten; the rebuild from the record replaces the log.
+        s.log_forget("q", &[log_entry("u3", 11_000)]).await.ok();
+        assert_eq!(s.log_count("q", 0).await.map(|n| n.count).ok(), Some(3));
+        s.log_restore("q", &[("a@50".into(), 50)]).await.ok();
+        let n = s.log_count("q", 0).await.unwrap_or_default();
+        assert_eq!((n.count, n.oldest), (1, Some(50)));
+        assert_eq!(s.log_count("q", 51).await.map(|n| n.count).ok(), Some(0));
     }
 
     #[tokio::test]

@@ -35,6 +35,37 @@ pub struct Reconciled {
     pub restored: Vec<String>,
 }
 
+/// One quota checked at grant time: fewer than `limit` creates in the log at or after `since`
+/// (Unix ms), or the grant waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowCheck {
+    pub limit: u32,
+    pub since: i64,
+}
+
+/// A pool's create log (docs/accounts-deadlines-budgets.md "Quotas"): each grant that takes a
+/// new slot is counted in it as `{unit id}@{now}`, in the same atomic step as the slot, and
+/// must pass every check first. Entries before `keep_since` are dropped on the way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreateLog {
+    pub key: String,
+    pub checks: Vec<WindowCheck>,
+    pub keep_since: i64,
+}
+
+/// The name of a grant's entry in a create log.
+pub fn log_entry(unit_id: &str, at: i64) -> String {
+    format!("{unit_id}@{at}")
+}
+
+/// What a create log holds at or after an instant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogCount {
+    pub count: u32,
+    /// The oldest counted create (Unix ms), if any.
+    pub oldest: Option<i64>,
+}
+
 /// Per-pool slot accounting shared by every scheduler and API instance.
 #[async_trait]
 pub trait SlotStore: Send + Sync + 'static {
@@ -45,7 +76,26 @@ pub trait SlotStore: Send + Sync + 'static {
         pool: &str,
         unit_ids: &[String],
         max: u32,
+    ) -> Result<Vec<String>, SlotError> {
+        self.acquire_within(pool, unit_ids, max, None, 0).await
+    }
+    /// [`SlotStore::acquire`] that also passes every check of `log` for each new slot and
+    /// counts it there at `now`, atomically with the slot.
+    async fn acquire_within(
+        &self,
+        pool: &str,
+        unit_ids: &[String],
+        max: u32,
+        log: Option<&CreateLog>,
+        now: i64,
     ) -> Result<Vec<String>, SlotError>;
+    /// Creates in the log `key` at or after `since`.
+    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError>;
+    /// Take entries out of the log `key` (grants that were not used).
+    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError>;
+    /// Make the log `key` hold exactly `entries` (name, Unix ms): its rebuild from the
+    /// database's record of creates.
+    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError>;
     /// Release the slots these units hold (unknown ids are ignored).
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError>;
     /// Slots in use ([`SlotError::NotReconciled`] if the set must be rebuilt first).

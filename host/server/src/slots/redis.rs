@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redis::Script;
 
-use super::{Reconciled, SlotError, SlotStore};
+use super::{CreateLog, LogCount, Reconciled, SlotError, SlotStore};
 use crate::keyspace::{Keyspace, KeyspaceError};
 
 /// Ids sent to one script call at most (Lua's argument stack is bounded).
@@ -39,6 +39,7 @@ pub struct RedisSlots {
     release: Script,
     used: Script,
     reconcile: Script,
+    log_restore: Script,
 }
 
 impl RedisSlots {
@@ -50,6 +51,7 @@ impl RedisSlots {
             release: Script::new(include_str!("lua/release.lua")),
             used: Script::new(include_str!("lua/used.lua")),
             reconcile: Script::new(include_str!("lua/reconcile.lua")),
+            log_restore: Script::new(include_str!("lua/log_restore.lua")),
         }
     }
 
@@ -59,6 +61,10 @@ impl RedisSlots {
 
     fn marker_key(&self, pool: &str) -> String {
         self.keys.key(&format!("slots:{pool}:ok"))
+    }
+
+    fn log_key(&self, key: &str) -> String {
+        self.keys.key(&format!("creates:{key}"))
     }
 
     fn lost(pool: &str) -> SlotError {
@@ -74,19 +80,27 @@ impl RedisSlots {
         pool: &str,
         unit_ids: &[String],
         max: u32,
+        log: Option<&CreateLog>,
+        now: i64,
     ) -> Result<(u32, Vec<String>), SlotError> {
         let mut conn = self.keys.conn().await?;
         let mut granted = Vec::new();
         let mut used_after = 0u32;
+        let log_key = log.map_or_else(|| self.log_key(pool), |l| self.log_key(&l.key));
+        let checks = log.map_or(&[][..], |l| l.checks.as_slice());
         for chunk in unit_ids.chunks(IDS_PER_CALL) {
-            let (used, got): (i64, Vec<String>) = self
-                .acquire
-                .key(self.set_key(pool))
+            let mut call = self.acquire.prepare_invoke();
+            call.key(self.set_key(pool))
                 .key(self.marker_key(pool))
+                .key(&log_key)
                 .arg(max)
-                .arg(chunk)
-                .invoke_async(&mut conn)
-                .await?;
+                .arg(checks.len())
+                .arg(log.map_or(0, |l| l.keep_since))
+                .arg(now);
+            for c in checks {
+                call.arg(c.limit).arg(c.since);
+            }
+            let (used, got): (i64, Vec<String>) = call.arg(chunk).invoke_async(&mut conn).await?;
             if used < 0 {
                 return Err(Self::lost(pool));
             }
@@ -107,13 +121,65 @@ impl RedisSlots {
 
 #[async_trait]
 impl SlotStore for RedisSlots {
-    async fn acquire(
+    async fn acquire_within(
         &self,
         pool: &str,
         unit_ids: &[String],
         max: u32,
+        log: Option<&CreateLog>,
+        now: i64,
     ) -> Result<Vec<String>, SlotError> {
-        Ok(self.acquire_counted(pool, unit_ids, max).await?.1)
+        Ok(self.acquire_counted(pool, unit_ids, max, log, now).await?.1)
+    }
+
+    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
+        let mut conn = self.keys.conn().await?;
+        let key = self.log_key(key);
+        let (count, oldest): (i64, Vec<(String, i64)>) = redis::pipe()
+            .cmd("ZCOUNT")
+            .arg(&key)
+            .arg(since)
+            .arg("+inf")
+            .cmd("ZRANGEBYSCORE")
+            .arg(&key)
+            .arg(since)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        Ok(LogCount {
+            count: u32::try_from(count).unwrap_or(0),
+            oldest: oldest.first().map(|(_, at)| *at),
+        })
+    }
+
+    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.keys.conn().await?;
+        for chunk in entries.chunks(IDS_PER_CALL) {
+            redis::cmd("ZREM")
+                .arg(self.log_key(key))
+                .arg(chunk)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
+        let mut conn = self.keys.conn().await?;
+        let mut call = self.log_restore.prepare_invoke();
+        call.key(self.log_key(key));
+        for (entry, at) in entries {
+            call.arg(*at).arg(entry);
+        }
+        let _: i64 = call.invoke_async(&mut conn).await?;
+        Ok(())
     }
 
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::*;
 use crate::keyspace::testing;
+use crate::slots::WindowCheck;
 
 fn ids(r: std::ops::Range<u32>) -> Vec<String> {
     r.map(|i| format!("u{i}")).collect()
@@ -55,7 +56,10 @@ async fn cap_holds_for_concurrent_acquirers_on_two_instances() {
             let mut got = 0usize;
             for round in 0..40u32 {
                 let want = ids(t * 1000 + round * 3..t * 1000 + round * 3 + 3);
-                let (used, g) = s.acquire_counted("p", &want, MAX).await.expect("acquire");
+                let (used, g) = s
+                    .acquire_counted("p", &want, MAX, None, 0)
+                    .await
+                    .expect("acquire");
                 assert!(used <= MAX, "script counted {used} > {MAX}");
                 got += g.len();
                 tokio::task::yield_now().await;
@@ -128,4 +132,62 @@ async fn unreachable_redis_is_unavailable_not_a_hang() {
     let keys = Arc::new(Keyspace::new("redis://127.0.0.1:1", "x:").expect("url"));
     let s = RedisSlots::new(keys);
     assert!(matches!(s.used("p").await, Err(SlotError::Unavailable(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_window_holds_for_concurrent_acquirers_on_two_instances() {
+    // 5 creates per window on a pool of 50 slots, 8 acquirers on two instances releasing at
+    // once: the slots never bind, the window must.
+    let keys = testing::fresh();
+    let a = Arc::new(ready(&keys).await);
+    let b = Arc::new(RedisSlots::new(testing::fresh_like(&keys)));
+    let log = CreateLog {
+        key: "p".into(),
+        checks: vec![WindowCheck { limit: 5, since: 0 }],
+        keep_since: 0,
+    };
+    let mut joins = Vec::new();
+    for t in 0..8u32 {
+        let s = if t % 2 == 0 { a.clone() } else { b.clone() };
+        let log = log.clone();
+        joins.push(tokio::spawn(async move {
+            let mut got = 0usize;
+            for round in 0..10u32 {
+                let want = ids(t * 1000 + round * 2..t * 1000 + round * 2 + 2);
+                let g = s
+                    .acquire_within("p", &want, 50, Some(&log), 1_000 + i64::from(round))
+                    .await
+                    .expect("acquire");
+                got += g.len();
+                s.release("p", &g).await.expect("release");
+            }
+            got
+        }));
+    }
+    let mut total = 0;
+    for j in joins {
+        total += j.await.expect("acquirer");
+    }
+    assert_eq!(total, 5, "exactly the window's five creates were granted");
+    let n = a.log_count("p", 0).await.expect("count");
+    assert_eq!(n.count, 5);
+    assert!(n.oldest.is_some_and(|t| (1_000..1_010).contains(&t)));
+    // Forgetting an unused grant makes room; a rebuild replaces the log.
+    let members: Vec<String> = {
+        let mut conn = keys.conn().await.expect("conn");
+        redis::cmd("ZRANGE")
+            .arg(keys.key("creates:p"))
+            .arg(0)
+            .arg(0)
+            .query_async(&mut conn)
+            .await
+            .expect("ZRANGE")
+    };
+    a.log_forget("p", &members).await.expect("forget");
+    assert_eq!(a.log_count("p", 0).await.expect("count").count, 4);
+    a.log_restore("p", &[("x@7".into(), 7), ("y@9".into(), 9)])
+        .await
+        .expect("restore");
+    let n = b.log_count("p", 8).await.expect("count");
+    assert_eq!((n.count, n.oldest), (1, Some(9)));
 }

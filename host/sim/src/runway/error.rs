@@ -17,6 +17,8 @@ pub const DOC_URL: &str = "https://docs.dev.runwayml.com/api";
 pub(crate) struct ApiError {
     pub status: StatusCode,
     pub body: Value,
+    /// `Retry-After` in whole seconds, when the refusal sends one.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -25,6 +27,7 @@ impl ApiError {
         ApiError {
             status,
             body: json!({ "error": message.into() }),
+            retry_after: None,
         }
     }
 
@@ -37,6 +40,7 @@ impl ApiError {
                 "issues": issues,
                 "docUrl": DOC_URL,
             }),
+            retry_after: None,
         }
     }
 
@@ -53,6 +57,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body)).into_response()
+        match self.retry_after {
+            Some(secs) => (
+                self.status,
+                [(axum::http::header::RETRY_AFTER, secs.to_string())],
+                Json(self.body),
+            )
+                .into_response(),
+            None => (self.status, Json(self.body)).into_response(),
+        }
     }
 }

@@ -94,6 +94,14 @@ pub struct RunwayOptions {
     /// Per-model daily limit, `MODEL=N` (repeatable; beats `--daily-limit`).
     #[arg(long = "model-daily-limit", value_name = "MODEL=N")]
     pub model_daily_limit: Vec<ModelLimit>,
+    /// Length of the daily limit's rolling "24 hours" in real seconds, whatever the time scale
+    /// (a shortened day for tests); unset: 24 h times `--time-scale`.
+    #[arg(long)]
+    pub day_seconds: Option<f64>,
+    /// Answer a daily-limit 429 with `Retry-After` (seconds until the oldest counted create
+    /// leaves the window). Runway does not document such a header on 429: off by default.
+    #[arg(long, default_value_t = false)]
+    pub daily_retry_after: bool,
     /// Factor applied to simulated durations: 1.0 = real, 0.001 = 1000x faster.
     #[arg(long, default_value_t = TIME_SCALE_DEFAULT)]
     pub time_scale: f64,
@@ -147,6 +155,8 @@ impl Default for RunwayOptions {
             model_concurrency: Vec::new(),
             daily_limit: DAILY_LIMIT_DEFAULT,
             model_daily_limit: Vec::new(),
+            day_seconds: None,
+            daily_retry_after: false,
             time_scale: TIME_SCALE_DEFAULT,
             seed: SEED_DEFAULT,
             long_tail_rate: LONG_TAIL_RATE_DEFAULT,
@@ -175,15 +185,20 @@ impl RunwayOptions {
         override_for(&self.model_daily_limit, model).unwrap_or(self.daily_limit)
     }
 
-    /// The rolling "24 hours" of the daily limit, in real time (scaled).
+    /// The rolling "24 hours" of the daily limit, in real time: `--day-seconds`, else scaled.
     pub(crate) fn daily_window(&self) -> Duration {
-        Duration::from_secs_f64(86_400.0 * self.time_scale)
+        Duration::from_secs_f64(self.day_seconds.unwrap_or(86_400.0 * self.time_scale))
     }
 
     /// Refuses nonsense at start-up, naming the flag, instead of misbehaving later.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.concurrency == 0 || self.model_concurrency.iter().any(|l| l.limit == 0) {
             bail!("--concurrency and --model-concurrency must be at least 1");
+        }
+        if let Some(d) = self.day_seconds
+            && !(d.is_finite() && d > 0.0 && d <= 86_400.0)
+        {
+            bail!("--day-seconds must be a positive number of seconds up to 86400 (got {d})");
         }
         if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
             bail!(

@@ -180,15 +180,25 @@ impl Sim {
             slot.prune(now, self.opts.daily_window());
             let limit = slot.stats.daily_limit;
             if slot.accepted.len() >= limit as usize {
+                // When the oldest counted create leaves the window, rounded up to a second.
+                let frees_in = slot.accepted.front().map(|t| {
+                    self.opts
+                        .daily_window()
+                        .saturating_sub(now.saturating_duration_since(*t))
+                });
                 inner.stats.daily_limit_refusals += 1;
                 *inner.stats.creates_refused.entry("429".into()).or_default() += 1;
-                return Err(ApiError::new(
+                let mut e = ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     format!(
                         "You have reached the daily generation limit for {} ({limit} per 24 hours)",
                         req.model
                     ),
-                ));
+                );
+                if self.opts.daily_retry_after {
+                    e.retry_after = frees_in.map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
+                }
+                return Err(e);
             }
             slot.accepted.push_back(now);
             let o = &self.opts;

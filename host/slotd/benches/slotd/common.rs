@@ -74,8 +74,7 @@ pub fn fixture_config(dir: &Path, slots: u32, database_url: &str) -> Config {
         ..Config::default()
     };
     c.max_units_per_task = 1000;
-    c.pools
-        .insert("fixture".into(), PoolConfig { max_slots: slots });
+    c.pools.insert("fixture".into(), PoolConfig::slots(slots));
     c
 }
 

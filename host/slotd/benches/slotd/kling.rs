@@ -50,7 +50,7 @@ fn config(
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * time_scale));
     c.max_units_per_task = 1000;
     c.pools
-        .insert("kling:video".into(), PoolConfig { max_slots: LIMIT });
+        .insert("kling:video".into(), PoolConfig::slots(LIMIT));
     let mut h = HandlerConfig::default();
     h.settings
         .insert("base_url".into(), sim.base_url().to_string());

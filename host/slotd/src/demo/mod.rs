@@ -84,8 +84,7 @@ fn demo_config(
     // The seed's timings, compressed like the provider's.
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * opts.time_scale));
     // kling:video's capacity is its accounts' (see `accounts.rs`).
-    c.pools
-        .insert("kling:avatar".into(), PoolConfig { max_slots: 2 });
+    c.pools.insert("kling:avatar".into(), PoolConfig::slots(2));
     for name in ["kling-video", "kling-avatar"] {
         let mut h = HandlerConfig::default();
         h.settings

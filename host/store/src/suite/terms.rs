@@ -13,6 +13,7 @@ fn grant(unit_id: &str, tenant: &str, account: Option<&str>, estimate: f64) -> G
         estimate,
         submission: "main-0".into(),
         budget_retry_at: T0 + 60_000,
+        quota_pool: None,
     }
 }
 

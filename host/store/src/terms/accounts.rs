@@ -19,6 +19,9 @@ pub struct Grant {
     /// When a grant refused for budget is due again (its tenant's room may grow when running
     /// submissions settle below their estimates; a raised limit makes it due at once).
     pub budget_retry_at: i64,
+    /// The pool whose create log records this grant once marked (a pool with a `rate` or
+    /// `daily` quota); `None`: not recorded.
+    pub quota_pool: Option<String>,
 }
 
 /// What [`crate::TaskStore::unit_mark_granted`] did.

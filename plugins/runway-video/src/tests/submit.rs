@@ -137,14 +137,16 @@ fn a_refused_key_gives_the_unit_back_as_account_refused() {
 }
 
 #[test]
-fn the_daily_limit_is_a_retry_not_a_capacity_rejection() {
+fn the_daily_limit_is_a_quota_refusal_not_a_capacity_rejection() {
     let host = keyed_host().on_any(|_| {
         Ok(Response::new(429, r#"{"error":"daily limit"}"#).with_header("Retry-After", "30"))
     });
     let change = tick_one(&host, NOW, fresh("u1"));
     assert!(matches!(
         &change.outcome,
-        Outcome::RetryAfter { after_ms: Some(30_000), error } if error.code.as_deref() == Some("http_429")
+        Outcome::RetryAfter { after_ms: Some(30_000), error }
+            if error.code.as_deref() == Some("quota_exhausted")
+                && error.message.starts_with("runway http_429: daily limit")
     ));
     assert_eq!(
         state(&change),

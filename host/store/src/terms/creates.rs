@@ -1,0 +1,66 @@
+//! The create log of pools with quotas (docs/accounts-deadlines-budgets.md "Quotas"): one row
+//! per submit marker of a pool that has a `rate` or `daily` quota, written in the marker's
+//! transaction, so the count of creates in a window survives a restart and rebuilds the slot
+//! store's window logs (in memory or in Redis) when they were lost.
+
+use crate::StoreResult;
+use crate::shared::on_both_drivers;
+
+/// One recorded create: the unit, its account and when its submit marker was written.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct Create {
+    pub unit_id: String,
+    pub account: Option<String>,
+    pub at: i64,
+}
+
+on_both_drivers! {
+    /// Record the creates of the grants that were marked (`moved`) and name a quota pool,
+    /// at `now`, in the marker's transaction.
+    pub(crate) async fn record_marked(
+        conn: &mut Conn,
+        grants: &[crate::Grant],
+        moved: &[slotd_core::model::Unit],
+        now: i64,
+    ) -> StoreResult<()> {
+        if grants.iter().all(|g| g.quota_pool.is_none()) {
+            return Ok(());
+        }
+        let marked: std::collections::HashSet<&str> = moved.iter().map(|u| u.id.as_str()).collect();
+        for g in grants {
+            let Some(quota_pool) = &g.quota_pool else { continue };
+            if !marked.contains(g.unit_id.as_str()) {
+                continue;
+            }
+            sqlx::query("INSERT INTO pool_creates (pool, account, at, unit_id) VALUES ($1, $2, $3, $4)")
+                .bind(quota_pool)
+                .bind(g.account.as_deref())
+                .bind(now)
+                .bind(&g.unit_id)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The creates of `quota_pool` at or after `since`, oldest first.
+    pub(crate) async fn since(pool: &Pool, quota_pool: &str, since: i64) -> StoreResult<Vec<Create>> {
+        Ok(sqlx::query_as(
+            "SELECT unit_id, account, at FROM pool_creates WHERE pool = $1 AND at >= $2 \
+             ORDER BY at, unit_id",
+        )
+        .bind(quota_pool)
+        .bind(since)
+        .fetch_all(pool)
+        .await?)
+    }
+
+    /// Forget creates older than `before` (no window reaches them).
+    pub(crate) async fn prune(pool: &Pool, before: i64) -> StoreResult<u64> {
+        Ok(sqlx::query("DELETE FROM pool_creates WHERE at < $1")
+            .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected())
+    }
+}
