@@ -25,6 +25,7 @@ mod kling;
 mod metrics_dashboard;
 mod openapi_fuzz;
 mod plugin_new;
+mod quotas_cluster;
 mod reload_hot;
 mod runway;
 mod runway_cancel;

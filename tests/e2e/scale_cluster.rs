@@ -72,6 +72,8 @@ pub struct ClusterOptions {
     pub callbacks: bool,
     /// The Redis every process uses (a test may log in as a user of its own).
     pub redis_url: String,
+    /// `[pools."kling:video"] rate`, if any.
+    pub video_rate: Option<String>,
 }
 
 impl ClusterOptions {
@@ -84,6 +86,7 @@ impl ClusterOptions {
             video_slots: 18,
             callbacks: false,
             redis_url: redis_url(),
+            video_rate: None,
         }
     }
 }
@@ -329,6 +332,7 @@ lease_ttl = "{lease_ms}ms"
 {polls}
 [pools."kling:video"]
 max_slots = {video_slots}
+{video_rate}
 
 [pools."kling:avatar"]
 max_slots = 2
@@ -349,6 +353,10 @@ allowed_hosts = ["{host}"]
         tick_ms = opts.tick.as_millis(),
         lease_ms = opts.lease_ttl.as_millis(),
         video_slots = opts.video_slots,
+        video_rate = opts
+            .video_rate
+            .as_ref()
+            .map_or(String::new(), |r| format!("rate = \"{r}\"")),
         plugins = plugins.display(),
         objects = dir.join("objects").display(),
         base = sim.base_url(),

@@ -18,6 +18,7 @@ async fn scheduler(
     dir: &std::path::Path,
     slots: u32,
     url: &str,
+    adjust: impl FnOnce(&mut slotd_core::config::Config),
 ) -> (
     slotd_server::services::Services,
     std::sync::Arc<Scheduler>,
@@ -27,6 +28,7 @@ async fn scheduler(
     let dyn_clock: DynClock = clock.clone();
     let mut config = fixture_config(dir, slots, url);
     config.scheduler.max_batch = DUE;
+    adjust(&mut config);
     let services = slotd_server::app::build_with_clock(config, dyn_clock)
         .await
         .expect("build");
@@ -37,7 +39,7 @@ async fn scheduler(
 /// 10,000 in flight, 1,000 due per tick.
 async fn poll(report: &mut Report, backend: &str, url: &str) {
     let dir = tempfile::TempDir::new().expect("tmp");
-    let (services, sched, clock) = scheduler(dir.path(), IN_FLIGHT, url).await;
+    let (services, sched, clock) = scheduler(dir.path(), IN_FLIGHT, url, |_| {}).await;
     submit_many(&services, IN_FLIGHT, "idle").await;
     // Fill every slot (a batch of 10,000 creates: not the figure measured here).
     let mut in_flight = 0;
@@ -105,14 +107,35 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
 /// Units of the deadline variant's task: a lower priority than the backlog, due in a day.
 const DEADLINED: u32 = 200;
 
+/// What a fill tick measures beside the plain fill.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    /// A task with a deadline below the backlog (the sweep's projection every tick).
+    Deadlines,
+    /// The pool with three dimensions: slots, `rate` and `daily`, set high enough never to
+    /// bind, so the tick grants what the plain one does and the figure is the admission's cost
+    /// (window counts, the checks in the grant step, the create records).
+    Quotas,
+}
+
 /// 10,000 (and more) pending, 1,000 free slots per fill tick; between fill ticks a poll tick
 /// ends the 1,000 submitted (succeeded), which frees their slots. With `deadlines`, a task of
 /// [`DEADLINED`] units below the backlog's priority carries a deadline it can meet, so every
 /// tick's deadline sweep projects them behind the whole backlog (its per-group counts made
 /// afresh each tick: the clock moves a minute between ticks).
-async fn fill(report: &mut Report, backend: &str, url: &str, deadlines: bool) {
+async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -> f64 {
+    let deadlines = variant == Variant::Deadlines;
     let dir = tempfile::TempDir::new().expect("tmp");
-    let (services, sched, clock) = scheduler(dir.path(), DUE, url).await;
+    let (services, sched, clock) = scheduler(dir.path(), DUE, url, |c| {
+        if variant == Variant::Quotas
+            && let Some(p) = c.pools.get_mut("fixture")
+        {
+            p.rate = slotd_core::config::parse_rate("1000000/min").ok();
+            p.daily = slotd_core::config::parse_rate("100000000/day").ok();
+        }
+    })
+    .await;
     let rounds = 5;
     submit_many(&services, IN_FLIGHT + rounds * DUE, "quick").await;
     if deadlines {
@@ -170,7 +193,25 @@ async fn fill(report: &mut Report, backend: &str, url: &str, deadlines: bool) {
             "ms",
             Target::None(Better::Lower),
         );
-        return;
+        return ms(median(fills));
+    }
+    if variant == Variant::Quotas {
+        let used = services
+            .slots
+            .log_count("fixture", 0)
+            .await
+            .expect("create log")
+            .count;
+        assert_eq!(used, rounds * DUE, "every grant counted in the create log");
+        print_steps(backend, "fill+quotas", steps);
+        report.add(
+            "run_once_fill_10k_quotas",
+            backend,
+            ms(median(fills)),
+            "ms",
+            Target::None(Better::Lower),
+        );
+        return ms(median(fills));
     }
     print_steps(backend, "fill", steps);
     report.add(
@@ -187,6 +228,7 @@ async fn fill(report: &mut Report, backend: &str, url: &str, deadlines: bool) {
         "ms",
         Target::None(Better::Lower),
     );
+    ms(median(fills))
 }
 
 /// Where the median tick's time went (the profile behind the figure).
@@ -212,14 +254,30 @@ pub async fn run(report: &mut Report) {
         eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight…");
         poll(report, backend, &url).await;
     }
+    let mut plain = Vec::new();
     for (backend, url) in crate::common::backends(dir.path()).await {
         eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending…");
-        fill(report, backend, &url, false).await;
+        plain.push(fill(report, backend, &url, Variant::Plain).await);
     }
     for (backend, url) in crate::common::backends(dir.path()).await {
         eprintln!(
             "tick: {backend}, fill ticks at {IN_FLIGHT}+ pending and {DEADLINED} deadline units below them…"
         );
-        fill(report, backend, &url, true).await;
+        fill(report, backend, &url, Variant::Deadlines).await;
+    }
+    for ((backend, url), plain) in crate::common::backends(dir.path())
+        .await
+        .into_iter()
+        .zip(plain)
+    {
+        eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending, slots + rate + daily…");
+        let quotas = fill(report, backend, &url, Variant::Quotas).await;
+        report.add(
+            "fill_quotas_over_slots_only",
+            backend,
+            quotas / plain.max(1e-9),
+            "×",
+            Target::AtMost(1.10),
+        );
     }
 }

@@ -323,3 +323,64 @@ async fn budget_changes(store: &DynStore) {
     let a = totals.iter().find(|(t, ..)| t == "a").unwrap();
     assert_eq!((a.1, a.2, a.3), (0.8, 4.0, 1));
 }
+
+/// The create log of a pool with quotas: the marker records the creates it marked (not those
+/// its budget check refused, nor grants without a quota pool) in its transaction; reads go
+/// from an instant on, oldest first; old records are pruned.
+pub(crate) async fn marker_records_creates_of_pools_with_quotas(store: DynStore) {
+    store
+        .budget_set(&budget("a", 1.0, DAY, "config", T0))
+        .await
+        .unwrap();
+    store
+        .task_create(costed("t1", "a", 3, 1.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    store
+        .task_create(costed("t2", "b", 2, 1.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    let quota = |mut g: Grant| {
+        g.quota_pool = Some(POOL.into());
+        g
+    };
+    let grants = [
+        quota(grant("t1-u0", "a", Some("main"), 1.0)),
+        // Over a's budget: not marked, not recorded.
+        quota(grant("t1-u1", "a", Some("main"), 1.0)),
+        quota(grant("t2-u0", "b", None, 1.0)),
+        // No quota pool: marked, not recorded.
+        grant("t2-u1", "b", None, 1.0),
+    ];
+    let marked = store
+        .unit_mark_granted(&grants, T0 + 5, T0 + 5, None)
+        .await
+        .unwrap();
+    assert_eq!(marked.units.len(), 3);
+    let creates = store.quota_creates_since(POOL, T0).await.unwrap();
+    let got: Vec<(&str, Option<&str>, i64)> = creates
+        .iter()
+        .map(|c| (c.unit_id.as_str(), c.account.as_deref(), c.at))
+        .collect();
+    assert_eq!(
+        got,
+        [("t1-u0", Some("main"), T0 + 5), ("t2-u0", None, T0 + 5)]
+    );
+    assert!(
+        store
+            .quota_creates_since(POOL, T0 + 6)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .quota_creates_since("other", T0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.quota_creates_prune(T0 + 5).await.unwrap(), 0);
+    assert_eq!(store.quota_creates_prune(T0 + 6).await.unwrap(), 2);
+    assert!(store.quota_creates_since(POOL, 0).await.unwrap().is_empty());
+}

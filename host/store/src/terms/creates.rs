@@ -6,6 +6,9 @@
 use crate::StoreResult;
 use crate::shared::on_both_drivers;
 
+/// Rows of one create-log insert (four parameters each, far below both databases' limits).
+const CREATES_PER_STATEMENT: usize = 250;
+
 /// One recorded create: the unit, its account and when its submit marker was written.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct Create {
@@ -27,18 +30,27 @@ on_both_drivers! {
             return Ok(());
         }
         let marked: std::collections::HashSet<&str> = moved.iter().map(|u| u.id.as_str()).collect();
-        for g in grants {
-            let Some(quota_pool) = &g.quota_pool else { continue };
-            if !marked.contains(g.unit_id.as_str()) {
-                continue;
+        let rows: Vec<(&str, Option<&str>, &str)> = grants
+            .iter()
+            .filter(|g| marked.contains(g.unit_id.as_str()))
+            .filter_map(|g| {
+                Some((g.quota_pool.as_deref()?, g.account.as_deref(), g.unit_id.as_str()))
+            })
+            .collect();
+        // One statement per chunk of rows: a fill marks up to a thousand units at once.
+        for chunk in rows.chunks(CREATES_PER_STATEMENT) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|i| format!("(${}, ${}, ${}, ${})", 4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4))
+                .collect();
+            let sql = format!(
+                "INSERT INTO pool_creates (pool, account, at, unit_id) VALUES {}",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (quota_pool, account, unit_id) in chunk {
+                q = q.bind(*quota_pool).bind(*account).bind(now).bind(*unit_id);
             }
-            sqlx::query("INSERT INTO pool_creates (pool, account, at, unit_id) VALUES ($1, $2, $3, $4)")
-                .bind(quota_pool)
-                .bind(g.account.as_deref())
-                .bind(now)
-                .bind(&g.unit_id)
-                .execute(&mut *conn)
-                .await?;
+            q.execute(&mut *conn).await?;
         }
         Ok(())
     }
