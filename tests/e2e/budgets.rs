@@ -21,6 +21,7 @@ fn budget(limit: f64) -> impl FnOnce(&mut slotd_core::config::Config) {
                     limit,
                     period: Duration::from_secs(86_400),
                 }),
+                ..TenantConfig::default()
             },
         );
     }

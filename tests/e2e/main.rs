@@ -36,5 +36,6 @@ mod runway_recordings;
 mod scale_cluster;
 mod scale_pg_outage;
 mod soak;
+mod tenant_shares;
 mod trust_runtime;
 mod webhooks_delivery;

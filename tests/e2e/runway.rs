@@ -213,7 +213,14 @@ impl Run {
             .collect();
         limits.extend_from_slice(pools);
         let now = slotd_core::clock::Clock::now_ms(self.services.clock.as_ref());
-        let report = check_report_at(&c.database_url, Some(&c.object_store), &limits, now).await;
+        let report = check_report_with(
+            &c.database_url,
+            Some(&c.object_store),
+            &limits,
+            quotas_of(c),
+            now,
+        )
+        .await;
         assert!(report.units > 0, "slotd check saw no units");
         if let Some(s) = self.stop.take() {
             s.send(()).ok();

@@ -375,6 +375,18 @@ async fn check_clean_at(
     assert!(report.units > 0, "slotd check saw no units");
 }
 
+/// Each configured pool's quotas, for `slotd check`.
+pub fn quotas_of(config: &slotd_core::config::Config) -> Quotas {
+    config
+        .pools
+        .iter()
+        .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
+        .collect()
+}
+
+/// Pools' quotas as `slotd check` takes them.
+pub type Quotas = std::collections::BTreeMap<String, Vec<slotd_core::config::Quota>>;
+
 /// `slotd check` on a database: panics with every finding, returns the report (how many
 /// tasks and units it read) when there are none.
 pub async fn check_report_at(
@@ -383,7 +395,19 @@ pub async fn check_report_at(
     pools: &[(&str, u32)],
     now_ms: i64,
 ) -> slotd_server::check::Report {
+    check_report_with(database_url, objects, pools, Quotas::new(), now_ms).await
+}
+
+/// [`check_report_at`] that also checks pools' quota windows.
+pub async fn check_report_with(
+    database_url: &str,
+    objects: Option<&str>,
+    pools: &[(&str, u32)],
+    pool_quotas: Quotas,
+    now_ms: i64,
+) -> slotd_server::check::Report {
     let opts = slotd_server::check::CheckOptions {
+        pool_quotas,
         database_url: database_url.to_string(),
         objects: objects.map(String::from),
         redis_url: None,
@@ -422,7 +446,14 @@ pub async fn services_check(services: &Services) -> slotd_server::check::Report 
         .filter_map(|(name, p)| Some((name.as_str(), p.max_slots?)))
         .collect();
     let now = services.clock.now_ms();
-    check_report_at(&c.database_url, Some(&c.object_store), &pools, now).await
+    check_report_with(
+        &c.database_url,
+        Some(&c.object_store),
+        &pools,
+        quotas_of(c),
+        now,
+    )
+    .await
 }
 
 /// A port nothing listens on right now (for a `listen` address in a config file).

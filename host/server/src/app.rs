@@ -97,6 +97,10 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     } else {
         tracing::warn!(dir = %config.plugins_dir.display(), "plugins directory does not exist; no handlers loaded");
     }
+    // Tenants' minimums must fit in the pools the loaded handlers size.
+    for (name, limit) in crate::pool_state::pool_limits(&config, &registry) {
+        config.check_minimums(&name, limit.max_slots)?;
+    }
     let objects = crate::objects::Objects::open(&config.object_store)?;
     let provider_callback_key = ProviderCallbackKey::load(&store, clock.now_ms())
         .await

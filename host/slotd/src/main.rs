@@ -396,6 +396,11 @@ async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
             .iter()
             .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
             .collect(),
+        pool_quotas: config
+            .pools
+            .iter()
+            .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
+            .collect(),
         finalize_grace: args.finalize_grace,
         now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
     };

@@ -165,6 +165,13 @@ macro_rules! impl_task_store {
                 crate::terms::creates::$driver::prune(self.writer(), before).await
             }
 
+            async fn unit_count_submitted_by_tenant(
+                &self,
+                pool: &str,
+            ) -> StoreResult<Vec<(String, u64)>> {
+                crate::terms::accounts::$driver::submitted_by_tenant(self.reader(), pool).await
+            }
+
             async fn unit_list_submitted_accounts(
                 &self,
                 pool: &str,

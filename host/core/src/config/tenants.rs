@@ -1,6 +1,8 @@
-//! `[tenants.NAME]`: per-tenant settings. Today one: `budget = { limit = 500.0, period = "1d" }`,
-//! what the tenant's units may cost per period (README "Tenant budgets").
+//! `[tenants.NAME]`: per-tenant settings: `budget = { limit = 500.0, period = "1d" }`, what the
+//! tenant's units may cost per period, and per pool `min_slots` (capacity reserved while it has
+//! pending work there) and `max_slots` (a cap) (docs/accounts-deadlines-budgets.md).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -11,6 +13,34 @@ use serde::{Deserialize, Deserializer};
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub budget: Option<BudgetConfig>,
+    /// Slots of each named pool reserved for this tenant while it has pending units there:
+    /// `min_slots = { "kling:video" = 4 }`. Lent to others while it has none.
+    #[serde(default)]
+    pub min_slots: BTreeMap<String, u32>,
+    /// At most this many slots of each named pool: `max_slots = { "kling:video" = 10 }`.
+    #[serde(default)]
+    pub max_slots: BTreeMap<String, u32>,
+}
+
+impl TenantConfig {
+    /// Check the shares, naming `key` (`tenants.NAME`) on error.
+    pub fn check_shares(&self, key: &str) -> anyhow::Result<()> {
+        for (pool, max) in &self.max_slots {
+            if *max == 0 {
+                bail!(
+                    "{key}.max_slots.{pool:?} must be at least 1 (leave the pool out for no cap)"
+                );
+            }
+        }
+        for (pool, min) in &self.min_slots {
+            if let Some(max) = self.max_slots.get(pool)
+                && min > max
+            {
+                bail!("{key}.min_slots.{pool:?} ({min}) is above its max_slots ({max})");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A budget: at most `limit` (in the provider's cost unit) per `period`.

@@ -5,6 +5,22 @@ use anyhow::{Context, bail};
 use super::{Config, TENANT_NAME_MAX};
 
 impl Config {
+    /// The tenants' `min_slots` of `pool` must add up to at most its `max` slots.
+    pub fn check_minimums(&self, pool: &str, max: u32) -> anyhow::Result<()> {
+        let sum: u64 = self
+            .tenants
+            .values()
+            .filter_map(|t| t.min_slots.get(pool))
+            .map(|m| u64::from(*m))
+            .sum();
+        if sum > u64::from(max) {
+            bail!(
+                "tenants' min_slots for pool {pool:?} add up to {sum}, more than its {max} slots"
+            );
+        }
+        Ok(())
+    }
+
     /// Check values that parse but make no sense, naming the key.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.scheduler.validate(self.limits.call_deadline)?;
@@ -30,6 +46,14 @@ impl Config {
             check_tenant_name(&format!("tenants.{name}"), name)?;
             if let Some(b) = &t.budget {
                 b.check(&format!("tenants.{name}.budget"))?;
+            }
+            t.check_shares(&format!("tenants.{name}"))?;
+        }
+        // The minimums of a pool with a configured size must fit in it (pools sized by their
+        // handler are checked once the handlers are loaded).
+        for (pool, p) in &self.pools {
+            if let Some(max) = p.max_slots {
+                self.check_minimums(pool, max)?;
             }
         }
         self.api.validate()?;

@@ -11,6 +11,8 @@
 //! - every open budget reservation belongs to a `submitted` unit's current submission, one
 //!   per unit (a crash between reservation and submit leaves the unit in doubt, still
 //!   `submitted`, so its reservation stays accounted for);
+//! - no pool's recorded creates (`pool_creates`, kept a day) exceed a `rate` or `daily` quota
+//!   in any of its windows;
 //! - with `--objects`: every `completed` unit's artifacts exist with the recorded size and
 //!   sha256;
 //! - with Redis: each pool's slot holders are its `submitted` units, and the database's
@@ -46,6 +48,8 @@ pub struct CheckOptions {
     pub redis_prefix: String,
     /// Each pool's configured maximum; pools not listed are not limit-checked.
     pub pool_limits: BTreeMap<String, u32>,
+    /// Each pool's quotas on creates (`rate`, `daily`); pools not listed are not checked.
+    pub pool_quotas: BTreeMap<String, Vec<slotd_core::config::Quota>>,
     /// See [`FINALIZE_GRACE_DEFAULT`].
     pub finalize_grace: Duration,
     /// "Now" in Unix ms (an injected clock in tests).
@@ -86,6 +90,8 @@ pub struct Snapshot {
     pub fences: BTreeMap<String, i64>,
     /// The budget ledger's open reservations: (unit id, submission `stage-attempt`).
     pub open_reservations: Vec<(String, String)>,
+    /// The recorded creates of pools with quotas: (pool, Unix ms), oldest first.
+    pub creates: Vec<(String, i64)>,
 }
 
 /// The columns of a unit the rules read.
@@ -147,6 +153,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     f.extend(rules::finalize_leases(&snap, opts.now_ms, grace));
     f.extend(rules::tasks(&snap));
     f.extend(rules::reservations(&snap));
+    f.extend(rules::quota_windows(&snap, &opts.pool_quotas));
     if let Some(url) = &opts.objects {
         let (found, checked) = live::objects(url, &snap).await?;
         report.findings.extend(found);

@@ -299,3 +299,62 @@ pub fn reservations(snap: &Snapshot) -> Vec<Finding> {
     }
     out
 }
+
+/// No pool's recorded creates exceed one of its quotas: for a rolling window, no span of the
+/// window's length holds more creates than the limit; for a calendar day, no day does.
+pub fn quota_windows(
+    snap: &Snapshot,
+    quotas: &BTreeMap<String, Vec<slotd_core::config::Quota>>,
+) -> Vec<Finding> {
+    use slotd_core::config::Window;
+    let mut out = Vec::new();
+    for (pool, list) in quotas {
+        let times: Vec<i64> = snap
+            .creates
+            .iter()
+            .filter(|(p, _)| p == pool)
+            .map(|(_, at)| *at)
+            .collect();
+        for q in list {
+            let (count, at) = match q.window {
+                Window::Rolling(_) => {
+                    let len = q.window.len_ms();
+                    let mut best = (0usize, 0i64);
+                    let mut first = 0;
+                    for (i, t) in times.iter().enumerate() {
+                        while times[first] <= t - len {
+                            first += 1;
+                        }
+                        if i + 1 - first > best.0 {
+                            best = (i + 1 - first, times[first]);
+                        }
+                    }
+                    best
+                }
+                Window::CalendarDay { offset_minutes } => {
+                    let off = i64::from(offset_minutes) * 60_000;
+                    let mut days: BTreeMap<i64, usize> = BTreeMap::new();
+                    for t in &times {
+                        *days.entry((t + off).div_euclid(86_400_000)).or_default() += 1;
+                    }
+                    days.into_iter()
+                        .max_by_key(|(_, n)| *n)
+                        .map_or((0, 0), |(d, n)| (n, d * 86_400_000 - off))
+                }
+            };
+            if count > q.limit as usize {
+                out.push(Finding {
+                    kind: "quota window",
+                    task_id: None,
+                    unit_id: None,
+                    message: format!(
+                        "pool {pool}: {count} creates in the {} window from {at} (Unix ms); its \
+                         quota allows {}",
+                        q.window, q.limit
+                    ),
+                });
+            }
+        }
+    }
+    out
+}

@@ -59,6 +59,7 @@ fn snap(units: Vec<UnitRow>, events: Vec<(&str, Vec<EventRow>)>) -> Snapshot {
             .collect(),
         fences: BTreeMap::new(),
         open_reservations: Vec::new(),
+        creates: Vec::new(),
     }
 }
 
@@ -267,4 +268,53 @@ fn open_reservations_belong_to_submitted_units() {
         "one for the wrong submission, one for two open: {found:?}"
     );
     assert_eq!(about("gone"), 1, "{found:?}");
+}
+
+#[test]
+fn creates_beyond_a_quota_window_are_reported() {
+    use slotd_core::config::{Quota, Window};
+    use std::time::Duration;
+    let at = |ms: &[i64]| ms.iter().map(|t| ("p".to_string(), *t)).collect::<Vec<_>>();
+    let rate = Quota {
+        limit: 2,
+        window: Window::Rolling(Duration::from_secs(10)),
+    };
+    let quotas = BTreeMap::from([("p".to_string(), vec![rate])]);
+    // Two per 10 s, the third 10 s after the first: clean.
+    let clean = Snapshot {
+        creates: at(&[0, 5_000, 10_000, 19_000]),
+        ..Snapshot::default()
+    };
+    assert!(quota_windows(&clean, &quotas).is_empty());
+    // Three within 10 s.
+    let over = Snapshot {
+        creates: at(&[0, 5_000, 9_999]),
+        ..Snapshot::default()
+    };
+    let found = quota_windows(&over, &quotas);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].kind, "quota window");
+    assert!(
+        found[0].message.contains("3 creates"),
+        "{}",
+        found[0].message
+    );
+    // A calendar day at UTC: three on one day against a limit of two.
+    let daily = Quota {
+        limit: 2,
+        window: Window::CalendarDay { offset_minutes: 0 },
+    };
+    let quotas = BTreeMap::from([("p".to_string(), vec![daily])]);
+    let days = Snapshot {
+        creates: at(&[
+            86_400_000 - 1,
+            86_400_000,
+            86_400_000 + 5,
+            2 * 86_400_000 - 1,
+        ]),
+        ..Snapshot::default()
+    };
+    assert_eq!(quota_windows(&days, &quotas).len(), 1);
+    // Other pools' creates and pools without quotas are not counted.
+    assert!(quota_windows(&days, &BTreeMap::new()).is_empty());
 }

@@ -10,6 +10,10 @@
 //! transaction; a tenant refused for budget is left out of the next round of the same tick, so
 //! its backlog does not keep others' units from free slots.
 //!
+//! Tenants' shares (`shares.rs`): a tenant's `min_slots` of the pool is filled first from its
+//! own pending units while it has any (slots are reserved only as they free: nothing running
+//! is cancelled), and its `max_slots` leaves its units waiting once it holds that many.
+//!
 //! Quotas (`pool_state/quotas.rs`): a pool with `rate` or `daily` grants no more than its
 //! fullest window has room for, each grant counted in its create log in the slot store's
 //! atomic step; a slot set closed by the provider takes nothing until its probe is due.
@@ -39,6 +43,16 @@ pub(crate) struct Filled {
     pub backlog: bool,
     /// Quotas hold every new submit back until then (Unix ms).
     pub quota_wait_until: Option<i64>,
+}
+
+/// What every grant of one fill shares.
+struct Step<'a> {
+    pool: &'a str,
+    log: Option<&'a CreateLog>,
+    now: i64,
+    /// When a marked unit is due again if its call never answers.
+    hold: i64,
+    fence: Option<&'a Fence>,
 }
 
 /// One account's room in this fill.
@@ -111,7 +125,32 @@ impl Scheduler {
         // Due again only if this tick's call never answers for them (a crash mid-call):
         // then after the call's deadline, in doubt.
         let hold = now.saturating_add(self.in_doubt_grace());
-        let mut except: Vec<String> = Vec::new();
+        let step = Step {
+            pool,
+            log: log.as_ref(),
+            now,
+            hold,
+            fence,
+        };
+        let mut shares = self.shares(pool).await?;
+        let mut except: Vec<String> = shares.as_ref().map(|s| s.capped()).unwrap_or_default();
+        // Tenants' guarantees first: each one's reservation from its own pending units.
+        if let Some(sh) = &shares {
+            for (tenant, want) in sh.reserved() {
+                if free == 0 {
+                    break;
+                }
+                let others = sh.others(&tenant);
+                let pending = s
+                    .store
+                    .unit_list_fill(pool, &limit.task_types, now, want.min(free), &others)
+                    .await?;
+                let (_, marked) = self
+                    .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except)
+                    .await?;
+                free = free.saturating_sub(marked);
+            }
+        }
         for _ in 0..FILL_ROUNDS {
             // One more than fits tells whether a backlog is left.
             let mut pending = s
@@ -125,40 +164,81 @@ impl Scheduler {
                 )
                 .await?;
             filled.backlog = pending.len() > free as usize;
+            // Tenants' caps: what would take a tenant past its `max_slots` waits.
+            let mut capped = false;
+            if let Some(sh) = &mut shares {
+                let before = pending.len();
+                pending.retain(|u| sh.take(&u.tenant));
+                capped = pending.len() < before;
+                for t in sh.capped() {
+                    if !except.contains(&t) {
+                        except.push(t);
+                    }
+                }
+            }
             pending.truncate(free as usize);
-            if pending.is_empty() {
+            if pending.is_empty() && !capped {
                 break;
             }
-            let grants = self.grant(&mut rooms, pending, log.as_ref(), now).await?;
-            if grants.is_empty() {
+            let over_before = except.len();
+            let (granted, marked) = self
+                .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except)
+                .await?;
+            if granted == 0 && !capped {
                 filled.backlog = true;
                 break;
             }
-            let submitted =
-                crate::lifecycle::mark_submitted(s, pool, &grants, now, hold, fence).await?;
-            let marked = submitted.marked;
-            if let Some(log) = &log {
-                self.forget_unused(log, &grants, &marked.units, now).await;
-            }
-            for room in &mut rooms {
-                if let Some(&n) = submitted.unused.get(&room.account.name) {
-                    room.free += n;
-                    filled.unused += n as usize;
-                }
-            }
-            free = free.saturating_sub(u32::try_from(marked.units.len()).unwrap_or(u32::MAX));
-            let over: HashSet<&str> = marked.over_budget.iter().map(String::as_str).collect();
-            for g in grants.iter().filter(|g| over.contains(g.unit_id.as_str())) {
-                if !except.contains(&g.tenant) {
-                    except.push(g.tenant.clone());
-                }
-            }
-            filled.fresh.extend(marked.units);
-            if over.is_empty() || free == 0 {
+            free = free.saturating_sub(marked);
+            if (except.len() == over_before && !capped) || free == 0 {
                 break;
             }
         }
         Ok(filled)
+    }
+
+    /// Grant `pending` slots, write their submit marker, and account for what happened:
+    /// unused grants go back to their rooms, tenants found over budget join `except`, the
+    /// marked units join `filled`. Returns how many were granted and how many marked.
+    async fn grant_and_mark(
+        &self,
+        step: &Step<'_>,
+        rooms: &mut [Room],
+        pending: Vec<Unit>,
+        filled: &mut Filled,
+        except: &mut Vec<String>,
+    ) -> Result<(usize, u32), SchedulerError> {
+        if pending.is_empty() {
+            return Ok((0, 0));
+        }
+        let s = &self.services;
+        let grants = self.grant(rooms, pending, step.log, step.now).await?;
+        if grants.is_empty() {
+            return Ok((0, 0));
+        }
+        let submitted = crate::lifecycle::mark_submitted(
+            s, step.pool, &grants, step.now, step.hold, step.fence,
+        )
+        .await?;
+        let marked = submitted.marked;
+        if let Some(log) = step.log {
+            self.forget_unused(log, &grants, &marked.units, step.now)
+                .await;
+        }
+        for room in rooms.iter_mut() {
+            if let Some(&n) = submitted.unused.get(&room.account.name) {
+                room.free += n;
+                filled.unused += n as usize;
+            }
+        }
+        let over: HashSet<&str> = marked.over_budget.iter().map(String::as_str).collect();
+        for g in grants.iter().filter(|g| over.contains(g.unit_id.as_str())) {
+            if !except.contains(&g.tenant) {
+                except.push(g.tenant.clone());
+            }
+        }
+        let n = u32::try_from(marked.units.len()).unwrap_or(u32::MAX);
+        filled.fresh.extend(marked.units);
+        Ok((grants.len(), n))
     }
 
     /// Each account's limit, use and free slots now (a drained account: none, or one for its

@@ -17,6 +17,7 @@ mod provider_callback;
 mod renewal;
 mod rounds;
 mod service;
+mod shares;
 mod tick;
 mod tick_report;
 

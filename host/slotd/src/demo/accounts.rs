@@ -63,6 +63,7 @@ allowed_hosts = ["{}"]
                 limit: STUDIO_B_BUDGET,
                 period: std::time::Duration::from_secs(86_400),
             }),
+            ..TenantConfig::default()
         },
     );
     Ok(())

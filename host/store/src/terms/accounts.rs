@@ -74,6 +74,24 @@ pub(crate) fn marked(
 }
 
 on_both_drivers! {
+    /// Slots each tenant's units hold in `pool` (tenants holding none are left out).
+    pub(crate) async fn submitted_by_tenant(
+        pool: &Pool,
+        sched_pool: &str,
+    ) -> StoreResult<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT tenant, CAST(COUNT(*) AS BIGINT) FROM units \
+             WHERE pool = $1 AND status = 'submitted' GROUP BY tenant",
+        )
+        .bind(sched_pool)
+        .fetch_all(pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(t, n)| (t, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+
     /// Submitted units of `pool` with their accounts (slot reconciliation per account).
     pub(crate) async fn submitted_by_account(
         pool: &Pool,
