@@ -202,7 +202,13 @@ async fn console_in_a_browser() {
     // cancel ends it early (only the jobs in flight finish).
     let mut opts = sim_options(7);
     opts.time_scale = 0.05;
-    let run = Run::start(opts, 4, false).await;
+    // A rate far above what the run needs: the pool card shows the quota beside the slots.
+    let run = Run::start_with(opts, 4, false, |c| {
+        if let Some(p) = c.pools.get_mut("kling:video") {
+            p.rate = slotd_core::config::parse_rate("1000/min").ok();
+        }
+    })
+    .await;
     // Three short tasks first (the pool serves a tenant's tasks in order), then the long one
     // the test opens and cancels: the timeline shows several tasks' colors.
     for _ in 0..3 {
@@ -236,6 +242,13 @@ async fn console_in_a_browser() {
     eprintln!("{:?}: timeline shows {bars} bars", t0.elapsed());
     let lanes = js(&c, r#"return document.querySelectorAll('section.pool[data-pool="kling:video"] svg.timeline rect.lane').length;"#).await;
     assert_eq!(lanes, json!(4), "one row per slot of the pool");
+    let quota = js(&c, r#"const q = document.querySelector('section.pool[data-pool="kling:video"] [data-quota="rate"]');
+        return q ? q.textContent : null;"#).await;
+    let quota = quota.as_str().unwrap_or_default().to_string();
+    assert!(
+        quota.contains("/ 1000") && quota.contains("rate (rolling 1m)"),
+        "the pool card shows its rate quota: {quota:?}"
+    );
     let pools_png = screenshot(&c, "pools.png").await;
 
     // Tasks: the list, then the task page by clicking its link.

@@ -455,8 +455,8 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The creates recorded for `pool`'s quotas (grants with `quota_pool`) at or after
     /// `since`, oldest first.
     async fn quota_creates_since(&self, pool: &str, since: i64) -> StoreResult<Vec<Create>>;
-    /// Forget recorded creates older than `before`; returns how many.
-    async fn quota_creates_prune(&self, before: i64) -> StoreResult<u64>;
+    /// Forget `pool`'s recorded creates older than `before`; returns how many.
+    async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64>;
     /// Slots each tenant's units hold in `pool` now (tenants holding none are left out).
     async fn unit_count_submitted_by_tenant(&self, pool: &str) -> StoreResult<Vec<(String, u64)>>;
     /// Submitted units of `pool` and the accounts they were submitted on.

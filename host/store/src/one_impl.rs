@@ -161,8 +161,8 @@ macro_rules! impl_task_store {
                 crate::terms::creates::$driver::since(self.reader(), pool, since).await
             }
 
-            async fn quota_creates_prune(&self, before: i64) -> StoreResult<u64> {
-                crate::terms::creates::$driver::prune(self.writer(), before).await
+            async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64> {
+                crate::terms::creates::$driver::prune(self.writer(), pool, before).await
             }
 
             async fn unit_count_submitted_by_tenant(

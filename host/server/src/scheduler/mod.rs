@@ -156,14 +156,20 @@ impl Scheduler {
                 .as_millis(),
         )
         .unwrap_or(i64::MAX);
-        let due = match self.last_reconcile.lock().get(pool) {
-            Some(&last) => now.saturating_sub(last) >= every,
-            None => true,
+        let (due, first) = match self.last_reconcile.lock().get(pool) {
+            Some(&last) => (now.saturating_sub(last) >= every, false),
+            None => (true, true),
         };
         if !due {
             return Ok(());
         }
         self.reconcile(pool).await?;
+        self.prune_create_log(pool).await?;
+        if first {
+            // This instance's first look at the pool (a start, a lease won): its create log
+            // may be missing what another process or an earlier run of this one granted.
+            self.restore_create_log(pool).await?;
+        }
         self.last_reconcile.lock().insert(pool.to_string(), now);
         Ok(())
     }
@@ -177,6 +183,7 @@ impl Scheduler {
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
                 self.reconcile(pool).await?;
+                self.restore_create_log(pool).await?;
                 Ok(self.services.slots.used(pool).await?)
             }
             other => Ok(other?),
@@ -200,6 +207,7 @@ impl Scheduler {
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
                 self.reconcile(pool).await?;
+                self.restore_create_log(pool).await?;
                 Ok(slots.acquire_within(pool, ids, max, log, now).await?)
             }
             other => Ok(other?),
@@ -218,7 +226,6 @@ impl Scheduler {
             for a in &limit.accounts {
                 by_key.insert(a.slot_key(pool), Vec::new());
             }
-            self.restore_create_log(pool, limit).await?;
         }
         by_key.entry(pool.to_string()).or_default();
         for (id, account) in s.store.unit_list_submitted_accounts(pool).await? {
@@ -244,17 +251,30 @@ impl Scheduler {
         Ok(r)
     }
 
+    /// Forget a pool's recorded creates that no window reaches any more (none is longer than a
+    /// day; a minute more covers any margin).
+    async fn prune_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
+        let s = &self.services;
+        if crate::pool_state::quotas::configured(&s.config, pool).is_empty() {
+            return Ok(());
+        }
+        let day =
+            i64::try_from(slotd_core::config::QUOTA_WINDOW_MAX.as_millis()).unwrap_or(i64::MAX);
+        let before = s.clock.now_ms().saturating_sub(day.saturating_add(60_000));
+        s.store.quota_creates_prune(pool, before).await?;
+        Ok(())
+    }
+
     /// Make a pool's create log equal to the database's record of its creates (the record is
     /// written in the submit marker's transaction; the log may have lost grants to a restart
-    /// or a Redis flush, or kept unused ones), and forget records no window reaches.
-    async fn restore_create_log(
-        &self,
-        pool: &str,
-        limit: &crate::pool_state::PoolLimit,
-    ) -> Result<(), SchedulerError> {
+    /// or a Redis flush). Done when this instance first
+    /// drives the pool and when the slot store was found lost, not on every reconciliation:
+    /// a day's log can hold tens of thousands of creates.
+    async fn restore_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
         let now = s.clock.now_ms();
-        let Some(log) = crate::pool_state::quotas::create_log(pool, &limit.quotas, now) else {
+        let quotas = crate::pool_state::quotas::configured(&s.config, pool);
+        let Some(log) = crate::pool_state::quotas::create_log(pool, &quotas, now) else {
             return Ok(());
         };
         let creates = s.store.quota_creates_since(pool, log.keep_since).await?;
@@ -263,13 +283,6 @@ impl Scheduler {
             .map(|c| (crate::slots::log_entry(&c.unit_id, c.at), c.at))
             .collect();
         s.slots.log_restore(&log.key, &entries).await?;
-        // No window is longer than a day; a minute more covers any margin.
-        let before = now.saturating_sub(
-            i64::try_from(slotd_core::config::QUOTA_WINDOW_MAX.as_millis())
-                .unwrap_or(i64::MAX)
-                .saturating_add(60_000),
-        );
-        s.store.quota_creates_prune(before).await?;
         Ok(())
     }
 }

@@ -190,6 +190,11 @@ impl RunwayOptions {
         Duration::from_secs_f64(self.day_seconds.unwrap_or(86_400.0 * self.time_scale))
     }
 
+    /// Runway's pace for reading one task: five seconds, scaled.
+    pub(crate) fn read_pace(&self) -> Duration {
+        Duration::from_secs_f64(5.0 * self.time_scale)
+    }
+
     /// Refuses nonsense at start-up, naming the flag, instead of misbehaving later.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.concurrency == 0 || self.model_concurrency.iter().any(|l| l.limit == 0) {

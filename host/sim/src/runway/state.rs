@@ -234,8 +234,18 @@ impl Sim {
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
         inner.stats.gets += 1;
-        match inner.tasks.get(id).filter(|t| t.visible(now)) {
+        let pace = self.opts.read_pace();
+        match inner.tasks.get_mut(id).filter(|t| t.visible(now)) {
             Some(task) => {
+                // Runway: "updates are not expected more often than every five seconds per
+                // task" (scaled); a read sooner than that after the create or the last read is
+                // counted, not refused.
+                let since = task.last_read.unwrap_or(task.created);
+                task.last_read = Some(now);
+                if now.saturating_duration_since(since) < pace {
+                    task.reads_too_soon += 1;
+                    inner.stats.polls_too_soon += 1;
+                }
                 let output = (task.status == super::task::Status::Succeeded).then(|| {
                     let exp = unix_ms_now().saturating_add(self.opts.output_ttl_ms);
                     self.links.link(&self.base_url, id, exp)
@@ -368,6 +378,7 @@ impl Sim {
                 planned_seconds: (t.plan.pending + t.plan.run).as_secs_f64() / scale,
                 failure_code: t.plan.failure.map(|f| f.code.to_owned()),
                 credits: t.cost(),
+                reads_too_soon: t.reads_too_soon,
             })
             .collect()
     }

@@ -29,6 +29,10 @@ pub struct RunwayStats {
     pub daily_limit_refusals: u64,
     /// `GET /v1/tasks/{id}` requests (found or not).
     pub gets: u64,
+    /// Reads of a task sooner than Runway's pace (five seconds, scaled) after its create or
+    /// its previous read.
+    #[serde(default)]
+    pub polls_too_soon: u64,
     /// `DELETE /v1/tasks/{id}` requests (found or not).
     pub deletes: u64,
     /// `GET /v1/organization` requests.
@@ -132,4 +136,7 @@ pub struct RunwayJob {
     pub failure_code: Option<String>,
     /// Credits charged (its estimate if it succeeded, else 0).
     pub credits: u64,
+    /// Its reads sooner than Runway's pace (see [`RunwayStats::polls_too_soon`]).
+    #[serde(default)]
+    pub reads_too_soon: u32,
 }

@@ -153,6 +153,10 @@ pub(crate) struct Task {
     pub plan: Plan,
     /// Stops the task's timer when it is cancelled.
     pub stop: CancellationToken,
+    /// When it was last read (`GET`), if ever.
+    pub last_read: Option<Instant>,
+    /// Reads sooner than Runway's pace after the create or the previous read.
+    pub reads_too_soon: u32,
 }
 
 /// ISO 8601 UTC with milliseconds, e.g. `2026-08-11T06:12:01.171Z`.
@@ -183,6 +187,8 @@ impl Task {
             gone_at: None,
             plan,
             stop: CancellationToken::new(),
+            last_read: None,
+            reads_too_soon: 0,
         }
     }
 

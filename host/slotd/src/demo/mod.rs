@@ -430,6 +430,10 @@ pub async fn run(
     accounts::print(&sim.stats(), &backup_stats, &usage);
     let runway_stats = runway_sim.stats();
     println!("{}", runway::summary(&runway_stats));
+    let pools = get_json(&client, &format!("{base}/v1/pools"), OPS_KEY).await?;
+    for line in runway::quota_lines(&pools) {
+        println!("{line}");
+    }
     token.cancel();
     server.await.context("slotd task")??;
     sim.shutdown().await?;

@@ -19,6 +19,7 @@ pub async fn start(time_scale: f64, seed: u64) -> anyhow::Result<RunwaySimHandle
     slotd_sim::runway::spawn(RunwayOptions {
         listen: "127.0.0.1:0".parse()?,
         concurrency: SLOTS_PER_MODEL,
+        daily_limit: DAILY_LIMIT,
         time_scale,
         seed,
         ..RunwayOptions::default()
@@ -39,6 +40,39 @@ pub fn configure(c: &mut Config, sim: &RunwaySimHandle, time_scale: f64) {
         .insert("api_key".into(), Secret::new(API_KEY_DEFAULT));
     h.allowed_hosts.push(sim.addr().to_string());
     c.handlers.insert(HANDLER.into(), h);
+    // Runway's daily generation limit as a quota: counted by slotd, so no create is refused.
+    c.pools.insert(
+        "runway:gen4_turbo".into(),
+        slotd_core::config::PoolConfig {
+            daily: slotd_core::config::parse_rate(&format!("{DAILY_LIMIT}/day")).ok(),
+            ..slotd_core::config::PoolConfig::default()
+        },
+    );
+}
+
+/// The demo's daily generation limit per model (tier 3's video figure, RUNWAY_API.md).
+const DAILY_LIMIT: u32 = 1_000;
+
+/// One line per quota of the pools `GET /v1/pools` answered with.
+pub fn quota_lines(pools: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in pools.as_array().into_iter().flatten() {
+        for q in p["quotas"].as_array().into_iter().flatten() {
+            out.push(format!(
+                "quota {} {}: {} of {} used ({}){}",
+                p["name"].as_str().unwrap_or("?"),
+                q["dimension"].as_str().unwrap_or("?"),
+                q["used"],
+                q["limit"],
+                q["window"].as_str().unwrap_or("?"),
+                match p["closed_until"].as_i64() {
+                    Some(_) => "; closed now",
+                    None => "",
+                }
+            ));
+        }
+    }
+    out
 }
 
 fn shots(n: u32, subject: &str) -> Vec<Value> {

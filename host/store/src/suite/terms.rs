@@ -380,7 +380,8 @@ pub(crate) async fn marker_records_creates_of_pools_with_quotas(store: DynStore)
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.quota_creates_prune(T0 + 5).await.unwrap(), 0);
-    assert_eq!(store.quota_creates_prune(T0 + 6).await.unwrap(), 2);
+    assert_eq!(store.quota_creates_prune(POOL, T0 + 5).await.unwrap(), 0);
+    assert_eq!(store.quota_creates_prune("other", T0 + 6).await.unwrap(), 0);
+    assert_eq!(store.quota_creates_prune(POOL, T0 + 6).await.unwrap(), 2);
     assert!(store.quota_creates_since(POOL, 0).await.unwrap().is_empty());
 }

@@ -67,9 +67,10 @@ on_both_drivers! {
         .await?)
     }
 
-    /// Forget creates older than `before` (no window reaches them).
-    pub(crate) async fn prune(pool: &Pool, before: i64) -> StoreResult<u64> {
-        Ok(sqlx::query("DELETE FROM pool_creates WHERE at < $1")
+    /// Forget `quota_pool`'s creates older than `before` (no window reaches them).
+    pub(crate) async fn prune(pool: &Pool, quota_pool: &str, before: i64) -> StoreResult<u64> {
+        Ok(sqlx::query("DELETE FROM pool_creates WHERE pool = $1 AND at < $2")
+            .bind(quota_pool)
             .bind(before)
             .execute(pool)
             .await?

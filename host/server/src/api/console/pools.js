@@ -39,6 +39,17 @@ function poolCard(p, t) {
       notes.push(el("div", { class: "notice" }, "Account " + a.name + " is drained (" + a.drained.code + "): " + a.drained.reason + ". No new submits go to it; its running jobs finish. Next probe " + new Date(a.drained.next_probe_at).toLocaleTimeString() + "."));
     }
   }
+  if (p.closed_until) {
+    const c = p.closure;
+    notes.push(el("div", { class: "notice", "data-closed-until": p.closed_until },
+      "Quota reached: nothing is submitted on this pool until " + new Date(p.closed_until).toLocaleTimeString() +
+      (c ? " (" + c.code + ", " + c.basis + "): " + c.reason : "") + ". Pending units wait; none spends its retry budget."));
+  }
+  const quotas = (p.quotas || []).length ? el("div", { class: "row" }, p.quotas.map((qv) =>
+    el("span", { class: "stat", "data-quota": qv.dimension },
+      el("b", { class: qv.remaining === 0 ? "warn" : "" }, qv.used + " / " + qv.limit),
+      el("span", {}, qv.dimension + " (" + qv.window + ")" +
+        (qv.remaining === 0 && qv.resets_at ? ", room at " + new Date(qv.resets_at).toLocaleTimeString() : ""))))) : null;
   const accounts = (p.accounts || []).length ? el("div", { class: "row" }, p.accounts.map((a) =>
     el("span", { class: "stat", "data-account": a.name },
       el("b", { class: a.state === "drained" ? "warn" : "" }, (a.used ?? "?") + " / " + a.effective_max_slots),
@@ -47,7 +58,7 @@ function poolCard(p, t) {
   return el("section", { class: "card pool", "data-pool": p.name },
     el("div", { class: "row" }, el("h2", { class: "grow" }, p.name),
       el("span", { class: "muted" }, (p.task_types || []).join(", "), p.handlers && p.handlers.length ? " · " + p.handlers.join(", ") : "")),
-    stats, accounts, notes, chips,
+    stats, quotas, accounts, notes, chips,
     t ? el("div", { class: "charts" },
       el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Slot timeline (one row per slot lane)"), el("span", {}, "last " + t.minutes + " min")),
         gantt(t, max), legend()),

@@ -183,3 +183,56 @@ async fn organization_reports_limits_and_spends_credits_on_success() -> anyhow::
     assert_eq!(handle.stats().organization_gets, 2);
     handle.shutdown().await
 }
+
+/// A shortened day (`--day-seconds`) with `--daily-retry-after`: the refusal says when the
+/// oldest counted create leaves the window, and a create after that is accepted.
+#[tokio::test]
+async fn a_short_day_refuses_with_retry_after_and_frees_when_it_ends() -> anyhow::Result<()> {
+    let handle = sim(RunwayOptions {
+        daily_limit: 2,
+        day_seconds: Some(1.0),
+        daily_retry_after: true,
+        ..frozen()
+    })
+    .await?;
+    let c = Client::new(&handle)?;
+    c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    let r = c
+        .request(Method::POST, "/v1/image_to_video")
+        .json(&i2v("gen4_turbo"))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("1"),
+        "a second's day, rounded up"
+    );
+    // Polled with a deadline: the day ends within about a second.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = c.post("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the day never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(handle.stats().creates, 3);
+    handle.shutdown().await
+}
+
+/// Reads of a task sooner than Runway's five seconds (here unscaled) after its create or the
+/// previous read are counted, per task and in all.
+#[tokio::test]
+async fn reads_sooner_than_runways_pace_are_counted() -> anyhow::Result<()> {
+    let handle = sim(frozen()).await?;
+    let c = Client::new(&handle)?;
+    let id = c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    c.task(&id).await?;
+    c.task(&id).await?;
+    assert_eq!(handle.stats().polls_too_soon, 2);
+    assert_eq!(handle.jobs()[0].reads_too_soon, 2);
+    handle.shutdown().await
+}
