@@ -5,7 +5,8 @@
 //!
 //! The estimate replays the pool's near future: each slot frees when its job is expected to
 //! end, and the units ahead of the task's last pending one take the freed slots in fill order,
-//! each for the pool's mean duration; the task ends when its last job does. Durations come
+//! each for the pool's mean duration, none before the pool's quotas let its create go (a
+//! closure, and each window's pace: [`Pace`]); the task ends when its last job does. Durations come
 //! from the jobs that ended and, as lower bounds, those still running ([`Survival`]). No job
 //! ended yet: no estimate (`None`), rather than a guess.
 //!
@@ -140,6 +141,39 @@ pub struct Inputs<'a> {
     /// While quotas hold every new submit of the pool back (a full window, a provider's
     /// closure): until when. No pending unit starts before then.
     pub opens_at: Option<i64>,
+    /// The pool's quotas on creates as they stand: the creates ahead wait their turn in each
+    /// window (see [`Pace`]).
+    pub pace: &'a [Pace],
+}
+
+/// One quota window as the estimate reads it: `remaining` creates may go now; after that,
+/// `limit` per `window_ms`, the first of them at `resets_at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pace {
+    pub remaining: u32,
+    pub resets_at: i64,
+    pub limit: u32,
+    pub window_ms: i64,
+}
+
+impl Pace {
+    /// The earliest the `k`-th create from now (0-based) may go.
+    fn earliest(&self, k: u64, now: i64) -> i64 {
+        let remaining = u64::from(self.remaining);
+        if k < remaining {
+            return now;
+        }
+        let waves = (k - remaining) / u64::from(self.limit.max(1));
+        let waves = i64::try_from(waves).unwrap_or(i64::MAX / 4);
+        self.resets_at
+            .max(now)
+            .saturating_add(waves.saturating_mul(self.window_ms.max(1)))
+    }
+}
+
+/// The earliest the `k`-th create from now may go under every window.
+fn paced(pace: &[Pace], k: u64, now: i64) -> i64 {
+    pace.iter().map(|p| p.earliest(k, now)).max().unwrap_or(now)
 }
 
 /// When the task's last job in its pool is expected to end (Unix ms).
@@ -151,6 +185,7 @@ pub fn completion(input: Inputs<'_>) -> i64 {
         pool,
         own,
         opens_at,
+        pace,
     } = input;
     let ages = |mine_only: bool| -> Vec<i64> {
         standing
@@ -195,9 +230,9 @@ pub fn completion(input: Inputs<'_>) -> i64 {
     }
     let pool_mean = pool.mean().max(1);
     let replayed = standing.ahead_last.min(REPLAY_MAX);
-    for _ in 0..replayed {
+    for k in 0..replayed {
         let Some(Reverse(at)) = free.pop() else { break };
-        free.push(Reverse(at + pool_mean));
+        free.push(Reverse(at.max(paced(pace, k, now)) + pool_mean));
     }
     // Past the replay cap the pool drains `slots` units per mean duration.
     let rest = standing.ahead_last - replayed;
@@ -205,7 +240,8 @@ pub fn completion(input: Inputs<'_>) -> i64 {
     let start = free
         .pop()
         .map_or(now, |Reverse(at)| at)
-        .saturating_add(drained);
+        .saturating_add(drained)
+        .max(paced(pace, standing.ahead_last, now));
     own_end.max(start + own.remaining_quantile(0, q).max(1))
 }
 
@@ -226,6 +262,7 @@ mod tests {
             pool,
             own: None,
             opens_at: None,
+            pace: &[],
         })
     }
 
@@ -296,6 +333,7 @@ mod tests {
                 pool: &d,
                 own: None,
                 opens_at,
+                pace: &[],
             })
         };
         assert_eq!(closed(None), 11_000);
@@ -305,6 +343,33 @@ mod tests {
             11_000,
             "an end in the past changes nothing"
         );
+    }
+
+    #[test]
+    fn creates_ahead_wait_their_turn_in_a_rate_window() {
+        // 10 slots, jobs of 1 s, 25 units ahead, a rate of 5 per 10 s with 5 left now: the
+        // units ahead go in waves of 5 every 10 s; ours is the 26th create, in the fifth wave
+        // after the reset at 10 s: 10 + 4 x 10 = 50 s, and it ends a second later.
+        let d = dist(&[1000, 1000, 1000, 1000]);
+        let s = standing(1, 25, vec![]);
+        let pace = [Pace {
+            remaining: 5,
+            resets_at: 10_000,
+            limit: 5,
+            window_ms: 10_000,
+        }];
+        let at = completion(Inputs {
+            now: 0,
+            slots: 10,
+            standing: &s,
+            pool: &d,
+            own: None,
+            opens_at: None,
+            pace: &pace,
+        });
+        assert_eq!(at, 51_000);
+        // Without the quota the slots alone decide: three waves of 10 jobs, ours in the third.
+        assert_eq!(complete(0, 10, &s, &d), 3_000);
     }
 
     #[test]
@@ -319,6 +384,7 @@ mod tests {
             pool: &pool,
             own: Some(&own),
             opens_at: None,
+            pace: &[],
         });
         assert_eq!(at, 5000);
         // A million ahead on 10 slots: about 100,000 pool means.

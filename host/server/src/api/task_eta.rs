@@ -48,6 +48,12 @@ pub(super) async fn estimate(
         }
     }
     let opens_at = held.map(|(_, t)| t);
+    let pace = match &limit {
+        Some(l) if standing.pending > 0 && !l.quotas.is_empty() => {
+            crate::pool_state::quotas::pace(&services.slots, l, now).await
+        }
+        _ => Vec::new(),
+    };
     let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
         return Ok((queue_position, None));
     };
@@ -66,6 +72,7 @@ pub(super) async fn estimate(
         pool: &pool,
         own: own.as_deref(),
         opens_at,
+        pace: &pace,
     });
     Ok((queue_position, Some(at)))
 }

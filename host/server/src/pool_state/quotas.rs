@@ -181,6 +181,24 @@ pub async fn closed_until(
     }
 }
 
+/// The pool's quotas as the ETA reads them (see [`crate::eta::Pace`]); empty when the create
+/// log cannot be read (the estimate then ignores quotas rather than failing).
+pub async fn pace(slots: &DynSlots, limit: &super::PoolLimit, now: i64) -> Vec<crate::eta::Pace> {
+    let Ok(views) = views(slots, &limit.name, &limit.quotas, now).await else {
+        return Vec::new();
+    };
+    views
+        .iter()
+        .zip(&limit.quotas)
+        .map(|(v, q)| crate::eta::Pace {
+            remaining: v.remaining,
+            resets_at: v.resets_at.unwrap_or(now),
+            limit: q.quota.limit,
+            window_ms: q.quota.window.span_ms(),
+        })
+        .collect()
+}
+
 /// The `wait_reason` of a pending unit held by a quota: `quota daily until
 /// 2026-12-03T04:10:00.000Z` (the dimension, or `quota_exhausted` for the provider's refusal).
 pub fn wait_reason(what: &str, until: i64) -> String {
@@ -212,6 +230,17 @@ pub struct Closure {
     #[serde(skip)]
     rest: i64,
 }
+
+/// The shortest closure a provider's time makes: an `after-ms` of 0 (or a `Retry-After` in the
+/// past) must not turn into one refused create per tick.
+pub const PROVIDER_CLOSURE_MIN_MS: i64 = 1_000;
+/// The longest: a day and an hour. No provider quota slotd models is longer than a day, and a
+/// handler (or a provider's header) naming a time years away must not close a pool for good.
+pub const PROVIDER_CLOSURE_MAX_MS: i64 = 25 * 3_600_000;
+
+/// How much of the provider's words a closure keeps (the handler's message is not trusted to
+/// be short).
+const REASON_MAX_CHARS: usize = 500;
 
 /// Whether a slot set may submit now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,7 +287,11 @@ impl Closures {
             return;
         }
         let (until_at, basis, rest) = match until {
-            Until::Provider(ms) => (now.saturating_add(ms.max(0)), "provider", 0),
+            Until::Provider(ms) => (
+                now.saturating_add(ms.clamp(PROVIDER_CLOSURE_MIN_MS, PROVIDER_CLOSURE_MAX_MS)),
+                "provider",
+                0,
+            ),
             Until::Window(at) if at > now => (at, "window", 0),
             Until::Window(_) | Until::Probe(_) => {
                 let first = match until {
@@ -285,7 +318,7 @@ impl Closures {
             key.to_string(),
             Closure {
                 code: QUOTA_CODE.to_string(),
-                reason: reason.to_string(),
+                reason: reason.chars().take(REASON_MAX_CHARS).collect(),
                 since: before.map_or(now, |c| c.since),
                 until: until_at,
                 basis: basis.to_string(),
@@ -383,6 +416,28 @@ mod tests {
         );
         c.open("p");
         assert_eq!(c.gate("p", 46_000), Gate::Open);
+    }
+
+    #[test]
+    fn a_providers_time_is_kept_within_a_second_and_a_day() {
+        let c = Closures::default();
+        c.close("zero", "429", 1_000, Until::Provider(0));
+        assert_eq!(c.closure_of("zero").map(|x| x.until), Some(2_000));
+        c.close("forever", "429", 1_000, Until::Provider(i64::MAX));
+        assert_eq!(
+            c.closure_of("forever").map(|x| x.until),
+            Some(1_000 + PROVIDER_CLOSURE_MAX_MS)
+        );
+        c.close("negative", "429", 1_000, Until::Provider(-5));
+        assert_eq!(c.closure_of("negative").map(|x| x.until), Some(2_000));
+        // A handler's message is kept short.
+        c.close(
+            "long",
+            &"x".repeat(1_000_000),
+            1_000,
+            Until::Provider(5_000),
+        );
+        assert_eq!(c.closure_of("long").map(|x| x.reason.len()), Some(500));
     }
 
     #[test]

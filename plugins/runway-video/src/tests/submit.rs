@@ -146,7 +146,8 @@ fn the_daily_limit_is_a_quota_refusal_not_a_capacity_rejection() {
         &change.outcome,
         Outcome::RetryAfter { after_ms: Some(30_000), error }
             if error.code.as_deref() == Some("quota_exhausted")
-                && error.message.starts_with("runway http_429: daily limit")
+                && error.message.starts_with("runway http_429: ")
+                && error.message.contains("daily limit")
     ));
     assert_eq!(
         state(&change),
