@@ -1,7 +1,8 @@
 //! A pool's `rate` with two schedulers in cluster mode (docs/accounts-deadlines-budgets.md
 //! "Quotas"): the window is checked and counted in Redis in the grant's own Lua call, so no
 //! scheduler, and no takeover between them, lets more creates through than the rate allows.
-//! Counted on the provider's side, from the Kling simulator's record of its tasks.
+//! Counted on the provider's side, from the Kling simulator's record of its tasks. A Redis
+//! flush loses the log with the slot sets; it is rebuilt from the database's record.
 
 use crate::scale_cluster::{Cluster, ClusterOptions};
 
@@ -62,6 +63,36 @@ async fn a_pool_rate_holds_across_two_schedulers_and_a_takeover() {
     assert!(
         span >= least,
         "100 creates in {span:.1} s; at {RATE}/{WINDOW_S} s they need {least} s"
+    );
+}
+
+/// The same rate with Redis flushed twice mid-run (the create log goes with the slot sets): the
+/// scheduler rebuilds the log from the database's record before it grants again, so the
+/// provider still never sees more than the rate allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_rate_survives_a_redis_flush() {
+    let mut opts = ClusterOptions::new(2, 26);
+    opts.video_rate = Some(format!("{RATE}/{WINDOW_S}s"));
+    let c = Cluster::start_with(opts).await;
+    let ids = c.submit_videos(3, 20).await;
+    c.wait_creates(20).await;
+    c.flush_redis().await;
+    c.wait_creates(36).await;
+    c.flush_redis().await;
+    c.wait_completed(&ids).await;
+    c.assert_clean(60).await;
+    let scale = c.sim.stats().time_scale;
+    let times: Vec<f64> = c
+        .sim
+        .jobs()
+        .iter()
+        .filter(|j| j.kind.ends_with("video"))
+        .map(|j| j.started * scale)
+        .collect();
+    let busiest = busiest_window(times, WINDOW_S);
+    assert!(
+        busiest <= RATE,
+        "after a flush the provider saw {busiest} creates within {WINDOW_S} s; the rate allows {RATE}"
     );
 }
 
