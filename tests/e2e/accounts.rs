@@ -275,3 +275,66 @@ async fn a_revoked_backup_key_drains_the_account_and_no_unit_fails() {
     run.stop().await;
     backup.shutdown().await.expect("backup stops");
 }
+
+/// An account's own quota: `backup` may create 3 a second (in each pool it serves), `main` has
+/// none. 60 shots over both: counted at the backup account's simulator, no second held more
+/// than 3 of its creates; `GET /v1/pools` shows the quota on the account; everything completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accounts_own_rate_holds_at_its_provider() {
+    let backup = slotd_sim::kling::start(backup_options(45))
+        .await
+        .expect("backup sim");
+    let base = backup.base_url().to_string();
+    let addr = backup.addr().to_string();
+    let run = Run::start_with(sim_options(46), 18, false, move |c: &mut Config| {
+        c.pools.remove("kling:video");
+        let accounts: toml::Table = toml::from_str(&format!(
+            r#"[[accounts]]
+name = "main"
+max_slots = 6
+[[accounts]]
+name = "backup"
+max_slots = 10
+rate = "3/1s"
+base_url = "{base}"
+access_key = "AK2"
+secret_key = {{ value = "SK2" }}
+allowed_hosts = ["{addr}"]
+"#
+        ))
+        .expect("accounts TOML");
+        let Some(h) = c.handlers.get_mut("kling-video") else {
+            panic!("kling-video is configured");
+        };
+        h.set_accounts("kling-video", &accounts["accounts"])
+            .expect("two accounts");
+    })
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(run.submit("video", video_payload(20)).await);
+    }
+    let shown = account_view(&run, "backup").await;
+    assert_eq!(shown["quotas"][0]["dimension"], "rate", "{shown}");
+    assert_eq!(shown["quotas"][0]["limit"], 3, "{shown}");
+    assert!(
+        account_view(&run, "main").await["quotas"]
+            .as_array()
+            .is_some_and(|q| q.is_empty())
+    );
+    let views = run.wait_terminal(&ids, Duration::from_secs(120)).await;
+    for v in &views {
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    let scale = backup.stats().time_scale;
+    let times: Vec<f64> = backup.jobs().iter().map(|j| j.started * scale).collect();
+    assert!(
+        !times.is_empty(),
+        "the backup account took some of the work"
+    );
+    let busiest = crate::quotas_cluster::busiest_window(times, 1.0);
+    assert!(busiest <= 3, "backup saw {busiest} creates within a second");
+    let used = accounts_used(&views);
+    assert_eq!(used.values().sum::<usize>(), 60, "{used:?}");
+    run.stop().await;
+}

@@ -11,7 +11,7 @@ const RATE: usize = 8;
 const WINDOW_S: f64 = 2.0;
 
 /// The most creates the provider saw in any window of `window` seconds (`times` in seconds).
-fn busiest_window(mut times: Vec<f64>, window: f64) -> usize {
+pub fn busiest_window(mut times: Vec<f64>, window: f64) -> usize {
     times.sort_by(f64::total_cmp);
     let mut best = 0;
     let mut first = 0;

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
@@ -101,6 +101,10 @@ pub struct HandlerConfig {
 pub struct Account {
     pub name: String,
     pub max_slots: u32,
+    /// Creates per window on this account, in each pool it serves (`rate = "100/min"`).
+    pub rate: Option<super::Quota>,
+    /// Creates per day on this account, in each pool it serves (`daily = 1000`).
+    pub daily: Option<super::Quota>,
     /// The handler's settings, secrets and hosts with this account's on top.
     pub config: std::sync::Arc<HandlerConfig>,
 }
@@ -164,9 +168,26 @@ impl HandlerConfig {
                 .with_context(|| {
                     format!("{at}.max_slots: {max_slots} is not a slot count (1 or more)")
                 })?;
+            let rate = match table.get("rate") {
+                None => None,
+                Some(v) => {
+                    let text = v
+                        .as_str()
+                        .with_context(|| format!("{at}.rate: expected text like \"100/min\""))?;
+                    Some(super::quotas::parse_rate(text).map_err(|e| anyhow!("{at}.rate: {e}"))?)
+                }
+            };
+            let daily = match table.get("daily") {
+                None => None,
+                Some(v) => {
+                    Some(super::quotas::daily_of(v).map_err(|e| anyhow!("{at}.daily: {e}"))?)
+                }
+            };
             let mut own = table.clone();
             own.remove("name");
             own.remove("max_slots");
+            own.remove("rate");
+            own.remove("daily");
             for pin in ["file", "sha256", "record", "accounts"] {
                 if own.contains_key(pin) {
                     bail!("{at}.{pin}: belongs to the handler's section, not to an account");
@@ -189,6 +210,8 @@ impl HandlerConfig {
             out.push(Account {
                 name: account.to_string(),
                 max_slots,
+                rate,
+                daily,
                 config: std::sync::Arc::new(merged),
             });
         }

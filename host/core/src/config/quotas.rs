@@ -213,6 +213,15 @@ enum DailyValue {
     },
 }
 
+/// `daily` as a TOML value (a provider account's table is read by hand).
+pub(super) fn daily_of(value: &toml::Value) -> Result<Quota, String> {
+    let v = DailyValue::deserialize(value.clone()).map_err(|_| {
+        "expected a number (creates per 24 h) or a table { limit, window } or { limit, tz }"
+            .to_string()
+    })?;
+    daily_from(v)
+}
+
 /// Serde: an optional `rate`.
 pub(super) fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Quota>, D::Error> {
     let text = String::deserialize(d)?;

@@ -569,3 +569,43 @@ fn pools_take_quotas_beside_slots() {
     let e = bad("[pools.p]\ndaily = \"lots\"");
     assert!(e.contains("daily"), "{e}");
 }
+
+#[test]
+fn accounts_take_their_own_quotas() {
+    let file = r#"
+        [handlers.h]
+        base_url = "http://127.0.0.1:1"
+        [[handlers.h.accounts]]
+        name = "main"
+        max_slots = 5
+        rate = "10/min"
+        daily = { limit = 100, window = "1h" }
+        [[handlers.h.accounts]]
+        name = "spare"
+        max_slots = 2
+    "#;
+    let c = Config::from_parts(Some(file), &env_of(&[])).expect("valid");
+    let a = &c.handlers["h"].accounts;
+    assert_eq!(
+        a[0].rate.map(|q| (q.limit, q.window.len_ms())),
+        Some((10, 60_000))
+    );
+    assert_eq!(
+        a[0].daily.map(|q| (q.limit, q.window.len_ms())),
+        Some((100, 3_600_000))
+    );
+    assert_eq!((a[1].rate, a[1].daily), (None, None));
+    // Not handler settings: the handler does not see them.
+    assert!(!a[0].config.settings.contains_key("rate"));
+    let bad = |accounts: &str| {
+        let file = format!("[handlers.h]\n{accounts}");
+        format!(
+            "{:#}",
+            Config::from_parts(Some(&file), &env_of(&[])).expect_err("must fail")
+        )
+    };
+    let e = bad("[[handlers.h.accounts]]\nname = \"m\"\nmax_slots = 1\nrate = \"often\"");
+    assert!(e.contains("handlers.h.accounts[0].rate"), "{e}");
+    let e = bad("[[handlers.h.accounts]]\nname = \"m\"\nmax_slots = 1\ndaily = 0");
+    assert!(e.contains("handlers.h.accounts[0].daily"), "{e}");
+}

@@ -71,6 +71,8 @@ pub struct AccountView {
     pub drained: Option<crate::pool_state::Drain>,
     /// The provider's quota refusal that closed its slot set, and until when.
     pub closure: Option<crate::pool_state::Closure>,
+    /// The account's own quotas in this pool (`[[handlers.NAME.accounts]]` `rate`, `daily`).
+    pub quotas: Vec<crate::pool_state::QuotaView>,
 }
 
 /// List pools
@@ -157,6 +159,7 @@ async fn list(
                 name: None,
                 handler: None,
                 max_slots: 0,
+                quotas: Vec::new(),
             }]
         });
         account_views(&services, view, &accounts).await;
@@ -231,11 +234,31 @@ async fn account_views(
                 },
                 drained,
                 closure,
+                quotas: account_quotas(services, &key, &a.quotas).await,
             });
         }
         all_closed = all_closed.zip(closed).map(|(a, b)| a.min(b));
     }
     view.closed_until = all_closed.filter(|_| !accounts.is_empty());
+}
+
+/// An account's own quotas as counted in its create log now (empty when it has none, or when
+/// the log cannot be read: that is logged).
+async fn account_quotas(
+    services: &Services,
+    key: &str,
+    quotas: &[crate::pool_state::PoolQuota],
+) -> Vec<crate::pool_state::QuotaView> {
+    if quotas.is_empty() {
+        return Vec::new();
+    }
+    let now = services.clock.now_ms();
+    crate::pool_state::quotas::views(&services.slots, key, quotas, now)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(slots = key, error = %e, "reading the create log failed");
+            Vec::new()
+        })
 }
 
 /// A slot set's closure: this process's, or in a cluster the one its scheduler shared.

@@ -34,6 +34,10 @@ pub struct PoolAccount {
     /// The handler whose account this is (`None` for a pool no loaded handler uses).
     pub handler: Option<String>,
     pub max_slots: u32,
+    /// The account's own quotas on creates in this pool (`[[handlers.NAME.accounts]]` `rate`,
+    /// `daily`); the implicit account has none beyond the pool's.
+    #[serde(skip)]
+    pub quotas: Vec<super::PoolQuota>,
 }
 
 impl PoolAccount {
@@ -120,6 +124,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                         name: Some(a.name.clone()),
                         handler: Some(h.clone()),
                         max_slots: a.max_slots,
+                        quotas: super::quotas::of_account(a),
                     })
                     .collect()
             }
@@ -127,6 +132,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 name: None,
                 handler: p.handlers.first().cloned(),
                 max_slots: p.max_slots,
+                quotas: Vec::new(),
             }],
         };
     }

@@ -65,6 +65,24 @@ pub fn configured(config: &Config, pool: &str) -> Vec<PoolQuota> {
     out
 }
 
+/// A provider account's own quotas (rate, then daily).
+pub fn of_account(a: &slotd_core::config::Account) -> Vec<PoolQuota> {
+    let mut out = Vec::new();
+    if let Some(quota) = a.rate {
+        out.push(PoolQuota {
+            dimension: "rate",
+            quota,
+        });
+    }
+    if let Some(quota) = a.daily {
+        out.push(PoolQuota {
+            dimension: "daily",
+            quota,
+        });
+    }
+    out
+}
+
 /// The create log a grant in `pool` must pass at `now`; `None` for a pool without quotas.
 pub fn create_log(pool: &str, quotas: &[PoolQuota], now: i64) -> Option<CreateLog> {
     if quotas.is_empty() {

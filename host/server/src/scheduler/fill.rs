@@ -66,8 +66,11 @@ struct Room {
     /// A drained account (or a closed slot set) whose probe is due: it takes the first unit,
     /// so the probe is made even while other accounts have room for everything.
     probe: bool,
-    /// Closed by the provider's quota refusal and not yet due for its probe: until then.
+    /// Closed by the provider's quota refusal (or its own quota window is full) and not yet
+    /// due for its probe: until then.
     closed_until: Option<i64>,
+    /// The account's own create log in this pool, when it has quotas of its own.
+    log: Option<CreateLog>,
 }
 
 /// Place a unit (in fill order) on a drained account due for its probe, else on the room with
@@ -211,7 +214,9 @@ impl Scheduler {
             return Ok((0, 0));
         }
         let s = &self.services;
-        let grants = self.grant(rooms, pending, step.log, step.now).await?;
+        let grants = self
+            .grant(step.pool, rooms, pending, step.log, step.now)
+            .await?;
         if grants.is_empty() {
             return Ok((0, 0));
         }
@@ -279,6 +284,17 @@ impl Scheduler {
                     Availability::Drained(false) => 0,
                 };
             }
+            let log = create_log(&key, &account.quotas, now);
+            if log.is_some() {
+                let views = quotas::views(&s.slots, &key, &account.quotas, now)
+                    .await
+                    .map_err(SchedulerError::from)?;
+                let room = views.iter().map(|v| v.remaining).min().unwrap_or(u32::MAX);
+                if room == 0 && free > 0 {
+                    closed_until = full_until(&views).map(|(_, t)| t);
+                }
+                free = free.min(room);
+            }
             rooms.push(Room {
                 account: account.clone(),
                 key,
@@ -287,6 +303,7 @@ impl Scheduler {
                 free,
                 probe,
                 closed_until,
+                log,
             });
         }
         Ok(rooms)
@@ -313,6 +330,7 @@ impl Scheduler {
     /// Place `pending` (fill order) on accounts and take their slots; the grants, in order.
     async fn grant(
         &self,
+        pool: &str,
         rooms: &mut [Room],
         pending: Vec<Unit>,
         log: Option<&CreateLog>,
@@ -335,8 +353,9 @@ impl Scheduler {
             if ids.is_empty() {
                 continue;
             }
+            let logs: Vec<CreateLog> = log.into_iter().chain(&room.log).cloned().collect();
             let got = self
-                .acquire_slots(&room.key, &ids, room.max, log, now)
+                .acquire_slots(&room.key, &ids, room.max, &logs, now)
                 .await?;
             // Slots another instance took meanwhile: give the room's count back.
             room.free += u32::try_from(ids.len() - got.len().min(ids.len())).unwrap_or(0);
@@ -352,7 +371,7 @@ impl Scheduler {
                 tenant: u.tenant,
                 unit_id: u.id,
                 budget_retry_at: now.saturating_add(poll_max),
-                quota_pool: log.map(|l| l.key.clone()),
+                quota_pool: (log.is_some() || rooms[r].log.is_some()).then(|| pool.to_string()),
             })
             .collect())
     }
@@ -368,6 +387,7 @@ mod tests {
                 name: Some(name.into()),
                 handler: Some("h".into()),
                 max_slots: free,
+                quotas: Vec::new(),
             },
             key: format!("p@{name}"),
             max: free,
@@ -375,6 +395,7 @@ mod tests {
             free,
             probe: false,
             closed_until: None,
+            log: None,
         }
     }
 

@@ -196,11 +196,11 @@ impl Scheduler {
         pool: &str,
         ids: &[String],
         max: u32,
-        log: Option<&crate::slots::CreateLog>,
+        logs: &[crate::slots::CreateLog],
         now: i64,
     ) -> Result<Vec<String>, SchedulerError> {
         let slots = &self.services.slots;
-        match slots.acquire_within(pool, ids, max, log, now).await {
+        match slots.acquire_within(pool, ids, max, logs, now).await {
             Err(crate::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
                     pool,
@@ -208,7 +208,7 @@ impl Scheduler {
                 );
                 self.reconcile(pool).await?;
                 self.restore_create_log(pool).await?;
-                Ok(slots.acquire_within(pool, ids, max, log, now).await?)
+                Ok(slots.acquire_within(pool, ids, max, logs, now).await?)
             }
             other => Ok(other?),
         }
@@ -255,7 +255,12 @@ impl Scheduler {
     /// day; a minute more covers any margin).
     async fn prune_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
-        if crate::pool_state::quotas::configured(&s.config, pool).is_empty() {
+        let has_quotas = pool_limits(&s.config, &s.registry)
+            .get(pool)
+            .is_some_and(|l| {
+                !l.quotas.is_empty() || l.accounts.iter().any(|a| !a.quotas.is_empty())
+            });
+        if !has_quotas {
             return Ok(());
         }
         let day =
@@ -273,16 +278,48 @@ impl Scheduler {
     async fn restore_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
         let now = s.clock.now_ms();
-        let quotas = crate::pool_state::quotas::configured(&s.config, pool);
-        let Some(log) = crate::pool_state::quotas::create_log(pool, &quotas, now) else {
+        let Some(limit) = pool_limits(&s.config, &s.registry).remove(pool) else {
             return Ok(());
         };
-        let creates = s.store.quota_creates_since(pool, log.keep_since).await?;
-        let entries: Vec<(String, i64)> = creates
-            .into_iter()
-            .map(|c| (crate::slots::log_entry(&c.unit_id, c.at), c.at))
+        let pool_log = crate::pool_state::quotas::create_log(pool, &limit.quotas, now);
+        // The accounts' own logs, beside the pool's.
+        let account_logs: Vec<(Option<String>, crate::slots::CreateLog)> = limit
+            .accounts
+            .iter()
+            .filter_map(|a| {
+                let key = a.slot_key(pool);
+                Some((
+                    a.name.clone(),
+                    crate::pool_state::quotas::create_log(&key, &a.quotas, now)?,
+                ))
+            })
             .collect();
-        s.slots.log_restore(&log.key, &entries).await?;
+        let since = pool_log
+            .iter()
+            .chain(account_logs.iter().map(|(_, l)| l))
+            .map(|l| l.keep_since)
+            .min();
+        let Some(since) = since else {
+            return Ok(());
+        };
+        let creates = s.store.quota_creates_since(pool, since).await?;
+        let entry = |c: &slotd_store::Create| (crate::slots::log_entry(&c.unit_id, c.at), c.at);
+        if let Some(log) = &pool_log {
+            let entries: Vec<(String, i64)> = creates
+                .iter()
+                .filter(|c| c.at >= log.keep_since)
+                .map(entry)
+                .collect();
+            s.slots.log_restore(&log.key, &entries).await?;
+        }
+        for (account, log) in &account_logs {
+            let entries: Vec<(String, i64)> = creates
+                .iter()
+                .filter(|c| c.at >= log.keep_since && &c.account == account)
+                .map(entry)
+                .collect();
+            s.slots.log_restore(&log.key, &entries).await?;
+        }
         Ok(())
     }
 }

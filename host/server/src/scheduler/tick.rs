@@ -231,7 +231,7 @@ impl Scheduler {
             used_total += used;
             let seen = seen.get(&account.name).cloned().unwrap_or_default();
             self.account_health(account, &seen, now);
-            self.quota_gate(&pool, limit, &key, &seen, now).await;
+            self.quota_gate(&pool, limit, account, &seen, now).await;
             let before = s.capacity.effective(&key, account.max_slots);
             let effective = s.capacity.observe(
                 &key,
@@ -305,17 +305,24 @@ impl Scheduler {
         &self,
         pool: &str,
         limit: &crate::pool_state::PoolLimit,
-        key: &str,
+        account: &crate::pool_state::PoolAccount,
         seen: &AccountSeen,
         now: i64,
     ) {
         use crate::pool_state::quotas::Until;
         let s = &self.services;
         let closures = &s.closures;
+        let key = &account.slot_key(pool);
+        // The account's own windows when it has any, else the pool's.
+        let (log_key, quotas) = if account.quotas.is_empty() {
+            (pool, &limit.quotas)
+        } else {
+            (key.as_str(), &account.quotas)
+        };
         if let Some((reason, after)) = &seen.quota {
             let until = match after {
                 Some(ms) => Until::Provider(i64::try_from(*ms).unwrap_or(i64::MAX)),
-                None => match self.window_frees_at(pool, limit, now).await {
+                None => match self.window_frees_at(log_key, quotas, now).await {
                     Some(at) => Until::Window(at),
                     None => Until::Probe(
                         i64::try_from(s.config.scheduler.account_probe.as_millis())
@@ -335,23 +342,20 @@ impl Scheduler {
         }
     }
 
-    /// When the pool's longest quota window frees its oldest counted create, if the pool has
-    /// quotas and that window counts any.
+    /// When the longest of `quotas` frees its oldest create counted in the log `key`, if there
+    /// are quotas and that window counts any.
     async fn window_frees_at(
         &self,
-        pool: &str,
-        limit: &crate::pool_state::PoolLimit,
+        key: &str,
+        quotas: &[crate::pool_state::PoolQuota],
         now: i64,
     ) -> Option<i64> {
-        let longest = limit
-            .quotas
-            .iter()
-            .max_by_key(|q| q.quota.window.span_ms())?;
+        let longest = quotas.iter().max_by_key(|q| q.quota.window.span_ms())?;
         let window = longest.quota.window;
         let n = self
             .services
             .slots
-            .log_count(pool, window.since(now))
+            .log_count(key, window.since(now))
             .await
             .ok()?;
         n.oldest.map(|oldest| window.frees_at(now, Some(oldest)))

@@ -47,34 +47,46 @@ impl SlotStore for LocalSlots {
         pool: &str,
         unit_ids: &[String],
         max: u32,
-        log: Option<&CreateLog>,
+        logs: &[CreateLog],
         now: i64,
     ) -> Result<Vec<String>, SlotError> {
         let mut inner = self.inner.lock();
-        let Inner { pools, logs } = &mut *inner;
+        let Inner {
+            pools,
+            logs: held_logs,
+        } = &mut *inner;
         let held = pools.entry(pool.to_string()).or_default();
-        let checks = log.map_or(&[][..], |l| l.checks.as_slice());
-        let mut entries = log.map(|l| {
-            let entries = logs.entry(l.key.clone()).or_default();
+        // Each log's entries (pruned) and the running count of each of its checks.
+        let mut counts: Vec<Vec<u32>> = Vec::with_capacity(logs.len());
+        for l in logs {
+            let entries = held_logs.entry(l.key.clone()).or_default();
             entries.retain(|(at, _)| *at >= l.keep_since);
-            entries
-        });
-        let mut counts: Vec<u32> = checks
-            .iter()
-            .map(|c| count_since(entries.as_deref(), c.since).count)
-            .collect();
+            counts.push(
+                l.checks
+                    .iter()
+                    .map(|c| count_since(Some(entries), c.since).count)
+                    .collect(),
+            );
+        }
         let mut granted = Vec::with_capacity(unit_ids.len());
         for id in unit_ids {
             if held.contains(id) {
                 granted.push(id.clone());
-            } else if (held.len() as u64) < u64::from(max)
-                && checks.iter().zip(&counts).all(|(c, n)| *n < c.limit)
-            {
+                continue;
+            }
+            let room = logs
+                .iter()
+                .zip(&counts)
+                .all(|(l, n)| l.checks.iter().zip(n).all(|(c, n)| *n < c.limit));
+            if (held.len() as u64) < u64::from(max) && room {
                 held.insert(id.clone());
                 granted.push(id.clone());
-                if let Some(entries) = entries.as_deref_mut() {
-                    entries.insert((now, log_entry(id, now)));
-                    counts.iter_mut().for_each(|n| *n += 1);
+                for (l, n) in logs.iter().zip(counts.iter_mut()) {
+                    held_logs
+                        .entry(l.key.clone())
+                        .or_default()
+                        .insert((now, log_entry(id, now)));
+                    n.iter_mut().for_each(|n| *n += 1);
                 }
             }
         }
@@ -207,19 +219,19 @@ mod tests {
             keep_since: now - 100_000 + 1,
         };
         let got = s
-            .acquire_within("p", &ids(0..5), 10, Some(&log(1_000)), 1_000)
+            .acquire_within("p", &ids(0..5), 10, &[log(1_000)], 1_000)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(0..3), "the 10 s window takes three");
         // Held ids are granted again without a count; nothing new fits in the window yet.
         let got = s
-            .acquire_within("p", &ids(0..5), 10, Some(&log(5_000)), 5_000)
+            .acquire_within("p", &ids(0..5), 10, &[log(5_000)], 5_000)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(0..3));
         // 10 s later the short window has room, the long one for one more only.
         let got = s
-            .acquire_within("p", &ids(3..6), 10, Some(&log(11_000)), 11_000)
+            .acquire_within("p", &ids(3..6), 10, &[log(11_000)], 11_000)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(3..4));
@@ -232,6 +244,31 @@ mod tests {
         let n = s.log_count("q", 0).await.unwrap_or_default();
         assert_eq!((n.count, n.oldest), (1, Some(50)));
         assert_eq!(s.log_count("q", 51).await.map(|n| n.count).ok(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_grant_passes_the_pools_log_and_its_accounts_and_counts_in_both() {
+        use crate::slots::WindowCheck;
+        let s = LocalSlots::new();
+        let log = |key: &str, limit: u32| CreateLog {
+            key: key.into(),
+            checks: vec![WindowCheck { limit, since: 0 }],
+            keep_since: 0,
+        };
+        // The pool allows 5, account a 2: a's slot set gets 2.
+        let got = s
+            .acquire_within("p@a", &ids(0..4), 10, &[log("p", 5), log("p@a", 2)], 1)
+            .await
+            .unwrap_or_default();
+        assert_eq!(got, ids(0..2));
+        // Account b has no quota of its own: the pool's 3 left.
+        let got = s
+            .acquire_within("p@b", &ids(10..20), 10, &[log("p", 5)], 1)
+            .await
+            .unwrap_or_default();
+        assert_eq!(got, ids(10..13));
+        assert_eq!(s.log_count("p", 0).await.map(|n| n.count).ok(), Some(5));
+        assert_eq!(s.log_count("p@a", 0).await.map(|n| n.count).ok(), Some(2));
     }
 
     #[tokio::test]

@@ -53,6 +53,11 @@ pub struct CreateLog {
     pub keep_since: i64,
 }
 
+/// The `now` of a grant that counts in no log (it is not used).
+const fn now_unused() -> i64 {
+    0
+}
+
 /// The name of a grant's entry in a create log.
 pub fn log_entry(unit_id: &str, at: i64) -> String {
     format!("{unit_id}@{at}")
@@ -77,16 +82,18 @@ pub trait SlotStore: Send + Sync + 'static {
         unit_ids: &[String],
         max: u32,
     ) -> Result<Vec<String>, SlotError> {
-        self.acquire_within(pool, unit_ids, max, None, 0).await
+        self.acquire_within(pool, unit_ids, max, &[], now_unused())
+            .await
     }
-    /// [`SlotStore::acquire`] that also passes every check of `log` for each new slot and
-    /// counts it there at `now`, atomically with the slot.
+    /// [`SlotStore::acquire`] that also passes every check of every one of `logs` (the pool's,
+    /// an account's) for each new slot and counts it in each at `now`, atomically with the
+    /// slot.
     async fn acquire_within(
         &self,
         pool: &str,
         unit_ids: &[String],
         max: u32,
-        log: Option<&CreateLog>,
+        logs: &[CreateLog],
         now: i64,
     ) -> Result<Vec<String>, SlotError>;
     /// Creates in the log `key` at or after `since`.

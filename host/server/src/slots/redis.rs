@@ -80,25 +80,24 @@ impl RedisSlots {
         pool: &str,
         unit_ids: &[String],
         max: u32,
-        log: Option<&CreateLog>,
+        logs: &[CreateLog],
         now: i64,
     ) -> Result<(u32, Vec<String>), SlotError> {
         let mut conn = self.keys.conn().await?;
         let mut granted = Vec::new();
         let mut used_after = 0u32;
-        let log_key = log.map_or_else(|| self.log_key(pool), |l| self.log_key(&l.key));
-        let checks = log.map_or(&[][..], |l| l.checks.as_slice());
         for chunk in unit_ids.chunks(IDS_PER_CALL) {
             let mut call = self.acquire.prepare_invoke();
-            call.key(self.set_key(pool))
-                .key(self.marker_key(pool))
-                .key(&log_key)
-                .arg(max)
-                .arg(checks.len())
-                .arg(log.map_or(0, |l| l.keep_since))
-                .arg(now);
-            for c in checks {
-                call.arg(c.limit).arg(c.since);
+            call.key(self.set_key(pool)).key(self.marker_key(pool));
+            for l in logs {
+                call.key(self.log_key(&l.key));
+            }
+            call.arg(max).arg(now).arg(logs.len());
+            for l in logs {
+                call.arg(l.keep_since).arg(l.checks.len());
+                for c in &l.checks {
+                    call.arg(c.limit).arg(c.since);
+                }
             }
             let (used, got): (i64, Vec<String>) = call.arg(chunk).invoke_async(&mut conn).await?;
             if used < 0 {
@@ -126,10 +125,13 @@ impl SlotStore for RedisSlots {
         pool: &str,
         unit_ids: &[String],
         max: u32,
-        log: Option<&CreateLog>,
+        logs: &[CreateLog],
         now: i64,
     ) -> Result<Vec<String>, SlotError> {
-        Ok(self.acquire_counted(pool, unit_ids, max, log, now).await?.1)
+        Ok(self
+            .acquire_counted(pool, unit_ids, max, logs, now)
+            .await?
+            .1)
     }
 
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {

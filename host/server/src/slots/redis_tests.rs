@@ -57,7 +57,7 @@ async fn cap_holds_for_concurrent_acquirers_on_two_instances() {
             for round in 0..40u32 {
                 let want = ids(t * 1000 + round * 3..t * 1000 + round * 3 + 3);
                 let (used, g) = s
-                    .acquire_counted("p", &want, MAX, None, 0)
+                    .acquire_counted("p", &want, MAX, &[], 0)
                     .await
                     .expect("acquire");
                 assert!(used <= MAX, "script counted {used} > {MAX}");
@@ -155,7 +155,13 @@ async fn a_window_holds_for_concurrent_acquirers_on_two_instances() {
             for round in 0..10u32 {
                 let want = ids(t * 1000 + round * 2..t * 1000 + round * 2 + 2);
                 let g = s
-                    .acquire_within("p", &want, 50, Some(&log), 1_000 + i64::from(round))
+                    .acquire_within(
+                        "p",
+                        &want,
+                        50,
+                        std::slice::from_ref(&log),
+                        1_000 + i64::from(round),
+                    )
                     .await
                     .expect("acquire");
                 got += g.len();
@@ -190,4 +196,30 @@ async fn a_window_holds_for_concurrent_acquirers_on_two_instances() {
         .expect("restore");
     let n = b.log_count("p", 8).await.expect("count");
     assert_eq!((n.count, n.oldest), (1, Some(9)));
+}
+
+#[tokio::test]
+async fn a_grant_passes_the_pools_log_and_its_accounts_and_counts_in_both() {
+    let keys = testing::fresh();
+    let s = RedisSlots::new(keys.clone());
+    s.reconcile("p@a", &[]).await.expect("reconcile");
+    s.reconcile("p@b", &[]).await.expect("reconcile");
+    let log = |key: &str, limit: u32| CreateLog {
+        key: key.into(),
+        checks: vec![WindowCheck { limit, since: 0 }],
+        keep_since: 0,
+    };
+    // The pool allows 5, account a 2: a's slot set gets 2; b (no quota of its own) the rest.
+    let got = s
+        .acquire_within("p@a", &ids(0..4), 10, &[log("p", 5), log("p@a", 2)], 1)
+        .await
+        .expect("acquire");
+    assert_eq!(got, ids(0..2));
+    let got = s
+        .acquire_within("p@b", &ids(10..20), 10, &[log("p", 5)], 1)
+        .await
+        .expect("acquire");
+    assert_eq!(got, ids(10..13));
+    assert_eq!(s.log_count("p", 0).await.expect("count").count, 5);
+    assert_eq!(s.log_count("p@a", 0).await.expect("count").count, 2);
 }
