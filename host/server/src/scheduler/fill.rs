@@ -138,20 +138,26 @@ impl Scheduler {
         let mut shares = self.shares(pool).await?;
         let mut except: Vec<String> = shares.as_ref().map(|s| s.capped()).unwrap_or_default();
         // Tenants' guarantees first: each one's reservation from its own pending units.
-        if let Some(sh) = &shares {
-            for (tenant, want) in sh.reserved() {
-                if free == 0 {
-                    break;
-                }
-                let others = sh.others(&tenant);
-                let pending = s
-                    .store
-                    .unit_list_fill(pool, &limit.task_types, now, want.min(free), &others)
-                    .await?;
-                let (_, marked) = self
-                    .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except)
-                    .await?;
-                free = free.saturating_sub(marked);
+        let reserved = shares.as_ref().map(|s| s.reserved()).unwrap_or_default();
+        for (tenant, want) in reserved {
+            if free == 0 {
+                break;
+            }
+            let others = shares
+                .as_ref()
+                .map(|sh| sh.others(&tenant))
+                .unwrap_or_default();
+            let pending = s
+                .store
+                .unit_list_fill(pool, &limit.task_types, now, want.min(free), &others)
+                .await?;
+            let (_, marked) = self
+                .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except)
+                .await?;
+            free = free.saturating_sub(marked);
+            // What it was given counts against its cap in the rounds below.
+            if let Some(sh) = &mut shares {
+                sh.took(&tenant, marked);
             }
         }
         for _ in 0..FILL_ROUNDS {
@@ -167,6 +173,7 @@ impl Scheduler {
                 )
                 .await?;
             filled.backlog = pending.len() > free as usize;
+            pending.truncate(free as usize);
             // Tenants' caps: what would take a tenant past its `max_slots` waits.
             let mut capped = false;
             if let Some(sh) = &mut shares {
@@ -179,7 +186,6 @@ impl Scheduler {
                     }
                 }
             }
-            pending.truncate(free as usize);
             if pending.is_empty() && !capped {
                 break;
             }

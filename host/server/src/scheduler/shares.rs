@@ -77,6 +77,13 @@ impl Shares {
             .collect()
     }
 
+    /// `tenant` was given `n` slots (its reservation): they count against its cap.
+    pub(super) fn took(&mut self, tenant: &str, n: u32) {
+        if let Some(r) = self.room.get_mut(tenant) {
+            *r = r.saturating_sub(n);
+        }
+    }
+
     /// Whether one more unit of `tenant` fits under its cap (and count it).
     pub(super) fn take(&mut self, tenant: &str) -> bool {
         match self.room.get_mut(tenant) {
@@ -156,6 +163,16 @@ mod tests {
         assert!(!sh.take("b"), "now 3 of 3");
         assert!(sh.take("d"), "no cap");
         assert_eq!(sh.capped(), vec!["b", "c"]);
+        // A reservation given counts against the cap.
+        let mut capped_min = Shares::new(
+            &BTreeMap::from([("e".to_string(), (3, Some(4)))]),
+            &BTreeMap::new(),
+            vec!["e".into()],
+        );
+        assert_eq!(capped_min.reserved(), vec![("e".to_string(), 3)]);
+        capped_min.took("e", 3);
+        assert!(capped_min.take("e"));
+        assert!(!capped_min.take("e"), "3 reserved + 1 = its cap of 4");
         // Without pending units, nothing is reserved: the slots are lent.
         let idle = Shares::new(&shares, &BTreeMap::new(), vec!["b".into()]);
         assert!(idle.reserved().is_empty());
