@@ -375,13 +375,26 @@ async fn check_clean_at(
     assert!(report.units > 0, "slotd check saw no units");
 }
 
-/// Each configured pool's quotas, for `slotd check`.
-pub fn quotas_of(config: &slotd_core::config::Config) -> Quotas {
-    config
+/// Each configured pool's quotas, and each provider account's own, for `slotd check`.
+pub fn quotas_of(config: &slotd_core::config::Config) -> (Quotas, Quotas) {
+    let pools = config
         .pools
         .iter()
         .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
-        .collect()
+        .collect();
+    let accounts = config
+        .handlers
+        .values()
+        .flat_map(|h| &h.accounts)
+        .map(|a| {
+            (
+                a.name.clone(),
+                a.rate.into_iter().chain(a.daily).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, q)| !q.is_empty())
+        .collect();
+    (pools, accounts)
 }
 
 /// Pools' quotas as `slotd check` takes them.
@@ -395,7 +408,14 @@ pub async fn check_report_at(
     pools: &[(&str, u32)],
     now_ms: i64,
 ) -> slotd_server::check::Report {
-    check_report_with(database_url, objects, pools, Quotas::new(), now_ms).await
+    check_report_with(
+        database_url,
+        objects,
+        pools,
+        (Quotas::new(), Quotas::new()),
+        now_ms,
+    )
+    .await
 }
 
 /// [`check_report_at`] that also checks pools' quota windows.
@@ -403,11 +423,12 @@ pub async fn check_report_with(
     database_url: &str,
     objects: Option<&str>,
     pools: &[(&str, u32)],
-    pool_quotas: Quotas,
+    (pool_quotas, account_quotas): (Quotas, Quotas),
     now_ms: i64,
 ) -> slotd_server::check::Report {
     let opts = slotd_server::check::CheckOptions {
         pool_quotas,
+        account_quotas,
         database_url: database_url.to_string(),
         objects: objects.map(String::from),
         redis_url: None,

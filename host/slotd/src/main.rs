@@ -382,8 +382,37 @@ async fn plugin_replay(file: &Path, recording: &Path, json: bool) -> anyhow::Res
     Ok(())
 }
 
+/// Each provider account's own quotas by name, for `slotd check`. A name two handlers give
+/// different quotas is left out: the record of creates does not say which handler's it is.
+fn account_quotas(
+    config: &Config,
+) -> std::collections::BTreeMap<String, Vec<slotd_core::config::Quota>> {
+    let mut out: std::collections::BTreeMap<String, Vec<slotd_core::config::Quota>> =
+        Default::default();
+    let mut ambiguous = std::collections::BTreeSet::new();
+    for h in config.handlers.values() {
+        for a in &h.accounts {
+            let quotas: Vec<_> = a.rate.into_iter().chain(a.daily).collect();
+            if quotas.is_empty() {
+                continue;
+            }
+            match out.get(&a.name) {
+                Some(other) if *other != quotas => {
+                    ambiguous.insert(a.name.clone());
+                }
+                _ => {
+                    out.insert(a.name.clone(), quotas);
+                }
+            }
+        }
+    }
+    out.retain(|name, _| !ambiguous.contains(name));
+    out
+}
+
 /// `slotd check`: print every finding, then a summary; an error (exit status 1) if any.
 async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
+    let account_quotas = account_quotas(&config);
     let opts = slotd_server::check::CheckOptions {
         database_url: args.database.unwrap_or(config.database_url),
         objects: args
@@ -401,6 +430,7 @@ async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
             .collect(),
+        account_quotas,
         finalize_grace: args.finalize_grace,
         now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
     };

@@ -12,7 +12,7 @@
 //!   per unit (a crash between reservation and submit leaves the unit in doubt, still
 //!   `submitted`, so its reservation stays accounted for);
 //! - no pool's recorded creates (`pool_creates`, kept a day) exceed a `rate` or `daily` quota
-//!   in any of its windows;
+//!   in any of its windows, nor an account's its own in any pool;
 //! - with `--objects`: every `completed` unit's artifacts exist with the recorded size and
 //!   sha256;
 //! - with Redis: each pool's slot holders are its `submitted` units, and the database's
@@ -50,6 +50,9 @@ pub struct CheckOptions {
     pub pool_limits: BTreeMap<String, u32>,
     /// Each pool's quotas on creates (`rate`, `daily`); pools not listed are not checked.
     pub pool_quotas: BTreeMap<String, Vec<slotd_core::config::Quota>>,
+    /// Each provider account's own quotas, by account name, checked in every pool its creates
+    /// were recorded in (`[[handlers.NAME.accounts]]` `rate`, `daily`).
+    pub account_quotas: BTreeMap<String, Vec<slotd_core::config::Quota>>,
     /// See [`FINALIZE_GRACE_DEFAULT`].
     pub finalize_grace: Duration,
     /// "Now" in Unix ms (an injected clock in tests).
@@ -90,8 +93,8 @@ pub struct Snapshot {
     pub fences: BTreeMap<String, i64>,
     /// The budget ledger's open reservations: (unit id, submission `stage-attempt`).
     pub open_reservations: Vec<(String, String)>,
-    /// The recorded creates of pools with quotas: (pool, Unix ms), oldest first.
-    pub creates: Vec<(String, i64)>,
+    /// The recorded creates of pools with quotas: (pool, account, Unix ms), oldest first.
+    pub creates: Vec<(String, Option<String>, i64)>,
 }
 
 /// The columns of a unit the rules read.
@@ -154,6 +157,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     f.extend(rules::tasks(&snap));
     f.extend(rules::reservations(&snap));
     f.extend(rules::quota_windows(&snap, &opts.pool_quotas));
+    f.extend(rules::account_quota_windows(&snap, &opts.account_quotas));
     if let Some(url) = &opts.objects {
         let (found, checked) = live::objects(url, &snap).await?;
         report.findings.extend(found);

@@ -19,7 +19,8 @@ const EVENTS_SQL: &str = "SELECT CAST(id AS BIGINT) AS id, unit_id, from_status,
 const SUBMITTED_SQL: &str = "SELECT id, pool, account FROM units WHERE status = 'submitted'";
 const RESERVATIONS_SQL: &str = "SELECT unit_id, submission FROM budget_ledger \
      WHERE settled_at IS NULL ORDER BY unit_id, submission";
-const CREATES_SQL: &str = "SELECT pool, CAST(at AS BIGINT) AS at FROM pool_creates ORDER BY at";
+const CREATES_SQL: &str =
+    "SELECT pool, account, CAST(at AS BIGINT) AS at FROM pool_creates ORDER BY at";
 const FENCES_SQL: &str = "SELECT pool, CAST(token AS BIGINT) AS token FROM pool_fences";
 
 /// Rows of both backends decode the same way; this macro runs one closure body per backend
@@ -140,10 +141,12 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
             r.try_get::<String, _>("unit_id")?,
             r.try_get::<String, _>("submission")?
         )));
-    let creates: Vec<(String, i64)> = rows!(conn, CREATES_SQL, |r| Ok::<_, sqlx::Error>((
-        r.try_get::<String, _>("pool")?,
-        r.try_get::<i64, _>("at")?
-    )));
+    let creates: Vec<(String, Option<String>, i64)> =
+        rows!(conn, CREATES_SQL, |r| Ok::<_, sqlx::Error>((
+            r.try_get::<String, _>("pool")?,
+            r.try_get::<Option<String>, _>("account")?,
+            r.try_get::<i64, _>("at")?
+        )));
     let mut by_unit: BTreeMap<String, Vec<EventRow>> = BTreeMap::new();
     for (unit, e) in events {
         by_unit.entry(unit).or_default().push(e);

@@ -306,54 +306,85 @@ pub fn quota_windows(
     snap: &Snapshot,
     quotas: &BTreeMap<String, Vec<slotd_core::config::Quota>>,
 ) -> Vec<Finding> {
-    use slotd_core::config::Window;
     let mut out = Vec::new();
     for (pool, list) in quotas {
         let times: Vec<i64> = snap
             .creates
             .iter()
-            .filter(|(p, _)| p == pool)
-            .map(|(_, at)| *at)
+            .filter(|(p, _, _)| p == pool)
+            .map(|(_, _, at)| *at)
             .collect();
-        for q in list {
-            let (count, at) = match q.window {
-                Window::Rolling(_) => {
-                    let len = q.window.len_ms();
-                    let mut best = (0usize, 0i64);
-                    let mut first = 0;
-                    for (i, t) in times.iter().enumerate() {
-                        while times[first] <= t - len {
-                            first += 1;
-                        }
-                        if i + 1 - first > best.0 {
-                            best = (i + 1 - first, times[first]);
-                        }
+        out.extend(over_quota(&format!("pool {pool}"), &times, list));
+    }
+    out
+}
+
+/// No account's recorded creates in one pool exceed one of its own quotas.
+pub fn account_quota_windows(
+    snap: &Snapshot,
+    quotas: &BTreeMap<String, Vec<slotd_core::config::Quota>>,
+) -> Vec<Finding> {
+    let mut groups: BTreeMap<(&str, &str), Vec<i64>> = BTreeMap::new();
+    for (pool, account, at) in &snap.creates {
+        if let Some(a) = account.as_deref().filter(|a| quotas.contains_key(*a)) {
+            groups.entry((pool.as_str(), a)).or_default().push(*at);
+        }
+    }
+    let mut out = Vec::new();
+    for ((pool, account), times) in groups {
+        if let Some(list) = quotas.get(account) {
+            out.extend(over_quota(
+                &format!("account {account} in pool {pool}"),
+                &times,
+                list,
+            ));
+        }
+    }
+    out
+}
+
+/// The windows of `list` that `times` (ascending) exceed, as findings about `who`.
+fn over_quota(who: &str, times: &[i64], list: &[slotd_core::config::Quota]) -> Vec<Finding> {
+    use slotd_core::config::Window;
+    let mut out = Vec::new();
+    for q in list {
+        let (count, at) = match q.window {
+            Window::Rolling(_) => {
+                let len = q.window.len_ms();
+                let mut best = (0usize, 0i64);
+                let mut first = 0;
+                for (i, t) in times.iter().enumerate() {
+                    while times[first] <= t - len {
+                        first += 1;
                     }
-                    best
-                }
-                Window::CalendarDay { offset_minutes } => {
-                    let off = i64::from(offset_minutes) * 60_000;
-                    let mut days: BTreeMap<i64, usize> = BTreeMap::new();
-                    for t in &times {
-                        *days.entry((t + off).div_euclid(86_400_000)).or_default() += 1;
+                    if i + 1 - first > best.0 {
+                        best = (i + 1 - first, times[first]);
                     }
-                    days.into_iter()
-                        .max_by_key(|(_, n)| *n)
-                        .map_or((0, 0), |(d, n)| (n, d * 86_400_000 - off))
                 }
-            };
-            if count > q.limit as usize {
-                out.push(Finding {
-                    kind: "quota window",
-                    task_id: None,
-                    unit_id: None,
-                    message: format!(
-                        "pool {pool}: {count} creates in the {} window from {at} (Unix ms); its \
-                         quota allows {}",
-                        q.window, q.limit
-                    ),
-                });
+                best
             }
+            Window::CalendarDay { offset_minutes } => {
+                let off = i64::from(offset_minutes) * 60_000;
+                let mut days: BTreeMap<i64, usize> = BTreeMap::new();
+                for t in times {
+                    *days.entry((t + off).div_euclid(86_400_000)).or_default() += 1;
+                }
+                days.into_iter()
+                    .max_by_key(|(_, n)| *n)
+                    .map_or((0, 0), |(d, n)| (n, d * 86_400_000 - off))
+            }
+        };
+        if count > q.limit as usize {
+            out.push(Finding {
+                kind: "quota window",
+                task_id: None,
+                unit_id: None,
+                message: format!(
+                    "{who}: {count} creates in the {} window from {at} (Unix ms); its quota \
+                     allows {}",
+                    q.window, q.limit
+                ),
+            });
         }
     }
     out

@@ -274,7 +274,11 @@ fn open_reservations_belong_to_submitted_units() {
 fn creates_beyond_a_quota_window_are_reported() {
     use slotd_core::config::{Quota, Window};
     use std::time::Duration;
-    let at = |ms: &[i64]| ms.iter().map(|t| ("p".to_string(), *t)).collect::<Vec<_>>();
+    let at = |ms: &[i64]| {
+        ms.iter()
+            .map(|t| ("p".to_string(), None, *t))
+            .collect::<Vec<_>>()
+    };
     let rate = Quota {
         limit: 2,
         window: Window::Rolling(Duration::from_secs(10)),
@@ -317,4 +321,42 @@ fn creates_beyond_a_quota_window_are_reported() {
     assert_eq!(quota_windows(&days, &quotas).len(), 1);
     // Other pools' creates and pools without quotas are not counted.
     assert!(quota_windows(&days, &BTreeMap::new()).is_empty());
+}
+
+#[test]
+fn an_accounts_creates_beyond_its_own_quota_are_reported_per_pool() {
+    use slotd_core::config::{Quota, Window};
+    use std::time::Duration;
+    let rate = Quota {
+        limit: 2,
+        window: Window::Rolling(Duration::from_secs(10)),
+    };
+    let quotas = BTreeMap::from([("backup".to_string(), vec![rate])]);
+    let row = |pool: &str, account: Option<&str>, at: i64| {
+        (pool.to_string(), account.map(str::to_string), at)
+    };
+    // Two per pool for backup (clean: its quota counts in each pool), three for main (no
+    // quota of its own).
+    let snap = Snapshot {
+        creates: vec![
+            row("p", Some("backup"), 0),
+            row("q", Some("backup"), 1),
+            row("p", Some("backup"), 2),
+            row("q", Some("backup"), 3),
+            row("p", Some("main"), 4),
+            row("p", Some("main"), 5),
+            row("p", Some("main"), 6),
+        ],
+        ..Snapshot::default()
+    };
+    assert!(account_quota_windows(&snap, &quotas).is_empty());
+    let mut over = snap.clone();
+    over.creates.push(row("p", Some("backup"), 7));
+    let found = account_quota_windows(&over, &quotas);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].message.contains("account backup in pool p"),
+        "{}",
+        found[0].message
+    );
 }
