@@ -339,6 +339,48 @@ async fn runway_forty_shots_on_a_pool_of_five_all_complete() {
     run.stop(&[(POOL, 5)]).await;
 }
 
+/// Runway's pace ("updates are not expected more often than every five seconds per task"):
+/// 20 shots on a pool of 5 with the simulator, the handler's hints and the scheduler all on a
+/// 0.02 time scale (a 200 ms tick, a 100 ms pace). A backlog waits the whole run, so poll
+/// rounds are on, yet no task is read sooner than the pace after its create or its last read:
+/// the first poll waits for the create's pace, rounds never bring a hinted read forward, and
+/// finalization stores the link the succeeding read recorded instead of reading again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_reads_keep_runways_pace_with_a_backlog() {
+    let run = Run::start(
+        RunwayOptions {
+            time_scale: 0.02,
+            ..sim_options(5)
+        },
+        |_, _| {},
+    )
+    .await;
+    let ids = vec![run.submit(payload("pace", 20)).await];
+    let views = run.wait_terminal(&ids, Duration::from_secs(90)).await;
+    for v in &views {
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    let stats = run.sim.stats();
+    let early: Vec<(String, u32)> = run
+        .sim
+        .jobs()
+        .iter()
+        .filter(|j| j.reads_too_soon > 0)
+        .map(|j| (j.task_id.clone(), j.reads_too_soon))
+        .collect();
+    assert_eq!(
+        stats.polls_too_soon, 0,
+        "reads sooner than Runway's pace, by task: {early:?}"
+    );
+    assert!(
+        stats.gets >= 20,
+        "every task was read to see it end: {} reads",
+        stats.gets
+    );
+    assert_eq!(stats.downloads, 20);
+    run.stop(&[(POOL, 5)]).await;
+}
+
 /// The statuses of a task's units, by index.
 pub fn statuses(view: &Value) -> Vec<String> {
     results(view)

@@ -1,16 +1,23 @@
 //! `finalize`: what to store for a succeeded unit. Runway's output links are signed and expire
-//! within 24–48 hours (an expired one answers 403), and a unit may wait for finalization, so
-//! the task is read again for a fresh link. Only when Runway no longer has the task (404) is
-//! the link recorded at success used, as the last chance; any other failure is an error, which
-//! the host retries with backoff.
+//! within 24–48 hours (an expired one answers 403). A unit finalized soon after the read that
+//! saw it succeed (within [`FRESH_LINK_SECS`]) stores the link that read recorded: reading the
+//! task again at once would be sooner than Runway's five-second pace. A unit that waited longer
+//! for finalization reads the task again for a fresh link; only when Runway no longer has the
+//! task (404) is the recorded link used, as the last chance. Any other failure is an error,
+//! which the host retries with backoff.
 
 use serde_json::Value;
 use slotd_sdk::client::Call;
-use slotd_sdk::{Artifact, Finalized, Host, Unit};
+use slotd_sdk::{Artifact, Finalized, Host, TickContext, Unit};
 
 use crate::answers::{self, Status};
 use crate::settings::Config;
+use crate::state::State;
 use crate::tick::task_path;
+
+/// How long after success the recorded link is used without reading the task again (times
+/// `expected_duration_scale`): an hour, far inside the links' 24 hours.
+pub const FRESH_LINK_SECS: f64 = 3600.0;
 
 /// The artifact's name within the unit.
 pub const ARTIFACT: &str = "video.mp4";
@@ -18,9 +25,15 @@ pub const ARTIFACT: &str = "video.mp4";
 const CONTENT_TYPE: &str = "video/mp4";
 
 /// The artifact of a succeeded unit, by a fresh link.
-pub fn run(host: &dyn Host, unit: &Unit) -> Result<Finalized, String> {
+pub fn run(host: &dyn Host, ctx: &TickContext, unit: &Unit) -> Result<Finalized, String> {
     let cfg = Config::read(host)?;
     let recorded = recorded(unit);
+    let fresh = State::of(unit)
+        .succeeded_at_ms
+        .is_some_and(|at| ctx.now_ms.saturating_sub(at) < cfg.scaled_ms(FRESH_LINK_SECS));
+    if fresh && let Some(url) = recorded.as_ref().and_then(|r| r.1.clone()) {
+        return Ok(stored(url));
+    }
     let job_id = unit
         .provider_job_id
         .clone()
@@ -63,14 +76,19 @@ pub fn run(host: &dyn Host, unit: &Unit) -> Result<Finalized, String> {
         }
         Err(e) => return Err(format!("reading task {job_id}: {e}")),
     };
-    Ok(Finalized {
+    Ok(stored(url))
+}
+
+/// The video at `url`, to store.
+fn stored(url: String) -> Finalized {
+    Finalized {
         artifacts: vec![Artifact {
             name: ARTIFACT.into(),
             url,
             content_type: Some(CONTENT_TYPE.into()),
         }],
         result: None,
-    })
+    }
 }
 
 /// The task id and first output link recorded in the unit's result at success.

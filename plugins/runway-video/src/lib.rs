@@ -109,8 +109,8 @@ impl Handler for RunwayVideo {
         tick::run(host, ctx, &batch)
     }
 
-    fn finalize(host: &dyn Host, _: &TickContext, unit: Unit) -> Result<Finalized, String> {
-        finalize::run(host, &unit)
+    fn finalize(host: &dyn Host, ctx: &TickContext, unit: Unit) -> Result<Finalized, String> {
+        finalize::run(host, ctx, &unit)
     }
 
     fn on_callback(

@@ -86,8 +86,15 @@ impl Poll<'_> {
                     || self.spec.listed_credits().to_string(),
                     ToString::to_string,
                 );
+                // The link is fresh now: `finalize` stores it without reading the task again
+                // (a read right after this one would be sooner than Runway's pace).
+                let state = State {
+                    succeeded_at_ms: Some(self.now_ms),
+                    ..State::of(self.unit)
+                };
                 Change {
                     cost: Some(cost),
+                    state: Some(state.to_json()),
                     ..self.change_of(Outcome::Succeeded(result.to_string()))
                 }
             }

@@ -28,6 +28,9 @@ pub struct State {
     /// The last `progress` (0–1) of a `RUNNING` task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<f64>,
+    /// slotd's clock when a read saw the task `SUCCEEDED` (its output link is fresh then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub succeeded_at_ms: Option<u64>,
     /// The submission the next three fields are about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub submission: Option<String>,

@@ -37,6 +37,11 @@ pub struct Decided {
     /// Indexes into `updates` of units that stay `submitted` with an ordinary poll scheduled
     /// (a new job, or "still running"): the ones a poll round may reschedule.
     pub polling: Vec<usize>,
+    /// The units of `polling` that may not be read again before a time (by index into
+    /// `updates`): a handler's poll hint, or a new job's first poll (`poll_initial`). A
+    /// provider's pace ("no more than one read per task every 5 s") is a floor that a poll round
+    /// never brings forward.
+    pub not_before: HashMap<usize, i64>,
     /// The first error that named the account rather than the job (`account_refused`,
     /// `account_exhausted`): (code, message). See `accounts.rs`.
     pub account_error: Option<(String, String)>,
@@ -147,14 +152,17 @@ pub fn decide_updates_in(
         if !matches!(change.outcome, Outcome::RetryAfter { .. }) {
             out.answered += 1;
         }
-        let polling = match &change.outcome {
-            Outcome::Running { .. } => true,
-            Outcome::Accepted { job_id } => unit.provider_job_id.as_deref() != Some(job_id),
-            _ => false,
+        let (polling, paced) = match &change.outcome {
+            Outcome::Running { after_ms } => (true, after_ms.is_some()),
+            Outcome::Accepted { job_id } => (unit.provider_job_id.as_deref() != Some(job_id), true),
+            _ => (false, false),
         };
         let mut update = update_for(cfg, handler, unit, change, now);
         honour_cancel(unit, &mut update);
         if polling && update.to == Some(UnitStatus::Submitted) {
+            if paced && let Some(at) = update.next_at {
+                out.not_before.insert(out.updates.len(), at);
+            }
             out.polling.push(out.updates.len());
         }
         out.updates.push(update);

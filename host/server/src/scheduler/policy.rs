@@ -14,7 +14,8 @@ fn ms(d: Duration) -> i64 {
 /// Without a hint the delay grows geometrically from `poll_initial` to `poll_max` (5 s → 30 s
 /// with the seed's numbers). A handler's hint (expected remaining time) wins, clamped to
 /// `[min(poll_initial, tick_interval), poll_max]` so that a handler can neither spin the
-/// provider nor park a unit for hours.
+/// provider nor park a unit for hours. The delay of a hinted poll (and of a new job's first
+/// poll) is a floor: poll rounds never read the job sooner (see `rounds.rs`).
 pub fn poll_delay_ms(cfg: &SchedulerConfig, polls: u32, hint_ms: Option<u64>) -> i64 {
     let floor = ms(cfg.poll_initial.min(cfg.tick_interval)).max(1);
     let ceil = ms(cfg.poll_max).max(floor);

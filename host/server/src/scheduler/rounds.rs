@@ -26,7 +26,9 @@ pub const ROUND_THETA: f64 = 0.5;
 /// `floor` and `ceil` from now); units of a class not learned yet are looked at every
 /// `prior` ms meanwhile, so the first completions (which teach the distribution) are not
 /// noticed late. A round the pool already decided wins when it comes sooner, so that units
-/// marked by other ticks meet in the same request.
+/// marked by other ticks meet in the same request. A unit with a floor (`not_before`: its
+/// handler's hint, a new job's first poll) is never read before it: it keeps the later of the
+/// round and its floor, so a provider with no list endpoint is read per job at its own pace.
 pub fn schedule_round(
     durations: &Durations,
     pool: &str,
@@ -83,8 +85,11 @@ pub fn schedule_round(
         rounds.insert(pool.to_string(), at);
     }
     for i in members {
+        // A unit the provider's pace keeps from being read before a time joins the first
+        // round after it, never an earlier one.
+        let floor = decided.not_before.get(&i).copied().unwrap_or(at);
         if let Some(u) = decided.updates.get_mut(i) {
-            u.next_at = Some(at);
+            u.next_at = Some(at.max(floor));
         }
     }
 }
@@ -225,5 +230,18 @@ mod tests {
         let mut decided = polls(&[&c], now);
         schedule_round(&d, "p1", &[&c], &mut decided, now + 2, (200, 5_000, 30_000));
         assert_eq!(decided.updates[0].next_at, Some(first));
+    }
+    #[test]
+    fn a_round_never_brings_a_paced_read_forward() {
+        let d = Durations::default();
+        let a = crate::scheduler::apply::tests::unit("a", Some("ja"), "s");
+        let b = crate::scheduler::apply::tests::unit("b", Some("jb"), "s");
+        let now = 100_000;
+        let mut decided = polls(&[&a, &b], now);
+        // `b`'s provider may not be asked about it for 8 s (its handler's hint).
+        decided.not_before.insert(1, now + 8_000);
+        schedule_round(&d, "p1", &[&a, &b], &mut decided, now, (200, 5_000, 30_000));
+        assert_eq!(decided.updates[0].next_at, Some(now + 5_000));
+        assert_eq!(decided.updates[1].next_at, Some(now + 8_000));
     }
 }

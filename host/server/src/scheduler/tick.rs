@@ -617,6 +617,15 @@ impl Scheduler {
         let cfg = &self.services.config.scheduler;
         let durations = &self.services.durations;
         learn(durations, units, &decided.updates, now);
+        // Poll delays count from the handler's answer, not from the tick's start: a provider's
+        // "not before" is measured from its own answer, and the call took time.
+        let lag = self.services.clock.now_ms().saturating_sub(now).max(0);
+        for (&i, at) in decided.not_before.iter_mut() {
+            *at = at.saturating_add(lag).saturating_add(1);
+            if let Some(u) = decided.updates.get_mut(i) {
+                u.next_at = u.next_at.map(|n| n.max(*at));
+            }
+        }
         if backlog && cfg.callback_safety_poll.is_none() {
             let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
             let bounds = (ms(cfg.min_rest), ms(cfg.poll_initial), ms(cfg.poll_max));

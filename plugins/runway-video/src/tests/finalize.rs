@@ -1,5 +1,6 @@
-//! `finalize`: a fresh signed link from a new read of the task; the recorded one only when
-//! Runway no longer has the task.
+//! `finalize`: the link recorded at success while it is fresh (no second read within Runway's
+//! pace); after that a fresh signed link from a new read of the task, the recorded one only
+//! when Runway no longer has the task.
 
 use serde_json::json;
 use slotd_sdk::testing::{ScriptedHost, json_answer};
@@ -28,6 +29,29 @@ fn url(done: &Result<Finalized, String>) -> Option<&str> {
         .ok()
         .and_then(|f| f.artifacts.first())
         .map(|a| a.url.as_str())
+}
+
+/// A unit whose success was seen at `at_ms` (slotd's clock).
+fn succeeded_at(at_ms: u64) -> Unit {
+    Unit {
+        state: json!({"succeeded_at_ms": at_ms}).to_string(),
+        ..succeeded()
+    }
+}
+
+#[test]
+fn a_unit_finalized_soon_after_success_stores_the_recorded_link_without_a_read() {
+    let host = keyed_host().on_any(|_| Err(HttpError::Transport("no read expected".into())));
+    let done = RunwayVideo::finalize(&host, &ctx(NOW), succeeded_at(NOW - 2_000));
+    assert_eq!(url(&done), Some(RECORDED));
+    assert!(host.requests().is_empty(), "{:?}", host.requests());
+    // An hour later the recorded link may be near its end: the task is read again.
+    let host = keyed_host().on_request("GET", "/v1/tasks/t1", |_| {
+        json_answer(200, &task("t1", "SUCCEEDED", json!({"output": [FRESH]})))
+    });
+    let late = NOW + 3_600_000;
+    let done = RunwayVideo::finalize(&host, &ctx(late), succeeded_at(NOW));
+    assert_eq!(url(&done), Some(FRESH));
 }
 
 #[test]
