@@ -408,7 +408,8 @@ fn unix_ms() -> u64 {
 
 /// Output links that live 1 s: the units succeed (their results keep the links Runway
 /// gave then), finalization is held back until every one of those links has expired (Runway
-/// answers 403 to each), and then runs: it reads each task again for a fresh link and stores
+/// answers 403 to each) and, on slotd's clock, past the hour in which the handler trusts a
+/// recorded link, and then runs: it reads each task again for a fresh link and stores
 /// Runway's file. The only refused downloads are the test's own probes of the old links.
 /// (A TTL of 1 ms would expire the fresh links too before slotd could fetch them.) The
 /// scheduler is driven by hand here, so that finalization starts only when the test says.
@@ -466,6 +467,10 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
     let before = sim.stats();
     assert_eq!(before.link_refusals, SHOTS as u64, "the probes");
 
+    // The units waited over an hour (Runway's, at the test's scale) for finalization, so the
+    // handler no longer trusts the links recorded at success and reads each task again.
+    m.clock
+        .advance(3_600_000.0_f64.mul_add(TIME_SCALE, 1_000.0) as i64);
     let now = slotd_core::clock::Clock::now_ms(m.clock.as_ref());
     m.scheduler.finalize_once(now).await.expect("finalize_once");
     m.scheduler.finalize_idle().await;
