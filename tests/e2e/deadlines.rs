@@ -11,7 +11,7 @@ use crate::kling::{Run, sim_options, video_payload};
 use crate::support::*;
 
 /// Unix ms as RFC 3339.
-fn rfc3339(ms: i64) -> String {
+pub fn rfc3339(ms: i64) -> String {
     humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms as u64))
         .to_string()
 }

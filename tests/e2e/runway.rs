@@ -74,6 +74,9 @@ pub fn handler_config(sim: &RunwaySimHandle, key: &str) -> HandlerConfig {
         "expected_duration_scale".into(),
         sim.stats().time_scale.to_string(),
     );
+    // The simulator's day (shortened in quota tests), for the daily limit it publishes.
+    h.settings
+        .insert("day_secs".into(), sim.stats().day_secs.to_string());
     h.secrets.insert("api_key".into(), Secret::new(key));
     h.allowed_hosts.push(sim.addr().to_string());
     h
@@ -489,4 +492,62 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
     );
     assert_eq!(after.downloads - before.downloads, SHOTS as u64);
     m.check().await;
+}
+
+/// Durations from the first second (contract 1.3 `provider.durations`): on a fresh slotd whose
+/// pool has never seen a job end, the handler's statement of how long a Runway task takes
+/// (6–15 s of generation per clip second) gives a backlog task an ETA at once, and a task whose
+/// deadline no job can meet fails `deadline_unreachable` before any create, while not one
+/// Runway task has ended yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_a_fresh_slotd_has_etas_and_refuses_unreachable_deadlines_from_the_first_second() {
+    // 5 s clips at 0.05: 1.5–3.75 s of generation each; the tick is 500 ms.
+    let run = Run::start(
+        RunwayOptions {
+            time_scale: 0.05,
+            ..sim_options(13)
+        },
+        |_, _| {},
+    )
+    .await;
+    let backlog = run.submit(payload("backlog", 30)).await;
+    let view = run.task(&backlog).await;
+    let eta = view["estimated_completion_at"].as_i64();
+    assert!(eta.is_some(), "an ETA before any job ended: {view}");
+    let ended = |run: &Run| {
+        run.sim
+            .jobs()
+            .iter()
+            .filter(|j| j.status == "SUCCEEDED" || j.status == "FAILED")
+            .count()
+    };
+    assert_eq!(ended(&run), 0);
+    let deadline = unix_ms() + 1_200;
+    let late = post_task(
+        &run.client,
+        &run.base,
+        TASK_TYPE,
+        json!({"payload": payload("late", 3),
+               "deadline": crate::deadlines::rfc3339(deadline as i64)}),
+    )
+    .await;
+    let failed = eventually(
+        Duration::from_secs(10),
+        "the late task failed",
+        async || {
+            let v = run.task(&late).await;
+            (v["status"] == "failed").then_some(v)
+        },
+    )
+    .await;
+    assert_eq!(ended(&run), 0, "refused before any Runway task ended");
+    for unit in results(&failed) {
+        assert_eq!(unit["error"]["code"], "deadline_unreachable", "{unit}");
+        assert!(unit["provider_task_id"].is_null(), "{unit}");
+    }
+    let views = run
+        .wait_terminal(&[backlog], Duration::from_secs(120))
+        .await;
+    assert_eq!(views[0]["status"], "completed");
+    run.stop(&[(POOL, 5)]).await;
 }

@@ -183,3 +183,105 @@ async fn runway_a_daily_limit_refusal_closes_the_pool_until_the_providers_time_a
     assert!(pool_view(&run).await["closure"].is_null(), "open again");
     run.stop(&[(POOL, 5)]).await;
 }
+
+/// The account publishes less than slotd is configured for (contract 1.3 `provider.limits`:
+/// Runway's `GET /v1/organization`): 2 concurrent generations of the model where tier 3 sizes
+/// the pool at 5, and a daily limit of 6 of which another client of the same key has already
+/// used 3. slotd reads the organization at start and again on its refresh period, shows both
+/// limits as discovered, never runs more than 2 at once, and creates only the 3 the day has
+/// left: of 5 shots 3 complete and 2 wait `pending` (the pool closed until the day frees a
+/// create); none fails and Runway refuses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_discovered_limits_below_the_configuration_are_obeyed_and_shown() {
+    let opts = RunwayOptions {
+        model_concurrency: vec!["gen4_turbo=2".parse().expect("a model limit")],
+        daily_limit: 6,
+        day_seconds: Some(3_600.0),
+        ..sim_options(11)
+    };
+    let run = Run::start(opts, |_, _| {}).await;
+    // Another client of the key creates 3 tasks.
+    let http = reqwest::Client::new();
+    for i in 0..3 {
+        let r = http
+            .post(format!("{}/v1/image_to_video", run.sim.base_url()))
+            .bearer_auth(slotd_sim::runway::API_KEY_DEFAULT)
+            .header("X-Runway-Version", "2024-11-06")
+            .json(
+                &serde_json::json!({"model": "gen4_turbo", "ratio": "1280:720",
+                "duration": 5, "promptImage": format!("https://example.com/other/{i}.png")}),
+            )
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    }
+    // slotd reads the organization again on its period and sees them.
+    let pool = eventually(
+        Duration::from_secs(30),
+        "the pool shows the discovered limits and the other client's creates",
+        async || {
+            let p = pool_view(&run).await;
+            let daily = p["quotas"]
+                .as_array()
+                .and_then(|q| q.iter().find(|q| q["dimension"] == "daily"))
+                .cloned()?;
+            (daily["used"] == 3).then_some(p)
+        },
+    )
+    .await;
+    assert_eq!(pool["max_slots"], 2, "{pool}");
+    assert_eq!(pool["max_slots_source"], "discovered", "{pool}");
+    let daily = &pool["quotas"][0];
+    assert_eq!(daily["source"], "discovered", "{pool}");
+    assert_eq!(daily["limit"], 6, "{pool}");
+    assert_eq!(daily["remaining"], 3, "{pool}");
+
+    let id = run.submit(payload("found", 5)).await;
+    let view = eventually(
+        Duration::from_secs(60),
+        "3 shots completed and 2 wait for the day",
+        async || {
+            let v = run.task(&id).await;
+            let s = statuses(&v);
+            let done = s.iter().filter(|s| *s == "completed").count();
+            let pending = s.iter().filter(|s| *s == "pending").count();
+            (done == 3 && pending == 2).then_some(v)
+        },
+    )
+    .await;
+    for r in results(&view) {
+        assert_ne!(r["status"], "failed", "{view}");
+    }
+    let waiting = pool_view(&run).await;
+    assert!(waiting["closed_until"].is_i64(), "{waiting}");
+    let stats = run.sim.stats();
+    assert_eq!(stats.daily_limit_refusals, 0, "Runway refused nothing");
+    assert_eq!(stats.creates, 6, "3 by the other client, 3 by slotd");
+    // slotd's own tasks (the other client's 3 share the account's 2 runners) never overlap
+    // more than 2 at Runway: each lives from its create to its end there.
+    let ours: std::collections::HashSet<&str> = results(&view)
+        .iter()
+        .filter_map(|r| r["provider_task_id"].as_str())
+        .collect();
+    let jobs = run.sim.jobs();
+    let mut edges: Vec<(f64, i32)> = jobs
+        .iter()
+        .filter(|j| ours.contains(j.task_id.as_str()))
+        .flat_map(|j| [(j.created, 1), (j.ended.unwrap_or(f64::MAX), -1)])
+        .collect();
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut at_once = 0;
+    let mut most = 0;
+    for (_, d) in edges {
+        at_once += d;
+        most = most.max(at_once);
+    }
+    assert_eq!(ours.len(), 3);
+    assert!(most <= 2, "{most} of slotd's tasks at once at Runway");
+    assert!(
+        stats.organization_gets >= 2,
+        "read at start and on the period"
+    );
+    run.stop(&[(POOL, 2)]).await;
+}

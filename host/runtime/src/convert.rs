@@ -116,6 +116,7 @@ pub(crate) fn planned(p: wit::PlannedUnit) -> PlannedUnit {
         state: p.state,
         pools: Vec::new(),
         cost: None,
+        expected: None,
     }
 }
 
@@ -125,6 +126,7 @@ pub(crate) fn routed(p: extensions::RoutedUnit) -> PlannedUnit {
         state: p.state,
         pools: p.pools,
         cost: None,
+        expected: None,
     }
 }
 
@@ -133,6 +135,7 @@ pub(crate) fn features(f: extensions::FeatureSet) -> Features {
         cancel: f.contains(extensions::FeatureSet::CANCEL),
         routing: f.contains(extensions::FeatureSet::ROUTING),
         costs: false,
+        provider: false,
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
-use super::bindings::{SlotdHandlerPre, costs, extensions};
+use super::bindings::{SlotdHandlerPre, costs, extensions, provider};
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
 use super::limiter::cap_message;
@@ -19,8 +19,8 @@ use super::quarantine::{Health, Tripped};
 use super::tape::{self, CallRecord, Exchange, Redactor};
 use super::tape_json;
 use super::{
-    BatchUnit, CallbackChange, CancelChange, Features, Finalized, HandlerFault, HandlerInfo,
-    PlanError, PlannedUnit, StagePool, TickContext,
+    BatchUnit, CallbackChange, CancelChange, DiscoveredLimits, DiscoveredQuota, Expected, Features,
+    Finalized, HandlerFault, HandlerInfo, PlanError, PlannedUnit, StagePool, TickContext,
 };
 use slotd_core::config::{HandlerConfig, RuntimeLimits};
 use slotd_core::model::{Change, Unit};
@@ -51,6 +51,8 @@ pub struct Handler {
     ext: Option<extensions::GuestIndices>,
     /// Where the `costs` export lives, for 1.2 components.
     cost: Option<costs::GuestIndices>,
+    /// Where the `provider` export lives, for 1.3 components.
+    prov: Option<provider::GuestIndices>,
     shared: Arc<Shared>,
     /// Consecutive crashing calls of this version (quarantine).
     health: Health,
@@ -186,6 +188,7 @@ impl Handler {
             pre,
             ext,
             cost: None,
+            prov: None,
             shared,
             health: Health::default(),
         }
@@ -194,6 +197,11 @@ impl Handler {
     /// The component's `costs` export (contract 1.2), found at load; `None` before 1.2.
     pub(crate) fn set_costs(&mut self, cost: Option<costs::GuestIndices>) {
         self.cost = cost;
+    }
+
+    /// The component's `provider` export (contract 1.3), found at load; `None` before 1.3.
+    pub(crate) fn set_provider(&mut self, prov: Option<provider::GuestIndices>) {
+        self.prov = prov;
     }
 
     /// Switch to the identity `describe` declared: its name tags calls and selects its config.
@@ -238,15 +246,18 @@ impl Handler {
     /// The optional parts of the contract the component uses (1.1; none for 1.0).
     pub(crate) async fn read_features(&self) -> Result<Features, HandlerFault> {
         let costs = self.cost.is_some();
+        let provider = self.prov.is_some();
         let Some(ext) = &self.ext else {
             return Ok(Features {
                 costs,
+                provider,
                 ..Features::default()
             });
         };
         let f = ext_call!(self, ext, "features", |g, store| g.call_features(store)).0?;
         Ok(Features {
             costs,
+            provider,
             ..convert::features(f)
         })
     }
@@ -322,6 +333,11 @@ impl Handler {
         for (unit, cost) in units.iter_mut().zip(estimates) {
             unit.cost = cost;
         }
+        let specs: Vec<String> = units.iter().map(|u| u.spec.clone()).collect();
+        let expected = self.durations(task_type, &specs).await;
+        for (unit, e) in units.iter_mut().zip(expected) {
+            unit.expected = e;
+        }
         Ok(Ok(units))
     }
 
@@ -347,6 +363,57 @@ impl Handler {
             }
         };
         checked_estimates(&self.name, estimates, units.len())
+    }
+
+    /// Whether the component exports `provider` (contract 1.3).
+    pub fn has_provider(&self) -> bool {
+        self.prov.is_some()
+    }
+
+    /// Each spec's expected duration (contract 1.3 `provider.durations`), in order; all unknown
+    /// for a component without `provider`. Checked like cost estimates: a zero median or a p95
+    /// below the median is unknown, an answer of the wrong length all unknown, each with a
+    /// warning; a failed call (counted as a fault) is all unknown and fails nothing.
+    pub async fn durations(&self, task_type: &str, specs: &[String]) -> Vec<Option<Expected>> {
+        let unknown = vec![None; specs.len()];
+        let Some(prov) = self.prov.as_ref().filter(|_| !specs.is_empty()) else {
+            return unknown;
+        };
+        let answer = ext_call!(self, prov, "durations", |g, store| g
+            .call_durations(store, task_type, specs))
+        .0;
+        match answer {
+            Ok(answer) => checked_durations(&self.name, answer, specs.len()),
+            Err(fault) => {
+                tracing::warn!(handler = %self.name, %fault, "provider.durations failed; the units' durations are unknown");
+                unknown
+            }
+        }
+    }
+
+    /// The account's limits as the provider publishes them (contract 1.3 `provider.limits`),
+    /// with `account`'s settings and secrets; `Ok(None)` for a component without `provider`.
+    /// Entries the host cannot use (an unknown dimension, a zero window or one over two days)
+    /// are dropped with a warning; a guest `err` is an error naming the handler.
+    pub async fn limits(
+        &self,
+        account: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Option<Vec<DiscoveredLimits>>, String> {
+        let Some(prov) = self.prov.as_ref() else {
+            return Ok(None);
+        };
+        let config = self.config.for_account(account);
+        let ctx = provider::LimitsContext {
+            now_ms,
+            account: account.map(str::to_string),
+        };
+        let answer = ext_call!(self, prov, "limits", config = &config, |g, store| g
+            .call_limits(store, &ctx))
+        .0
+        .map_err(|fault| format!("provider.limits of {} failed: {fault}", self.name))?;
+        let pools = answer.map_err(|e| format!("provider.limits of {}: {e}", self.name))?;
+        Ok(Some(checked_limits(&self.name, pools)))
     }
 
     /// Advance a batch of units of one pool.
@@ -531,6 +598,90 @@ pub(crate) fn checked_estimates(
                 None
             }
             other => other,
+        })
+        .collect()
+}
+
+/// A guest's expected durations, as the host keeps them: one per spec, each with a positive
+/// median and a p95 at least the median, or unknown (with a warning naming the handler).
+pub(crate) fn checked_durations(
+    handler: &str,
+    answer: Vec<Option<provider::ExpectedDuration>>,
+    specs: usize,
+) -> Vec<Option<Expected>> {
+    if answer.len() != specs {
+        tracing::warn!(
+            handler,
+            answered = answer.len(),
+            specs,
+            "provider.durations answered a list of the wrong length; the units' durations are unknown"
+        );
+        return vec![None; specs];
+    }
+    answer
+        .into_iter()
+        .enumerate()
+        .map(|(index, e)| match e {
+            Some(e) if e.p50_ms > 0 && e.p95_ms >= e.p50_ms => Some(Expected {
+                p50_ms: e.p50_ms,
+                p95_ms: e.p95_ms,
+            }),
+            Some(e) => {
+                tracing::warn!(
+                    handler,
+                    index,
+                    p50_ms = e.p50_ms,
+                    p95_ms = e.p95_ms,
+                    "provider.durations answered a zero median or a p95 below it; unknown"
+                );
+                None
+            }
+            None => None,
+        })
+        .collect()
+}
+
+/// The longest quota window the host keeps (two days): a daily quota's.
+const QUOTA_WINDOW_MAX_MS: u64 = 2 * 86_400_000;
+
+/// A guest's published limits, as the host keeps them: quotas with a known dimension, a
+/// positive window of at most two days; anything else dropped with a warning.
+pub(crate) fn checked_limits(
+    handler: &str,
+    pools: Vec<provider::PoolLimits>,
+) -> Vec<DiscoveredLimits> {
+    pools
+        .into_iter()
+        .map(|p| {
+            let quotas = p
+                .quotas
+                .into_iter()
+                .filter_map(|q| {
+                    let dimension = match q.dimension.as_str() {
+                        "rate" => "rate",
+                        "daily" => "daily",
+                        other => {
+                            tracing::warn!(handler, pool = %p.pool, dimension = %other, "provider.limits named a quota dimension other than rate or daily; ignored");
+                            return None;
+                        }
+                    };
+                    if q.window_ms == 0 || q.window_ms > QUOTA_WINDOW_MAX_MS {
+                        tracing::warn!(handler, pool = %p.pool, window_ms = q.window_ms, "provider.limits gave a quota window of zero or over two days; ignored");
+                        return None;
+                    }
+                    Some(DiscoveredQuota {
+                        dimension,
+                        limit: q.limit,
+                        window_ms: q.window_ms,
+                        used: q.used,
+                    })
+                })
+                .collect();
+            DiscoveredLimits {
+                pool: p.pool,
+                max_slots: p.max_slots,
+                quotas,
+            }
         })
         .collect()
 }

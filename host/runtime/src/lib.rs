@@ -79,6 +79,38 @@ pub struct PlannedUnit {
     /// Kling resource-pack units, Runway credits), finite and non-negative; `None` when
     /// unknown or the component has no `costs` export.
     pub cost: Option<f64>,
+    /// How long its provider job is expected to take (contract 1.3 `provider.durations`);
+    /// `None` when unknown or the component has no `provider` export.
+    pub expected: Option<Expected>,
+}
+
+/// A unit's expected duration at the provider, as its handler states it (contract 1.3):
+/// milliseconds from the create to the job's end. Checked: `p50_ms > 0`, `p95_ms >= p50_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Expected {
+    pub p50_ms: u64,
+    pub p95_ms: u64,
+}
+
+/// One create quota a provider publishes (contract 1.3 `provider.quota`), checked: a known
+/// dimension, a limit and a window of at most two days.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiscoveredQuota {
+    /// `rate` or `daily`.
+    pub dimension: &'static str,
+    pub limit: u32,
+    pub window_ms: u64,
+    /// The creates the provider counts in the window (every client of the account), if said.
+    pub used: Option<u32>,
+}
+
+/// An account's limits in one pool, as its provider publishes them (contract 1.3
+/// `provider.limits`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiscoveredLimits {
+    pub pool: String,
+    pub max_slots: Option<u32>,
+    pub quotas: Vec<DiscoveredQuota>,
 }
 
 /// The optional parts of the contract a handler uses (contract 1.1 `extensions.features`, and
@@ -92,6 +124,9 @@ pub struct Features {
     /// The component exports `costs` (contract 1.2): planned units carry cost estimates
     /// (each may still be unknown).
     pub costs: bool,
+    /// The component exports `provider` (contract 1.3): planned units carry expected
+    /// durations, and the provider's published limits are read.
+    pub provider: bool,
 }
 
 /// What the provider said about a cancelled unit's job (contract 1.1 `cancel`).

@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 
 use super::bindings::{
     ACCEPTED_MAJOR, COSTS_INTERFACE, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE,
-    SlotdHandlerPre, costs, extensions,
+    PROVIDER_INTERFACE, SlotdHandlerPre, costs, extensions, provider,
 };
 use super::{Handler, HandlerInfo, Runtime, StagePool};
 
@@ -52,6 +52,7 @@ impl Runtime {
             .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
         let ext = extension_indices(&pre)?;
         let cost = cost_indices(&pre)?;
+        let prov = provider_indices(&pre)?;
         let pre = SlotdHandlerPre::new(pre)
             .map_err(|e| anyhow!("{e:#}"))
             .context("finding the handler exports")?;
@@ -75,6 +76,7 @@ impl Runtime {
             self.shared.clone(),
         );
         handler.set_costs(cost);
+        handler.set_provider(prov);
         handler.contract = contract;
         let info = handler
             .describe()
@@ -187,6 +189,19 @@ pub(crate) fn cost_indices<T: 'static>(
         .map(Some)
         .map_err(|e| anyhow!("{e:#}"))
         .with_context(|| format!("finding the costs export ({name})"))
+}
+
+/// The `provider` export of a 1.3 (or later 1.x) component, if it has one.
+pub(crate) fn provider_indices<T: 'static>(
+    pre: &wasmtime::component::InstancePre<T>,
+) -> anyhow::Result<Option<provider::GuestIndices>> {
+    let Some(name) = export_of(pre, PROVIDER_INTERFACE) else {
+        return Ok(None);
+    };
+    provider::GuestIndices::new(pre)
+        .map(Some)
+        .map_err(|e| anyhow!("{e:#}"))
+        .with_context(|| format!("finding the provider export ({name})"))
 }
 
 /// Read a 1.1 component's features and, when it routes, its stage pools (with only its plain
@@ -495,6 +510,13 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
             return report;
         }
     };
+    let prov = match provider_indices(&pre) {
+        Ok(prov) => prov,
+        Err(e) => {
+            report.problems.push(format!("{e:#}"));
+            return report;
+        }
+    };
     let pre = match SlotdHandlerPre::new(pre) {
         Ok(p) => p,
         Err(e) => {
@@ -519,6 +541,7 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
         runtime.shared.clone(),
     );
     handler.set_costs(cost);
+    handler.set_provider(prov);
     handler.contract = contract.clone();
     report.contract = Some(contract);
     match handler.describe().await {

@@ -127,6 +127,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         accounts: Default::default(),
         closures: Default::default(),
         durations: Default::default(),
+        discovered: Default::default(),
     })
 }
 

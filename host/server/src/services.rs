@@ -44,6 +44,8 @@ pub struct Services {
     /// The provider's observed job durations (learned by ticks and callbacks) and each pool's
     /// next poll round.
     pub durations: Arc<crate::pool_state::durations::Durations>,
+    /// Limits the providers published (contract 1.3), read by the scheduler.
+    pub discovered: Arc<crate::pool_state::Discovered>,
     /// Task creation through group commit (what `POST /v1/tasks` uses).
     pub tasks: slotd_store::group_commit::TaskWriter,
 }

@@ -17,6 +17,8 @@
 //! - [`tick`]: a tick in one round; [`create`]: what a create answer means; [`poll`]: what a
 //!   task means; [`unknown`]: the outcome-unknown rule; [`state`]: the unit state.
 //! - [`cancel`], [`finalize`]; [`answers`]: reading Runway's bodies.
+//! - [`organization`]: contract 1.3 `provider`: expected durations, and the account's limits
+//!   from `GET /v1/organization`.
 
 pub mod answers;
 pub mod assets;
@@ -24,6 +26,7 @@ pub mod cancel;
 pub mod create;
 pub mod finalize;
 pub mod models;
+pub mod organization;
 pub mod payload;
 pub mod poll;
 pub mod settings;
@@ -36,8 +39,8 @@ pub mod unknown;
 mod tests;
 
 use slotd_sdk::{
-    CallbackChange, CancelChange, Change, Finalized, Handler, HandlerInfo, Host, PlanError,
-    PlannedUnit, RoutedUnit, StagePool, TickContext, Unit,
+    CallbackChange, CancelChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
+    LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedUnit, StagePool, TickContext, Unit,
 };
 
 use crate::settings::{DEFAULT_MODEL, STAGE};
@@ -83,6 +86,22 @@ impl Handler for RunwayVideo {
         let credits = spec::Spec::read(spec).ok()?.listed_credits();
         // Credits are small whole numbers; u32 converts to f64 exactly.
         u32::try_from(credits).ok().map(f64::from)
+    }
+
+    /// Contract 1.3: a task's expected run from its model and clip length (see
+    /// [`organization`]).
+    fn expected_duration(host: &dyn Host, task_type: &str, spec: &str) -> Option<ExpectedDuration> {
+        if task_type != payload::TASK_TYPE {
+            return None;
+        }
+        let cfg = settings::Config::read(host).ok()?;
+        organization::expected(&cfg, spec)
+    }
+
+    /// Contract 1.3: the account's concurrency and daily limits per model, and today's creates,
+    /// from `GET /v1/organization`.
+    fn limits(host: &dyn Host, ctx: &LimitsContext) -> Result<Vec<PoolLimits>, String> {
+        organization::limits(host, ctx)
     }
 
     fn plan_routed(

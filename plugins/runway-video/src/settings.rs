@@ -94,6 +94,9 @@ pub struct Config {
     pub scale: f64,
     /// `request_timeout_ms`, if set (the host caps it).
     pub timeout_ms: Option<u32>,
+    /// `day_secs`: the length of Runway's rolling day for the daily limit, in seconds of slotd
+    /// time, when set (a simulator with a shortened day); else 24 h times `scale`.
+    pub day_secs: Option<f64>,
 }
 
 impl Config {
@@ -116,10 +119,12 @@ impl Config {
             "a positive whole number of milliseconds",
             |t: &u32| *t > 0,
         )?;
+        let day_secs = s.positive("day_secs")?;
         Ok(Config {
             base_url,
             scale,
             timeout_ms,
+            day_secs,
         })
     }
 
@@ -131,6 +136,15 @@ impl Config {
             .with_timeout_ms(self.timeout_ms);
         client.set_header("X-Runway-Version", API_VERSION);
         client
+    }
+
+    /// Runway's rolling day (the daily limit's window) in milliseconds of slotd time.
+    pub fn day_ms(&self) -> u64 {
+        match self.day_secs {
+            Some(secs) => (secs * 1000.0).round() as u64,
+            None => self.scaled_ms(86_400.0),
+        }
+        .max(1)
     }
 
     /// `secs` of Runway time as milliseconds of slotd time (times [`Config::scale`]).
@@ -207,7 +221,8 @@ mod tests {
             Ok(Config {
                 base_url: BASE_URL_DEFAULT.into(),
                 scale: 1.0,
-                timeout_ms: None
+                timeout_ms: None,
+                day_secs: None,
             })
         );
         let host = ScriptedHost::new()

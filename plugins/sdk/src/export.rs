@@ -2,7 +2,9 @@
 //! every `Handler` here (converting at the edge, with the real [`WitHost`]), so
 //! [`crate::export_handler!`] only has to name the type.
 
-use crate::bindings::exports::slotd::handler::{costs, extensions as ext, handler as core};
+use crate::bindings::exports::slotd::handler::{
+    costs, extensions as ext, handler as core, provider as prov,
+};
 use crate::bindings::slotd::handler::types as wit;
 use crate::handler::Handler;
 use crate::info::Features;
@@ -84,8 +86,47 @@ impl<H: Handler> costs::Guest for H {
     }
 }
 
-/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.2: `handler`,
-/// `extensions` and `costs`). Use it once, at the top level of a `cdylib` crate built for
+impl<H: Handler> prov::Guest for H {
+    fn durations(task_type: String, specs: Vec<String>) -> Vec<Option<prov::ExpectedDuration>> {
+        specs
+            .iter()
+            .map(|spec| {
+                H::expected_duration(&WitHost, &task_type, spec).map(|e| prov::ExpectedDuration {
+                    p50_ms: e.p50_ms,
+                    p95_ms: e.p95_ms,
+                })
+            })
+            .collect()
+    }
+
+    fn limits(ctx: prov::LimitsContext) -> Result<Vec<prov::PoolLimits>, String> {
+        let ctx = crate::info::LimitsContext {
+            now_ms: ctx.now_ms,
+            account: ctx.account,
+        };
+        let limits = H::limits(&WitHost, &ctx)?;
+        Ok(limits
+            .into_iter()
+            .map(|p| prov::PoolLimits {
+                pool: p.pool,
+                max_slots: p.max_slots,
+                quotas: p
+                    .quotas
+                    .into_iter()
+                    .map(|q| prov::Quota {
+                        dimension: q.dimension,
+                        limit: q.limit,
+                        window_ms: q.window_ms,
+                        used: q.used,
+                    })
+                    .collect(),
+            })
+            .collect())
+    }
+}
+
+/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.3: `handler`,
+/// `extensions`, `costs` and `provider`). Use it once, at the top level of a `cdylib` crate built for
 /// `wasm32-wasip2`; the type must be named by a plain identifier (`use` it first, or give it a
 /// `type` alias).
 ///

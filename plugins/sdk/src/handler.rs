@@ -2,7 +2,9 @@
 //! a [`Host`], exported as a component by [`crate::export_handler!`].
 
 use crate::host::Host;
-use crate::info::{CancelChange, HandlerInfo, RoutedUnit, StagePool};
+use crate::info::{
+    CancelChange, ExpectedDuration, HandlerInfo, LimitsContext, PoolLimits, RoutedUnit, StagePool,
+};
 use crate::types::{CallbackChange, Change, Finalized, PlanError, PlannedUnit, TickContext, Unit};
 
 /// A slotd handler. Every method is an associated function: each call runs in a fresh
@@ -13,6 +15,8 @@ use crate::types::{CallbackChange, Change, Finalized, PlanError, PlannedUnit, Ti
 /// The 1.1 extensions are optional: set [`Handler::CANCEL`] or [`Handler::ROUTING`] and
 /// implement the matching methods; the host calls nothing that is not claimed. The 1.2 cost
 /// estimate ([`Handler::estimate`]) is optional too: by default every unit's cost is unknown.
+/// So are 1.3's expected durations ([`Handler::expected_duration`]) and the provider's published
+/// limits ([`Handler::limits`]): by default unknown, and none.
 pub trait Handler {
     /// Claim the `cancel` feature: the host calls [`Handler::cancel`] for submitted units of
     /// cancelled tasks.
@@ -70,6 +74,24 @@ pub trait Handler {
     fn estimate(task_type: &str, spec: &str) -> Option<f64> {
         let _ = (task_type, spec);
         None
+    }
+
+    /// How long one planned unit's provider job is expected to take in its first stage (the
+    /// median and the 95th percentile, ms), from its `spec` and what the handler knows of its
+    /// provider. The host uses it for ETAs and deadline decisions until the pool's jobs have
+    /// ended and their durations replace it. Must not do I/O. `None`: unknown (the default).
+    fn expected_duration(host: &dyn Host, task_type: &str, spec: &str) -> Option<ExpectedDuration> {
+        let _ = (host, task_type, spec);
+        None
+    }
+
+    /// The account's limits and usage as the provider publishes them, one entry per pool (I/O
+    /// allowed: read the provider's account endpoint). The host asks at load, on a slow period
+    /// and after a refusal, and takes the lower of a configured and a discovered limit. An
+    /// empty list (the default): the provider publishes nothing. An `Err` keeps what was known.
+    fn limits(host: &dyn Host, ctx: &LimitsContext) -> Result<Vec<PoolLimits>, String> {
+        let _ = (host, ctx);
+        Ok(Vec::new())
     }
 
     /// [`Handler::plan`] with a pool per stage (needs [`Handler::ROUTING`]). Default: refused.

@@ -124,3 +124,47 @@ pub struct RoutedUnit {
     /// `(stage, pool)` pairs; stages not named use their default pool.
     pub pools: Vec<(String, String)>,
 }
+
+/// How long a unit's provider job is expected to take (WIT `provider.expected-duration`),
+/// milliseconds from its create to its end at the provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpectedDuration {
+    /// The median.
+    pub p50_ms: u64,
+    /// The 95th percentile (at least the median).
+    pub p95_ms: u64,
+}
+
+/// One create quota the provider states (WIT `provider.quota`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatedQuota {
+    /// `rate` or `daily`.
+    pub dimension: String,
+    /// Creates allowed per window.
+    pub limit: u32,
+    /// The rolling window's length, milliseconds.
+    pub window_ms: u64,
+    /// The creates the provider counts in the window now, if it says.
+    pub used: Option<u32>,
+}
+
+/// An account's limits in one pool as the provider publishes them (WIT `provider.pool-limits`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolLimits {
+    /// One of the handler's pools.
+    pub pool: String,
+    /// Jobs the provider runs at once for the account in this pool.
+    pub max_slots: Option<u32>,
+    /// Its create quotas.
+    pub quotas: Vec<StatedQuota>,
+}
+
+/// What [`crate::Handler::limits`] is asked about (WIT `provider.limits-context`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitsContext {
+    /// Host clock, Unix milliseconds.
+    pub now_ms: u64,
+    /// The account asked about; `None` for the handler's own settings. The call's
+    /// configuration and secrets are that account's.
+    pub account: Option<String>,
+}

@@ -19,6 +19,8 @@ const SCALED_FINALIZE_LEASE_MIN: Duration = Duration::from_millis(500);
 
 /// A drained account's first rest before a probe.
 pub const ACCOUNT_PROBE_DEFAULT: Duration = Duration::from_secs(30);
+/// How often the limits a provider publishes are read again (contract 1.3 `provider.limits`).
+pub const LIMITS_REFRESH_DEFAULT: Duration = Duration::from_secs(600);
 
 /// The tick loop and its policies. The file's `[scheduler]` keys are these fields' names.
 #[derive(Clone, Debug, Deserialize)]
@@ -69,6 +71,11 @@ pub struct SchedulerConfig {
     /// twenty times this.
     #[serde(deserialize_with = "file::duration")]
     pub account_probe: Duration,
+    /// How often the limits and usage a provider publishes are read again (handlers with the
+    /// contract 1.3 `provider` export; also after a capacity or quota refusal, at most every
+    /// `min_rest`).
+    #[serde(deserialize_with = "file::duration")]
+    pub limits_refresh: Duration,
     /// A pool lease's lifetime (with Redis): renewed every third of it; a dead scheduler's
     /// pools are taken over within one lease period (a stopped one's at once).
     #[serde(deserialize_with = "file::duration")]
@@ -104,6 +111,7 @@ impl Default for SchedulerConfig {
             finalize_lease: FINALIZE_LEASE_DEFAULT,
             finalize_attempts: FINALIZE_ATTEMPTS_DEFAULT,
             account_probe: ACCOUNT_PROBE_DEFAULT,
+            limits_refresh: LIMITS_REFRESH_DEFAULT,
             lease_ttl: LEASE_TTL_DEFAULT,
             artifact_max_bytes: ARTIFACT_MAX_BYTES_DEFAULT,
             artifact_timeout: ARTIFACT_TIMEOUT_DEFAULT,
@@ -118,8 +126,9 @@ type Field = fn(&mut SchedulerConfig) -> &mut Duration;
 /// The timings that follow the tick interval, by their file key (`[scheduler]`). Scaled from
 /// their defaults by the tick's ratio to [`TICK_INTERVAL_DEFAULT`], so a 50 ms tick keeps the
 /// seed's rhythm: 10 ms rests, 25 ms → 150 ms polls.
-pub(super) const TICK_SCALED: [(&str, Field); 8] = [
+pub(super) const TICK_SCALED: [(&str, Field); 9] = [
     ("account_probe", |s| &mut s.account_probe),
+    ("limits_refresh", |s| &mut s.limits_refresh),
     ("min_rest", |s| &mut s.min_rest),
     ("poll_initial", |s| &mut s.poll_initial),
     ("poll_max", |s| &mut s.poll_max),

@@ -181,7 +181,7 @@ async fn pool_timeline(
     )?;
     let now = services.clock.now_ms();
     let since = now - i64::from(minutes) * MINUTE_MS;
-    let max_slots = crate::pool_state::pool_limits(&services.config, &services.registry)
+    let max_slots = crate::pool_state::pool_limits_now(&services)
         .get(&pool)
         .map(|l| l.max_slots);
     let log = services

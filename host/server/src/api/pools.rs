@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::pool_state::pool_limits;
+
 use crate::services::Services;
 
 /// Routes under `/v1/pools`.
@@ -26,6 +26,10 @@ pub struct PoolView {
     /// The effective maximum; `None` for a pool that only stored units still name (its handler
     /// is not loaded and no operator setting mentions it).
     pub max_slots: Option<u32>,
+    /// Where `max_slots` comes from: `config` (the operator's `[pools]`, or the handler's
+    /// proposal) or `discovered` (the provider published a lower limit, contract 1.3);
+    /// `None` with `max_slots`.
+    pub max_slots_source: Option<&'static str>,
     /// The limit the scheduler fills to now: `max_slots`, or lower while the provider has shown
     /// less room than configured (adaptive capacity after over-capacity answers).
     pub effective_max_slots: Option<u32>,
@@ -59,8 +63,10 @@ pub struct PoolView {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AccountView {
     pub name: String,
-    /// Its configured limit in this pool.
+    /// Its limit in this pool: the configured one, or the provider's when it published less.
     pub max_slots: u32,
+    /// `config` or `discovered` (see the pool's).
+    pub max_slots_source: &'static str,
     /// The limit filled to now (adaptive capacity, per account).
     pub effective_max_slots: u32,
     /// Slots its units hold now; `None` when the slot store could not be asked.
@@ -95,7 +101,7 @@ async fn list(
         .unit_count_by_pool()
         .await
         .map_err(log_store_error("counting units by pool"))?;
-    let limits = pool_limits(&services.config, &services.registry);
+    let limits = crate::pool_state::pool_limits_now(&services);
 
     let empty = || {
         slotd_core::model::UnitStatus::ALL
@@ -122,6 +128,7 @@ async fn list(
             let view = PoolView {
                 name: l.name.clone(),
                 max_slots: Some(l.max_slots),
+                max_slots_source: Some(l.max_slots_source),
                 effective_max_slots: Some(effective.min(l.max_slots)),
                 used: None,
                 units: empty(),
@@ -140,6 +147,7 @@ async fn list(
         let view = pools.entry(c.pool.clone()).or_insert_with(|| PoolView {
             name: c.pool.clone(),
             max_slots: None,
+            max_slots_source: None,
             effective_max_slots: None,
             used: None,
             units: empty(),
@@ -159,6 +167,7 @@ async fn list(
                 name: None,
                 handler: None,
                 max_slots: 0,
+                max_slots_source: crate::pool_state::discovered::SOURCE_CONFIG,
                 quotas: Vec::new(),
             }]
         });
@@ -225,6 +234,7 @@ async fn account_views(
             view.accounts.push(AccountView {
                 name: a.health_name().to_string(),
                 max_slots: a.max_slots,
+                max_slots_source: a.max_slots_source,
                 effective_max_slots: services.capacity.effective(&key, a.max_slots),
                 used,
                 state: if drained.is_some() {

@@ -27,8 +27,7 @@ pub(super) async fn estimate(
         return Ok((None, None));
     };
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
-    let limit =
-        crate::pool_state::pool_limits(&services.config, &services.registry).remove(&standing.pool);
+    let limit = crate::pool_state::pool_limits_now(services).remove(&standing.pool);
     let max = limit.as_ref().map_or(1, |l| l.max_slots);
     let now = services.clock.now_ms();
     let held = match &limit {
@@ -54,6 +53,14 @@ pub(super) async fn estimate(
         }
         _ => Vec::new(),
     };
+    {
+        let refs: Vec<&slotd_core::model::Unit> = units
+            .iter()
+            .filter(|u| u.pool == standing.pool && !u.status.is_terminal())
+            .take(1)
+            .collect();
+        crate::pool_state::durations::ask_unknown(services, &refs).await;
+    }
     let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
         return Ok((queue_position, None));
     };

@@ -113,7 +113,7 @@ async fn put_budget(
         .map_err(log_store_error("setting a budget"))?;
     tracing::info!(tenant = %name, limit = budget.limit, period_ms = budget.period_ms, "tenant budget set");
     // Its held-back units may fit now: every pool fills again.
-    for pool in crate::pool_state::pool_limits(&services.config, &services.registry).keys() {
+    for pool in crate::pool_state::pool_limits_now(&services).keys() {
         services.wake.pool(pool);
     }
     view(&services, &name).await.map(Json)

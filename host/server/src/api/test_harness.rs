@@ -96,6 +96,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         accounts: Default::default(),
         closures: Default::default(),
         durations: Default::default(),
+        discovered: Default::default(),
         tasks: slotd_store::group_commit::TaskWriter::start(store.clone()),
     };
     Harness {

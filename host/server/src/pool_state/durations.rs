@@ -8,6 +8,11 @@
 //!
 //! The distributions are what poll rounds ([`crate::scheduler`]'s `rounds.rs`), ETAs
 //! ([`crate::eta`]) and deadline projections read.
+//!
+//! Until a class has [`MIN_SAMPLES`] completions, what its handler *states* (contract 1.3
+//! `provider.durations`: a median and a 95th percentile) stands in: a log-normal through those
+//! two points, sampled at [`STATED_POINTS`] quantiles. So a fresh slotd has ETAs and deadline
+//! decisions from its first second; observed durations replace the statement as they come.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -21,6 +26,8 @@ use slotd_core::model::Unit;
 pub const KEEP: usize = 256;
 /// Completions a class needs before its distribution is used.
 pub const MIN_SAMPLES: usize = 4;
+/// Quantiles a stated duration is sampled at.
+pub const STATED_POINTS: usize = 32;
 
 /// An empirical distribution of durations (ms): piecewise linear between the sorted samples,
 /// 0 below the shortest, 1 from the longest on.
@@ -111,6 +118,10 @@ struct Samples {
 #[derive(Default)]
 pub struct Durations {
     classes: Mutex<HashMap<(String, String), Samples>>,
+    /// What handlers state of classes (contract 1.3), as distributions, by (pool, class).
+    stated: Mutex<HashMap<(String, String), Arc<Distribution>>>,
+    /// Classes whose handler was asked and stated nothing (asked once per process).
+    asked: Mutex<std::collections::HashSet<(String, String)>>,
     /// Each pool's next poll round (Unix ms).
     pub(crate) rounds: Mutex<HashMap<String, i64>>,
 }
@@ -138,34 +149,104 @@ impl Durations {
         s.snapshot = None;
     }
 
-    /// The distribution of `class` in `pool`, once it has [`MIN_SAMPLES`].
+    /// The distribution of `class` in `pool`, once it has [`MIN_SAMPLES`]; before that, the
+    /// one its handler stated, if any.
     pub fn distribution(&self, pool: &str, class: &str) -> Option<Arc<Distribution>> {
-        let mut classes = self.classes.lock();
-        let s = classes.get_mut(&(pool.to_string(), class.to_string()))?;
-        if s.recent.len() < MIN_SAMPLES {
-            return None;
+        let key = (pool.to_string(), class.to_string());
+        {
+            let mut classes = self.classes.lock();
+            if let Some(s) = classes.get_mut(&key)
+                && s.recent.len() >= MIN_SAMPLES
+            {
+                if s.snapshot.is_none() {
+                    s.snapshot =
+                        Distribution::new(s.recent.iter().copied().collect()).map(Arc::new);
+                }
+                return s.snapshot.clone();
+            }
         }
-        if s.snapshot.is_none() {
-            s.snapshot = Distribution::new(s.recent.iter().copied().collect()).map(Arc::new);
-        }
-        s.snapshot.clone()
+        self.stated.lock().get(&key).cloned()
     }
+
+    /// A handler's statement of how long jobs of `class` in `pool` take: the median and the
+    /// 95th percentile, ms. Kept until replaced by another statement; observed durations win
+    /// once the class has [`MIN_SAMPLES`].
+    pub fn state(&self, pool: &str, class: &str, p50_ms: u64, p95_ms: u64) {
+        let key = (pool.to_string(), class.to_string());
+        if self.stated.lock().contains_key(&key) {
+            return;
+        }
+        let Some(d) = stated_distribution(p50_ms, p95_ms) else {
+            return;
+        };
+        self.stated.lock().insert(key, Arc::new(d));
+    }
+
+    /// Whether `class` in `pool` has a distribution, observed or stated.
+    pub fn knows(&self, pool: &str, class: &str) -> bool {
+        let key = (pool.to_string(), class.to_string());
+        self.classes
+            .lock()
+            .get(&key)
+            .is_some_and(|s| s.recent.len() >= MIN_SAMPLES)
+            || self.stated.lock().contains_key(&key)
+    }
+}
+
+/// A log-normal through a median and a 95th percentile, sampled at [`STATED_POINTS`] evenly
+/// spaced quantiles; `None` for a zero median or a p95 below it.
+pub fn stated_distribution(p50_ms: u64, p95_ms: u64) -> Option<Distribution> {
+    if p50_ms == 0 || p95_ms < p50_ms {
+        return None;
+    }
+    let mu = (p50_ms as f64).ln();
+    // z(0.95) = 1.6449.
+    let sigma = ((p95_ms as f64).ln() - mu) / 1.644_853_6;
+    let n = STATED_POINTS as f64;
+    let samples = (0..STATED_POINTS)
+        .map(|i| {
+            let q = (i as f64 + 0.5) / n;
+            (mu + sigma * normal_quantile(q)).exp().round() as i64
+        })
+        .collect();
+    Distribution::new(samples)
+}
+
+/// The standard normal's quantile (Abramowitz and Stegun 26.2.23, error below 4.5e-4).
+fn normal_quantile(q: f64) -> f64 {
+    let tail = |p: f64| {
+        let t = (-2.0 * p.ln()).sqrt();
+        t - (2.515_517 + 0.802_853 * t + 0.010_328 * t * t)
+            / (1.0 + 1.432_788 * t + 0.189_269 * t * t + 0.001_308 * t * t * t)
+    };
+    let q = q.clamp(1e-12, 1.0 - 1e-12);
+    if q < 0.5 { -tail(q) } else { tail(1.0 - q) }
 }
 
 impl Durations {
     /// Every class of `pool` together (what a unit of unknown class is expected to take),
     /// once it has [`MIN_SAMPLES`].
     pub fn pool_distribution(&self, pool: &str) -> Option<Distribution> {
-        let classes = self.classes.lock();
-        let samples: Vec<i64> = classes
+        let samples: Vec<i64> = {
+            let classes = self.classes.lock();
+            classes
+                .iter()
+                .filter(|((p, _), _)| p == pool)
+                .flat_map(|(_, s)| s.recent.iter().copied())
+                .collect()
+        };
+        if samples.len() >= MIN_SAMPLES {
+            return Distribution::new(samples);
+        }
+        // Before that: every class its handlers stated, together.
+        let stated: Vec<i64> = self
+            .stated
+            .lock()
             .iter()
             .filter(|((p, _), _)| p == pool)
-            .flat_map(|(_, s)| s.recent.iter().copied())
+            .flat_map(|(_, d)| d.samples().iter().copied())
             .collect();
-        if samples.len() < MIN_SAMPLES {
-            return None;
-        }
-        Distribution::new(samples)
+        Distribution::new(stated)
     }
 }
 
@@ -183,8 +264,13 @@ struct ClassFields {
 /// A unit's duration class: task type and stage, and the model, mode and duration its spec
 /// names (unreadable or absent fields are left out).
 pub fn class_of(unit: &Unit) -> String {
-    let mut class = format!("{}/{}", unit.task_type, unit.stage);
-    if let Ok(f) = serde_json::from_str::<ClassFields>(&unit.spec) {
+    class_of_parts(&unit.task_type, &unit.stage, &unit.spec)
+}
+
+/// [`class_of`] from a unit's parts (a planned unit has no [`Unit`] yet).
+pub fn class_of_parts(task_type: &str, stage: &str, spec: &str) -> String {
+    let mut class = format!("{task_type}/{stage}");
+    if let Ok(f) = serde_json::from_str::<ClassFields>(spec) {
         for v in [f.model, f.mode, f.duration].into_iter().flatten() {
             class.push('/');
             match v {
@@ -228,9 +314,98 @@ pub fn learn(
     }
 }
 
+/// Ask the handlers of `units` for the stated durations of the classes nothing is known of yet
+/// (neither observed nor stated; each class asked once per process): what a process that did
+/// not plan the units (a restarted one, a scheduler beside an API process) needs before its
+/// deadline and ETA decisions. Only units in their task type's first stage: a statement is
+/// about the first stage.
+pub async fn ask_unknown(services: &crate::services::Services, units: &[&Unit]) {
+    let durations = &services.durations;
+    let mut by_type: HashMap<&str, Vec<(&Unit, String)>> = HashMap::new();
+    for u in units {
+        let class = class_of(u);
+        let key = (u.pool.clone(), class.clone());
+        if durations.knows(&u.pool, &class) || durations.asked.lock().contains(&key) {
+            continue;
+        }
+        let list = by_type.entry(u.task_type.as_str()).or_default();
+        if !list.iter().any(|(v, c)| v.pool == u.pool && *c == class) {
+            list.push((u, class));
+        }
+    }
+    for (task_type, list) in by_type {
+        let Some(h) = services.registry.for_type(task_type) else {
+            continue;
+        };
+        let first = h
+            .info
+            .stages(task_type)
+            .and_then(|s| s.first())
+            .map(|s| s.name.clone());
+        let list: Vec<(&Unit, String)> = list
+            .into_iter()
+            .filter(|(u, _)| first.as_deref() == Some(u.stage.as_str()))
+            .collect();
+        if list.is_empty() {
+            continue;
+        }
+        let specs: Vec<String> = list.iter().map(|(u, _)| u.spec.clone()).collect();
+        let answer = if h.has_provider() {
+            h.durations(task_type, &specs).await
+        } else {
+            vec![None; specs.len()]
+        };
+        for ((u, class), e) in list.into_iter().zip(answer) {
+            durations
+                .asked
+                .lock()
+                .insert((u.pool.clone(), class.clone()));
+            if let Some(e) = e {
+                durations.state(&u.pool, &class, e.p50_ms, e.p95_ms);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stated_duration_stands_in_until_jobs_end() {
+        let d = stated_distribution(50_000, 80_000).expect("usable");
+        assert!(
+            (d.quantile(0.5) - 50_000).abs() < 2_500,
+            "{}",
+            d.quantile(0.5)
+        );
+        assert!(
+            (d.quantile(0.95) - 80_000).abs() < 6_000,
+            "{}",
+            d.quantile(0.95)
+        );
+        assert!(stated_distribution(0, 10).is_none());
+        assert!(stated_distribution(10, 5).is_none());
+        let durations = Durations::default();
+        assert!(durations.distribution("p", "c").is_none());
+        durations.state("p", "c", 50_000, 80_000);
+        assert!(durations.knows("p", "c"));
+        let stated = durations.distribution("p", "c").expect("stated");
+        assert_eq!(stated.len(), STATED_POINTS);
+        assert!(durations.pool_distribution("p").is_some());
+        // Observed durations replace the statement once there are enough.
+        for _ in 0..MIN_SAMPLES {
+            durations.observe("p", "c", 1_000);
+        }
+        assert_eq!(
+            durations.distribution("p", "c").map(|d| d.max()),
+            Some(1_000)
+        );
+        assert_eq!(
+            durations.pool_distribution("p").map(|d| d.max()),
+            Some(1_000)
+        );
+    }
 
     fn uniform(lo: i64, hi: i64, n: i64) -> Arc<Distribution> {
         Arc::new(

@@ -14,6 +14,10 @@ use slotd_runtime::Registry;
 pub struct PoolLimit {
     pub name: String,
     pub max_slots: u32,
+    /// Where `max_slots` comes from: `config` (the operator's, or the handler's proposal) or
+    /// `discovered` (the provider published less; see `discovered.rs`).
+    #[serde(skip)]
+    pub max_slots_source: &'static str,
     /// Task types (of loaded handlers) whose current stage may occupy this pool.
     pub task_types: Vec<String>,
     /// Handlers that declared or use this pool.
@@ -34,6 +38,9 @@ pub struct PoolAccount {
     /// The handler whose account this is (`None` for a pool no loaded handler uses).
     pub handler: Option<String>,
     pub max_slots: u32,
+    /// `config` or `discovered`, as for the pool.
+    #[serde(skip)]
+    pub max_slots_source: &'static str,
     /// The account's own quotas on creates in this pool (`[[handlers.NAME.accounts]]` `rate`,
     /// `daily`); the implicit account has none beyond the pool's.
     #[serde(skip)]
@@ -72,6 +79,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
             .or_insert_with(|| PoolLimit {
                 name: name.to_string(),
                 max_slots: 1,
+                max_slots_source: super::discovered::SOURCE_CONFIG,
                 task_types: Vec::new(),
                 handlers: Vec::new(),
                 accounts: Vec::new(),
@@ -124,6 +132,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                         name: Some(a.name.clone()),
                         handler: Some(h.clone()),
                         max_slots: a.max_slots,
+                        max_slots_source: super::discovered::SOURCE_CONFIG,
                         quotas: super::quotas::of_account(a),
                     })
                     .collect()
@@ -132,11 +141,20 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 name: None,
                 handler: p.handlers.first().cloned(),
                 max_slots: p.max_slots,
+                max_slots_source: super::discovered::SOURCE_CONFIG,
                 quotas: Vec::new(),
             }],
         };
     }
     out
+}
+
+/// [`pool_limits`] with what providers published applied (the lower of each limit is in
+/// force): what the scheduler fills to and the API shows.
+pub fn pool_limits_now(services: &crate::services::Services) -> BTreeMap<String, PoolLimit> {
+    let mut limits = pool_limits(&services.config, &services.registry);
+    services.discovered.apply(&mut limits);
+    limits
 }
 
 fn push_unique(

@@ -7,12 +7,16 @@
 //!   shared through Redis in a cluster.
 //! - [`accounts`]: drained provider accounts (credentials refused, balance exhausted) and their
 //!   probes.
-//! - [`durations`]: the provider's observed job durations per class.
+//! - [`discovered`]: limits the provider publishes (contract 1.3 `provider.limits`); the
+//!   lower of a configured and a discovered limit is in force.
+//! - [`durations`]: the provider's observed job durations per class (and the ones handlers
+//!   state before any has ended).
 //! - [`quotas`]: pools' `rate` and `daily` quotas on creates, and slot sets closed by a
 //!   provider's "not before T".
 
 pub mod accounts;
 pub mod capacity;
+pub mod discovered;
 pub mod durations;
 pub mod limits;
 pub mod quotas;
@@ -20,6 +24,7 @@ pub mod quotas;
 pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};
 pub(crate) use capacity::shared as shared_capacity;
 pub use capacity::{Capacity, Observed};
+pub use discovered::Discovered;
 pub use durations::Durations;
-pub use limits::{PoolAccount, PoolLimit, pool_limits, slot_key};
+pub use limits::{PoolAccount, PoolLimit, pool_limits, pool_limits_now, slot_key};
 pub use quotas::{Closure, Closures, Gate, PoolQuota, QuotaView};

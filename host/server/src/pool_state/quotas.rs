@@ -41,7 +41,13 @@ pub fn is_quota_code(code: Option<&str>) -> bool {
 pub struct PoolQuota {
     /// `rate` or `daily`.
     pub dimension: &'static str,
+    /// The room slotd's own creates may fill (for a discovered quota: the provider's limit less
+    /// `others`).
     pub quota: Quota,
+    /// `config` or `discovered`.
+    pub source: &'static str,
+    /// Creates the provider counted in the window beyond slotd's own (discovered quotas).
+    pub others: u32,
 }
 
 /// The quotas `[pools."NAME"]` sets, in a stable order (rate, then daily).
@@ -54,12 +60,16 @@ pub fn configured(config: &Config, pool: &str) -> Vec<PoolQuota> {
         out.push(PoolQuota {
             dimension: "rate",
             quota,
+            source: super::discovered::SOURCE_CONFIG,
+            others: 0,
         });
     }
     if let Some(quota) = p.daily {
         out.push(PoolQuota {
             dimension: "daily",
             quota,
+            source: super::discovered::SOURCE_CONFIG,
+            others: 0,
         });
     }
     out
@@ -72,12 +82,16 @@ pub fn of_account(a: &slotd_core::config::Account) -> Vec<PoolQuota> {
         out.push(PoolQuota {
             dimension: "rate",
             quota,
+            source: super::discovered::SOURCE_CONFIG,
+            others: 0,
         });
     }
     if let Some(quota) = a.daily {
         out.push(PoolQuota {
             dimension: "daily",
             quota,
+            source: super::discovered::SOURCE_CONFIG,
+            others: 0,
         });
     }
     out
@@ -121,7 +135,9 @@ pub struct QuotaView {
     /// When the window next has room for one more create (Unix ms), while it is full; when
     /// the oldest counted create leaves it otherwise (absent when it counts none).
     pub resets_at: Option<i64>,
-    /// `config`: from `[pools."NAME"]`.
+    /// `config`: from `[pools."NAME"]` (or the account's section); `discovered`: published by
+    /// the provider (contract 1.3), lower than any configured one. A discovered quota's limit
+    /// and use are the provider's, its use counting other clients' creates too.
     pub source: String,
 }
 
@@ -137,14 +153,14 @@ pub async fn views(
         let n = slots.log_count(pool, q.quota.window.since(now)).await?;
         out.push(QuotaView {
             dimension: q.dimension.to_string(),
-            limit: q.quota.limit,
+            limit: q.quota.limit.saturating_add(q.others),
             window: q.quota.window.to_string(),
-            used: n.count,
+            used: n.count.saturating_add(q.others),
             remaining: q.quota.limit.saturating_sub(n.count),
             resets_at: n
                 .oldest
                 .map(|oldest| q.quota.window.frees_at(now, Some(oldest))),
-            source: "config".into(),
+            source: q.source.into(),
         });
         metrics::gauge!("slotd_quota_remaining", "pool" => pool.to_string(), "dimension" => q.dimension)
             .set(f64::from(q.quota.limit.saturating_sub(n.count)));
@@ -479,6 +495,8 @@ mod tests {
                     limit: 10,
                     window: Window::Rolling(Duration::from_secs(60)),
                 },
+                source: "config",
+                others: 0,
             },
             PoolQuota {
                 dimension: "daily",
@@ -486,6 +504,8 @@ mod tests {
                     limit: 100,
                     window: Window::Rolling(Duration::from_secs(86_400)),
                 },
+                source: "config",
+                others: 0,
             },
         ];
         assert_eq!(create_log("p", &[], 5), None);

@@ -393,6 +393,7 @@ mod tests {
                 name: Some(name.into()),
                 handler: Some("h".into()),
                 max_slots: free,
+                max_slots_source: "config",
                 quotas: Vec::new(),
             },
             key: format!("p@{name}"),

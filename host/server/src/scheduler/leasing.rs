@@ -176,10 +176,9 @@ impl Scheduler {
                 Err(e) => tracing::warn!(pool = %pool, error = %e, "lease renewal failed"),
             }
         }
-        let pools: Vec<String> =
-            crate::pool_state::pool_limits(&self.services.config, &self.services.registry)
-                .into_keys()
-                .collect();
+        let pools: Vec<String> = crate::pool_state::pool_limits_now(&self.services)
+            .into_keys()
+            .collect();
         let held = self.held_pools();
         let placement = crate::lease::place(&self.owner, &pools, &held, live.count);
         if let Some(pool) = placement.give_up {

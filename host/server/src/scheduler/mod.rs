@@ -7,6 +7,7 @@
 mod apply;
 mod cancel;
 mod deadlines;
+mod discovery;
 mod download;
 mod error;
 mod fill;
@@ -35,7 +36,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use crate::pool_state::{pool_limits, slot_key};
+use crate::pool_state::slot_key;
 use crate::provider_callback_token::{self, Scope};
 use crate::services::Services;
 use slotd_runtime::BatchUnit;
@@ -222,7 +223,7 @@ impl Scheduler {
     pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, SchedulerError> {
         let s = &self.services;
         let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        if let Some(limit) = pool_limits(&s.config, &s.registry).get(pool) {
+        if let Some(limit) = crate::pool_state::pool_limits_now(s).get(pool) {
             for a in &limit.accounts {
                 by_key.insert(a.slot_key(pool), Vec::new());
             }
@@ -255,7 +256,7 @@ impl Scheduler {
     /// day; a minute more covers any margin).
     async fn prune_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
-        let has_quotas = pool_limits(&s.config, &s.registry)
+        let has_quotas = crate::pool_state::pool_limits_now(s)
             .get(pool)
             .is_some_and(|l| {
                 !l.quotas.is_empty() || l.accounts.iter().any(|a| !a.quotas.is_empty())
@@ -278,7 +279,7 @@ impl Scheduler {
     async fn restore_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
         let now = s.clock.now_ms();
-        let Some(limit) = pool_limits(&s.config, &s.registry).remove(pool) else {
+        let Some(limit) = crate::pool_state::pool_limits_now(s).remove(pool) else {
             return Ok(());
         };
         let pool_log = crate::pool_state::quotas::create_log(pool, &limit.quotas, now);

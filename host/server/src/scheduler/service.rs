@@ -40,6 +40,7 @@ impl Scheduler {
         let mut running: HashSet<String> = HashSet::new();
         tracker.spawn(self.clone().finalize_loop(shutdown.clone()));
         tracker.spawn(self.clone().webhook_loop(shutdown.clone()));
+        tracker.spawn(self.clone().discovery_loop(shutdown.clone()));
         if let Some(leases) = self.leases.clone() {
             tracker.spawn(self.clone().lease_loop(leases, shutdown.clone()));
         }
@@ -55,8 +56,7 @@ impl Scheduler {
             .tick_interval
             .min(Duration::from_secs(1));
         loop {
-            let pools =
-                crate::pool_state::pool_limits(&self.services.config, &self.services.registry);
+            let pools = crate::pool_state::pool_limits_now(&self.services);
             for name in pools.keys() {
                 if running.insert(name.clone()) {
                     tracing::info!(pool = %name, "starting pool loop");

@@ -126,8 +126,7 @@ impl Scheduler {
             pool: pool.to_string(),
             ..TickReport::default()
         };
-        let Some(limit) = crate::pool_state::pool_limits(&s.config, &s.registry).remove(pool)
-        else {
+        let Some(limit) = crate::pool_state::pool_limits_now(s).remove(pool) else {
             return Ok(report);
         };
         let fence = self.fence(pool);
@@ -230,6 +229,10 @@ impl Scheduler {
             let used = self.slots_used(&key).await?;
             used_total += used;
             let seen = seen.get(&account.name).cloned().unwrap_or_default();
+            if seen.capacity_rejected > 0 || seen.quota.is_some() {
+                // The provider has less room than slotd thought: read what it publishes.
+                s.discovered.ask_again();
+            }
             self.account_health(account, &seen, now);
             self.quota_gate(&pool, limit, account, &seen, now).await;
             let before = s.capacity.effective(&key, account.max_slots);

@@ -127,6 +127,7 @@ impl Sim {
             fault_draws: 0,
             stats: RunwayStats {
                 time_scale: opts.time_scale,
+                day_secs: opts.daily_window().as_secs_f64(),
                 ..RunwayStats::default()
             },
             lost_answer_rate: opts.lost_answer_rate,

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 pub struct RunwayStats {
     /// The time factor in use (echoed).
     pub time_scale: f64,
+    /// The daily limit's rolling "24 hours", real seconds (echoed: `--day-seconds`, else
+    /// 86,400 times the time factor).
+    #[serde(default)]
+    pub day_secs: f64,
     /// Every `/v1/…` request received, refused or not.
     pub requests: u64,
     /// Creates accepted (a task was made), both endpoints.

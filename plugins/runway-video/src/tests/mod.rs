@@ -8,5 +8,5 @@ mod estimate;
 mod finalize;
 mod poll;
 mod submit;
-mod support;
+pub(crate) mod support;
 mod unknown;

@@ -236,3 +236,118 @@ async fn reads_sooner_than_runways_pace_are_counted() -> anyhow::Result<()> {
     assert_eq!(handle.jobs()[0].reads_too_soon, 2);
     handle.shutdown().await
 }
+
+/// `GET /v1/organization` against the options, model by model: the limits each model is held
+/// to (per-model overrides, else the defaults, `DAILY_LIMIT_DEFAULT` included), and
+/// `dailyGenerations` as the count the daily 429 uses: K after K creates of one model, 0 for
+/// the others, and 0 again (with creates accepted again) once the shortened day has passed.
+#[tokio::test]
+async fn organization_counts_each_models_creates_until_the_day_ends() -> anyhow::Result<()> {
+    const K: u32 = 3;
+    let opts = RunwayOptions {
+        concurrency: 4,
+        model_concurrency: vec![ModelLimit {
+            model: Model::Veo3,
+            limit: 2,
+        }],
+        model_daily_limit: vec![ModelLimit {
+            model: Model::Gen4Turbo,
+            limit: K,
+        }],
+        day_seconds: Some(2.0),
+        ..frozen()
+    };
+    let handle = sim(opts.clone()).await?;
+    let c = Client::new(&handle)?;
+
+    let mut unkeyed = Client::new(&handle)?;
+    unkeyed.key = None;
+    let (status, v) = unkeyed.get("/v1/organization").await?;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+    assert!(v.get("tier").is_none(), "{v}");
+
+    for _ in 0..K {
+        c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    }
+    let (status, refused) = c.post("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{refused}");
+
+    let (status, org) = c.get("/v1/organization").await?;
+    assert_eq!(status, StatusCode::OK, "{org}");
+    let mut keys: Vec<&str> = org
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    assert_eq!(keys, ["creditBalance", "tier", "usage"], "{org}");
+    assert_eq!(
+        org["creditBalance"], opts.credit_balance,
+        "nothing succeeded"
+    );
+    let names = |v: &Value| -> Vec<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut all: Vec<String> = Model::ALL.iter().map(|m| m.as_str().to_owned()).collect();
+    all.sort_unstable();
+    assert_eq!(names(&org["tier"]["models"]), all, "{org}");
+    assert_eq!(names(&org["usage"]["models"]), all, "{org}");
+    for m in Model::ALL {
+        let name = m.as_str();
+        let used = if m == Model::Gen4Turbo { K } else { 0 };
+        assert_eq!(
+            org["tier"]["models"][name],
+            json!({
+                "maxConcurrentGenerations": opts.concurrency_for(m),
+                "maxDailyGenerations": opts.daily_limit_for(m),
+            }),
+            "{name}"
+        );
+        assert_eq!(
+            org["usage"]["models"][name],
+            json!({ "dailyGenerations": used }),
+            "{name}"
+        );
+    }
+    assert_eq!(org["tier"]["models"]["veo3"]["maxConcurrentGenerations"], 2);
+    assert_eq!(
+        org["tier"]["models"]["gen4.5"]["maxConcurrentGenerations"],
+        4
+    );
+    assert_eq!(
+        org["tier"]["models"]["gen4_turbo"]["maxDailyGenerations"],
+        K
+    );
+    assert_eq!(
+        org["tier"]["models"]["veo3.1"]["maxDailyGenerations"],
+        DAILY_LIMIT_DEFAULT
+    );
+
+    // Polled with a deadline: the two-second day ends, the count falls back to 0, and the
+    // daily limit lets creates through again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, org) = c.get("/v1/organization").await?;
+        assert_eq!(status, StatusCode::OK, "{org}");
+        if org["usage"]["models"]["gen4_turbo"]["dailyGenerations"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the day never ended: {org}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+    let (_, org) = c.get("/v1/organization").await?;
+    assert_eq!(org["usage"]["models"]["gen4_turbo"]["dailyGenerations"], 1);
+
+    let stats = handle.stats();
+    assert_eq!(stats.models["gen4_turbo"].daily_used, 1);
+    assert_eq!(
+        (stats.creates, stats.daily_limit_refusals),
+        (K as u64 + 1, 1)
+    );
+    // Every keyed read is counted; the unkeyed one is an auth refusal, not a read.
+    assert!(stats.organization_gets >= 3, "{}", stats.organization_gets);
+    assert_eq!(stats.auth_refusals, 1);
+    handle.shutdown().await
+}

@@ -1,0 +1,114 @@
+//! Reading the limits providers publish (contract 1.3 `provider.limits`) into
+//! [`crate::pool_state::Discovered`]: when the scheduler starts, every `[scheduler]
+//! limits_refresh`, and soon after a capacity or quota refusal (at most every `min_rest`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Scheduler;
+use crate::pool_state::discovered::found_of;
+use crate::pool_state::slot_key;
+
+impl Scheduler {
+    /// Read every `provider`-exporting handler's published limits, per account.
+    pub async fn discover_limits(&self) {
+        let s = &self.services;
+        for h in s.registry.all() {
+            if !h.has_provider() {
+                continue;
+            }
+            let accounts: Vec<Option<String>> = match s.config.handlers.get(&h.info.name) {
+                Some(c) if !c.accounts.is_empty() => {
+                    c.accounts.iter().map(|a| Some(a.name.clone())).collect()
+                }
+                _ => vec![None],
+            };
+            let mut pools: HashSet<&str> = h.info.pools.iter().map(|p| p.name.as_str()).collect();
+            for t in &h.info.task_types {
+                for st in &t.stages {
+                    pools.insert(st.pool.as_str());
+                    pools.extend(st.alt_pools.iter().map(String::as_str));
+                }
+            }
+            for account in accounts {
+                let now = s.clock.now_ms();
+                let answer = h
+                    .limits(account.as_deref(), u64::try_from(now).unwrap_or(0))
+                    .await;
+                let list = match answer {
+                    Ok(Some(list)) => list,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(handler = %h.info.name, account = ?account, error = %e, "reading the provider's limits failed; keeping what was known");
+                        continue;
+                    }
+                };
+                for l in list {
+                    if !pools.contains(l.pool.as_str()) {
+                        tracing::warn!(handler = %h.info.name, pool = %l.pool, "provider.limits named a pool the handler does not declare; ignored");
+                        continue;
+                    }
+                    let key = slot_key(&l.pool, account.as_deref());
+                    let mut own: HashMap<u64, u32> = HashMap::new();
+                    for q in &l.quotas {
+                        let since =
+                            now.saturating_sub(i64::try_from(q.window_ms).unwrap_or(i64::MAX));
+                        match s.slots.log_count(&key, since).await {
+                            Ok(n) => {
+                                own.insert(q.window_ms, n.count);
+                            }
+                            Err(e) => {
+                                tracing::warn!(slots = %key, error = %e, "reading the create log failed; counting every create the provider reports as another client's");
+                            }
+                        }
+                    }
+                    let found = found_of(&l, now, |w| own.get(&w).copied().unwrap_or(0));
+                    tracing::info!(
+                        handler = %h.info.name,
+                        pool = %l.pool,
+                        account = ?account,
+                        max_slots = ?found.max_slots,
+                        quotas = ?found.quotas,
+                        "provider published its limits"
+                    );
+                    s.discovered.record(&l.pool, account.as_deref(), found);
+                }
+            }
+        }
+    }
+
+    /// The discovery loop: read at start, then every `limits_refresh`, and after a refusal.
+    pub(super) async fn discovery_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let cfg = self.services.config.scheduler.clone();
+        if !self
+            .services
+            .registry
+            .all()
+            .iter()
+            .any(|h| h.has_provider())
+        {
+            // Nothing to read now; a handler loaded later is read on the next period.
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(cfg.limits_refresh) => {}
+            }
+        }
+        loop {
+            self.discover_limits().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(cfg.limits_refresh) => {}
+                _ = self.services.discovered.notify.notified() => {
+                    // A burst of refusals is one read.
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(cfg.min_rest) => {}
+                    }
+                    self.services.discovered.take_asked();
+                }
+            }
+        }
+    }
+}
