@@ -77,6 +77,10 @@ pub fn handler_config(sim: &RunwaySimHandle, key: &str) -> HandlerConfig {
     // The simulator's day (shortened in quota tests), for the daily limit it publishes.
     h.settings
         .insert("day_secs".into(), sim.stats().day_secs.to_string());
+    // Off unless a test turns it on: an organization read is a request, and the fault tests
+    // count requests and draw faults per request.
+    h.settings
+        .insert("read_organization".into(), "false".into());
     h.secrets.insert("api_key".into(), Secret::new(key));
     h.allowed_hosts.push(sim.addr().to_string());
     h

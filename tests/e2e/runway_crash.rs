@@ -55,6 +55,7 @@ api_key = "{API_KEY_DEFAULT}"
 allowed_hosts = ["{host}"]
 tier = 1
 expected_duration_scale = {HOLD_SCALE}
+read_organization = "false"
 "#,
         db = dir.join("slotd.db").display(),
         plugins = plugins.display(),

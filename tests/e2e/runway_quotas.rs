@@ -199,7 +199,12 @@ async fn runway_discovered_limits_below_the_configuration_are_obeyed_and_shown()
         day_seconds: Some(3_600.0),
         ..sim_options(11)
     };
-    let run = Run::start(opts, |_, _| {}).await;
+    let run = Run::start(opts, |c, _| {
+        if let Some(h) = c.handlers.get_mut(crate::runway::HANDLER) {
+            h.settings.insert("read_organization".into(), "true".into());
+        }
+    })
+    .await;
     // Another client of the key creates 3 tasks.
     let http = reqwest::Client::new();
     for i in 0..3 {

@@ -35,6 +35,13 @@ pub fn expected(cfg: &Config, spec: &str) -> Option<ExpectedDuration> {
 
 /// The account's limits per model pool, read from Runway.
 pub fn limits(host: &dyn Host, _ctx: &LimitsContext) -> Result<Vec<PoolLimits>, String> {
+    // `read_organization = "false"`: publish nothing (the configuration stands).
+    if host
+        .config("read_organization")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    {
+        return Ok(Vec::new());
+    }
     let cfg = Config::read(host)?;
     let answer = cfg
         .client(host)
