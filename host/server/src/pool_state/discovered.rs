@@ -43,8 +43,7 @@ pub struct FoundQuota {
 #[derive(Default, Debug)]
 pub struct Discovered {
     by: RwLock<HashMap<(String, Option<String>), Found>>,
-    /// Set after a refusal: the next refresh pass runs at once.
-    again: std::sync::atomic::AtomicBool,
+    /// Notified after a refusal: the discovery loop reads again soon.
     pub(crate) notify: tokio::sync::Notify,
 }
 
@@ -65,13 +64,7 @@ impl Discovered {
 
     /// A refusal suggests the limits changed: read them again soon.
     pub fn ask_again(&self) {
-        self.again.store(true, std::sync::atomic::Ordering::Relaxed);
         self.notify.notify_one();
-    }
-
-    /// Whether a refresh was asked for since the last call (and clear it).
-    pub fn take_asked(&self) -> bool {
-        self.again.swap(false, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Apply the discovered limits to configured ones: the lower of each is in force.

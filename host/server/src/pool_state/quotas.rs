@@ -52,49 +52,30 @@ pub struct PoolQuota {
 
 /// The quotas `[pools."NAME"]` sets, in a stable order (rate, then daily).
 pub fn configured(config: &Config, pool: &str) -> Vec<PoolQuota> {
-    let Some(p) = config.pools.get(pool) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if let Some(quota) = p.rate {
-        out.push(PoolQuota {
-            dimension: "rate",
-            quota,
-            source: super::discovered::SOURCE_CONFIG,
-            others: 0,
-        });
-    }
-    if let Some(quota) = p.daily {
-        out.push(PoolQuota {
-            dimension: "daily",
-            quota,
-            source: super::discovered::SOURCE_CONFIG,
-            others: 0,
-        });
-    }
-    out
+    config
+        .pools
+        .get(pool)
+        .map_or_else(Vec::new, |p| of_settings(p.rate, p.daily))
 }
 
 /// A provider account's own quotas (rate, then daily).
 pub fn of_account(a: &slotd_core::config::Account) -> Vec<PoolQuota> {
-    let mut out = Vec::new();
-    if let Some(quota) = a.rate {
-        out.push(PoolQuota {
-            dimension: "rate",
-            quota,
-            source: super::discovered::SOURCE_CONFIG,
-            others: 0,
-        });
-    }
-    if let Some(quota) = a.daily {
-        out.push(PoolQuota {
-            dimension: "daily",
-            quota,
-            source: super::discovered::SOURCE_CONFIG,
-            others: 0,
-        });
-    }
-    out
+    of_settings(a.rate, a.daily)
+}
+
+/// Configured `rate` and `daily` settings as quotas, in that order.
+fn of_settings(rate: Option<Quota>, daily: Option<Quota>) -> Vec<PoolQuota> {
+    [("rate", rate), ("daily", daily)]
+        .into_iter()
+        .filter_map(|(dimension, quota)| {
+            Some(PoolQuota {
+                dimension,
+                quota: quota?,
+                source: super::discovered::SOURCE_CONFIG,
+                others: 0,
+            })
+        })
+        .collect()
 }
 
 /// The create log a grant in `pool` must pass at `now`; `None` for a pool without quotas.

@@ -106,7 +106,6 @@ impl Scheduler {
                         _ = shutdown.cancelled() => return,
                         _ = tokio::time::sleep(cfg.min_rest) => {}
                     }
-                    self.services.discovered.take_asked();
                 }
             }
         }
