@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::handler::checked_estimates;
+use super::checks::checked_estimates;
 use super::{Runtime, kling_tests, runway_tests};
 use slotd_core::config::RuntimeLimits;
 use slotd_sim::kling::SimOptions;

@@ -12,6 +12,7 @@ use std::time::Instant;
 use wasmtime::Store;
 
 use super::bindings::{SlotdHandlerPre, costs, extensions, provider};
+use super::checks::{checked_durations, checked_estimates, checked_limits};
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
 use super::limiter::cap_message;
@@ -19,8 +20,8 @@ use super::quarantine::{Health, Tripped};
 use super::tape::{self, CallRecord, Exchange, Redactor};
 use super::tape_json;
 use super::{
-    BatchUnit, CallbackChange, CancelChange, DiscoveredLimits, DiscoveredQuota, Expected, Features,
-    Finalized, HandlerFault, HandlerInfo, PlanError, PlannedUnit, StagePool, TickContext,
+    BatchUnit, CallbackChange, CancelChange, DiscoveredLimits, Expected, Features, Finalized,
+    HandlerFault, HandlerInfo, PlanError, PlannedUnit, StagePool, TickContext,
 };
 use slotd_core::config::{HandlerConfig, RuntimeLimits};
 use slotd_core::model::{Change, Unit};
@@ -393,7 +394,7 @@ impl Handler {
 
     /// The account's limits as the provider publishes them (contract 1.3 `provider.limits`),
     /// with `account`'s settings and secrets; `Ok(None)` for a component without `provider`.
-    /// Entries the host cannot use (an unknown dimension, a zero window or one over two days)
+    /// Entries the host cannot use (an unknown dimension, a zero window or one over a day)
     /// are dropped with a warning; a guest `err` is an error naming the handler.
     pub async fn limits(
         &self,
@@ -571,119 +572,6 @@ impl Handler {
         };
         Err(self.fault(function, fault))
     }
-}
-
-/// A guest's estimates, as the host keeps them: one per unit, each finite and non-negative or
-/// unknown (with a warning naming the handler).
-pub(crate) fn checked_estimates(
-    handler: &str,
-    estimates: Vec<Option<f64>>,
-    units: usize,
-) -> Vec<Option<f64>> {
-    if estimates.len() != units {
-        tracing::warn!(
-            handler,
-            answered = estimates.len(),
-            units,
-            "costs.estimate answered a list of the wrong length; the units' costs are unknown"
-        );
-        return vec![None; units];
-    }
-    estimates
-        .into_iter()
-        .enumerate()
-        .map(|(index, e)| match e {
-            Some(v) if !v.is_finite() || v < 0.0 => {
-                tracing::warn!(handler, index, value = %v, "costs.estimate answered a negative or non-finite cost; unknown");
-                None
-            }
-            other => other,
-        })
-        .collect()
-}
-
-/// A guest's expected durations, as the host keeps them: one per spec, each with a positive
-/// median and a p95 at least the median, or unknown (with a warning naming the handler).
-pub(crate) fn checked_durations(
-    handler: &str,
-    answer: Vec<Option<provider::ExpectedDuration>>,
-    specs: usize,
-) -> Vec<Option<Expected>> {
-    if answer.len() != specs {
-        tracing::warn!(
-            handler,
-            answered = answer.len(),
-            specs,
-            "provider.durations answered a list of the wrong length; the units' durations are unknown"
-        );
-        return vec![None; specs];
-    }
-    answer
-        .into_iter()
-        .enumerate()
-        .map(|(index, e)| match e {
-            Some(e) if e.p50_ms > 0 && e.p95_ms >= e.p50_ms => Some(Expected {
-                p50_ms: e.p50_ms,
-                p95_ms: e.p95_ms,
-            }),
-            Some(e) => {
-                tracing::warn!(
-                    handler,
-                    index,
-                    p50_ms = e.p50_ms,
-                    p95_ms = e.p95_ms,
-                    "provider.durations answered a zero median or a p95 below it; unknown"
-                );
-                None
-            }
-            None => None,
-        })
-        .collect()
-}
-
-/// The longest quota window the host keeps (two days): a daily quota's.
-const QUOTA_WINDOW_MAX_MS: u64 = 2 * 86_400_000;
-
-/// A guest's published limits, as the host keeps them: quotas with a known dimension, a
-/// positive window of at most two days; anything else dropped with a warning.
-pub(crate) fn checked_limits(
-    handler: &str,
-    pools: Vec<provider::PoolLimits>,
-) -> Vec<DiscoveredLimits> {
-    pools
-        .into_iter()
-        .map(|p| {
-            let quotas = p
-                .quotas
-                .into_iter()
-                .filter_map(|q| {
-                    let dimension = match q.dimension.as_str() {
-                        "rate" => "rate",
-                        "daily" => "daily",
-                        other => {
-                            tracing::warn!(handler, pool = %p.pool, dimension = %other, "provider.limits named a quota dimension other than rate or daily; ignored");
-                            return None;
-                        }
-                    };
-                    if q.window_ms == 0 || q.window_ms > QUOTA_WINDOW_MAX_MS {
-                        tracing::warn!(handler, pool = %p.pool, window_ms = q.window_ms, "provider.limits gave a quota window of zero or over two days; ignored");
-                        return None;
-                    }
-                    Some(DiscoveredQuota {
-                        dimension,
-                        limit: q.limit,
-                        window_ms: q.window_ms,
-                        used: q.used,
-                    })
-                })
-                .collect();
-            DiscoveredLimits {
-                pool: p.pool,
-                max_slots: p.max_slots,
-                quotas,
-            }
-        })
-        .collect()
 }
 
 /// The wall deadline passed: the provider's slowness when the guest was awaiting host HTTP at

@@ -93,7 +93,7 @@ pub struct Expected {
 }
 
 /// One create quota a provider publishes (contract 1.3 `provider.quota`), checked: a known
-/// dimension, a limit and a window of at most two days.
+/// dimension, a limit and a window of at most a day.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiscoveredQuota {
     /// `rate` or `daily`.
@@ -279,6 +279,7 @@ impl HandlerFault {
 
 mod bindings;
 pub mod cache;
+mod checks;
 mod convert;
 #[cfg(test)]
 mod cost_tests;
