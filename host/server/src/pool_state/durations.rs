@@ -172,14 +172,13 @@ impl Durations {
     /// 95th percentile, ms. Kept until replaced by another statement; observed durations win
     /// once the class has [`MIN_SAMPLES`].
     pub fn state(&self, pool: &str, class: &str, p50_ms: u64, p95_ms: u64) {
-        let key = (pool.to_string(), class.to_string());
-        if self.stated.lock().contains_key(&key) {
-            return;
+        let mut stated = self.stated.lock();
+        if let std::collections::hash_map::Entry::Vacant(slot) =
+            stated.entry((pool.to_string(), class.to_string()))
+            && let Some(d) = stated_distribution(p50_ms, p95_ms)
+        {
+            slot.insert(Arc::new(d));
         }
-        let Some(d) = stated_distribution(p50_ms, p95_ms) else {
-            return;
-        };
-        self.stated.lock().insert(key, Arc::new(d));
     }
 
     /// Whether `class` in `pool` has a distribution, observed or stated.

@@ -94,6 +94,18 @@ pub fn schedule_round(
     }
 }
 
+/// Move the floors of `decided` (and the polls they hold back) by `lag`, the time the call
+/// took: poll delays count from the handler's answer, not from the tick's start, because a
+/// provider's "not before" is measured from its own answer. One millisecond more rounds up.
+pub fn floors_from_answer(decided: &mut Decided, lag: i64) {
+    for (&i, at) in decided.not_before.iter_mut() {
+        *at = at.saturating_add(lag).saturating_add(1);
+        if let Some(u) = decided.updates.get_mut(i) {
+            u.next_at = u.next_at.map(|n| n.max(*at));
+        }
+    }
+}
+
 /// When the next round is due for running units of the given distributions and ages (ms):
 /// the smallest delay in `[floor, ceil]` at which the expected number of them ending reaches
 /// `theta`, or `ceil` if it never does.

@@ -27,7 +27,7 @@ use super::Scheduler;
 use super::apply::{cancel_unsent, decide_updates_in, expire_stage_deadline, fault_updates};
 use super::cancel::split_cancelling;
 use super::error::SchedulerError;
-use super::rounds::schedule_round;
+use super::rounds::{floors_from_answer, schedule_round};
 pub use super::tick_report::{TickReport, TickSteps};
 use crate::lifecycle::{Origin, apply_changes};
 use crate::pool_state::durations::learn;
@@ -620,15 +620,8 @@ impl Scheduler {
         let cfg = &self.services.config.scheduler;
         let durations = &self.services.durations;
         learn(durations, units, &decided.updates, now);
-        // Poll delays count from the handler's answer, not from the tick's start: a provider's
-        // "not before" is measured from its own answer, and the call took time.
-        let lag = self.services.clock.now_ms().saturating_sub(now).max(0);
-        for (&i, at) in decided.not_before.iter_mut() {
-            *at = at.saturating_add(lag).saturating_add(1);
-            if let Some(u) = decided.updates.get_mut(i) {
-                u.next_at = u.next_at.map(|n| n.max(*at));
-            }
-        }
+        let answered = self.services.clock.now_ms();
+        floors_from_answer(decided, answered.saturating_sub(now).max(0));
         if backlog && cfg.callback_safety_poll.is_none() {
             let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
             let bounds = (ms(cfg.min_rest), ms(cfg.poll_initial), ms(cfg.poll_max));
