@@ -72,7 +72,11 @@ tenant = "b"
         .arg("run")
         .arg(format!("{base}/openapi.json"))
         .args(["-H", &format!("Authorization: Bearer {KEY}")])
-        .args(["--max-examples", "40", "--workers", "2", "--seed", "1"])
+        // One worker: with two, hypothesis parses lambda sources from both threads at once,
+        // which this machine's CPython 3.11 can fail with "SystemError: AST constructor recursion
+        // depth mismatch" (cpython gh-106905): a runtime error of the tool, not of slotd, seen
+        // here once in a CI run.
+        .args(["--max-examples", "40", "--workers", "1", "--seed", "1"])
         .args(["--report", "junit", "--report-dir"])
         .arg(&report)
         .env("NO_COLOR", "1")
