@@ -100,8 +100,9 @@ pub trait SlotStore: Send + Sync + 'static {
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError>;
     /// Take entries out of the log `key` (grants that were not used).
     async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError>;
-    /// Make the log `key` hold exactly `entries` (name, Unix ms): its rebuild from the
-    /// database's record of creates.
+    /// Add `entries` (name, Unix ms) to the log `key`, keeping what it holds: its rebuild from
+    /// the database's record of creates after the slot store was lost. What it holds stays
+    /// because another scheduler may have granted since, with markers not yet in the record.
     async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError>;
     /// Release the slots these units hold (unknown ids are ignored).
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError>;
