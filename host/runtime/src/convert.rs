@@ -116,7 +116,6 @@ pub(crate) fn planned(p: wit::PlannedUnit) -> PlannedUnit {
         state: p.state,
         pools: Vec::new(),
         cost: None,
-        expected: None,
     }
 }
 
@@ -126,7 +125,6 @@ pub(crate) fn routed(p: extensions::RoutedUnit) -> PlannedUnit {
         state: p.state,
         pools: p.pools,
         cost: None,
-        expected: None,
     }
 }
 

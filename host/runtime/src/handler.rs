@@ -334,11 +334,6 @@ impl Handler {
         for (unit, cost) in units.iter_mut().zip(estimates) {
             unit.cost = cost;
         }
-        let specs: Vec<String> = units.iter().map(|u| u.spec.clone()).collect();
-        let expected = self.durations(task_type, &specs).await;
-        for (unit, e) in units.iter_mut().zip(expected) {
-            unit.expected = e;
-        }
         Ok(Ok(units))
     }
 

@@ -79,9 +79,6 @@ pub struct PlannedUnit {
     /// Kling resource-pack units, Runway credits), finite and non-negative; `None` when
     /// unknown or the component has no `costs` export.
     pub cost: Option<f64>,
-    /// How long its provider job is expected to take (contract 1.3 `provider.durations`);
-    /// `None` when unknown or the component has no `provider` export.
-    pub expected: Option<Expected>,
 }
 
 /// A unit's expected duration at the provider, as its handler states it (contract 1.3):

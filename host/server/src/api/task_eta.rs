@@ -53,13 +53,11 @@ pub(super) async fn estimate(
         }
         _ => Vec::new(),
     };
+    if let Some(u) = units
+        .iter()
+        .find(|u| u.pool == standing.pool && !u.status.is_terminal())
     {
-        let refs: Vec<&slotd_core::model::Unit> = units
-            .iter()
-            .filter(|u| u.pool == standing.pool && !u.status.is_terminal())
-            .take(1)
-            .collect();
-        crate::pool_state::durations::ask_unknown(services, &refs).await;
+        crate::pool_state::durations::ask_unknown(services, &[u.into()]).await;
     }
     let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
         return Ok((queue_position, None));

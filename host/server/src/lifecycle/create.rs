@@ -73,21 +73,22 @@ pub async fn create_task(
     .await?;
 
     let stages = handler.info.stages(task_type).unwrap_or_default();
-    let expected: Vec<_> = planned.iter().map(|p| p.expected).collect();
     let units: Vec<NewUnit> = planned
         .into_iter()
         .map(|p| routed_unit(&handler.info.name, stages, &first_stage, p))
         .collect::<Result<_, _>>()?;
     // What the handler states of the units' durations (contract 1.3), for ETAs and deadline
-    // decisions until the pool's own jobs have ended.
-    for (u, e) in units.iter().zip(expected) {
-        if let Some(e) = e {
-            let class = crate::pool_state::durations::class_of_parts(task_type, &u.stage, &u.spec);
-            services
-                .durations
-                .state(&u.pool, &class, e.p50_ms, e.p95_ms);
-        }
-    }
+    // decisions until the pool's own jobs have ended: asked once per kind of unit.
+    let kinds: Vec<crate::pool_state::durations::UnitKind<'_>> = units
+        .iter()
+        .map(|u| crate::pool_state::durations::UnitKind {
+            task_type,
+            stage: &u.stage,
+            pool: &u.pool,
+            spec: &u.spec,
+        })
+        .collect();
+    crate::pool_state::durations::ask_unknown(services, &kinds).await;
     let mut follow = FollowUps::default();
     for u in &units {
         follow.wake_pool(&u.pool);

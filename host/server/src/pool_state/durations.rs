@@ -313,23 +313,45 @@ pub fn learn(
     }
 }
 
-/// Ask the handlers of `units` for the stated durations of the classes nothing is known of yet
-/// (neither observed nor stated; each class asked once per process): what a process that did
-/// not plan the units (a restarted one, a scheduler beside an API process) needs before its
-/// deadline and ETA decisions. Only units in their task type's first stage: a statement is
-/// about the first stage.
-pub async fn ask_unknown(services: &crate::services::Services, units: &[&Unit]) {
+/// What asking for a unit's stated duration needs to know of it (a planned unit has no
+/// [`Unit`] yet).
+#[derive(Clone, Copy, Debug)]
+pub struct UnitKind<'a> {
+    pub task_type: &'a str,
+    pub stage: &'a str,
+    pub pool: &'a str,
+    pub spec: &'a str,
+}
+
+impl<'a> From<&'a Unit> for UnitKind<'a> {
+    fn from(u: &'a Unit) -> Self {
+        UnitKind {
+            task_type: &u.task_type,
+            stage: &u.stage,
+            pool: &u.pool,
+            spec: &u.spec,
+        }
+    }
+}
+
+/// Ask the handlers of `units` for the stated durations (contract 1.3 `provider.durations`) of
+/// the classes nothing is known of yet: neither observed nor stated, nor asked before in this
+/// process (a handler that states nothing is asked once per class). Called when a task is
+/// planned, and by the deadline sweep and the ETA for units a process did not plan (a restart,
+/// a scheduler beside an API process), so the guest call is made once per class, not per
+/// task. Only units in their task type's first stage: a statement is about the first stage.
+pub async fn ask_unknown(services: &crate::services::Services, units: &[UnitKind<'_>]) {
     let durations = &services.durations;
-    let mut by_type: HashMap<&str, Vec<(&Unit, String)>> = HashMap::new();
+    let mut by_type: HashMap<&str, Vec<(UnitKind<'_>, String)>> = HashMap::new();
     for u in units {
-        let class = class_of(u);
-        let key = (u.pool.clone(), class.clone());
-        if durations.knows(&u.pool, &class) || durations.asked.lock().contains(&key) {
+        let class = class_of_parts(u.task_type, u.stage, u.spec);
+        let key = (u.pool.to_string(), class.clone());
+        if durations.knows(u.pool, &class) || durations.asked.lock().contains(&key) {
             continue;
         }
-        let list = by_type.entry(u.task_type.as_str()).or_default();
+        let list = by_type.entry(u.task_type).or_default();
         if !list.iter().any(|(v, c)| v.pool == u.pool && *c == class) {
-            list.push((u, class));
+            list.push((*u, class));
         }
     }
     for (task_type, list) in by_type {
@@ -340,28 +362,25 @@ pub async fn ask_unknown(services: &crate::services::Services, units: &[&Unit]) 
             .info
             .stages(task_type)
             .and_then(|s| s.first())
-            .map(|s| s.name.clone());
-        let list: Vec<(&Unit, String)> = list
+            .map(|s| s.name.as_str());
+        let list: Vec<(UnitKind<'_>, String)> = list
             .into_iter()
-            .filter(|(u, _)| first.as_deref() == Some(u.stage.as_str()))
+            .filter(|(u, _)| first == Some(u.stage))
             .collect();
         if list.is_empty() {
             continue;
         }
-        let specs: Vec<String> = list.iter().map(|(u, _)| u.spec.clone()).collect();
+        let specs: Vec<String> = list.iter().map(|(u, _)| u.spec.to_string()).collect();
         let answer = if h.has_provider() {
             h.durations(task_type, &specs).await
         } else {
             vec![None; specs.len()]
         };
         for ((u, class), e) in list.into_iter().zip(answer) {
-            durations
-                .asked
-                .lock()
-                .insert((u.pool.clone(), class.clone()));
             if let Some(e) = e {
-                durations.state(&u.pool, &class, e.p50_ms, e.p95_ms);
+                durations.state(u.pool, &class, e.p50_ms, e.p95_ms);
             }
+            durations.asked.lock().insert((u.pool.to_string(), class));
         }
     }
 }

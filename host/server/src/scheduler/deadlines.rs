@@ -147,8 +147,8 @@ impl Scheduler {
         if units.is_empty() {
             return Ok(());
         }
-        let refs: Vec<&slotd_core::model::Unit> = units.iter().collect();
-        crate::pool_state::durations::ask_unknown(s, &refs).await;
+        let kinds: Vec<_> = units.iter().map(Into::into).collect();
+        crate::pool_state::durations::ask_unknown(s, &kinds).await;
         let slots = self.effective_max(pool, limit).max(1);
         let mut used = 0;
         for a in &limit.accounts {
