@@ -59,6 +59,30 @@ pub struct PoolView {
     pub closure: Option<crate::pool_state::Closure>,
 }
 
+impl PoolView {
+    /// A pool known only by name (stored units still name it): no limit, nothing counted yet.
+    fn unconfigured(name: &str) -> PoolView {
+        PoolView {
+            name: name.to_string(),
+            max_slots: None,
+            max_slots_source: None,
+            effective_max_slots: None,
+            used: None,
+            units: slotd_core::model::UnitStatus::ALL
+                .iter()
+                .map(|s| (s.as_str(), 0u64))
+                .collect(),
+            task_types: Vec::new(),
+            handlers: Vec::new(),
+            lease: None,
+            accounts: Vec::new(),
+            quotas: Vec::new(),
+            closed_until: None,
+            closure: None,
+        }
+    }
+}
+
 /// One provider account's share of a pool.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AccountView {
@@ -103,12 +127,6 @@ async fn list(
         .map_err(log_store_error("counting units by pool"))?;
     let limits = crate::pool_state::pool_limits_now(&services);
 
-    let empty = || {
-        slotd_core::model::UnitStatus::ALL
-            .iter()
-            .map(|s| (s.as_str(), 0u64))
-            .collect::<BTreeMap<_, _>>()
-    };
     let mut keys: BTreeMap<String, Vec<crate::pool_state::PoolAccount>> = BTreeMap::new();
     let mut quotas: BTreeMap<String, Vec<crate::pool_state::PoolQuota>> = BTreeMap::new();
     let mut pools: BTreeMap<String, PoolView> = limits
@@ -126,39 +144,20 @@ async fn list(
             keys.insert(l.name.clone(), l.accounts.clone());
             quotas.insert(l.name.clone(), l.quotas.clone());
             let view = PoolView {
-                name: l.name.clone(),
                 max_slots: Some(l.max_slots),
                 max_slots_source: Some(l.max_slots_source),
                 effective_max_slots: Some(effective.min(l.max_slots)),
-                used: None,
-                units: empty(),
                 task_types: l.task_types,
                 handlers: l.handlers,
-                lease: None,
-                accounts: Vec::new(),
-                quotas: Vec::new(),
-                closed_until: None,
-                closure: None,
+                ..PoolView::unconfigured(&l.name)
             };
             (l.name, view)
         })
         .collect();
     for c in counts {
-        let view = pools.entry(c.pool.clone()).or_insert_with(|| PoolView {
-            name: c.pool.clone(),
-            max_slots: None,
-            max_slots_source: None,
-            effective_max_slots: None,
-            used: None,
-            units: empty(),
-            task_types: Vec::new(),
-            handlers: Vec::new(),
-            lease: None,
-            accounts: Vec::new(),
-            quotas: Vec::new(),
-            closed_until: None,
-            closure: None,
-        });
+        let view = pools
+            .entry(c.pool.clone())
+            .or_insert_with(|| PoolView::unconfigured(&c.pool));
         *view.units.entry(c.status.as_str()).or_default() += c.count;
     }
     for view in pools.values_mut() {
