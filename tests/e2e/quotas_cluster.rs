@@ -102,3 +102,61 @@ fn the_busiest_window_counts_creates_less_than_a_window_apart() {
     assert_eq!(busiest_window(vec![0.0, 2.0, 4.0], 2.0), 1);
     assert_eq!(busiest_window(Vec::new(), 2.0), 0);
 }
+
+/// The flush found by the scheduler's periodic reconciliation rather than by a grant: the
+/// slot set is rebuilt and marked whole, and the create log with it, before anything is
+/// granted again. One scheduler driven by hand (manual clock), so the reconciliation is due
+/// at exactly the tick after the flush. Before the fix the pass marked the set whole on an
+/// empty log and the tick granted a second window's worth of creates at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_found_by_the_periodic_reconciliation_keeps_the_rate() {
+    use crate::support::Manual;
+    use slotd_core::clock::Clock;
+
+    const POOL: &str = "fixture";
+    let db = crate::pg::PgSchema::create().await;
+    let prefix = format!("slotd-test-flushrate-{}", uuid::Uuid::new_v4().simple());
+    let m = Manual::start_with(10, 100, |c| {
+        c.database_url = db.url();
+        c.redis_url = Some(crate::scale_cluster::redis_url());
+        c.redis_prefix = prefix.clone();
+        if let Some(p) = c.pools.get_mut(POOL) {
+            p.rate = slotd_core::config::parse_rate("3/1h").ok();
+        }
+    })
+    .await;
+    m.stub.hold_jobs(true);
+    m.scheduler
+        .take_lease(POOL)
+        .await
+        .expect("Redis answers")
+        .expect("the free lease");
+    m.submit("fixture", serde_json::json!({"count": 6, "polls": 1}))
+        .await;
+    let mut rounds = 0;
+    while m.stub.stats().creates < 3 {
+        m.round(&[POOL], 50).await;
+        rounds += 1;
+        assert!(rounds < 50, "three creates within the rate never went out");
+    }
+    m.round(&[POOL], 50).await;
+    assert_eq!(m.stub.stats().creates, 3, "the rate holds before the flush");
+
+    crate::scale_cluster::flush_prefix(&prefix).await;
+    let every = m.services.config.scheduler.reconcile_interval;
+    let step = i64::try_from(every.as_millis()).unwrap_or(1_000) + 1;
+    // The scheduler ticks on before its lease loop notices the lease went with the flush (a
+    // lease won anew restores the log by itself).
+    for _ in 0..4 {
+        m.clock.advance(step);
+        let now = m.clock.now_ms();
+        m.scheduler.run_once(POOL, now).await.expect("run_once");
+    }
+    assert_eq!(
+        m.stub.stats().creates,
+        3,
+        "after the flush the rate of 3 an hour still holds"
+    );
+    m.stub.hold_jobs(false);
+    m.check().await;
+}

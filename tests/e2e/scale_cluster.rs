@@ -228,23 +228,7 @@ impl Cluster {
 
     /// Delete this cluster's Redis keys: a flush, as far as this cluster can tell.
     pub async fn flush_redis(&self) {
-        let client = redis::Client::open(redis_url()).expect("redis url");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("redis");
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}*", self.prefix))
-            .query_async(&mut conn)
-            .await
-            .expect("KEYS");
-        if !keys.is_empty() {
-            let _: i64 = redis::cmd("DEL")
-                .arg(&keys)
-                .query_async(&mut conn)
-                .await
-                .expect("DEL");
-        }
+        flush_prefix(&self.prefix).await;
     }
 
     /// The checks every scenario ends with: each shot created once, never above the video
@@ -443,4 +427,25 @@ async fn a_redis_flush_mid_run_loses_nothing() {
     c.flush_redis().await;
     c.wait_completed(&ids).await;
     c.assert_clean(120).await;
+}
+
+/// Delete every Redis key under `prefix`: a flush, as far as the slotd using it can tell.
+pub async fn flush_prefix(prefix: &str) {
+    let client = redis::Client::open(redis_url()).expect("redis url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    if !keys.is_empty() {
+        let _: i64 = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .expect("DEL");
+    }
 }

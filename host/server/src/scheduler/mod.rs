@@ -164,13 +164,10 @@ impl Scheduler {
         if !due {
             return Ok(());
         }
-        self.reconcile(pool).await?;
+        // This instance's first look at the pool (a start, a lease won): its create log may be
+        // missing what another process or an earlier run of this one granted.
+        self.reconcile_with(pool, first).await?;
         self.prune_create_log(pool).await?;
-        if first {
-            // This instance's first look at the pool (a start, a lease won): its create log
-            // may be missing what another process or an earlier run of this one granted.
-            self.restore_create_log(pool).await?;
-        }
         self.last_reconcile.lock().insert(pool.to_string(), now);
         Ok(())
     }
@@ -183,8 +180,7 @@ impl Scheduler {
                     pool,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
-                self.reconcile(pool).await?;
-                self.restore_create_log(pool).await?;
+                self.reconcile_with(pool, true).await?;
                 Ok(self.services.slots.used(pool).await?)
             }
             other => Ok(other?),
@@ -207,8 +203,7 @@ impl Scheduler {
                     pool,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
-                self.reconcile(pool).await?;
-                self.restore_create_log(pool).await?;
+                self.reconcile_with(pool, true).await?;
                 Ok(slots.acquire_within(pool, ids, max, logs, now).await?)
             }
             other => Ok(other?),
@@ -221,6 +216,18 @@ impl Scheduler {
     /// to the submitted units marked on that account, so is the slot set of an account no
     /// longer configured whose units still run.
     pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, SchedulerError> {
+        self.reconcile_with(pool, false).await
+    }
+
+    /// Reconcile, restoring the create log first when `restore_log` or when a slot set was
+    /// found lost. The log is whole before a set is marked reconciled again: grants wait on
+    /// that mark, so none is decided on a log the flush emptied (whoever rebuilds the set,
+    /// this scheduler's grant path, its periodic pass, or another process).
+    async fn reconcile_with(
+        &self,
+        pool: &str,
+        restore_log: bool,
+    ) -> Result<crate::slots::Reconciled, SchedulerError> {
         let s = &self.services;
         let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         if let Some(limit) = crate::pool_state::pool_limits_now(s).get(pool) {
@@ -234,6 +241,16 @@ impl Scheduler {
                 .entry(slot_key(pool, account.as_deref()))
                 .or_default()
                 .push(id);
+        }
+        let mut lost = false;
+        for key in by_key.keys() {
+            if let Err(crate::slots::SlotError::NotReconciled(_)) = s.slots.used(key).await {
+                lost = true;
+                break;
+            }
+        }
+        if restore_log || lost {
+            self.restore_create_log(pool).await?;
         }
         let mut r = crate::slots::Reconciled::default();
         for (key, submitted) in by_key {
