@@ -229,3 +229,64 @@ async fn budgets_are_admin_only_and_usage_is_the_tenants_own() {
     assert_eq!(v["period"]["spent"], 0.0, "{v}");
     m.check().await;
 }
+
+/// A provider spend limit on a pool (`[pools."kling:video"] spend`): Kling receives exactly
+/// the limit's worth of creates (the Kling simulator counts them), the rest of the shots wait
+/// `pending` with the reason `spend`, and `GET /v1/pools` shows the period spent and the pool
+/// closed until the period ends. No tenant has a budget: the limit is the provider's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_spend_limit_holds_creates_at_the_provider() {
+    let run = Run::start_with(sim_options(62), 18, true, |c| {
+        c.pools
+            .entry("kling:video".into())
+            .or_insert_with(|| slotd_core::config::PoolConfig::slots(18))
+            .spend = Some(BudgetConfig {
+            limit: 6.0,
+            period: Duration::from_secs(86_400),
+        });
+    })
+    .await;
+    // 10 standard 5-second shots: 1 unit of cost each by Kling's price list.
+    let id = run.submit("video", video_payload(10)).await;
+    let held = eventually(Duration::from_secs(60), "6 done, 4 held", async || {
+        let v = run.task(&id).await;
+        let spend = v["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["status"] == "pending" && r["wait_reason"] == "spend")
+            .count();
+        (v["completed"] == 6 && spend == 4).then_some(v)
+    })
+    .await;
+    assert_eq!(held["status"], "running", "{held}");
+    assert_eq!(
+        run.sim.stats().creates,
+        6,
+        "exactly the limit's worth at Kling"
+    );
+    let pools = get_json(&run.client, &format!("{}/v1/pools", run.base))
+        .await
+        .expect("pools");
+    let pool = pools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "kling:video")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(pool["spend"]["limit"], 6.0, "{pool}");
+    assert_eq!(
+        pool["spend"]["used"], 6.0,
+        "settled at Kling's costs: {pool}"
+    );
+    assert_eq!(pool["spend"]["remaining"], 0.0, "{pool}");
+    let resets = pool["spend"]["resets_at"].as_i64().expect("resets_at");
+    assert_eq!(resets % 86_400_000, 0, "periods align to the epoch: {pool}");
+    assert_eq!(pool["closed_until"], resets, "{pool}");
+    // Nothing more goes out while the period is spent.
+    let usage = usage(&run).await;
+    assert!(usage["budget"].is_null(), "no tenant budget here: {usage}");
+    assert_eq!(run.sim.stats().creates, 6);
+    run.stop().await;
+}

@@ -28,7 +28,10 @@ use serde::Serialize;
 pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use shared::tenant_scope;
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
-pub use terms::{Budget, Create, Grant, Marked, PendingGroup, TaskTerms, Usage};
+pub use terms::{
+    Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms, TaskTerms,
+    Usage,
+};
 pub(crate) use update::has_repeats;
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
@@ -435,6 +438,7 @@ pub trait TaskStore: Send + Sync + 'static {
                 submission: String::new(),
                 budget_retry_at: now,
                 quota_pool: None,
+                spend: None,
             })
             .collect();
         Ok(self
@@ -485,6 +489,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Remove budgets the configuration set for tenants it no longer names (`keep`: the ones
     /// it does); returns the tenants whose budget went.
     async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>>;
+    /// The reserved-or-spent cost of a pool's or an account's grants made at or after `since`
+    /// (a provider spend limit's period; see `terms/spend.rs`).
+    async fn spend_used(&self, scope: &SpendScope, since: i64) -> StoreResult<f64>;
     /// A tenant's reserved and spent cost in the period of `period_ms` containing `now`.
     async fn budget_usage(&self, tenant: &str, period_ms: i64, now: i64) -> StoreResult<Usage>;
     /// Per tenant over every unit: (tenant, provider-reported cost, estimated cost, units

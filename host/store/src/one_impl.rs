@@ -128,7 +128,7 @@ macro_rules! impl_task_store {
                 {
                     return Err(crate::rollback(tx, e).await);
                 }
-                let budgeted = terms::budgeted(grants);
+                let budgeted = terms::budgeted(grants) || terms::spend::spending(grants);
                 let checked = if budgeted {
                     budgets::budget_check(&mut tx, grants, now, BUDGET_ROW_LOCK).await?
                 } else {
@@ -150,7 +150,15 @@ macro_rules! impl_task_store {
                 }
                 terms::creates::$driver::record_marked(&mut tx, grants, &moved, now).await?;
                 tx.commit().await?;
-                Ok(terms::marked(grants, moved, &checked.over))
+                Ok(terms::marked(grants, moved, &checked))
+            }
+
+            async fn spend_used(
+                &self,
+                scope: &crate::SpendScope,
+                since: i64,
+            ) -> StoreResult<f64> {
+                crate::terms::spend::$driver::used(self.reader(), scope, since).await
             }
 
             async fn quota_creates_since(

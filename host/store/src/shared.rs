@@ -138,6 +138,11 @@ macro_rules! on_both_drivers {
             pub(crate) type DbRow = sqlx::sqlite::SqliteRow;
             type Count = i64;
             const GREATEST: &str = "MAX";
+            /// SQLite has one writer at a time: a transaction needs no lock of its own.
+            const ADVISORY_LOCK: Option<&str> = None;
+            /// The spend statements of the same driver (the marker's budget check sums them).
+            #[allow(unused_imports)]
+            use crate::terms::spend::sqlite as spend_db;
             $($item)*
         }
         /// The shared statements on PostgreSQL.
@@ -149,6 +154,10 @@ macro_rules! on_both_drivers {
             pub(crate) type DbRow = sqlx::postgres::PgRow;
             type Count = i32;
             const GREATEST: &str = "GREATEST";
+            /// Serializes transactions that name the same text (`$1`) until they end.
+            const ADVISORY_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");
+            #[allow(unused_imports)]
+            use crate::terms::spend::postgres as spend_db;
             $($item)*
         }
     };

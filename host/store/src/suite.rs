@@ -53,7 +53,8 @@ pub(crate) use tasks::{
 };
 pub(crate) use terms::{
     deadline_sweep_counts_follow_the_fill_order, deadlines_fill_first_within_a_tenant,
-    marker_records_accounts_and_reserves_budgets, marker_records_creates_of_pools_with_quotas,
+    marker_checks_spend_of_pools_and_accounts, marker_records_accounts_and_reserves_budgets,
+    marker_records_creates_of_pools_with_quotas,
 };
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
@@ -104,6 +105,7 @@ macro_rules! store_suite {
             deadline_sweep_counts_follow_the_fill_order,
             marker_records_accounts_and_reserves_budgets,
             marker_records_creates_of_pools_with_quotas,
+            marker_checks_spend_of_pools_and_accounts,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {

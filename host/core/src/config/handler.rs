@@ -105,6 +105,9 @@ pub struct Account {
     pub rate: Option<super::Quota>,
     /// Creates per day on this account, in each pool it serves (`daily = 1000`).
     pub daily: Option<super::Quota>,
+    /// The most this account's creates may cost per period, over every pool it serves (a
+    /// provider's credits are the organization's): `spend = { limit = 5000.0, period = "30d" }`.
+    pub spend: Option<super::BudgetConfig>,
     /// The handler's settings, secrets and hosts with this account's on top.
     pub config: std::sync::Arc<HandlerConfig>,
 }
@@ -152,7 +155,8 @@ impl HandlerConfig {
                 .with_context(|| format!("{at}.name: required, a string"))?;
             if !valid_account_name(account) {
                 bail!(
-                    "{at}.name: {account:?} is not an account name (1 to 64 letters, digits,                      '-' or '_')"
+                    "{at}.name: {account:?} is not an account name (1 to 64 letters, digits, \
+                     '-' or '_')"
                 );
             }
             if out.iter().any(|a| a.name == account) {
@@ -183,11 +187,22 @@ impl HandlerConfig {
                     Some(super::quotas::daily_of(v).map_err(|e| anyhow!("{at}.daily: {e}"))?)
                 }
             };
+            let spend = match table.get("spend") {
+                None => None,
+                Some(v) => {
+                    let b = super::BudgetConfig::deserialize(v.clone()).map_err(|e| {
+                        anyhow!("{at}.spend: expected {{ limit = 500.0, period = \"30d\" }}: {e}")
+                    })?;
+                    b.check_spend(&format!("{at}.spend"))?;
+                    Some(b)
+                }
+            };
             let mut own = table.clone();
             own.remove("name");
             own.remove("max_slots");
             own.remove("rate");
             own.remove("daily");
+            own.remove("spend");
             for pin in ["file", "sha256", "record", "accounts"] {
                 if own.contains_key(pin) {
                     bail!("{at}.{pin}: belongs to the handler's section, not to an account");
@@ -212,6 +227,7 @@ impl HandlerConfig {
                 max_slots,
                 rate,
                 daily,
+                spend,
                 config: std::sync::Arc::new(merged),
             });
         }

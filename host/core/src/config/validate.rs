@@ -29,8 +29,11 @@ impl Config {
             if p.max_slots == Some(0) {
                 bail!("pools.{name:?}.max_slots must be at least 1");
             }
-            if p.max_slots.is_none() && p.rate.is_none() && p.daily.is_none() {
-                bail!("pools.{name} sets nothing: give max_slots, rate or daily");
+            if p.max_slots.is_none() && p.rate.is_none() && p.daily.is_none() && p.spend.is_none() {
+                bail!("pools.{name} sets nothing: give max_slots, rate, daily or spend");
+            }
+            if let Some(spend) = &p.spend {
+                spend.check_spend(&format!("pools.{name:?}.spend"))?;
             }
         }
         for (name, h) in &self.handlers {

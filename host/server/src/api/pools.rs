@@ -57,6 +57,9 @@ pub struct PoolView {
     /// The provider's refusal that closed the pool's own slot set (the implicit account), with
     /// its words; named accounts show theirs in `accounts`.
     pub closure: Option<crate::pool_state::Closure>,
+    /// Its spend limit (`[pools."NAME"] spend`): the period's limit, reserved-or-spent cost,
+    /// what is left and when the period ends. A spent pool is `closed_until` then too.
+    pub spend: Option<crate::pool_state::SpendView>,
 }
 
 impl PoolView {
@@ -79,6 +82,7 @@ impl PoolView {
             quotas: Vec::new(),
             closed_until: None,
             closure: None,
+            spend: None,
         }
     }
 }
@@ -103,6 +107,9 @@ pub struct AccountView {
     pub closure: Option<crate::pool_state::Closure>,
     /// The account's own quotas in this pool (`[[handlers.NAME.accounts]]` `rate`, `daily`).
     pub quotas: Vec<crate::pool_state::QuotaView>,
+    /// The account's spend limit, over every pool it serves (`[[handlers.NAME.accounts]]`
+    /// `spend`).
+    pub spend: Option<crate::pool_state::SpendView>,
 }
 
 /// List pools
@@ -129,6 +136,7 @@ async fn list(
 
     let mut keys: BTreeMap<String, Vec<crate::pool_state::PoolAccount>> = BTreeMap::new();
     let mut quotas: BTreeMap<String, Vec<crate::pool_state::PoolQuota>> = BTreeMap::new();
+    let mut spends: BTreeMap<String, crate::pool_state::PoolLimit> = BTreeMap::new();
     let mut pools: BTreeMap<String, PoolView> = limits
         .into_values()
         .map(|l| {
@@ -143,6 +151,7 @@ async fn list(
                 .sum();
             keys.insert(l.name.clone(), l.accounts.clone());
             quotas.insert(l.name.clone(), l.quotas.clone());
+            spends.insert(l.name.clone(), l.clone());
             let view = PoolView {
                 max_slots: Some(l.max_slots),
                 max_slots_source: Some(l.max_slots_source),
@@ -168,6 +177,7 @@ async fn list(
                 max_slots: 0,
                 max_slots_source: crate::pool_state::discovered::SOURCE_CONFIG,
                 quotas: Vec::new(),
+                spend: None,
             }]
         });
         account_views(&services, view, &accounts).await;
@@ -177,6 +187,18 @@ async fn list(
             quotas.remove(&view.name).unwrap_or_default(),
         )
         .await;
+        if let Some(limit) = spends.remove(&view.name) {
+            let now = services.clock.now_ms();
+            view.spend = crate::pool_state::spend::pool_view(&services.store, &limit, now).await;
+            if let Some(until) = view
+                .spend
+                .as_ref()
+                .filter(|v| v.exhausted())
+                .map(|v| v.resets_at)
+            {
+                view.closed_until = Some(view.closed_until.map_or(until, |c| c.max(until)));
+            }
+        }
         if let Some(keys) = &services.keyspace {
             // The scheduler driving the pool may be another process: its figure counts.
             if let (Some(max), [account], Ok(Some(lowered))) = (
@@ -244,6 +266,12 @@ async fn account_views(
                 drained,
                 closure,
                 quotas: account_quotas(services, &key, &a.quotas).await,
+                spend: crate::pool_state::spend::account_view(
+                    &services.store,
+                    a,
+                    services.clock.now_ms(),
+                )
+                .await,
             });
         }
         all_closed = all_closed.zip(closed).map(|(a, b)| a.min(b));

@@ -170,8 +170,10 @@ mod tests {
                     max_slots: max,
                     max_slots_source: SOURCE_CONFIG,
                     quotas: vec![],
+                    spend: None,
                 }],
                 quotas,
+                spend: None,
             },
         );
         m

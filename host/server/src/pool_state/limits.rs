@@ -10,7 +10,7 @@ use slotd_core::config::Config;
 use slotd_runtime::Registry;
 
 /// A pool's effective limit and who uses it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PoolLimit {
     pub name: String,
     pub max_slots: u32,
@@ -28,10 +28,13 @@ pub struct PoolLimit {
     /// Its quotas on creates (`[pools."NAME"] rate`, `daily`).
     #[serde(skip)]
     pub quotas: Vec<super::PoolQuota>,
+    /// What its creates may cost per period (`[pools."NAME"] spend`).
+    #[serde(skip)]
+    pub spend: Option<slotd_core::config::BudgetConfig>,
 }
 
 /// One account's share of a pool.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PoolAccount {
     /// `None`: the handler's implicit account (its section's own settings).
     pub name: Option<String>,
@@ -45,6 +48,10 @@ pub struct PoolAccount {
     /// `daily`); the implicit account has none beyond the pool's.
     #[serde(skip)]
     pub quotas: Vec<super::PoolQuota>,
+    /// What the account's creates may cost per period, over every pool it serves
+    /// (`[[handlers.NAME.accounts]] spend`); `None` for the implicit account.
+    #[serde(skip)]
+    pub spend: Option<slotd_core::config::BudgetConfig>,
 }
 
 impl PoolAccount {
@@ -84,6 +91,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 handlers: Vec::new(),
                 accounts: Vec::new(),
                 quotas: super::quotas::configured(config, name),
+                spend: config.pools.get(name).and_then(|c| c.spend),
             })
             .name
             .len()
@@ -134,6 +142,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                         max_slots: a.max_slots,
                         max_slots_source: super::discovered::SOURCE_CONFIG,
                         quotas: super::quotas::of_account(a),
+                        spend: a.spend,
                     })
                     .collect()
             }
@@ -143,6 +152,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 max_slots: p.max_slots,
                 max_slots_source: super::discovered::SOURCE_CONFIG,
                 quotas: Vec::new(),
+                spend: None,
             }],
         };
     }

@@ -13,6 +13,7 @@
 //!   state before any has ended).
 //! - [`quotas`]: pools' `rate` and `daily` quotas on creates, and slot sets closed by a
 //!   provider's "not before T".
+//! - [`spend`]: pools' and accounts' `spend` limits (decided by the submit marker).
 
 pub mod accounts;
 pub mod capacity;
@@ -20,6 +21,7 @@ pub mod discovered;
 pub mod durations;
 pub mod limits;
 pub mod quotas;
+pub mod spend;
 
 pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};
 pub(crate) use capacity::shared as shared_capacity;
@@ -28,3 +30,4 @@ pub use discovered::Discovered;
 pub use durations::Durations;
 pub use limits::{PoolAccount, PoolLimit, pool_limits, pool_limits_now, slot_key};
 pub use quotas::{Closure, Closures, Gate, PoolQuota, QuotaView};
+pub use spend::SpendView;

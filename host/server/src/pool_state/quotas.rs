@@ -159,8 +159,9 @@ pub fn full_until(views: &[QuotaView]) -> Option<(String, i64)> {
 }
 
 /// Until when quotas hold every new submit of `limit`'s pool back at `now`, and which: the
-/// later of a full window's reset (named by its dimension, `daily` or `rate`) and the end of
-/// the provider's closure of every slot set (`quota_exhausted`). `None` when a unit could be
+/// latest of a full window's reset (named by its dimension, `daily` or `rate`), the end of
+/// the provider's closure of every slot set (`quota_exhausted`) and the end of a spent
+/// period (`spend`). `None` when a unit could be
 /// granted now, quotas permitting.
 pub async fn closed_until(
     services: &crate::services::Services,
@@ -190,10 +191,15 @@ pub async fn closed_until(
             .ok()
             .and_then(|v| full_until(&v))
     };
-    match (closed, full) {
-        (Some(a), Some(b)) => Some(if a.1 >= b.1 { a } else { b }),
-        (a, b) => a.or(b),
-    }
+    let spent = super::spend::pool_view(&services.store, limit, now)
+        .await
+        .filter(super::SpendView::exhausted)
+        .map(|v| ("spend".to_string(), v.resets_at));
+    // The latest; on a tie the first named (the provider's closure).
+    [closed, full, spent]
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| if b.1 > a.1 { b } else { a })
 }
 
 /// The pool's quotas as the ETA reads them (see [`crate::eta::Pace`]); empty when the create

@@ -26,7 +26,7 @@ use slotd_store::{Fence, Grant};
 use super::Scheduler;
 use super::error::SchedulerError;
 use crate::pool_state::quotas::{self, create_log, full_until};
-use crate::pool_state::{Availability, Gate, PoolAccount, PoolLimit};
+use crate::pool_state::{Availability, Gate, PoolAccount, PoolLimit, spend};
 use crate::slots::{CreateLog, log_entry};
 
 /// Rounds of one fill: the first, and one more per batch of tenants found over budget.
@@ -71,6 +71,8 @@ struct Room {
     closed_until: Option<i64>,
     /// The account's own create log in this pool, when it has quotas of its own.
     log: Option<CreateLog>,
+    /// What its grants may spend (the pool's and the account's limits), checked by the marker.
+    spend: Option<std::sync::Arc<slotd_store::SpendTerms>>,
 }
 
 /// Place a unit (in fill order) on a drained account due for its probe, else on the room with
@@ -88,6 +90,11 @@ fn place(rooms: &mut [Room]) -> Option<usize> {
 }
 
 impl Scheduler {
+    /// `[scheduler] poll_max` in ms: when units held by a budget or a spend limit look again.
+    fn poll_max_ms(&self) -> i64 {
+        i64::try_from(self.services.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// Grant free slots to pending units in fill order and write their submit marker. Returns
     /// the units marked, how many grants went unused (released again: units another writer
     /// moved meanwhile, or over their tenant's budget), and whether pending units are left
@@ -124,6 +131,13 @@ impl Scheduler {
                 filled.quota_wait_until = full_until(&views).map(|(_, t)| t);
             }
             free = free.min(room);
+        }
+        if free > 0
+            && let Some(v) = spend::pool_view(&s.store, limit, now).await
+            && v.exhausted()
+        {
+            free = 0;
+            filled.quota_wait_until = Some(v.resets_at.min(now.saturating_add(self.poll_max_ms())));
         }
         // Due again only if this tick's call never answers for them (a crash mid-call):
         // then after the call's deadline, in doubt.
@@ -301,7 +315,17 @@ impl Scheduler {
                 }
                 free = free.min(room);
             }
+            // An account whose period's spend is gone takes no grant: the marker would refuse
+            // them all (settled submissions may free room before the period ends).
+            if free > 0
+                && let Some(v) = spend::account_view(&s.store, account, now).await
+                && v.exhausted()
+            {
+                free = 0;
+                closed_until = Some(v.resets_at.min(now.saturating_add(self.poll_max_ms())));
+            }
             rooms.push(Room {
+                spend: spend::terms(pool, limit, account),
                 account: account.clone(),
                 key,
                 max,
@@ -342,8 +366,7 @@ impl Scheduler {
         log: Option<&CreateLog>,
         now: i64,
     ) -> Result<Vec<Grant>, SchedulerError> {
-        let s = &self.services;
-        let poll_max = i64::try_from(s.config.scheduler.poll_max.as_millis()).unwrap_or(i64::MAX);
+        let poll_max = self.poll_max_ms();
         let mut placed: Vec<(usize, Unit)> = Vec::with_capacity(pending.len());
         for unit in pending {
             let Some(room) = place(rooms) else { break };
@@ -378,6 +401,7 @@ impl Scheduler {
                 unit_id: u.id,
                 budget_retry_at: now.saturating_add(poll_max),
                 quota_pool: (log.is_some() || rooms[r].log.is_some()).then(|| pool.to_string()),
+                spend: rooms[r].spend.clone(),
             })
             .collect())
     }
@@ -395,6 +419,7 @@ mod tests {
                 max_slots: free,
                 max_slots_source: "config",
                 quotas: Vec::new(),
+                spend: None,
             },
             key: format!("p@{name}"),
             max: free,
@@ -403,6 +428,7 @@ mod tests {
             probe: false,
             closed_until: None,
             log: None,
+            spend: None,
         }
     }
 

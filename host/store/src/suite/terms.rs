@@ -14,6 +14,7 @@ fn grant(unit_id: &str, tenant: &str, account: Option<&str>, estimate: f64) -> G
         submission: "main-0".into(),
         budget_retry_at: T0 + 60_000,
         quota_pool: None,
+        spend: None,
     }
 }
 
@@ -384,4 +385,94 @@ pub(crate) async fn marker_records_creates_of_pools_with_quotas(store: DynStore)
     assert_eq!(store.quota_creates_prune("other", T0 + 6).await.unwrap(), 0);
     assert_eq!(store.quota_creates_prune(POOL, T0 + 6).await.unwrap(), 2);
     assert!(store.quota_creates_since(POOL, 0).await.unwrap().is_empty());
+}
+
+/// A pool's spend of 3.0 per day and an account's of 2.0: the marker grants what fits both,
+/// in order, holds the rest with `wait_reason = spend` until the period ends (or the retry
+/// time, sooner), writes a ledger row per grant (tenants without a budget too), and frees
+/// room as submissions settle below their estimates.
+pub(crate) async fn marker_checks_spend_of_pools_and_accounts(store: DynStore) {
+    use crate::{SpendLimit, SpendScope, SpendTerms};
+    use std::sync::Arc;
+    store
+        .task_create(costed("t1", "a", 5, 1.0, TaskTerms::default()))
+        .await
+        .unwrap();
+    let day = SpendLimit {
+        limit: 3.0,
+        period_ms: DAY,
+    };
+    let on = |account: Option<&str>| {
+        Arc::new(SpendTerms {
+            pool: POOL.into(),
+            pool_limit: Some(day),
+            account: account.map(|a| format!("h/{a}")),
+            account_limit: account.map(|_| SpendLimit {
+                limit: 2.0,
+                period_ms: DAY,
+            }),
+        })
+    };
+    let spend = |id: &str, account: Option<&str>| Grant {
+        spend: Some(on(account)),
+        budget_retry_at: T0 + 10 * DAY,
+        ..grant(id, "a", account, 1.0)
+    };
+    // t1-u0, t1-u1 on the account (its 2.0), t1-u2 on it refused (the account is spent),
+    // t1-u3 on the implicit account (the pool's third), t1-u4 refused (the pool is spent).
+    let grants = [
+        spend("t1-u0", Some("main")),
+        spend("t1-u1", Some("main")),
+        spend("t1-u2", Some("main")),
+        spend("t1-u3", None),
+        spend("t1-u4", None),
+    ];
+    let marked = store
+        .unit_mark_granted(&grants, T0 + 1, T0 + 1, None)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
+    assert_eq!(ids, ["t1-u0", "t1-u1", "t1-u3"]);
+    assert_eq!(marked.over_spend, ["t1-u2", "t1-u4"]);
+    assert!(marked.over_budget.is_empty());
+    let held = store.task_units("t1").await.unwrap();
+    assert_eq!(held[2].terms.wait_reason.as_deref(), Some("spend"));
+    let period_end = T0 - T0.rem_euclid(DAY) + DAY;
+    assert_eq!(held[2].next_at, period_end, "due when the period ends");
+    let pool = SpendScope::Pool(POOL.into());
+    let account = SpendScope::Account("h/main".into());
+    let since = T0 - T0.rem_euclid(DAY);
+    assert_eq!(store.spend_used(&pool, since).await.unwrap(), 3.0);
+    assert_eq!(store.spend_used(&account, since).await.unwrap(), 2.0);
+    assert_eq!(store.spend_used(&pool, period_end).await.unwrap(), 0.0);
+    let events = store.unit_events("t1").await.unwrap();
+    assert!(
+        events.iter().any(|e| e
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("account h/main"))),
+        "the wait names the account: {events:?}"
+    );
+
+    // t1-u0 ends at a provider cost of 0.25: the account has 1.0 - 0.25 + ... room again.
+    let done = UnitUpdate {
+        unit_id: "t1-u0".into(),
+        from: Some(UnitStatus::Submitted),
+        from_stage: Some("main".into()),
+        to: Some(UnitStatus::Succeeded),
+        cost: Some("0.25".into()),
+        result: Some("{}".into()),
+        ..UnitUpdate::default()
+    };
+    store.unit_apply(&[done], T0 + 2, None).await.unwrap();
+    assert_eq!(store.spend_used(&account, since).await.unwrap(), 1.25);
+    let again = store
+        .unit_mark_granted(&grants[2..3], T0 + 3, T0 + 3, None)
+        .await
+        .unwrap();
+    assert!(
+        again.units.is_empty(),
+        "the pool (2.25 of 3.0) cannot cover it yet"
+    );
+    assert_eq!(again.over_spend, ["t1-u2"]);
 }

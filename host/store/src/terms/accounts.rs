@@ -22,6 +22,9 @@ pub struct Grant {
     /// The pool whose create log records this grant once marked (a pool with a `rate` or
     /// `daily` quota); `None`: not recorded.
     pub quota_pool: Option<String>,
+    /// The spend limits of its pool and account, if either has one: the marker checks the
+    /// estimate against them and writes a ledger row named by both.
+    pub spend: Option<std::sync::Arc<super::SpendTerms>>,
 }
 
 /// What [`crate::TaskStore::unit_mark_granted`] did.
@@ -32,6 +35,9 @@ pub struct Marked {
     /// Grants refused because their tenant's budget could not cover them (the units stay
     /// pending with `wait_reason = "budget"`).
     pub over_budget: Vec<String>,
+    /// Grants refused because their pool's or account's spend limit could not cover them
+    /// (the units stay pending with `wait_reason = "spend"`).
+    pub over_spend: Vec<String>,
 }
 
 /// The grants at `fit`, grouped by account (in order of first appearance), as the marker
@@ -56,7 +62,7 @@ pub(crate) fn by_account<'a>(
 pub(crate) fn marked(
     grants: &[Grant],
     mut units: Vec<slotd_core::model::Unit>,
-    over: &[usize],
+    checked: &super::Checked,
 ) -> Marked {
     let order: std::collections::HashMap<&str, usize> = grants
         .iter()
@@ -66,9 +72,15 @@ pub(crate) fn marked(
     units.sort_by_key(|u| order.get(u.id.as_str()).copied().unwrap_or(usize::MAX));
     Marked {
         units,
-        over_budget: over
+        over_budget: checked
+            .over
             .iter()
             .filter_map(|&i| grants.get(i).map(|g| g.unit_id.clone()))
+            .collect(),
+        over_spend: checked
+            .over_spend
+            .iter()
+            .filter_map(|(i, _)| grants.get(*i).map(|g| g.unit_id.clone()))
             .collect(),
     }
 }

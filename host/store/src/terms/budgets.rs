@@ -112,6 +112,8 @@ pub fn parse_cost(text: &str) -> Option<f64> {
 pub(crate) struct Checked {
     pub fit: Vec<usize>,
     pub over: Vec<usize>,
+    /// Grants their pool's or account's spend limit cannot cover, with why.
+    pub over_spend: Vec<(usize, super::spend::Refusal)>,
     pub budgeted: std::collections::HashSet<String>,
 }
 
@@ -123,9 +125,10 @@ pub(crate) fn budgeted(grants: &[Grant]) -> bool {
 
 on_both_drivers! {
     /// The budget check of a submit marker, in its transaction: which grants fit their
-    /// tenant's budget (in order; once a tenant's grant does not fit, its later grants wait
-    /// too, so its units keep their FIFO order). On PostgreSQL the budget row is locked, so
-    /// two pools reserving for one tenant at once take turns.
+    /// tenant's budget and their pool's and account's spend (in order; once a tenant's or a
+    /// scope's grant does not fit, its later grants wait too, so its units keep their FIFO
+    /// order). On PostgreSQL the budget row and the spend scopes are locked, so two pools
+    /// reserving for one tenant or account at once take turns.
     pub(crate) async fn budget_check(
         conn: &mut Conn,
         grants: &[crate::Grant],
@@ -156,9 +159,19 @@ on_both_drivers! {
             .await?;
             room.insert(tenant, (limit, used.unwrap_or(0.0), false));
         }
-        let (mut fit, mut over) = (Vec::new(), Vec::new());
+        let mut spend = spend_db::spend_rooms(&mut *conn, grants, now).await?;
+        let (mut fit, mut over, mut over_spend) = (Vec::new(), Vec::new(), Vec::new());
         let budgeted = room.keys().map(|t| t.to_string()).collect();
         for (i, g) in grants.iter().enumerate() {
+            // The provider's spend first: a grant it refuses does not hold its tenant back.
+            let before = spend.clone();
+            if let Some(terms) = &g.spend
+                && let Err(why) =
+                    crate::terms::spend::take(&mut spend, terms, g.estimate, g.budget_retry_at)
+            {
+                over_spend.push((i, why));
+                continue;
+            }
             let Some((limit, used, blocked)) = room.get_mut(g.tenant.as_str()) else {
                 fit.push(i);
                 continue;
@@ -167,12 +180,14 @@ on_both_drivers! {
             if *blocked || *used + g.estimate > *limit + 1e-9 {
                 *blocked = true;
                 over.push(i);
+                // Not marked: what it took of its spend scopes goes back.
+                spend = before;
             } else {
                 *used += g.estimate;
                 fit.push(i);
             }
         }
-        Ok(crate::terms::Checked { fit, over, budgeted })
+        Ok(crate::terms::Checked { fit, over, over_spend, budgeted })
     }
 
     /// After the marker moved `marked`: their ledger rows (for tenants with a budget; a row
@@ -188,17 +203,25 @@ on_both_drivers! {
     ) -> StoreResult<()> {
         let over = &checked.over;
         let reserving = grants.iter().filter(|g| {
-            marked.contains(g.unit_id.as_str()) && checked.budgeted.contains(&g.tenant)
+            marked.contains(g.unit_id.as_str())
+                && (checked.budgeted.contains(&g.tenant) || g.spend.is_some())
         });
         for g in reserving {
+            // The tenant's period when it has a budget; a row kept for spend only is counted
+            // by its pool and account from `created_at`.
+            let (pool, spend_account) = g
+                .spend
+                .as_deref()
+                .map_or((None, None), |t| (Some(t.pool.as_str()), t.account.as_deref()));
             sqlx::query(
                 "INSERT INTO budget_ledger (unit_id, submission, tenant, period_start, reserved, \
-                     created_at) \
-                 SELECT $1, $2, $3, $4 - ($4 % period_ms), $5, $4 FROM tenant_budgets \
-                 WHERE tenant = $3 \
+                     created_at, pool, spend_account) \
+                 VALUES ($1, $2, $3, COALESCE((SELECT $4 - ($4 % period_ms) FROM tenant_budgets \
+                     WHERE tenant = $3), $4), $5, $4, $6, $7) \
                  ON CONFLICT (unit_id, submission) DO UPDATE SET \
                      period_start = excluded.period_start, reserved = excluded.reserved, \
-                     spent = NULL, settled_at = NULL, created_at = excluded.created_at \
+                     spent = NULL, settled_at = NULL, created_at = excluded.created_at, \
+                     pool = excluded.pool, spend_account = excluded.spend_account \
                  WHERE budget_ledger.settled_at IS NOT NULL",
             )
             .bind(&g.unit_id)
@@ -206,6 +229,30 @@ on_both_drivers! {
             .bind(&g.tenant)
             .bind(now)
             .bind(g.estimate)
+            .bind(pool)
+            .bind(spend_account)
+            .execute(&mut *conn)
+            .await?;
+        }
+        for (i, why) in &checked.over_spend {
+            let Some(g) = grants.get(*i) else { continue };
+            sqlx::query(
+                "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \
+                     detail) \
+                 SELECT id, task_id, $2, 'pending', 'pending', stage, $3 FROM units \
+                 WHERE id = $1 AND status = 'pending' AND wait_reason IS NULL",
+            )
+            .bind(&g.unit_id)
+            .bind(now)
+            .bind(&why.detail)
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query(
+                "UPDATE units SET wait_reason = 'spend', next_at = $2 \
+                 WHERE id = $1 AND status = 'pending'",
+            )
+            .bind(&g.unit_id)
+            .bind(why.due)
             .execute(&mut *conn)
             .await?;
         }

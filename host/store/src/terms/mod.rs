@@ -1,12 +1,13 @@
 //! What a unit and its task carry beyond their status, by concept: [`deadlines`] (a task's
 //! terms, the sweep's reads), [`accounts`] (the submit marker's grants and accounts),
-//! [`creates`] (the create log that pools' quotas count) and [`budgets`] (reservations, settling, tenant budgets). Each module's statements are written
+//! [`creates`] (the create log that pools' quotas count) and [`budgets`] (reservations, settling, tenant budgets) and [`spend`] (providers' spend limits, checked with budgets). Each module's statements are written
 //! once for both drivers (`on_both_drivers!`), into its own `sqlite` and `postgres` modules.
 
 pub mod accounts;
 pub mod budgets;
 pub mod creates;
 pub mod deadlines;
+pub mod spend;
 
 pub use accounts::{Grant, Marked};
 pub(crate) use accounts::{by_account, marked};
@@ -14,6 +15,7 @@ pub use budgets::{Budget, Settle, Usage, parse_cost, period_start};
 pub(crate) use budgets::{Checked, budgeted, may_settle, settlements};
 pub use creates::Create;
 pub use deadlines::{PendingGroup, TaskTerms};
+pub use spend::{SpendLimit, SpendScope, SpendTerms};
 
 use crate::StoreError;
 
