@@ -160,3 +160,59 @@ async fn a_flush_found_by_the_periodic_reconciliation_keeps_the_rate() {
     m.stub.hold_jobs(false);
     m.check().await;
 }
+
+/// A daily quota per calendar day in a named zone (`tz = "Asia/Tokyo"`): the day's creates
+/// are counted from Tokyo's midnight (15:00 UTC), not UTC's, and the units held by a full day
+/// go at Tokyo's next midnight. Embedded store, manual clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daily_quota_in_a_named_zone_resets_at_that_zones_midnight() {
+    use crate::support::Manual;
+    use slotd_core::clock::Clock;
+
+    const POOL: &str = "fixture";
+    let m = Manual::start_with(10, 100, |c| {
+        if let Some(p) = c.pools.get_mut(POOL) {
+            p.daily = Some(slotd_core::config::Quota {
+                limit: 2,
+                window: slotd_core::config::calendar_day("Asia/Tokyo").expect("zone"),
+            });
+        }
+    })
+    .await;
+    // 14:00 UTC on day 0: 23:00 in Tokyo.
+    let tokyo_midnight = 15 * 3_600_000;
+    m.clock
+        .advance(tokyo_midnight - 3_600_000 - m.clock.now_ms());
+    m.submit("fixture", serde_json::json!({"count": 4, "polls": 1}))
+        .await;
+    let mut rounds = 0;
+    while m.stub.stats().creates < 2 {
+        m.round(&[POOL], 50).await;
+        rounds += 1;
+        assert!(rounds < 50, "the day's two creates never went out");
+    }
+    // The rest of Tokyo's day (UTC's day goes on for hours after it): nothing more.
+    while m.clock.now_ms() < tokyo_midnight - 60_000 {
+        let step = (tokyo_midnight - 60_000 - m.clock.now_ms()).min(600_000);
+        m.round(&[POOL], step).await;
+    }
+    assert_eq!(m.stub.stats().creates, 2, "two a day in Tokyo");
+    // Past Tokyo's midnight (and the margin of a second): the next two go.
+    m.clock.advance(tokyo_midnight + 2_000 - m.clock.now_ms());
+    let mut rounds = 0;
+    while m.stub.stats().creates < 4 {
+        m.round(&[POOL], 50).await;
+        rounds += 1;
+        assert!(rounds < 50, "Tokyo's new day never let the next two go");
+    }
+    m.run_until(&[POOL], 200, async |m| {
+        m.stub.stats().in_flight == 0
+            && m.services
+                .store
+                .unit_count_by_pool()
+                .await
+                .is_ok_and(|c| c.iter().all(|c| c.status.is_terminal() || c.count == 0))
+    })
+    .await;
+    m.check().await;
+}

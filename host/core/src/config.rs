@@ -40,7 +40,7 @@ pub use self::api::{
 pub use self::file::parse_duration;
 pub use self::handler::{Account, ApiKey, HandlerConfig, Secret};
 pub use self::limits::RuntimeLimits;
-pub use self::quotas::{QUOTA_WINDOW_MAX, Quota, Window, parse_rate};
+pub use self::quotas::{QUOTA_WINDOW_MAX, Quota, Window, calendar_day, parse_rate};
 pub use self::scheduler::SchedulerConfig;
 pub use self::tenants::{BudgetConfig, TenantConfig};
 pub use self::validate::check_tenant_name;

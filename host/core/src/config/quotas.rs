@@ -28,6 +28,53 @@ pub enum Window {
     /// Those since the last midnight at a fixed offset from UTC, in minutes east (a calendar
     /// day that resets at once).
     CalendarDay { offset_minutes: i32 },
+    /// Those since the last midnight in a named IANA time zone (`"America/New_York"`): a
+    /// calendar day whose offset follows the zone's rules, 23 or 25 hours long on the days
+    /// its clocks change. The name is interned (see [`zone_name`]) so a window stays `Copy`.
+    ZonedDay { zone: &'static str },
+}
+
+/// A day as the windows count it, and the longest a zoned day can be (a clock set back).
+const LONGEST_DAY_MS: i64 = DAY_MS + 3_600_000;
+
+/// The one copy of a zone name the windows refer to: each distinct name is kept once for the
+/// life of the process (a configuration names a handful).
+fn zone_name(name: &str) -> &'static str {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// The zone of an interned name (checked when it was parsed; UTC should it ever fail).
+fn zone(name: &str) -> jiff::tz::TimeZone {
+    jiff::tz::db().get(name).unwrap_or(jiff::tz::TimeZone::UTC)
+}
+
+/// The start (Unix ms) of the calendar day in `zone` containing `t`, and of the next one.
+fn zoned_day(zone_name: &str, t: i64) -> (i64, i64) {
+    let day = jiff::Timestamp::from_millisecond(t).ok().and_then(|ts| {
+        let start = ts.to_zoned(zone(zone_name)).start_of_day().ok()?;
+        let next = start.tomorrow().ok()?.start_of_day().ok()?;
+        Some((
+            start.timestamp().as_millisecond(),
+            next.timestamp().as_millisecond(),
+        ))
+    });
+    // Outside jiff's range (years beyond ±9999): a UTC day.
+    day.unwrap_or_else(|| {
+        let start = t.div_euclid(DAY_MS) * DAY_MS;
+        (start, start + DAY_MS)
+    })
 }
 
 impl Window {
@@ -36,6 +83,20 @@ impl Window {
         match *self {
             Window::Rolling(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
             Window::CalendarDay { .. } => DAY_MS,
+            Window::ZonedDay { .. } => LONGEST_DAY_MS,
+        }
+    }
+
+    /// The start of the calendar day containing `t` (Unix ms) for the calendar kinds;
+    /// `None` for a rolling window.
+    pub fn day_start(&self, t: i64) -> Option<i64> {
+        match *self {
+            Window::Rolling(_) => None,
+            Window::CalendarDay { offset_minutes } => {
+                let off = i64::from(offset_minutes) * 60_000;
+                Some((t + off).div_euclid(DAY_MS) * DAY_MS - off)
+            }
+            Window::ZonedDay { zone } => Some(zoned_day(zone, t).0),
         }
     }
 
@@ -49,13 +110,9 @@ impl Window {
 
     /// Creates made at or after this instant (Unix ms) count at `now_ms`.
     pub fn since(&self, now_ms: i64) -> i64 {
-        let start = match *self {
-            Window::Rolling(_) => now_ms.saturating_sub(self.len_ms()) + 1,
-            Window::CalendarDay { offset_minutes } => {
-                let off = i64::from(offset_minutes) * 60_000;
-                (now_ms + off).div_euclid(DAY_MS) * DAY_MS - off
-            }
-        };
+        let start = self
+            .day_start(now_ms)
+            .unwrap_or_else(|| now_ms.saturating_sub(self.len_ms()) + 1);
         start.saturating_sub(self.margin_ms())
     }
 
@@ -71,6 +128,7 @@ impl Window {
                 .since(now_ms)
                 .saturating_add(DAY_MS)
                 .saturating_add(2 * self.margin_ms()),
+            Window::ZonedDay { zone } => zoned_day(zone, now_ms).1.saturating_add(self.margin_ms()),
         }
     }
 
@@ -89,6 +147,7 @@ impl fmt::Display for Window {
                 let m = offset_minutes.unsigned_abs();
                 write!(f, "calendar day (UTC{sign}{:02}:{:02})", m / 60, m % 60)
             }
+            Window::ZonedDay { zone } => write!(f, "calendar day ({zone})"),
         }
     }
 }
@@ -137,20 +196,24 @@ fn check_window(what: &str, window: Duration) -> Result<(), String> {
     Ok(())
 }
 
-/// A fixed offset from UTC: `"UTC"`, `"Z"`, `"+08:00"`, `"-05:30"`.
-fn parse_offset(tz: &str) -> Result<i32, String> {
+/// A calendar day's zone: `"UTC"`, `"Z"`, a fixed offset (`"+08:00"`, `"-05:30"`) or an IANA
+/// zone name (`"America/New_York"`, `"Asia/Shanghai"`), whose offset follows its rules.
+fn parse_tz(tz: &str) -> Result<Window, String> {
     let t = tz.trim();
     if matches!(t, "UTC" | "utc" | "Z" | "GMT") {
-        return Ok(0);
+        return Ok(Window::CalendarDay { offset_minutes: 0 });
     }
     let (sign, rest) = match t.as_bytes().first() {
         Some(b'+') => (1, &t[1..]),
         Some(b'-') => (-1, &t[1..]),
         _ => {
-            return Err(format!(
-                "tz {tz:?}: give \"UTC\" or an offset such as \"+09:00\" (named zones such as \
-                 \"America/New_York\" are not supported: their offset changes with the season)"
-            ));
+            return match jiff::tz::db().get(t) {
+                Ok(_) => Ok(Window::ZonedDay { zone: zone_name(t) }),
+                Err(_) => Err(format!(
+                    "tz {tz:?}: not a time zone; give an IANA name such as \"America/New_York\", \
+                     \"UTC\" or an offset such as \"+09:00\""
+                )),
+            };
         }
     };
     let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
@@ -159,12 +222,20 @@ fn parse_offset(tz: &str) -> Result<i32, String> {
     if !(0..=14).contains(&h) || !(0..60).contains(&m) {
         return Err(format!("tz {tz:?}: offsets run from -14:00 to +14:00"));
     }
-    Ok(sign * (h * 60 + m))
+    Ok(Window::CalendarDay {
+        offset_minutes: sign * (h * 60 + m),
+    })
+}
+
+/// A calendar-day window in `tz` (`"+08:00"`, `"Asia/Tokyo"`), for code that builds a
+/// configuration (tests, tools); the file's `daily = { limit, tz }` reads the same.
+pub fn calendar_day(tz: &str) -> Result<Window, String> {
+    parse_tz(tz)
 }
 
 /// `daily`: a number (creates per rolling 24 h), or a table: `{ limit = 6 }`, `{ limit = 6,
-/// window = "40s" }` (a shorter "day", for simulators), `{ limit = 6, tz = "+08:00" }` (per
-/// calendar day at that offset).
+/// window = "40s" }` (a shorter "day", for simulators), `{ limit = 6, tz = "+08:00" }` or
+/// `{ limit = 6, tz = "America/New_York" }` (per calendar day at that offset, in that zone).
 fn daily_from(value: DailyValue) -> Result<Quota, String> {
     match value {
         DailyValue::Limit(n) => {
@@ -192,9 +263,7 @@ fn daily_from(value: DailyValue) -> Result<Quota, String> {
                     check_window(&w, d)?;
                     Window::Rolling(d)
                 }
-                (None, Some(tz)) => Window::CalendarDay {
-                    offset_minutes: parse_offset(&tz)?,
-                },
+                (None, Some(tz)) => parse_tz(&tz)?,
                 (None, None) => Window::Rolling(QUOTA_WINDOW_MAX),
             };
             Ok(Quota { limit, window })
@@ -280,13 +349,51 @@ mod tests {
             }
         );
         assert!(daily_from(DailyValue::Limit(0)).is_err());
-        let e = daily_from(DailyValue::Table {
+        let q = daily_from(DailyValue::Table {
             limit: 6,
             window: None,
             tz: Some("Europe/Paris".into()),
         })
-        .expect_err("named zone");
-        assert!(e.contains("Europe/Paris"), "{e}");
+        .expect("named zone");
+        assert_eq!(
+            q.window,
+            Window::ZonedDay {
+                zone: "Europe/Paris"
+            }
+        );
+        let e = daily_from(DailyValue::Table {
+            limit: 6,
+            window: None,
+            tz: Some("Mars/Olympus_Mons".into()),
+        })
+        .expect_err("no such zone");
+        assert!(e.contains("Mars/Olympus_Mons") && e.contains("IANA"), "{e}");
+    }
+
+    #[test]
+    fn a_named_zone_follows_its_clock_changes() {
+        // New York sets its clocks back on 2026-11-01: that day runs from 04:00Z (EDT
+        // midnight) to 05:00Z the next day (EST midnight), 25 hours.
+        let w = Window::ZonedDay {
+            zone: zone_name("America/New_York"),
+        };
+        let now = 1_793_552_400_000; // 2026-11-01T17:00:00Z, noon EST
+        assert_eq!(w.day_start(now), Some(1_793_505_600_000));
+        assert_eq!(w.since(now), 1_793_505_600_000 - 1_000);
+        assert_eq!(w.frees_at(now, None), 1_793_595_600_000 + 1_000);
+        assert!(
+            w.span_ms() >= 25 * 3_600_000,
+            "records kept for the long day"
+        );
+        assert_eq!(w.to_string(), "calendar day (America/New_York)");
+        // The next day is 24 hours again.
+        let next = 1_793_595_600_000 + 3_600_000;
+        assert_eq!(w.day_start(next), Some(1_793_595_600_000));
+        // One name, one copy.
+        assert!(std::ptr::eq(
+            zone_name("America/New_York"),
+            zone_name("America/New_York")
+        ));
     }
 
     #[test]

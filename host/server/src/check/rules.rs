@@ -363,15 +363,17 @@ fn over_quota(who: &str, times: &[i64], list: &[slotd_core::config::Quota]) -> V
                 }
                 best
             }
-            Window::CalendarDay { offset_minutes } => {
-                let off = i64::from(offset_minutes) * 60_000;
+            Window::CalendarDay { .. } | Window::ZonedDay { .. } => {
+                // Creates per calendar day (at the offset, or in the zone), by the day's start.
                 let mut days: BTreeMap<i64, usize> = BTreeMap::new();
                 for t in times {
-                    *days.entry((t + off).div_euclid(86_400_000)).or_default() += 1;
+                    *days
+                        .entry(q.window.day_start(*t).unwrap_or(*t))
+                        .or_default() += 1;
                 }
                 days.into_iter()
                     .max_by_key(|(_, n)| *n)
-                    .map_or((0, 0), |(d, n)| (n, d * 86_400_000 - off))
+                    .map_or((0, 0), |(start, n)| (n, start))
             }
         };
         if count > q.limit as usize {

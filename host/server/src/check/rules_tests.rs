@@ -360,3 +360,35 @@ fn an_accounts_creates_beyond_its_own_quota_are_reported_per_pool() {
         found[0].message
     );
 }
+
+#[test]
+fn a_zoned_calendar_day_is_judged_by_its_own_midnight() {
+    use slotd_core::config::{Quota, Window};
+    let at = |ms: &[i64]| -> Vec<(String, Option<String>, i64)> {
+        ms.iter().map(|t| ("p".to_string(), None, *t)).collect()
+    };
+    let daily = Quota {
+        limit: 2,
+        window: Window::ZonedDay { zone: "Asia/Tokyo" },
+    };
+    let quotas = BTreeMap::from([("p".to_string(), vec![daily])]);
+    // Tokyo's day starts at 15:00Z: three creates around UTC midnight fall in one Tokyo day.
+    let h = 3_600_000;
+    let over = Snapshot {
+        creates: at(&[16 * h, 23 * h, 25 * h]),
+        ..Snapshot::default()
+    };
+    let found = quota_windows(&over, &quotas);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].message.contains("Asia/Tokyo"),
+        "{}",
+        found[0].message
+    );
+    // Across Tokyo's midnight: two days of two each.
+    let clean = Snapshot {
+        creates: at(&[16 * h, 17 * h, 40 * h, 41 * h]),
+        ..Snapshot::default()
+    };
+    assert!(quota_windows(&clean, &quotas).is_empty());
+}

@@ -270,7 +270,8 @@ impl Scheduler {
     }
 
     /// Forget a pool's recorded creates that no window reaches any more (none is longer than a
-    /// day; a minute more covers any margin).
+    /// day, or 25 hours for a zoned calendar day whose clocks go back; a minute more covers any
+    /// margin).
     async fn prune_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
         let has_quotas = crate::pool_state::pool_limits_now(s)
@@ -283,7 +284,11 @@ impl Scheduler {
         }
         let day =
             i64::try_from(slotd_core::config::QUOTA_WINDOW_MAX.as_millis()).unwrap_or(i64::MAX);
-        let before = s.clock.now_ms().saturating_sub(day.saturating_add(60_000));
+        let longest = day.saturating_add(3_600_000);
+        let before = s
+            .clock
+            .now_ms()
+            .saturating_sub(longest.saturating_add(60_000));
         s.store.quota_creates_prune(pool, before).await?;
         Ok(())
     }
