@@ -125,6 +125,17 @@ async fn a_minimum_is_taken_from_the_first_slots_that_free_and_lent_while_idle()
         assert_eq!(status, 202, "{body}");
         body["task_id"].as_str().unwrap_or_default().to_string()
     };
+    // Its queue position counts its reservation: its first unit goes at the first free slot,
+    // not behind b's 180 waiting units of higher priority.
+    let (_, view) = api_call_as(
+        &m.services,
+        "GET",
+        &format!("/v1/tasks/{a_task}"),
+        None,
+        Some(KEY_A),
+    )
+    .await;
+    assert_eq!(view["queue_position"], 0, "{view}");
     let mut seen = Vec::new();
     for _ in 0..60 {
         m.round(&[POOL], 10).await;

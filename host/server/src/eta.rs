@@ -273,6 +273,7 @@ mod tests {
             ahead_first: ahead_last.saturating_sub(pending.saturating_sub(1)),
             ahead_last,
             running,
+            ..QueueStanding::default()
         }
     }
 

@@ -14,6 +14,7 @@ mod one_impl;
 pub mod postgres;
 mod shared;
 pub mod sqlite;
+mod standing;
 #[cfg(test)]
 pub(crate) mod suite;
 pub mod terms;
@@ -305,6 +306,15 @@ pub struct QueueStanding {
     pub ahead_last: u64,
     /// Every unit of the pool holding a slot now: its submit time and whether it is the task's.
     pub running: Vec<(i64, bool)>,
+    /// The task's tenant, and the 0-based ranks of its first and last pending unit among its
+    /// tenant's pending units of the same priority (FIFO).
+    pub tenant: String,
+    pub rank_first: u64,
+    pub rank_last: u64,
+    /// Pending units of the pool at a higher priority.
+    pub higher: u64,
+    /// Other tenants' pending units at the task's priority, per tenant (name order).
+    pub others: Vec<(String, u64)>,
 }
 
 /// One row of the append-only handler version history: a state a handler file's version

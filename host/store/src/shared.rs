@@ -334,9 +334,9 @@ on_both_drivers! {
         .bind(priority)
         .fetch_one(pool)
         .await?;
-        let others: Vec<i64> = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM units WHERE pool = $1 AND status = 'pending' \
-             AND priority = $2 AND tenant <> $3 GROUP BY tenant",
+        let others: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT tenant, COUNT(*) FROM units WHERE pool = $1 AND status = 'pending' \
+             AND priority = $2 AND tenant <> $3 GROUP BY tenant ORDER BY tenant",
         )
         .bind(&name)
         .bind(priority)
@@ -344,24 +344,18 @@ on_both_drivers! {
         .fetch_all(pool)
         .await?;
         let earlier = count(earlier);
-        // Other tenants' units ahead of the task's unit at 0-based rank `r` of its tenant.
-        let ahead_at = |r: u64| -> u64 {
-            let mut ahead = count(higher) + r;
-            let mut ties = 0;
-            for &c in &others {
-                let c = count(c);
-                ahead += c.min(r);
-                ties += u64::from(c > r);
-            }
-            ahead + ties / 2
-        };
-        Ok(Some(QueueStanding {
+        let standing = QueueStanding {
             running: running_in(pool, &name, task_id).await?,
             pool: name,
             pending,
-            ahead_first: ahead_at(earlier),
-            ahead_last: ahead_at(earlier + pending.saturating_sub(1)),
-        }))
+            tenant,
+            rank_first: earlier,
+            rank_last: earlier + pending.saturating_sub(1),
+            higher: count(higher),
+            others: others.into_iter().map(|(t, c)| (t, count(c))).collect(),
+            ..QueueStanding::default()
+        };
+        Ok(Some(standing.with_reservations(&Default::default())))
     }
 
     /// A count as `u64` (a negative one reads as none).

@@ -26,6 +26,7 @@ pub(super) async fn estimate(
     else {
         return Ok((None, None));
     };
+    let standing = with_reservations(services, standing).await?;
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
     let limit = crate::pool_state::pool_limits_now(services).remove(&standing.pool);
     let max = limit.as_ref().map_or(1, |l| l.max_slots);
@@ -80,4 +81,35 @@ pub(super) async fn estimate(
         pace: &pace,
     });
     Ok((queue_position, Some(at)))
+}
+
+/// The standing with tenants' unfilled reservations of its pool counted (they are filled
+/// first); unchanged when no tenant has a `min_slots` there.
+async fn with_reservations(
+    services: &Services,
+    standing: slotd_store::QueueStanding,
+) -> Result<slotd_store::QueueStanding, ApiError> {
+    use crate::pool_state::reservations;
+    let shares = reservations::configured(&services.config, &standing.pool);
+    if standing.pending == 0 || shares.values().all(|(min, _)| *min == 0) {
+        return Ok(standing);
+    }
+    let held: std::collections::BTreeMap<String, u64> = services
+        .store
+        .unit_count_submitted_by_tenant(&standing.pool)
+        .await
+        .map_err(log_store_error("counting slots held per tenant"))?
+        .into_iter()
+        .collect();
+    let pending: Vec<String> = standing
+        .others
+        .iter()
+        .map(|(t, _)| t.clone())
+        .chain(std::iter::once(standing.tenant.clone()))
+        .collect();
+    let lacks = reservations::lacking(&shares, &held, &pending)
+        .into_iter()
+        .map(|(t, n)| (t, u64::from(n)))
+        .collect();
+    Ok(standing.with_reservations(&lacks))
 }

@@ -13,6 +13,7 @@
 //!   state before any has ended).
 //! - [`quotas`]: pools' `rate` and `daily` quotas on creates, and slot sets closed by a
 //!   provider's "not before T".
+//! - [`reservations`]: tenants' `min_slots` still lacking (the fill's first grants, the ETA).
 //! - [`spend`]: pools' and accounts' `spend` limits (decided by the submit marker).
 
 pub mod accounts;
@@ -21,6 +22,7 @@ pub mod discovered;
 pub mod durations;
 pub mod limits;
 pub mod quotas;
+pub mod reservations;
 pub mod spend;
 
 pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};

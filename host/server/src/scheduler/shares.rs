@@ -33,15 +33,7 @@ impl Shares {
         pending: Vec<String>,
     ) -> Shares {
         let holds = |t: &str| u32::try_from(held.get(t).copied().unwrap_or(0)).unwrap_or(u32::MAX);
-        let reserved = shares
-            .iter()
-            .filter(|(t, (min, _))| *min > 0 && pending.contains(t))
-            .map(|(t, (min, max))| {
-                let want = max.map_or(*min, |m| (*min).min(m));
-                (t.clone(), want.saturating_sub(holds(t)))
-            })
-            .filter(|(_, lacks)| *lacks > 0)
-            .collect();
+        let reserved = crate::pool_state::reservations::lacking(shares, held, &pending);
         let room = shares
             .iter()
             .filter_map(|(t, (_, max))| Some((t.clone(), max.as_ref()?.saturating_sub(holds(t)))))
@@ -101,16 +93,7 @@ impl Scheduler {
     /// The tenants' shares of `pool` for this fill; `None` when no tenant has one.
     pub(super) async fn shares(&self, pool: &str) -> Result<Option<Shares>, SchedulerError> {
         let s = &self.services;
-        let configured: BTreeMap<String, (u32, Option<u32>)> = s
-            .config
-            .tenants
-            .iter()
-            .filter_map(|(name, t)| {
-                let min = t.min_slots.get(pool).copied();
-                let max = t.max_slots.get(pool).copied();
-                (min.is_some() || max.is_some()).then(|| (name.clone(), (min.unwrap_or(0), max)))
-            })
-            .collect();
+        let configured = crate::pool_state::reservations::configured(&s.config, pool);
         if configured.is_empty() {
             return Ok(None);
         }
