@@ -132,6 +132,7 @@ async fn list(
         .unit_count_by_pool()
         .await
         .map_err(log_store_error("counting units by pool"))?;
+    crate::pool_state::discovered_shared::refresh(&services).await;
     let limits = crate::pool_state::pool_limits_now(&services);
 
     let mut keys: BTreeMap<String, Vec<crate::pool_state::PoolAccount>> = BTreeMap::new();

@@ -28,6 +28,7 @@ pub(super) async fn estimate(
     };
     let standing = with_reservations(services, standing).await?;
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
+    crate::pool_state::discovered_shared::refresh(services).await;
     let limit = crate::pool_state::pool_limits_now(services).remove(&standing.pool);
     let max = limit.as_ref().map_or(1, |l| l.max_slots);
     let now = services.clock.now_ms();

@@ -45,6 +45,8 @@ pub struct Discovered {
     by: RwLock<HashMap<(String, Option<String>), Found>>,
     /// Notified after a refusal: the discovery loop reads again soon.
     pub(crate) notify: tokio::sync::Notify,
+    /// When a process that runs no scheduler last read the cluster's (Unix ms).
+    pub(crate) pulled_at: std::sync::atomic::AtomicI64,
 }
 
 impl Discovered {
@@ -53,6 +55,16 @@ impl Discovered {
         self.by
             .write()
             .insert((pool.to_string(), account.map(str::to_string)), found);
+    }
+
+    /// Replace everything known with `all` (pool, account, found): a process that runs no
+    /// scheduler takes the cluster's view whole (`discovered_shared`).
+    pub fn replace_all(&self, all: Vec<(String, Option<String>, Found)>) {
+        let mut by = self.by.write();
+        by.clear();
+        for (pool, account, found) in all {
+            by.insert((pool, account), found);
+        }
     }
 
     pub fn get(&self, pool: &str, account: Option<&str>) -> Option<Found> {

@@ -8,7 +8,8 @@
 //! - [`accounts`]: drained provider accounts (credentials refused, balance exhausted) and their
 //!   probes.
 //! - [`discovered`]: limits the provider publishes (contract 1.3 `provider.limits`); the
-//!   lower of a configured and a discovered limit is in force.
+//!   lower of a configured and a discovered limit is in force; [`discovered_shared`] shares
+//!   them through Redis with processes that run no scheduler.
 //! - [`durations`]: the provider's observed job durations per class (and the ones handlers
 //!   state before any has ended).
 //! - [`quotas`]: pools' `rate` and `daily` quotas on creates, and slot sets closed by a
@@ -19,6 +20,7 @@
 pub mod accounts;
 pub mod capacity;
 pub mod discovered;
+pub mod discovered_shared;
 pub mod durations;
 pub mod limits;
 pub mod quotas;

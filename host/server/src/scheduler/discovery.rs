@@ -73,6 +73,21 @@ impl Scheduler {
                         quotas = ?found.quotas,
                         "provider published its limits"
                     );
+                    if let Some(keys) = &s.keyspace {
+                        let keep = u64::try_from(s.config.scheduler.limits_refresh.as_millis())
+                            .unwrap_or(u64::MAX)
+                            .saturating_mul(3);
+                        let shared = crate::pool_state::discovered_shared::publish(
+                            keys,
+                            &l.pool,
+                            account.as_deref(),
+                            &found,
+                            keep,
+                        );
+                        if let Err(e) = shared.await {
+                            tracing::warn!(pool = %l.pool, error = %e, "sharing the provider's limits through Redis failed");
+                        }
+                    }
                     s.discovered.record(&l.pool, account.as_deref(), found);
                 }
             }
