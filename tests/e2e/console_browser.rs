@@ -206,6 +206,10 @@ async fn console_in_a_browser() {
     let run = Run::start_with(opts, 4, false, |c| {
         if let Some(p) = c.pools.get_mut("kling:video") {
             p.rate = slotd_core::config::parse_rate("1000/min").ok();
+            p.spend = Some(slotd_core::config::BudgetConfig {
+                limit: 100_000.0,
+                period: std::time::Duration::from_secs(30 * 86_400),
+            });
         }
     })
     .await;
@@ -248,6 +252,13 @@ async fn console_in_a_browser() {
     assert!(
         quota.contains("/ 1000") && quota.contains("rate (rolling 1m)"),
         "the pool card shows its rate quota: {quota:?}"
+    );
+    let spend = js(&c, r#"const q = document.querySelector('section.pool[data-pool="kling:video"] [data-spend="pool"]');
+        return q ? q.textContent : null;"#).await;
+    let spend = spend.as_str().unwrap_or_default().to_string();
+    assert!(
+        spend.contains("/ 100000") && spend.contains("spend per 30days"),
+        "the pool card shows its spend limit: {spend:?}"
     );
     let pools_png = screenshot(&c, "pools.png").await;
 

@@ -45,11 +45,19 @@ function poolCard(p, t) {
       "Quota reached: nothing is submitted on this pool until " + new Date(p.closed_until).toLocaleTimeString() +
       (c ? " (" + c.code + ", " + c.basis + "): " + c.reason : "") + ". Pending units wait; none spends its retry budget."));
   }
-  const quotas = (p.quotas || []).length ? el("div", { class: "row" }, p.quotas.map((qv) =>
+  const quotaStats = (p.quotas || []).map((qv) =>
     el("span", { class: "stat", "data-quota": qv.dimension },
       el("b", { class: qv.remaining === 0 ? "warn" : "" }, qv.used + " / " + qv.limit),
       el("span", {}, qv.dimension + " (" + qv.window + ")" +
-        (qv.remaining === 0 && qv.resets_at ? ", room at " + new Date(qv.resets_at).toLocaleTimeString() : ""))))) : null;
+        (qv.source === "discovered" ? ", published by the provider" : "") +
+        (qv.remaining === 0 && qv.resets_at ? ", room at " + new Date(qv.resets_at).toLocaleTimeString() : ""))));
+  if (p.spend) {
+    const sv = p.spend;
+    quotaStats.push(el("span", { class: "stat", "data-spend": "pool" },
+      el("b", { class: sv.remaining <= 0 ? "warn" : "" }, fmtCost(sv.used) + " / " + fmtCost(sv.limit)),
+      el("span", {}, "spend per " + sv.period + (sv.remaining <= 0 ? ", until " + new Date(sv.resets_at).toLocaleString() : ""))));
+  }
+  const quotas = quotaStats.length ? el("div", { class: "row" }, quotaStats) : null;
   const accounts = (p.accounts || []).length ? el("div", { class: "row" }, p.accounts.map((a) =>
     el("span", { class: "stat", "data-account": a.name },
       el("b", { class: a.state === "drained" ? "warn" : "" }, (a.used ?? "?") + " / " + a.effective_max_slots),
@@ -66,6 +74,9 @@ function poolCard(p, t) {
       el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Provider latency p50 / p95")), latencyChart(t)))
       : el("p", { class: "muted" }, "No timeline for this pool."));
 }
+
+/** A cost in the provider's unit: at most two decimals. */
+function fmtCost(v) { return (Math.round((v || 0) * 100) / 100).toString(); }
 
 function sum(list, key) { return (list || []).reduce((a, m) => a + (m[key] || 0), 0); }
 
