@@ -297,3 +297,71 @@ async fn runway_discovered_limits_below_the_configuration_are_obeyed_and_shown()
     );
     run.stop(&[(POOL, 2)]).await;
 }
+
+/// A handler that can publish limits is read as soon as it is loaded or replaced, not on the
+/// next refresh period (here an hour away): another client's 3 creates show on the pool right
+/// after `runway-video.wasm` is replaced in `plugins/` (the same component with a custom
+/// section added, so a new file to the watcher).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_limits_are_read_again_when_the_handler_is_replaced() {
+    let opts = RunwayOptions {
+        daily_limit: 6,
+        day_seconds: Some(3_600.0),
+        ..sim_options(12)
+    };
+    let run = Run::start(opts, |c, _| {
+        c.scheduler.limits_refresh = Duration::from_secs(3_600);
+        if let Some(h) = c.handlers.get_mut(crate::runway::HANDLER) {
+            h.settings.insert("read_organization".into(), "true".into());
+        }
+    })
+    .await;
+    let daily_used = async |run: &Run| {
+        let p = pool_view(run).await;
+        p["quotas"]
+            .as_array()
+            .and_then(|q| q.iter().find(|q| q["dimension"] == "daily"))
+            .map(|d| (d["source"].clone(), d["used"].clone()))
+    };
+    eventually(Duration::from_secs(30), "read at start", async || {
+        (daily_used(&run).await == Some(("discovered".into(), 0.into()))).then_some(())
+    })
+    .await;
+    let http = reqwest::Client::new();
+    for i in 0..3 {
+        let r = http
+            .post(format!("{}/v1/image_to_video", run.sim.base_url()))
+            .bearer_auth(slotd_sim::runway::API_KEY_DEFAULT)
+            .header("X-Runway-Version", "2024-11-06")
+            .json(
+                &serde_json::json!({"model": "gen4_turbo", "ratio": "1280:720",
+                "duration": 5, "promptImage": format!("https://example.com/other/{i}.png")}),
+            )
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    }
+    let file = run.services.config.plugins_dir.join("runway-video.wasm");
+    let mut bytes = std::fs::read(&file).expect("the handler's file");
+    // A custom section (id 0): size 12, name "slotd-test" (10), payload "x".
+    bytes.extend_from_slice(&[0x00, 0x0c, 0x0a]);
+    bytes.extend_from_slice(b"slotd-testx");
+    let staged = file.with_extension("wasm.tmp");
+    std::fs::write(&staged, &bytes).expect("write");
+    std::fs::rename(&staged, &file).expect("replace");
+    eventually(
+        Duration::from_secs(30),
+        "the replaced handler is read at once",
+        async || (daily_used(&run).await == Some(("discovered".into(), 3.into()))).then_some(()),
+    )
+    .await;
+    // The replaced handler serves: a shot goes through within what the day has left.
+    let id = run.submit(payload("replaced", 1)).await;
+    eventually(Duration::from_secs(60), "the shot completes", async || {
+        let v = run.task(&id).await;
+        (statuses(&v) == ["completed"]).then_some(())
+    })
+    .await;
+    run.stop(&[(POOL, 5)]).await;
+}

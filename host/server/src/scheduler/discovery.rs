@@ -94,33 +94,48 @@ impl Scheduler {
         }
     }
 
-    /// The discovery loop: read at start, then every `limits_refresh`, and after a refusal.
-    pub(super) async fn discovery_loop(self: Arc<Self>, shutdown: CancellationToken) {
-        let cfg = self.services.config.scheduler.clone();
-        if !self
+    /// The handlers that can publish limits, by name and file (a hot-loaded or replaced one
+    /// changes it).
+    fn providers(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
             .services
             .registry
             .all()
             .iter()
-            .any(|h| h.has_provider())
-        {
-            // Nothing to read now; a handler loaded later is read on the next period.
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(cfg.limits_refresh) => {}
-            }
-        }
+            .filter(|h| h.has_provider())
+            .map(|h| (h.info.name.clone(), h.sha256.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The discovery loop: read at start, then every `limits_refresh`, soon after a refusal,
+    /// and at once when a handler that can publish limits is loaded or replaced (looked at
+    /// every tick interval).
+    pub(super) async fn discovery_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let cfg = self.services.config.scheduler.clone();
+        let look = cfg.tick_interval.min(cfg.limits_refresh);
         loop {
-            self.discover_limits().await;
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(cfg.limits_refresh) => {}
-                _ = self.services.discovered.notify.notified() => {
-                    // A burst of refusals is one read.
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(cfg.min_rest) => {}
+            let read = self.providers();
+            if !read.is_empty() {
+                self.discover_limits().await;
+            }
+            let due = tokio::time::Instant::now() + cfg.limits_refresh;
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep_until(due.min(tokio::time::Instant::now() + look)) => {}
+                    _ = self.services.discovered.notify.notified() => {
+                        // A burst of refusals is one read.
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(cfg.min_rest) => {}
+                        }
+                        break;
                     }
+                }
+                if tokio::time::Instant::now() >= due || self.providers() != read {
+                    break;
                 }
             }
         }
