@@ -109,3 +109,52 @@ fn video_shots_are_estimated_in_units_and_avatars_are_unknown() {
     );
     assert_eq!(KlingAvatar::estimate("avatar_clone", "{}"), None);
 }
+
+#[test]
+fn video_shots_state_their_expected_durations_scaled_and_avatars_state_none() {
+    let payload = json!({"shots": [
+        {"prompt": "a"},
+        {"prompt": "b", "mode": "pro"},
+        {"prompt": "c", "duration": "10", "image": "https://x/i.png"}]});
+    let host = ScriptedHost::new();
+    let units = KlingVideo::<false>::plan(&host, "video", &payload.to_string())
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let stated = |host: &ScriptedHost| -> Vec<Option<(u64, u64)>> {
+        units
+            .iter()
+            .map(|u| {
+                KlingVideo::<false>::expected_duration(host, "video", &u.spec)
+                    .map(|e| (e.p50_ms, e.p95_ms))
+            })
+            .collect()
+    };
+    // KLING_API.md: std 5 s clips 30 s – 2 min, pro or 10 s clips 1 – 5 min.
+    assert_eq!(
+        stated(&host),
+        [
+            Some((75_000, 115_500)),
+            Some((180_000, 288_000)),
+            Some((180_000, 288_000))
+        ]
+    );
+    // Against a simulator at time × 0.1, in the simulator's milliseconds.
+    let fast = ScriptedHost::new().with_config("expected_duration_scale", "0.1");
+    assert_eq!(stated(&fast)[0], Some((7_500, 11_550)));
+    let tiny = ScriptedHost::new().with_config("expected_duration_scale", "0.000001");
+    assert_eq!(stated(&tiny)[0], Some((1, 1)), "never a zero median");
+    // Unknown: another task type, an unreadable spec, an unusable scale.
+    assert_eq!(
+        KlingVideo::<false>::expected_duration(&host, "avatar_clone", &units[0].spec),
+        None
+    );
+    assert_eq!(
+        KlingVideo::<false>::expected_duration(&host, "video", "nope"),
+        None
+    );
+    let broken = ScriptedHost::new().with_config("expected_duration_scale", "0");
+    assert_eq!(stated(&broken)[0], None);
+    assert_eq!(
+        KlingAvatar::expected_duration(&host, "avatar_clone", "{}"),
+        None
+    );
+}

@@ -1,15 +1,19 @@
 //! The two Kling handlers as [`slotd_sdk::Handler`]s; the `kling-video` and `kling-avatar`
 //! components only export them. Neither claims a 1.1 feature (no `cancel`, no routing).
 //! `kling-video` estimates each shot's cost in resource-pack units (contract 1.2 `costs`, see
-//! [`crate::price`]); `kling-avatar` has no published price and leaves its estimate unknown.
+//! [`crate::price`]) and states each shot's expected duration (contract 1.3
+//! `provider.durations`, see [`video::expected_duration`]); `kling-avatar` has no published
+//! price and states no duration (a statement is about a unit's first stage, its 5–20 s voice,
+//! while the unit goes on to a 10–90 s element), leaving both unknown.
 //!
 //! Configuration (`[handlers.<name>]`): `base_url`, `access_key`, the secret `secret_key`
 //! (signs the JWT in the host), optionally the secret `webhook_secret`, `request_timeout_ms`
-//! and `expected_duration_scale` (poll hints × this; 0.01 against a 100× simulator).
+//! and `expected_duration_scale` (poll hints and stated durations × this; 0.01 against a 100×
+//! simulator).
 
 use slotd_sdk::{
-    Artifact, CallbackChange, Change, Finalized, Handler, HandlerInfo, Host, PlanError,
-    PlannedUnit, PoolInfo, StageInfo, TaskTypeInfo, TickContext, Unit,
+    Artifact, CallbackChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
+    PlanError, PlannedUnit, PoolInfo, StageInfo, TaskTypeInfo, TickContext, Unit, settings,
 };
 
 use crate::flow::{self, Job};
@@ -100,6 +104,20 @@ impl<const NEXT: bool> Handler for KlingVideo<NEXT> {
             return None;
         }
         price::video_spec_units(spec)
+    }
+
+    /// Contract 1.3: a shot's expected run from its mode and clip length (KLING_API.md "How
+    /// long things take"), times `expected_duration_scale`; unknown when that setting is
+    /// unusable (ticks refuse it too).
+    fn expected_duration(host: &dyn Host, task_type: &str, spec: &str) -> Option<ExpectedDuration> {
+        if task_type != video::TASK_TYPE {
+            return None;
+        }
+        let scale = settings::Settings::new(host, video::HANDLER)
+            .positive("expected_duration_scale")
+            .ok()?
+            .unwrap_or(1.0);
+        video::expected_duration(spec, scale)
     }
 
     fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {

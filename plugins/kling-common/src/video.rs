@@ -1,6 +1,7 @@
 //! The `kling-video` handler's knowledge: the `video` payload (docs/interfaces.md), one unit per
 //! shot whose spec is the fully resolved create body, which collection a spec goes to, how
-//! long it is expected to take, and what a `succeed` task yields.
+//! long it is expected to take (poll hints and contract 1.3 stated durations), and what a
+//! `succeed` task yields.
 
 use serde_json::{Map, Value, json};
 
@@ -9,7 +10,7 @@ use crate::fields::{
     type_name,
 };
 use crate::task::{Success, TaskObject, text};
-use slotd_sdk::{Outcome, PlanError, ProviderError};
+use slotd_sdk::{ExpectedDuration, Outcome, PlanError, ProviderError};
 
 pub const HANDLER: &str = "kling-video";
 pub const VERSION: &str = "1.0.0";
@@ -194,6 +195,25 @@ pub fn expected_secs(body: &Value) -> (u64, u64) {
     let pro = body.get("mode").and_then(Value::as_str) == Some("pro");
     let long = body.get("duration").and_then(Value::as_str) == Some("10");
     if pro || long { (60, 300) } else { (30, 120) }
+}
+
+/// What a shot is expected to take (contract 1.3 `provider.durations`), from its create body:
+/// in the [`expected_secs`] range, the median halfway and the 95th percentile near the top
+/// (std 5 s clips 75 s and 115.5 s, pro or 10 s clips 180 s and 288 s; the bundled simulator
+/// draws uniformly in the range, with 1 % of jobs in a 10–15 min tail), in milliseconds times
+/// `scale` (`expected_duration_scale`). `None` for a spec that is not a create body.
+pub fn expected_duration(spec: &str, scale: f64) -> Option<ExpectedDuration> {
+    let (_, body) = job_of(spec).ok()?;
+    let (lo, hi) = expected_secs(&body);
+    let (lo, hi) = (lo as f64, hi as f64);
+    // Rounded to the nearest millisecond (a scale like 0.1 is inexact in binary).
+    let ms = |secs: f64| (secs * 1000.0 * scale).round() as u64;
+    let p50 = ms(lo + (hi - lo) * 0.5).max(1);
+    let p95 = ms(lo + (hi - lo) * 0.95).max(p50);
+    Some(ExpectedDuration {
+        p50_ms: p50,
+        p95_ms: p95,
+    })
 }
 
 /// `succeed` → `succeeded({"video_url", "duration", "video_id", "provider_task_id"})`.

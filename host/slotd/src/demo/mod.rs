@@ -93,6 +93,11 @@ fn demo_config(
             .insert("access_key".into(), "demo-access-key".into());
         h.secrets
             .insert("secret_key".into(), Secret::new("demo-secret-key"));
+        // Poll hints and stated durations in the simulator's compressed time.
+        h.settings.insert(
+            "expected_duration_scale".into(),
+            opts.time_scale.to_string(),
+        );
         h.allowed_hosts.push(sim.addr().to_string());
         c.handlers.insert(name.into(), h);
     }
