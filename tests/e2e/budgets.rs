@@ -290,3 +290,65 @@ async fn a_pool_spend_limit_holds_creates_at_the_provider() {
     assert_eq!(run.sim.stats().creates, 6);
     run.stop().await;
 }
+
+/// Grants the marker refuses (here for the pool's spend) made no create: they are taken out of
+/// the account's own create log as well as the pool's, so an account's `daily` counts only
+/// what reached Kling. Account `main` allows 3 a day, the pool spends 2: of the 3 grants the
+/// first fill makes, 2 are marked and the account's daily shows 2 used, 1 left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_grants_leave_no_trace_in_an_accounts_create_log() {
+    let run = Run::start_with(sim_options(63), 18, true, |c| {
+        c.pools
+            .entry("kling:video".into())
+            .or_insert_with(|| slotd_core::config::PoolConfig::slots(18))
+            .spend = Some(BudgetConfig {
+            limit: 2.0,
+            period: Duration::from_secs(86_400),
+        });
+        let accounts: toml::Table =
+            toml::from_str("[[accounts]]\nname = \"main\"\nmax_slots = 18\ndaily = 3\n")
+                .expect("accounts TOML");
+        let Some(h) = c.handlers.get_mut("kling-video") else {
+            panic!("kling-video is configured");
+        };
+        h.set_accounts("kling-video", &accounts["accounts"])
+            .expect("one account");
+    })
+    .await;
+    let id = run.submit("video", video_payload(5)).await;
+    let account = eventually(
+        Duration::from_secs(60),
+        "2 done, the rest held",
+        async || {
+            let v = run.task(&id).await;
+            if v["completed"] != 2 {
+                return None;
+            }
+            let pools = get_json(&run.client, &format!("{}/v1/pools", run.base)).await?;
+            let pool = pools
+                .as_array()?
+                .iter()
+                .find(|p| p["name"] == "kling:video")?
+                .clone();
+            let main = pool["accounts"]
+                .as_array()?
+                .iter()
+                .find(|a| a["name"] == "main")?
+                .clone();
+            Some(main)
+        },
+    )
+    .await;
+    assert_eq!(run.sim.stats().creates, 2, "the spend's worth at Kling");
+    let daily = account["quotas"]
+        .as_array()
+        .and_then(|q| q.iter().find(|q| q["dimension"] == "daily"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        daily["used"], 2,
+        "only the creates Kling received: {account}"
+    );
+    assert_eq!(daily["remaining"], 1, "{account}");
+    run.stop().await;
+}

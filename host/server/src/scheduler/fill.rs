@@ -234,20 +234,31 @@ impl Scheduler {
             return Ok((0, 0));
         }
         let s = &self.services;
-        let grants = self
-            .grant(step.pool, rooms, pending, step.log, step.now)
-            .await?;
+        // The grant's own instant, not the tick's: a create log entry (and the marker's record
+        // of it) dated at the tick's start would look older than the create really is by the
+        // time the tick took to get here, and a window would free that much too early.
+        let now = s.clock.now_ms().max(step.now);
+        let grants = self.grant(step.pool, rooms, pending, step.log, now).await?;
         if grants.is_empty() {
             return Ok((0, 0));
         }
-        let submitted = crate::lifecycle::mark_submitted(
-            s, step.pool, &grants, step.now, step.hold, step.fence,
-        )
-        .await?;
+        let submitted =
+            crate::lifecycle::mark_submitted(s, step.pool, &grants, now, step.hold, step.fence)
+                .await?;
         let marked = submitted.marked;
         if let Some(log) = step.log {
-            self.forget_unused(log, &grants, &marked.units, step.now)
-                .await;
+            let all: Vec<&Grant> = grants.iter().collect();
+            self.forget_unused(log, &all, &marked.units, now).await;
+        }
+        // Each account's own log counted its grants too.
+        for room in rooms.iter() {
+            if let Some(log) = &room.log {
+                let its: Vec<&Grant> = grants
+                    .iter()
+                    .filter(|g| g.account == room.account.name)
+                    .collect();
+                self.forget_unused(log, &its, &marked.units, now).await;
+            }
         }
         for room in rooms.iter_mut() {
             if let Some(&n) = submitted.unused.get(&room.account.name) {
@@ -339,10 +350,10 @@ impl Scheduler {
         Ok(rooms)
     }
 
-    /// Take the grants that were not marked (units another writer moved, or over budget) out
-    /// of the create log again: they made no create. Best effort: the next reconciliation
-    /// rebuilds the log from the database's record anyway.
-    async fn forget_unused(&self, log: &CreateLog, grants: &[Grant], marked: &[Unit], now: i64) {
+    /// Take the grants that were not marked (units another writer moved, over budget or over
+    /// spend) out of a create log again (the pool's, an account's): they made no create. Best
+    /// effort: a rebuild from the database's record (a start, a lost slot store) drops them too.
+    async fn forget_unused(&self, log: &CreateLog, grants: &[&Grant], marked: &[Unit], now: i64) {
         let marked: HashSet<&str> = marked.iter().map(|u| u.id.as_str()).collect();
         let unused: Vec<String> = grants
             .iter()
