@@ -25,6 +25,25 @@ async fn pool_view(run: &Run) -> Value {
         .unwrap_or_default()
 }
 
+/// Another client of the same Runway key creates `n` gen4_turbo tasks (slotd never sees them).
+async fn another_client_creates(run: &Run, n: usize) {
+    let http = reqwest::Client::new();
+    for i in 0..n {
+        let r = http
+            .post(format!("{}/v1/image_to_video", run.sim.base_url()))
+            .bearer_auth(slotd_sim::runway::API_KEY_DEFAULT)
+            .header("X-Runway-Version", "2024-11-06")
+            .json(
+                &serde_json::json!({"model": "gen4_turbo", "ratio": "1280:720",
+                "duration": 5, "promptImage": format!("https://example.com/other/{i}.png")}),
+            )
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -213,21 +232,7 @@ async fn runway_discovered_limits_below_the_configuration_are_obeyed_and_shown()
     })
     .await;
     // Another client of the key creates 3 tasks.
-    let http = reqwest::Client::new();
-    for i in 0..3 {
-        let r = http
-            .post(format!("{}/v1/image_to_video", run.sim.base_url()))
-            .bearer_auth(slotd_sim::runway::API_KEY_DEFAULT)
-            .header("X-Runway-Version", "2024-11-06")
-            .json(
-                &serde_json::json!({"model": "gen4_turbo", "ratio": "1280:720",
-                "duration": 5, "promptImage": format!("https://example.com/other/{i}.png")}),
-            )
-            .send()
-            .await
-            .expect("create");
-        assert_eq!(r.status(), 200, "{:?}", r.text().await);
-    }
+    another_client_creates(&run, 3).await;
     // slotd reads the organization again on its period and sees them.
     let pool = eventually(
         Duration::from_secs(30),
@@ -327,21 +332,7 @@ async fn runway_limits_are_read_again_when_the_handler_is_replaced() {
         (daily_used(&run).await == Some(("discovered".into(), 0.into()))).then_some(())
     })
     .await;
-    let http = reqwest::Client::new();
-    for i in 0..3 {
-        let r = http
-            .post(format!("{}/v1/image_to_video", run.sim.base_url()))
-            .bearer_auth(slotd_sim::runway::API_KEY_DEFAULT)
-            .header("X-Runway-Version", "2024-11-06")
-            .json(
-                &serde_json::json!({"model": "gen4_turbo", "ratio": "1280:720",
-                "duration": 5, "promptImage": format!("https://example.com/other/{i}.png")}),
-            )
-            .send()
-            .await
-            .expect("create");
-        assert_eq!(r.status(), 200, "{:?}", r.text().await);
-    }
+    another_client_creates(&run, 3).await;
     let file = run.services.config.plugins_dir.join("runway-video.wasm");
     let mut bytes = std::fs::read(&file).expect("the handler's file");
     // A custom section (id 0): size 12, name "slotd-test" (10), payload "x".

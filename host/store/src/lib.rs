@@ -15,6 +15,7 @@ pub mod postgres;
 mod shared;
 pub mod sqlite;
 mod standing;
+pub use standing::QueueStanding;
 #[cfg(test)]
 pub(crate) mod suite;
 pub mod terms;
@@ -290,31 +291,6 @@ pub struct PoolStatusCount {
     pub pool: String,
     pub status: UnitStatus,
     pub count: u64,
-}
-
-/// Where a task's waiting units stand in their pool's fill order (priority first, then
-/// round-robin across tenants, FIFO within one), for the estimate `GET /v1/tasks/{id}` gives.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct QueueStanding {
-    /// The pool of the task's pending units (of its submitted ones when none is pending).
-    pub pool: String,
-    /// The task's pending units in `pool`.
-    pub pending: u64,
-    /// Pending units of the pool filled before the task's first pending unit.
-    pub ahead_first: u64,
-    /// Pending units of the pool filled before the task's last pending unit.
-    pub ahead_last: u64,
-    /// Every unit of the pool holding a slot now: its submit time and whether it is the task's.
-    pub running: Vec<(i64, bool)>,
-    /// The task's tenant, and the 0-based ranks of its first and last pending unit among its
-    /// tenant's pending units of the same priority (FIFO).
-    pub tenant: String,
-    pub rank_first: u64,
-    pub rank_last: u64,
-    /// Pending units of the pool at a higher priority.
-    pub higher: u64,
-    /// Other tenants' pending units at the task's priority, per tenant (name order).
-    pub others: Vec<(String, u64)>,
 }
 
 /// One row of the append-only handler version history: a state a handler file's version

@@ -3,7 +3,30 @@
 
 use std::collections::BTreeMap;
 
-use crate::QueueStanding;
+/// Where a task's waiting units stand in their pool's fill order (priority first, then
+/// round-robin across tenants, FIFO within one), for the estimate `GET /v1/tasks/{id}` gives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStanding {
+    /// The pool of the task's pending units (of its submitted ones when none is pending).
+    pub pool: String,
+    /// The task's pending units in `pool`.
+    pub pending: u64,
+    /// Pending units of the pool filled before the task's first pending unit.
+    pub ahead_first: u64,
+    /// Pending units of the pool filled before the task's last pending unit.
+    pub ahead_last: u64,
+    /// Every unit of the pool holding a slot now: its submit time and whether it is the task's.
+    pub running: Vec<(i64, bool)>,
+    /// The task's tenant, and the 0-based ranks of its first and last pending unit among its
+    /// tenant's pending units of the same priority (FIFO).
+    pub tenant: String,
+    pub rank_first: u64,
+    pub rank_last: u64,
+    /// Pending units of the pool at a higher priority.
+    pub higher: u64,
+    /// Other tenants' pending units at the task's priority, per tenant (name order).
+    pub others: Vec<(String, u64)>,
+}
 
 impl QueueStanding {
     /// Units filled before the task's unit at `rank` of its tenant: the higher priorities,

@@ -122,23 +122,9 @@ impl Scheduler {
             filled.quota_wait_until = rooms.iter().filter_map(|r| r.closed_until).min();
         }
         let log = create_log(pool, &limit.quotas, now);
-        if log.is_some() {
-            let views = quotas::views(&s.slots, pool, &limit.quotas, now)
-                .await
-                .map_err(SchedulerError::from)?;
-            let room = views.iter().map(|v| v.remaining).min().unwrap_or(u32::MAX);
-            if room == 0 {
-                filled.quota_wait_until = full_until(&views).map(|(_, t)| t);
-            }
-            free = free.min(room);
-        }
-        if free > 0
-            && let Some(v) = spend::pool_view(&s.store, limit, now).await
-            && v.exhausted()
-        {
-            free = 0;
-            filled.quota_wait_until = Some(v.resets_at.min(now.saturating_add(self.poll_max_ms())));
-        }
+        free = self
+            .pool_quota_room(limit, log.is_some(), free, now, &mut filled)
+            .await?;
         // Due again only if this tick's call never answers for them (a crash mid-call):
         // then after the call's deadline, in doubt.
         let hold = now.saturating_add(self.in_doubt_grace());
@@ -275,6 +261,37 @@ impl Scheduler {
         let n = u32::try_from(marked.units.len()).unwrap_or(u32::MAX);
         filled.fresh.extend(marked.units);
         Ok((grants.len(), n))
+    }
+
+    /// `free` cut to what the pool's own quotas allow now (its windows when it has a create
+    /// log, its spend), with until when they hold it closed in `filled`.
+    async fn pool_quota_room(
+        &self,
+        limit: &PoolLimit,
+        has_log: bool,
+        mut free: u32,
+        now: i64,
+        filled: &mut Filled,
+    ) -> Result<u32, SchedulerError> {
+        let s = &self.services;
+        if has_log {
+            let views = quotas::views(&s.slots, &limit.name, &limit.quotas, now)
+                .await
+                .map_err(SchedulerError::from)?;
+            let room = views.iter().map(|v| v.remaining).min().unwrap_or(u32::MAX);
+            if room == 0 {
+                filled.quota_wait_until = full_until(&views).map(|(_, t)| t);
+            }
+            free = free.min(room);
+        }
+        if free > 0
+            && let Some(v) = spend::pool_view(&s.store, limit, now).await
+            && v.exhausted()
+        {
+            free = 0;
+            filled.quota_wait_until = Some(v.resets_at.min(now.saturating_add(self.poll_max_ms())));
+        }
+        Ok(free)
     }
 
     /// Each account's limit, use and free slots now (a drained account: none, or one for its

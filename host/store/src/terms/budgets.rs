@@ -236,51 +236,49 @@ on_both_drivers! {
         }
         for (i, why) in &checked.over_spend {
             let Some(g) = grants.get(*i) else { continue };
-            sqlx::query(
-                "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \
-                     detail) \
-                 SELECT id, task_id, $2, 'pending', 'pending', stage, $3 FROM units \
-                 WHERE id = $1 AND status = 'pending' AND wait_reason IS NULL",
-            )
-            .bind(&g.unit_id)
-            .bind(now)
-            .bind(&why.detail)
-            .execute(&mut *conn)
-            .await?;
-            sqlx::query(
-                "UPDATE units SET wait_reason = 'spend', next_at = $2 \
-                 WHERE id = $1 AND status = 'pending'",
-            )
-            .bind(&g.unit_id)
-            .bind(why.due)
-            .execute(&mut *conn)
-            .await?;
+            hold_pending(&mut *conn, &g.unit_id, now, "spend", &why.detail, why.due).await?;
         }
         for &i in over {
             let Some(g) = grants.get(i) else { continue };
-            sqlx::query(
-                "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \
-                     detail) \
-                 SELECT id, task_id, $2, 'pending', 'pending', stage, $3 FROM units \
-                 WHERE id = $1 AND status = 'pending' AND wait_reason IS NULL",
-            )
-            .bind(&g.unit_id)
-            .bind(now)
-            .bind(format!(
+            let detail = format!(
                 "waiting: budget (tenant {} cannot cover an estimate of {} this period)",
                 g.tenant, g.estimate
-            ))
-            .execute(&mut *conn)
-            .await?;
-            sqlx::query(
-                "UPDATE units SET wait_reason = 'budget', next_at = $2 \
-                 WHERE id = $1 AND status = 'pending'",
-            )
-            .bind(&g.unit_id)
-            .bind(g.budget_retry_at)
-            .execute(&mut *conn)
-            .await?;
+            );
+            hold_pending(&mut *conn, &g.unit_id, now, "budget", &detail, g.budget_retry_at)
+                .await?;
         }
+        Ok(())
+    }
+
+    /// Keep a pending unit whose grant the marker refused waiting with `reason` until `due`;
+    /// the event saying why is written once, when its wait begins.
+    async fn hold_pending(
+        conn: &mut Conn,
+        unit_id: &str,
+        now: i64,
+        reason: &str,
+        detail: &str,
+        due: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, \
+                 detail) \
+             SELECT id, task_id, $2, 'pending', 'pending', stage, $3 FROM units \
+             WHERE id = $1 AND status = 'pending' AND wait_reason IS NULL",
+        )
+        .bind(unit_id)
+        .bind(now)
+        .bind(detail)
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query(
+            "UPDATE units SET wait_reason = $3, next_at = $2 WHERE id = $1 AND status = 'pending'",
+        )
+        .bind(unit_id)
+        .bind(due)
+        .bind(reason)
+        .execute(&mut *conn)
+        .await?;
         Ok(())
     }
 
