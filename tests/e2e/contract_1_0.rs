@@ -1,6 +1,6 @@
 //! Contract compatibility end to end (docs/interfaces.md): the Kling video handler built against
 //! `slotd:handler@1.0.0` (`tests/fixtures/contract-1.0/kling-video.wasm`, kept as a binary)
-//! serves the Kling video flow in the same slotd as today's 1.3.0 `kling-avatar` and
+//! serves the Kling video flow in the same slotd as today's 1.4.0 `kling-avatar` and
 //! `runway-video`, each against its simulator.
 
 use std::time::Duration;
@@ -87,7 +87,7 @@ async fn kling_video_built_against_1_0_serves_beside_1_1_handlers() {
         json!({"cancel": false, "routing": false, "costs": false, "provider": false})
     );
     for name in ["kling-avatar", "runway-video"] {
-        assert_eq!(handler(name)["contract"], "1.3.0", "{}", handler(name));
+        assert_eq!(handler(name)["contract"], "1.4.0", "{}", handler(name));
         assert_eq!(
             handler(name)["features"]["costs"],
             true,

@@ -31,6 +31,7 @@ mod generated_full {
             "slotd:handler/log": super::generated::slotd::handler::log,
             "slotd:handler/config": super::generated::slotd::handler::config,
             "slotd:handler/signing": super::generated::slotd::handler::signing,
+            "slotd:handler/observe": super::generated::slotd::handler::observe,
         },
     });
 }
@@ -42,7 +43,7 @@ pub use generated::{SlotdHandlerCore as SlotdHandler, SlotdHandlerCorePre as Slo
 pub use generated::slotd::handler::types as wit;
 
 /// Host traits of the imports, implemented in `host_impl/`.
-pub use generated::slotd::handler::{config, http, log, signing, types};
+pub use generated::slotd::handler::{config, http, log, observe, signing, types};
 
 /// The `extensions` export of 1.1.0 components: `GuestIndices` (found once per component) and
 /// `Guest` (loaded per instance), with its records.

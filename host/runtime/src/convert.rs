@@ -6,7 +6,7 @@ use super::{
     Artifact, BatchUnit, CallbackChange, CancelChange, CancelOutcome, Features, Finalized,
     HandlerInfo, PlanError, PlannedUnit, PoolInfo, StageInfo, StagePool, TaskTypeInfo, TickContext,
 };
-use slotd_core::model::{Change, Outcome, ProviderError, Unit, UnitStatus};
+use slotd_core::model::{Change, Outcome, ProviderError, ProviderQueue, Unit, UnitStatus};
 
 pub(crate) fn status(s: UnitStatus) -> wit::UnitStatus {
     match s {
@@ -76,12 +76,25 @@ pub(crate) fn outcome(o: wit::Outcome) -> Outcome {
     }
 }
 
-pub(crate) fn change(c: wit::Change) -> Change {
+/// A tick's change, with what the handler said of its queueing at the provider (contract 1.4
+/// `observe.queued`, collected during the call): kept only beside a `running` outcome.
+pub(crate) fn change(
+    c: wit::Change,
+    queued: &std::collections::HashMap<String, Option<u32>>,
+) -> Change {
+    let outcome = outcome(c.outcome);
+    let provider_queue = match outcome {
+        Outcome::Running { .. } => queued
+            .get(&c.unit_id)
+            .map(|&position| ProviderQueue { position }),
+        _ => None,
+    };
     Change {
         unit_id: c.unit_id,
-        outcome: outcome(c.outcome),
+        outcome,
         state: c.state,
         cost: c.cost,
+        provider_queue,
     }
 }
 

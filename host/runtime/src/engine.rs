@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     /// Whether stores are metered with fuel (see [`Shared::build`]).
     pub fuel: bool,
+    /// Signing keys providers publish, kept between calls (`signing.verify-ed25519`).
+    pub keys: crate::host_impl::KeyCache,
     /// Lives as long as anything can still call a handler (a `Handler` keeps `Shared`, and
     /// may outlive the `Runtime` that loaded it); without it deadlines would never fire.
     _ticker: EpochTicker,
@@ -86,6 +88,7 @@ impl Shared {
         Ok(Shared {
             _ticker: ticker,
             fuel,
+            keys: Default::default(),
             engine,
             linker,
             limits,
@@ -130,6 +133,7 @@ impl Shared {
                 .record
                 .is_some()
                 .then(|| Arc::new(Redactor::new(config))),
+            queued: Default::default(),
         };
         let mut store = Store::new(&self.engine, state);
         if self.fuel {
@@ -196,6 +200,9 @@ pub(crate) struct CallState {
     pub tape: Option<Arc<Tape>>,
     /// How the tape hides secrets (set with `tape`).
     pub redactor: Option<Arc<Redactor>>,
+    /// Units the guest said the provider holds in its queue during this call (contract 1.4
+    /// `observe.queued`), by unit id: the position, when known. Bounded by the batch.
+    pub queued: std::collections::HashMap<String, Option<u32>>,
 }
 
 impl WasiView for CallState {

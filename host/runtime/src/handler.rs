@@ -145,9 +145,11 @@ macro_rules! ext_call {
     }};
 }
 
-/// What a call leaves behind besides its answer: the exchanges it recorded.
+/// What a call leaves behind besides its answer: the exchanges it recorded, and the units it
+/// said are queued at the provider.
 pub(crate) struct Taken {
     pub exchanges: Vec<Exchange>,
+    pub queued: std::collections::HashMap<String, Option<u32>>,
 }
 
 impl Taken {
@@ -159,6 +161,7 @@ impl Taken {
                 .as_ref()
                 .map(|t| t.take())
                 .unwrap_or_default(),
+            queued: store.data().queued.clone(),
         }
     }
 }
@@ -431,7 +434,10 @@ impl Handler {
             || tape_json::answer(&answer, |a| tape_json::result(a, |c| tape_json::changes(c))),
         );
         let changes = self.guest_err("tick", answer?)?;
-        Ok(changes.into_iter().map(convert::change).collect())
+        Ok(changes
+            .into_iter()
+            .map(|c| convert::change(c, &taken.queued))
+            .collect())
     }
 
     /// Say what to store for a succeeded unit.

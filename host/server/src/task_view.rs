@@ -203,17 +203,26 @@ fn result_entry(unit: &Unit) -> Value {
             .clone()
             .map_or(Value::Null, Value::from),
     );
+    // A pending unit waits for slotd (budget, spend, quota); a submitted one may wait in the
+    // provider's own queue (contract 1.4), shown with its position there.
+    let (wait_reason, provider_queue_position) = match unit.terms.wait_reason.as_deref() {
+        Some(r) if unit.status == UnitStatus::Pending => (Some(Value::from(r)), None),
+        Some(r) if unit.status == UnitStatus::Submitted && slotd_store::is_provider_queue(r) => {
+            let position = r
+                .strip_prefix(slotd_store::PROVIDER_QUEUE)
+                .and_then(|rest| rest.trim().parse::<u32>().ok());
+            (
+                Some(Value::from(slotd_store::PROVIDER_QUEUE)),
+                position.map(Value::from),
+            )
+        }
+        _ => (None, None),
+    };
     for (key, value) in [
         ("account", unit.terms.account.clone().map(Value::from)),
         ("cost_estimate", unit.terms.cost_estimate.map(Value::from)),
-        (
-            "wait_reason",
-            unit.terms
-                .wait_reason
-                .clone()
-                .filter(|_| unit.status == UnitStatus::Pending)
-                .map(Value::from),
-        ),
+        ("wait_reason", wait_reason),
+        ("provider_queue_position", provider_queue_position),
     ] {
         match value {
             Some(v) => entry.insert(key.into(), v),

@@ -35,6 +35,18 @@ pub use terms::{
     Usage,
 };
 pub(crate) use update::has_repeats;
+/// The `wait_reason` of a submitted unit whose job the provider holds in its own queue; with
+/// the position, `provider_queue <n>`.
+pub const PROVIDER_QUEUE: &str = "provider_queue";
+
+/// Whether a `wait_reason` is [`PROVIDER_QUEUE`]'s, with or without a position.
+pub fn is_provider_queue(reason: &str) -> bool {
+    reason == PROVIDER_QUEUE
+        || reason
+            .strip_prefix(PROVIDER_QUEUE)
+            .is_some_and(|rest| rest.starts_with(' '))
+}
+
 pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
 
@@ -494,6 +506,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The earliest `next_at` of `pool`'s units in `status` (when the pool's loop has
     /// something to do next), or `None` if it has none.
     async fn unit_next_due(&self, pool: &str, status: UnitStatus) -> StoreResult<Option<i64>>;
+    /// How many of `pool`'s `submitted` units on `account` the provider holds in its own
+    /// queue (`wait_reason` [`PROVIDER_QUEUE`], contract 1.4 `observe.queued`).
+    async fn unit_count_provider_queued(
+        &self,
+        pool: &str,
+        account: Option<&str>,
+    ) -> StoreResult<u32>;
     /// Apply guarded updates in one transaction, with an event row for each applied one.
     /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
     async fn unit_apply(

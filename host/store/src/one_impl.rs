@@ -254,6 +254,14 @@ macro_rules! impl_task_store {
                 shared::unit_next_due(self.reader(), pool, status).await
             }
 
+            async fn unit_count_provider_queued(
+                &self,
+                pool: &str,
+                account: Option<&str>,
+            ) -> StoreResult<u32> {
+                shared::unit_count_provider_queued(self.reader(), pool, account).await
+            }
+
             async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
                 shared::unit_list_submitted_ids(self.reader(), pool).await
             }

@@ -582,6 +582,26 @@ on_both_drivers! {
         )
     }
 
+    /// See [`crate::TaskStore::unit_count_provider_queued`].
+    pub(crate) async fn unit_count_provider_queued(
+        pool: &Pool,
+        name: &str,
+        account: Option<&str>,
+    ) -> StoreResult<u32> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM units WHERE pool = $1 AND status = 'submitted' \
+             AND (wait_reason = $3 OR wait_reason LIKE $4) \
+             AND (account = $2 OR ($2 IS NULL AND account IS NULL))",
+        )
+        .bind(name)
+        .bind(account)
+        .bind(crate::PROVIDER_QUEUE)
+        .bind(format!("{} %", crate::PROVIDER_QUEUE))
+        .fetch_one(pool)
+        .await?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     /// See [`crate::TaskStore::task_tenant`].
     pub(crate) async fn task_tenant(pool: &Pool, id: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar("SELECT tenant FROM tasks WHERE id = $1")

@@ -39,7 +39,9 @@ pub(crate) use fencing::{
 pub(crate) use finalize::{
     finalize_give_up_then_retry, finalize_lease, finalize_release, finalize_renew,
 };
-pub(crate) use moves::{assert_moves_match_the_model, illegal_moves_are_refused};
+pub(crate) use moves::{
+    assert_moves_match_the_model, illegal_moves_are_refused, provider_queue_is_written_and_counted,
+};
 pub(crate) use outbox::webhook_outbox;
 pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
@@ -97,6 +99,7 @@ macro_rules! store_suite {
             host_key_shared,
             apply_guard_submit_attempt,
             illegal_moves_are_refused,
+            provider_queue_is_written_and_counted,
             event_streams_page_and_resume,
             webhook_outbox,
             console_reads,

@@ -58,6 +58,9 @@ pub struct UnitUpdate {
     pub submitted_at: Field<i64>,
     /// Text for the event log row written with this update.
     pub detail: Option<String>,
+    /// Why the unit waits (`provider_queue` while the provider holds a submitted unit's job
+    /// in its own queue); `Clear` when it no longer does.
+    pub wait_reason: Field<String>,
     /// Applied only if no cancel has been requested for the unit: an update planned before a
     /// cancel landed must not finalize, fail or requeue a unit the client cancelled (the next
     /// poll plans it again, cancel in view). See `scheduler::apply::honour_cancel`.
@@ -95,6 +98,7 @@ impl UnitUpdate {
             && self.submit_attempt.is_none()
             && self.submitted_at.is_keep()
             && self.detail.is_none()
+            && self.wait_reason.is_keep()
     }
 }
 

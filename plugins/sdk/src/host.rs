@@ -1,4 +1,4 @@
-//! The [`Host`] trait: the contract's imports (`http`, `signing`, `config`, `log`) and the
+//! The [`Host`] trait: the contract's imports (`http`, `signing`, `config`, `log`, `observe`) and the
 //! guest's wall clock, as a handler's logic calls them. Inside a component the real one is
 //! [`crate::WitHost`]; tests use [`crate::testing::ScriptedHost`]. Handler code written against
 //! `&dyn Host` runs unchanged in both.
@@ -184,6 +184,27 @@ pub trait Host {
     /// The guest's wall clock (WASI), Unix milliseconds. Prefer the call's `now_ms`; this is
     /// for the rare moment it is stale (re-signing a refused token, webhook timestamps).
     fn wall_clock_ms(&self) -> Option<u64>;
+
+    /// Whether `signature` is an Ed25519 signature of `message` by one of the keys published
+    /// as a JWKS at `keys_url` (contract 1.4 `signing.verify-ed25519`): the host fetches the
+    /// keys through the allowlist and keeps them. `Err`: the keys could not be read, or the
+    /// signature is not 64 bytes (fail closed). The default answers `Err` (a host without it).
+    fn verify_ed25519(
+        &self,
+        keys_url: &str,
+        message: &[u8],
+        signature: &[u8],
+    ) -> Result<bool, String> {
+        let _ = (keys_url, message, signature);
+        Err("this host cannot verify Ed25519 signatures (contract 1.4)".into())
+    }
+
+    /// Say that the provider holds `unit_id`'s job in its own queue, `position` jobs ahead
+    /// when it says (contract 1.4 `observe.queued`); call it during `tick` beside a `running`
+    /// change for that unit. The default does nothing.
+    fn queued(&self, unit_id: &str, position: Option<u32>) {
+        let _ = (unit_id, position);
+    }
 
     /// Send one request.
     fn send(&self, request: Request) -> Result<Response, HttpError> {

@@ -46,6 +46,8 @@ pub mod settings;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+#[cfg(any(test, feature = "testing"))]
+mod testing_keys;
 mod types;
 pub mod webhook;
 mod wit_host;

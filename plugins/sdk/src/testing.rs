@@ -42,6 +42,7 @@ pub struct ScriptedHost {
     logs: RefCell<Vec<(Level, String)>>,
     now_ms: Option<u64>,
     signing_error: Option<String>,
+    queued: RefCell<Vec<(String, Option<u32>)>>,
 }
 
 impl Default for ScriptedHost {
@@ -62,6 +63,7 @@ impl ScriptedHost {
             logs: RefCell::new(Vec::new()),
             now_ms: Some(DEFAULT_NOW_MS),
             signing_error: None,
+            queued: RefCell::new(Vec::new()),
         }
     }
 
@@ -136,6 +138,11 @@ impl ScriptedHost {
         self.logs.borrow().clone()
     }
 
+    /// Every `observe.queued` said, in order: (unit id, position).
+    pub fn queued_said(&self) -> Vec<(String, Option<u32>)> {
+        self.queued.borrow().clone()
+    }
+
     fn answer(&self, request: &Request) -> Answer {
         let mut routes = self.routes.borrow_mut();
         match routes.iter_mut().find(|(matches, _)| matches(request)) {
@@ -198,6 +205,37 @@ impl Host for ScriptedHost {
             Some(key) => Ok(hmac_sha256(key, data)),
             None => Err(format!("{NO_SECRET}{secret:?} is configured")),
         }
+    }
+
+    /// Reads the keys with a `GET keys_url` through the scripted routes (recorded like any
+    /// request, every call: no cache) and verifies as the host does.
+    fn verify_ed25519(
+        &self,
+        keys_url: &str,
+        message: &[u8],
+        signature: &[u8],
+    ) -> Result<bool, String> {
+        let signature: [u8; 64] = signature.try_into().map_err(|_| {
+            format!(
+                "the signature is {} bytes; an Ed25519 signature is 64",
+                signature.len()
+            )
+        })?;
+        let request = Request::new("GET", keys_url);
+        let answer = self.answer(&request);
+        self.batches.borrow_mut().push(vec![request]);
+        let answer = answer.map_err(|e| format!("reading the signing keys at {keys_url}: {e}"))?;
+        let keys = crate::testing_keys::ed25519_keys(keys_url, &answer)?;
+        let signature = ed25519_dalek::Signature::from_bytes(&signature);
+        Ok(keys
+            .iter()
+            .any(|k| k.verify_strict(message, &signature).is_ok()))
+    }
+
+    fn queued(&self, unit_id: &str, position: Option<u32>) {
+        self.queued
+            .borrow_mut()
+            .push((unit_id.to_string(), position));
     }
 
     fn config(&self, key: &str) -> Option<String> {

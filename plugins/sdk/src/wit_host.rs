@@ -2,7 +2,7 @@
 //! meaningful on `wasm32`; elsewhere it compiles but every call panics (use
 //! [`crate::testing::ScriptedHost`] there).
 
-use crate::bindings::slotd::handler::{config, http, log, signing};
+use crate::bindings::slotd::handler::{config, http, log, observe, signing};
 use crate::convert;
 use crate::host::{AuthorizedRequest, Host, HttpError, Level, Request, Response};
 
@@ -36,6 +36,19 @@ impl Host for WitHost {
 
     fn hmac_sha256(&self, secret: &str, data: &[u8]) -> Result<Vec<u8>, String> {
         signing::hmac_sha256(secret, data)
+    }
+
+    fn verify_ed25519(
+        &self,
+        keys_url: &str,
+        message: &[u8],
+        signature: &[u8],
+    ) -> Result<bool, String> {
+        signing::verify_ed25519(keys_url, message, signature)
+    }
+
+    fn queued(&self, unit_id: &str, position: Option<u32>) {
+        observe::queued(unit_id, position);
     }
 
     fn config(&self, key: &str) -> Option<String> {

@@ -64,6 +64,18 @@ pub struct Change {
     pub state: Option<String>,
     /// Provider-reported cost.
     pub cost: Option<String>,
+    /// Said beside a `running` outcome (contract 1.4 `observe.queued`): the provider holds the
+    /// job in its own queue, not started. `None`: not said (the job runs, or the handler
+    /// predates 1.4).
+    pub provider_queue: Option<ProviderQueue>,
+}
+
+/// A job the provider accepted but holds in its own queue (fal `IN_QUEUE`, Runway
+/// `THROTTLED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProviderQueue {
+    /// Jobs ahead of it, when the provider says.
+    pub position: Option<u32>,
 }
 
 /// What the validator needs to know about the unit a change names.
@@ -217,6 +229,7 @@ mod tests {
 
     fn change(outcome: Outcome) -> Change {
         Change {
+            provider_queue: None,
             unit_id: "u1".into(),
             outcome,
             state: None,

@@ -7,8 +7,8 @@ mod task;
 mod unit;
 
 pub use change::{
-    Change, IllegalChange, MAX_RESULT_BYTES, MAX_STATE_BYTES, Outcome, ProviderError, UnitView,
-    validate,
+    Change, IllegalChange, MAX_RESULT_BYTES, MAX_STATE_BYTES, Outcome, ProviderError,
+    ProviderQueue, UnitView, validate,
 };
 pub use status::{UnitStatus, UnknownStatus};
 pub use task::{TaskStatus, UnitCounts};

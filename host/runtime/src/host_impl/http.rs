@@ -194,6 +194,22 @@ impl CallState {
         let (tape, redactor) = (self.tape.as_ref()?, self.redactor.as_ref()?);
         tape.serve(redactor, req)
     }
+
+    /// The recorded answer to `req` when replaying; `None` otherwise (for host functions that
+    /// read on the guest's behalf, such as `signing.verify-ed25519`'s keys).
+    pub(crate) fn replayed_request(&self, req: &Request) -> Option<Result<Response, HttpError>> {
+        self.replayed(req)
+    }
+
+    /// Send `req` as the guest's own `http.send` would (allowlist, caps, recording, metrics),
+    /// without the replay check. Detached from the store, so the future is `Send`.
+    pub(crate) fn outbound_send(
+        &self,
+        req: Request,
+    ) -> impl std::future::Future<Output = Result<Response, HttpError>> + Send + 'static {
+        let out = self.outbound();
+        async move { out.send(req, Vec::new()).await }
+    }
 }
 
 impl Outbound {

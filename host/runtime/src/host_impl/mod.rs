@@ -4,8 +4,12 @@
 
 mod config;
 mod http;
+mod keys;
 mod log;
+mod observe;
 mod signing;
+
+pub(crate) use keys::KeyCache;
 
 use super::bindings::types;
 use super::engine::CallState;

@@ -41,4 +41,13 @@ impl Host for CallState {
         mac.update(&data);
         Ok(mac.finalize().into_bytes().to_vec())
     }
+
+    async fn verify_ed25519(
+        &mut self,
+        keys_url: String,
+        message: Vec<u8>,
+        signature: Vec<u8>,
+    ) -> Result<bool, String> {
+        CallState::verify_ed25519(self, keys_url, message, signature).await
+    }
 }

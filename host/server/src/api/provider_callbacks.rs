@@ -155,6 +155,10 @@ async fn receive(
     let changes = match handler.on_callback(&headers, &body).await {
         Ok(c) => c,
         Err(HandlerFault::Error(msg)) => {
+            // The handler's own checks (a provider signature, a malformed body) refused it.
+            tracing::warn!(handler = %name, reason = %msg, "callback refused by the handler");
+            metrics::counter!("slotd_callbacks_refused_total", "reason" => "handler-refused")
+                .increment(1);
             return Err(ApiError::BadRequest {
                 detail: format!("callback refused by handler {name}: {msg}"),
                 field: None,

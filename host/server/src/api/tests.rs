@@ -443,8 +443,8 @@ async fn pools_and_handlers() {
     assert_eq!(handler["sha256"].as_str().map(str::len), Some(64));
     assert_eq!(handler["task_types"][0]["name"], "fixture");
     assert_eq!(handler["task_types"][0]["stages"][0]["pool"], FIXTURE_POOL);
-    // The fixture binds the core world of 1.3.0: no extension, no costs, no provider.
-    assert_eq!(handler["contract"], "1.3.0", "{handler}");
+    // The fixture binds the core world of 1.4.0: no extension, no costs, no provider.
+    assert_eq!(handler["contract"], "1.4.0", "{handler}");
     assert_eq!(
         handler["features"],
         json!({"cancel": false, "routing": false, "costs": false, "provider": false})

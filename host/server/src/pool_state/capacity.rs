@@ -54,8 +54,11 @@ pub struct Observed {
     pub rejected: u32,
     /// Submits it accepted.
     pub accepted: u32,
-    /// Units holding a slot after the tick (the jobs the provider runs for us).
+    /// Units holding a slot after the tick (the jobs the provider runs or queues for us).
     pub in_flight: u32,
+    /// Of those, the jobs the provider holds in its own queue for lack of room (contract 1.4
+    /// `observe.queued`), when this tick saw such a job; 0 otherwise.
+    pub queued: u32,
 }
 
 /// In a cluster, tell every process `pool`'s effective limit (`capacity:{pool}` in Redis,
@@ -121,6 +124,32 @@ impl Capacity {
         let current = pools
             .get(pool)
             .map_or(configured, |w| w.limit.min(configured));
+        if seen.queued > 0 && seen.rejected == 0 {
+            // Nothing was refused, but the provider runs only `running` of ours and queues the
+            // rest: the limit is what it runs (a slot beyond it buys a place in its queue, not a
+            // run), and grows again only through the probe windows above it.
+            let running = seen.in_flight.saturating_sub(seen.queued).max(1);
+            let limit = current.min(running);
+            if limit != current {
+                tracing::info!(
+                    pool,
+                    configured,
+                    from = current,
+                    to = limit,
+                    queued = seen.queued,
+                    "the provider queues jobs of ours; lowering the pool's effective limit"
+                );
+            }
+            pools.insert(
+                pool.to_string(),
+                Window {
+                    limit,
+                    credit: 0,
+                    refused_at: running + 1,
+                },
+            );
+            return limit;
+        }
         if seen.rejected > 0 {
             let held = current.min(seen.in_flight.max(1));
             let limit = (held.saturating_mul(3) / 4).max(1);
@@ -173,7 +202,28 @@ mod tests {
             rejected,
             accepted,
             in_flight,
+            queued: 0,
         }
+    }
+
+    #[test]
+    fn jobs_queued_at_the_provider_bring_the_limit_to_what_it_runs() {
+        let c = Capacity::default();
+        let queued = |in_flight, queued| Observed {
+            rejected: 0,
+            accepted: 0,
+            in_flight,
+            queued,
+        };
+        // 8 slots held, the provider queues 3 of them: it runs 5.
+        assert_eq!(c.observe("p", 8, queued(8, 3)), 5);
+        // Fewer queued later never raises it; growth comes from accepted submits only.
+        assert_eq!(c.observe("p", 8, queued(5, 1)), 4);
+        // The step onto the level that queued last (5) waits the probe windows.
+        assert_eq!(c.observe("p", 8, seen(0, 4 * PROBE_WINDOWS - 1, 4)), 4);
+        assert_eq!(c.observe("p", 8, seen(0, 1, 4)), 5);
+        // Everything queued still leaves one slot.
+        assert_eq!(c.observe("q", 4, queued(4, 4)), 1);
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct Decided {
     /// Legal changes in which the provider answered normally (anything but an account error
     /// or a transient error): the account works.
     pub answered: usize,
+    /// Units the provider holds in its own queue long enough to say it runs fewer of ours than
+    /// we hold slots for (contract 1.4 `observe.queued`; see [`provider_queue_update`]).
+    pub provider_queued: usize,
 }
 
 pub(super) fn error_json(e: &ProviderError) -> String {
@@ -157,8 +160,12 @@ pub fn decide_updates_in(
             Outcome::Accepted { job_id } => (unit.provider_job_id.as_deref() != Some(job_id), true),
             _ => (false, false),
         };
+        let queue = change.provider_queue;
         let mut update = update_for(cfg, handler, unit, change, now);
         honour_cancel(unit, &mut update);
+        if provider_queue_update(unit, queue, &mut update) {
+            out.provider_queued += 1;
+        }
         if polling && update.to == Some(UnitStatus::Submitted) {
             if paced && let Some(at) = update.next_at {
                 out.not_before.insert(out.updates.len(), at);
@@ -168,6 +175,35 @@ pub fn decide_updates_in(
         out.updates.push(update);
     }
     out
+}
+
+/// Show (or stop showing) that the provider holds `unit`'s job in its own queue: its
+/// `wait_reason` becomes `provider_queue` (`provider_queue <n>` with a position) beside a
+/// `running` change that says so, and is cleared by any other change. Returns whether the
+/// queueing says the provider runs fewer of the pool's jobs than slotd holds slots for: the
+/// job waits behind others (a position above 0), or was already queued at the last read (a
+/// provider's short dispatch delay after a create is not a lack of room).
+fn provider_queue_update(
+    unit: &Unit,
+    queue: Option<slotd_core::model::ProviderQueue>,
+    update: &mut UnitUpdate,
+) -> bool {
+    let current = unit.terms.wait_reason.as_deref();
+    let was_queued = current.is_some_and(slotd_store::is_provider_queue);
+    let Some(queue) = queue.filter(|_| update.to == Some(UnitStatus::Submitted)) else {
+        if was_queued {
+            update.wait_reason = Field::Clear;
+        }
+        return false;
+    };
+    let reason = match queue.position {
+        Some(n) => format!("{} {n}", slotd_store::PROVIDER_QUEUE),
+        None => slotd_store::PROVIDER_QUEUE.to_string(),
+    };
+    if current != Some(reason.as_str()) {
+        update.wait_reason = Field::Set(reason);
+    }
+    was_queued || queue.position.is_some_and(|n| n > 0)
 }
 
 /// The error of an outcome that names the account or one of its quotas, not the job (see

@@ -58,6 +58,7 @@ pub(crate) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
 
 pub(super) fn ch(id: &str, outcome: Outcome) -> Change {
     Change {
+        provider_queue: None,
         unit_id: id.into(),
         outcome,
         state: None,
@@ -321,4 +322,74 @@ fn units_past_the_stage_deadline_fail_with_that_reason() {
         error.contains("stage_deadline") && error.contains("2h"),
         "{error}"
     );
+}
+
+/// Contract 1.4 `observe.queued`: a `running` job the provider holds in its queue shows it
+/// (`provider_queue <position>`), counts as "the provider runs fewer than we hold" only once it
+/// waits behind others or at a second read, and stops showing with any other answer.
+#[test]
+fn jobs_queued_at_the_provider_show_it_and_count_once_they_truly_wait() {
+    let cfg = SchedulerConfig::default();
+    let running = || Outcome::Running { after_ms: None };
+    let queued = |id: &str, position: Option<u32>| Change {
+        provider_queue: Some(slotd_core::model::ProviderQueue { position }),
+        ..ch(id, running())
+    };
+    let fresh = unit("u1", Some("j1"), "a");
+    let behind = unit("u2", Some("j2"), "a");
+    let mut again = unit("u3", Some("j3"), "a");
+    again.terms.wait_reason = Some("provider_queue 0".into());
+    let mut started = unit("u4", Some("j4"), "a");
+    started.terms.wait_reason = Some("provider_queue".into());
+    let mut done = unit("u5", Some("j5"), "b");
+    done.terms.wait_reason = Some("provider_queue 1".into());
+    let plain = unit("u6", Some("j6"), "a");
+    let p = decide_updates(
+        &cfg,
+        &info(),
+        &[&fresh, &behind, &again, &started, &done, &plain],
+        vec![
+            queued("u1", Some(0)),
+            queued("u2", Some(3)),
+            queued("u3", None),
+            ch("u4", running()),
+            ch(
+                "u5",
+                Outcome::Succeeded {
+                    result: "{}".into(),
+                },
+            ),
+            ch("u6", running()),
+        ],
+        100,
+    );
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let reason = |id: &str| {
+        p.updates
+            .iter()
+            .find(|u| u.unit_id == id)
+            .map(|u| u.wait_reason.clone())
+    };
+    assert_eq!(reason("u1"), Some(Field::Set("provider_queue 0".into())));
+    assert_eq!(reason("u2"), Some(Field::Set("provider_queue 3".into())));
+    assert_eq!(reason("u3"), Some(Field::Set("provider_queue".into())));
+    assert_eq!(
+        reason("u4"),
+        Some(Field::Clear),
+        "started: no longer queued"
+    );
+    assert_eq!(reason("u5"), Some(Field::Clear), "ended: no longer queued");
+    assert_eq!(
+        reason("u6"),
+        Some(Field::Keep),
+        "a plain poll stays a pure poll"
+    );
+    // u1 is next after a create (a dispatch delay); u2 waits behind 3; u3 was queued before.
+    assert_eq!(p.provider_queued, 2);
+    let pure = p
+        .updates
+        .iter()
+        .find(|u| u.unit_id == "u6")
+        .map(UnitUpdate::is_pure_poll);
+    assert_eq!(pure, Some(true));
 }

@@ -77,6 +77,7 @@ pub async fn apply_provider_callback(
                     jobs.insert(u.id.clone(), job.clone());
                 }
                 mapped.push(Change {
+                    provider_queue: None,
                     unit_id: u.id.clone(),
                     outcome: c.outcome,
                     state: c.state,
@@ -84,7 +85,15 @@ pub async fn apply_provider_callback(
                 });
                 units.push(u);
             }
-            _ => report.ignored += 1,
+            Some(_) => report.ignored += 1,
+            None => {
+                // No unit has this job: a forged, replayed or very late callback. Nothing to
+                // change; counted so a stream of them shows.
+                tracing::info!(handler = %handler.info.name, job = ?c.provider_job_id,
+                    key = ?c.idempotency_key, "callback change for no known unit; ignored");
+                metrics::counter!("slotd_callback_changes_unknown_total", "handler" => handler.info.name.clone()).increment(1);
+                report.ignored += 1;
+            }
         }
     }
     if mapped.is_empty() {

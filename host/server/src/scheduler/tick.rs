@@ -59,6 +59,8 @@ struct AccountSeen {
     error: Option<(String, String)>,
     /// A create refused for a quota: the provider's words and its "not before" (ms).
     quota: Option<(String, Option<u64>)>,
+    /// Jobs the provider said it holds in its own queue for lack of room (contract 1.4).
+    provider_queued: u32,
 }
 
 impl AccountSeen {
@@ -69,6 +71,7 @@ impl AccountSeen {
         self.capacity_rejected += o.capacity_rejected;
         self.accepted += o.accepted;
         self.answered += o.answered;
+        self.provider_queued += o.provider_queued;
         if self.error.is_none() {
             self.error = o.error;
         }
@@ -235,6 +238,14 @@ impl Scheduler {
             }
             self.account_health(account, &seen, now);
             self.quota_gate(&pool, limit, account, &seen, now).await;
+            // The provider queues jobs of ours: how many it holds now (read after the commit).
+            let queued = if seen.provider_queued > 0 {
+                s.store
+                    .unit_count_provider_queued(&pool, account.name.as_deref())
+                    .await?
+            } else {
+                0
+            };
             let before = s.capacity.effective(&key, account.max_slots);
             let effective = s.capacity.observe(
                 &key,
@@ -243,6 +254,7 @@ impl Scheduler {
                     rejected: seen.capacity_rejected,
                     accepted: seen.accepted,
                     in_flight: used,
+                    queued,
                 },
             );
             if effective != before {
@@ -562,6 +574,7 @@ impl Scheduler {
                         answered: decided.answered,
                         error: decided.account_error,
                         quota: decided.quota_refused,
+                        provider_queued: u32::try_from(decided.provider_queued).unwrap_or(u32::MAX),
                     };
                     CallResult {
                         refused: decided.refused.len(),

@@ -22,11 +22,12 @@ const APPLY_SQL: &str = "WITH input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
              $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
              $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
-             $18::bool[], $19::int8[], $20::text[], $21::bool[], $23::int8[], $24::bool[]) \
+             $18::bool[], $19::int8[], $20::text[], $21::bool[], $23::int8[], $24::bool[], \
+             $25::bool[], $26::text[]) \
          WITH ORDINALITY AS u (id, from_status, from_stage, to_status, stage, pool, set_job, \
              job, state, result, set_error, error, cost, next_at, attempts, polls, \
              submit_attempt, set_submitted, submitted_at, detail, eventful, from_submitted, \
-             no_cancel, ord) \
+             no_cancel, set_wait, wait_reason, ord) \
      ), old AS ( \
          SELECT units.status AS old_status, input.* FROM input \
          JOIN units ON units.id = input.id \
@@ -51,6 +52,8 @@ const APPLY_SQL: &str = "WITH input AS ( \
              submit_attempt = COALESCE(i.submit_attempt::int, units.submit_attempt), \
              submitted_at = CASE WHEN i.set_submitted THEN i.submitted_at \
                  ELSE units.submitted_at END, \
+             wait_reason = CASE WHEN i.set_wait THEN i.wait_reason \
+                 ELSE units.wait_reason END, \
              lease_owner = CASE WHEN COALESCE(i.to_status, units.status) = 'finalizing' \
                  THEN units.lease_owner END, \
              lease_until = CASE WHEN COALESCE(i.to_status, units.status) = 'finalizing' \
@@ -221,6 +224,8 @@ async fn apply_batch(
         .bind(now)
         .bind(num(|u| u.from_submitted_at))
         .bind(flag(|u| u.unless_cancel_requested))
+        .bind(flag(|u| !u.wait_reason.is_keep()))
+        .bind(col(|u| u.wait_reason.value().cloned()))
         .fetch_all(conn)
         .await?)
 }

@@ -64,3 +64,49 @@ pub(crate) fn assert_moves_match_the_model(rows: &[(String, String)]) {
         "unit_moves differs from UnitStatus::can_move_to"
     );
 }
+
+/// A submitted unit's `wait_reason` is written and cleared through `unit_apply` (contract 1.4
+/// `observe.queued`: the provider holds its job in its own queue), and counted per pool and
+/// account; a plain poll leaves it alone.
+pub(crate) async fn provider_queue_is_written_and_counted(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    super::submit(&store, &["t1-u0", "t1-u1", "t1-u2"], T0).await;
+    let wait = |id: &str, reason: crate::Field<String>| UnitUpdate {
+        wait_reason: reason,
+        polls: Some(1),
+        ..update(id, UnitStatus::Submitted, UnitStatus::Submitted)
+    };
+    let report = store
+        .unit_apply(
+            &[
+                wait("t1-u0", crate::Field::Set("provider_queue 2".into())),
+                wait("t1-u1", crate::Field::Set("provider_queue".into())),
+                wait("t1-u2", crate::Field::Keep),
+            ],
+            T0 + 1,
+            None,
+        )
+        .await
+        .expect("apply");
+    assert_eq!(report.applied.len(), 3);
+    let reason = async |i| unit(&store, "t1", i).await.terms.wait_reason;
+    assert_eq!(reason(0).await.as_deref(), Some("provider_queue 2"));
+    assert_eq!(reason(1).await.as_deref(), Some("provider_queue"));
+    assert_eq!(reason(2).await, None);
+    let count = |account: Option<&'static str>| store.unit_count_provider_queued(POOL, account);
+    assert_eq!(count(None).await.expect("count"), 2);
+    assert_eq!(count(Some("other")).await.expect("count"), 0);
+    assert_eq!(
+        store
+            .unit_count_provider_queued("elsewhere", None)
+            .await
+            .expect("count"),
+        0
+    );
+    store
+        .unit_apply(&[wait("t1-u0", crate::Field::Clear)], T0 + 2, None)
+        .await
+        .expect("apply");
+    assert_eq!(reason(0).await, None);
+    assert_eq!(count(None).await.expect("count"), 1);
+}
