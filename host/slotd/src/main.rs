@@ -91,6 +91,9 @@ enum SimCommand {
     /// A Runway-compatible simulator (bearer key, per-model concurrency with THROTTLED tasks,
     /// signed expiring output links, daily limit 429).
     Runway(slotd_sim::runway::RunwayOptions),
+    /// A fal-compatible queue simulator serving Pika's models (Key auth, per-account
+    /// concurrency with IN_QUEUE requests, signed webhooks, CDN files, request history).
+    Fal(slotd_sim::fal::FalOptions),
 }
 
 #[derive(Subcommand)]
@@ -543,6 +546,12 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         } => {
             init_tracing(false);
             slotd_sim::runway::serve(opts, shutdown_signal()).await
+        }
+        Command::Sim {
+            command: SimCommand::Fal(opts),
+        } => {
+            init_tracing(false);
+            slotd_sim::fal::serve(opts, shutdown_signal()).await
         }
         Command::Task { url, key, command } => task_command(&url, key.as_deref(), command).await,
     }

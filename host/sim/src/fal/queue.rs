@@ -60,6 +60,8 @@ pub enum Cancelled {
 pub struct Queue {
     /// Requests of one account `IN_PROGRESS` at once (FAL_API.md: 2 for new accounts, up to 40).
     pub account_limit: usize,
+    /// Per-account limits that differ from `account_limit`.
+    pub account_limits: BTreeMap<String, usize>,
     /// Optional per-endpoint limits, across accounts.
     pub endpoint_limits: BTreeMap<String, usize>,
     requests: BTreeMap<String, Request>,
@@ -99,6 +101,40 @@ impl Queue {
 
     pub fn get(&self, id: &str) -> Option<&Request> {
         self.requests.get(id)
+    }
+
+    /// `account`'s concurrency limit.
+    pub fn limit_of(&self, account: &str) -> usize {
+        self.account_limits
+            .get(account)
+            .copied()
+            .unwrap_or(self.account_limit)
+    }
+
+    /// Drops an ended request from the model (its caller keeps the history); a request still
+    /// queued or running stays.
+    pub fn forget(&mut self, id: &str) -> Option<Request> {
+        match self.requests.get(id)?.state {
+            State::Completed { .. } => self.requests.remove(id),
+            _ => None,
+        }
+    }
+
+    /// When the next request starts or ends, if any: what a driver waits for.
+    pub fn next_event(&self) -> Option<i64> {
+        let next_end = self
+            .requests
+            .values()
+            .filter_map(|r| match r.state {
+                State::InProgress { started_at } => Some(started_at.saturating_add(r.run_ms)),
+                _ => None,
+            })
+            .min();
+        let next_start = self.next_start().map(|(at, _)| at);
+        match (next_end, next_start) {
+            (Some(e), Some(s)) => Some(e.min(s)),
+            (e, s) => e.or(s),
+        }
     }
 
     /// Requests `IN_PROGRESS` now (after [`Queue::advance`]).
@@ -143,6 +179,26 @@ impl Queue {
         Cancelled::Requested
     }
 
+    /// Cancel `id` at `now` whether queued or running (the simulator's flag that accepts the
+    /// cancel of a running request): a running one ends at `now` and frees its runner.
+    pub fn cancel_running(&mut self, id: &str, now: i64) -> Cancelled {
+        self.advance(now);
+        let Some(r) = self.requests.get_mut(id) else {
+            return Cancelled::NotFound;
+        };
+        let started_at = match r.state {
+            State::InQueue => None,
+            State::InProgress { started_at } => Some(started_at),
+            State::Completed { .. } => return Cancelled::AlreadyCompleted,
+        };
+        r.state = State::Completed {
+            started_at,
+            ended_at: now,
+            cancelled: true,
+        };
+        Cancelled::Requested
+    }
+
     /// Bring every request to `now`: runs end, and queued requests start at the exact instant
     /// a runner frees for them, in dispatch order, event by event.
     pub fn advance(&mut self, now: i64) {
@@ -160,7 +216,10 @@ impl Queue {
                 (Some(e), Some((s, _))) => e.min(*s),
                 (Some(e), None) => e,
                 (None, Some((s, _))) => *s,
-                (None, None) => return,
+                (None, None) => {
+                    self.clock = self.clock.max(now);
+                    return;
+                }
             };
             if event > now {
                 self.clock = self.clock.max(now);
@@ -214,7 +273,7 @@ impl Queue {
                 .get(r.account.as_str())
                 .copied()
                 .unwrap_or(0)
-                < self.account_limit
+                < self.limit_of(&r.account)
                 && self.endpoint_limits.get(&r.endpoint).is_none_or(|l| {
                     running_by_endpoint
                         .get(r.endpoint.as_str())
@@ -345,5 +404,50 @@ mod tests {
         assert_eq!((started(&q, "a"), started(&q, "b")), (Some(100), None));
         q.advance(1_100);
         assert_eq!(started(&q, "b"), Some(1_100));
+    }
+
+    #[test]
+    fn accounts_have_their_own_limits_and_the_next_event_is_announced() {
+        let mut q = Queue::new(1);
+        q.account_limits.insert("big".into(), 2);
+        assert_eq!(q.next_event(), None);
+        q.submit(req("b0", "big", Priority::Normal, 1_000), 0);
+        q.submit(req("b1", "big", Priority::Normal, 2_000), 0);
+        q.submit(req("s0", "small", Priority::Normal, 1_000), 0);
+        q.submit(req("s1", "small", Priority::Normal, 1_000), 0);
+        assert_eq!(q.next_event(), Some(100), "the dispatch delay");
+        q.advance(100);
+        assert_eq!((q.running("big"), q.running("small")), (2, 1));
+        assert_eq!(q.next_event(), Some(1_100), "b0 and s0 end, s1 starts");
+        q.advance(1_100);
+        assert_eq!(started(&q, "s1"), Some(1_100));
+        assert!(q.forget("b0").is_some(), "ended");
+        assert!(q.forget("b1").is_none(), "still running");
+        assert_eq!(q.get("b0"), None);
+    }
+
+    #[test]
+    fn the_flagged_cancel_stops_a_running_request_and_frees_its_runner() {
+        let mut q = Queue::new(1);
+        q.submit(req("run", "a", Priority::Normal, 1_000), 0);
+        q.submit(req("wait", "a", Priority::Normal, 1_000), 0);
+        q.advance(500);
+        assert_eq!(q.cancel_running("run", 500), Cancelled::Requested);
+        assert_eq!(
+            q.get("run").map(|r| r.state.clone()),
+            Some(State::Completed {
+                started_at: Some(100),
+                ended_at: 500,
+                cancelled: true
+            })
+        );
+        q.advance(500);
+        assert_eq!(
+            started(&q, "wait"),
+            Some(500),
+            "the runner is taken at once"
+        );
+        assert_eq!(q.cancel_running("run", 600), Cancelled::AlreadyCompleted);
+        assert_eq!(q.cancel_running("nobody", 600), Cancelled::NotFound);
     }
 }
