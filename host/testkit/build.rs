@@ -25,6 +25,7 @@ const INSTALL: &[(&str, &str)] = &[
     ("kling_video", "kling-video.wasm"),
     ("kling_avatar", "kling-avatar.wasm"),
     ("runway_video", "runway-video.wasm"),
+    ("fal_video", "fal-video.wasm"),
 ];
 
 /// Variables the outer cargo sets (or the user set for the outer build) that would change what

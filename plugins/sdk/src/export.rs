@@ -125,7 +125,7 @@ impl<H: Handler> prov::Guest for H {
     }
 }
 
-/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.3: `handler`,
+/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.4: `handler`,
 /// `extensions`, `costs` and `provider`). Use it once, at the top level of a `cdylib` crate built for
 /// `wasm32-wasip2`; the type must be named by a plain identifier (`use` it first, or give it a
 /// `type` alias).

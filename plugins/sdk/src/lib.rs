@@ -6,7 +6,7 @@
 //! (`finalize`) and provider webhooks into changes (`on_callback`). The host owns all state,
 //! the clock, the slots and the network.
 //!
-//! This crate speaks contract **`slotd:handler@1.3.0`** (its own copy is in `wit/`): implement
+//! This crate speaks contract **`slotd:handler@1.4.0`** (its own copy is in `wit/`): implement
 //! [`Handler`] on a unit struct and export it with [`export_handler!`]. Everything a handler
 //! does outside its memory goes through a [`Host`]: [`WitHost`] inside the component,
 //! [`testing::ScriptedHost`] in ordinary `cargo test` (feature `testing`), so a handler's
@@ -68,7 +68,7 @@ pub use types::{
 pub use wit_host::WitHost;
 
 /// The contract version this crate speaks.
-pub const CONTRACT: &str = "slotd:handler@1.3.0";
+pub const CONTRACT: &str = "slotd:handler@1.4.0";
 
 /// What the export macro needs by path; not part of the API.
 #[doc(hidden)]

@@ -6,6 +6,7 @@
 //! live progress per task and per pool, and ends with a summary measured against the ideal.
 
 mod accounts;
+mod pika;
 pub mod report;
 mod runway;
 
@@ -59,7 +60,12 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     }
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).with_context(|| format!("creating {}", plugins.display()))?;
-    for name in ["kling-video", "kling-avatar", runway::HANDLER] {
+    for name in [
+        "kling-video",
+        "kling-avatar",
+        runway::HANDLER,
+        pika::HANDLER,
+    ] {
         let src = slotd_testkit::built_handler(name).with_context(|| {
             format!("the {name} handler is not built; run `cargo build` in the repository")
         })?;
@@ -198,6 +204,7 @@ fn workload() -> Vec<(&'static str, &'static str, String, Value, u32)> {
     ]
     .into_iter()
     .chain(runway::workload())
+    .chain(pika::workload())
     .collect()
 }
 
@@ -237,6 +244,8 @@ async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> anyhow::Res
 pub struct DemoOutcome {
     pub tasks: Vec<Value>,
     pub runway: slotd_sim::runway::RunwayStats,
+    /// What the fal simulator (Pika) saw.
+    pub pika: slotd_sim::fal::FalStats,
     /// What the backup Kling account's simulator saw.
     pub backup: slotd_sim::kling::SimStats,
 }
@@ -266,6 +275,7 @@ pub async fn run(
     .await?;
     let backup = accounts::start_backup(opts.time_scale, opts.seed, opts.failure_rate).await?;
     let runway_sim = runway::start(opts.time_scale, opts.seed).await?;
+    let fal_sim = pika::start(opts.time_scale, opts.seed).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let base = format!("http://{addr}");
@@ -273,6 +283,7 @@ pub async fn run(
     let mut config = demo_config(&opts, &sim, plugins, public);
     accounts::configure(&mut config, &backup)?;
     runway::configure(&mut config, &runway_sim, opts.time_scale);
+    pika::configure(&mut config, &fal_sim, opts.time_scale);
     let services = slotd_server::app::build(config).await?;
     let objects_root = services.objects.local_root.clone();
     let token = tokio_util::sync::CancellationToken::new();
@@ -299,6 +310,12 @@ pub async fn run(
         runway_sim.base_url(),
         runway::SLOTS_PER_MODEL,
         runway::SLOTS_PER_MODEL
+    );
+    println!(
+        "fal simulator (Pika) at {} ({} concurrent); fal-video pools fal:<model id>, {} slots each",
+        fal_sim.base_url(),
+        pika::ACCOUNT_CONCURRENCY,
+        pika::POOLS[0].1
     );
     println!(
         "backup Kling account at {} ({} concurrent)",
@@ -435,6 +452,8 @@ pub async fn run(
     accounts::print(&sim.stats(), &backup_stats, &usage);
     let runway_stats = runway_sim.stats();
     println!("{}", runway::summary(&runway_stats));
+    let pika_stats = fal_sim.stats();
+    println!("{}", pika::summary(&pika_stats));
     let pools = get_json(&client, &format!("{base}/v1/pools"), OPS_KEY).await?;
     for line in runway::quota_lines(&pools) {
         println!("{line}");
@@ -444,9 +463,11 @@ pub async fn run(
     sim.shutdown().await?;
     backup.shutdown().await?;
     runway_sim.shutdown().await?;
+    fal_sim.shutdown().await?;
     Ok(DemoOutcome {
         tasks: views,
         runway: runway_stats,
+        pika: pika_stats,
         backup: backup_stats,
     })
 }
@@ -549,10 +570,11 @@ fn summary(
 mod tests {
     use super::*;
 
-    /// The demo's whole mix, both providers, to the end: every task completes, Runway saw one
-    /// create per shot and never more of our tasks at once than a model allows.
+    /// The demo's whole mix, three providers, to the end: every task completes, Runway saw one
+    /// create per shot and never more of our tasks at once than a model allows, fal one submit
+    /// per Pika shot and never more of ours unfinished than the account runs.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_demo_runs_kling_and_runway_side_by_side_to_the_end() {
+    async fn the_demo_runs_kling_runway_and_pika_side_by_side_to_the_end() {
         let dir = tempfile::tempdir().expect("tempdir");
         let opts = DemoOptions {
             time_scale: 0.002,
@@ -577,6 +599,11 @@ mod tests {
                 m.max_held_seen
             );
         }
+        let pika_units: u32 = pika::workload().iter().map(|w| w.4).sum();
+        let fal = &outcome.pika.accounts[slotd_sim::fal::ACCOUNT_DEFAULT];
+        assert_eq!(fal.submits, u64::from(pika_units));
+        assert_eq!(fal.succeeded, u64::from(pika_units));
+        assert!(fal.max_unfinished <= u64::from(pika::ACCOUNT_CONCURRENCY));
         // The backup Kling account took video work, within its own limit.
         assert!(outcome.backup.creates > 0, "the backup account was used");
         assert!(outcome.backup.max_running <= accounts::BACKUP_SLOTS);
