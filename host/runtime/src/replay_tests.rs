@@ -200,8 +200,9 @@ async fn components_built_against_1_0_load_and_work_beside_1_2() {
 }
 
 /// Every committed recording replays with today's build of its handler: the Kling flows
-/// (made by the tests above) and the Runway flows (made by the end-to-end test
-/// `runway_flows_record_and_replay`, through the real scheduler).
+/// (made by the tests above), the Runway and fal flows (made by the end-to-end tests
+/// `runway_flows_record_and_replay` and `fal_flows_record_and_replay`, through the real
+/// scheduler).
 #[tokio::test]
 async fn committed_recordings_replay() {
     let dir = committed();
@@ -221,6 +222,7 @@ async fn committed_recordings_replay() {
                 "cancel",
             ][..],
         ),
+        ("fal", &["success", "queued", "lost-answer"][..]),
     ] {
         let Ok(entries) = std::fs::read_dir(dir.join(provider)) else {
             panic!("{} is missing", dir.join(provider).display());
