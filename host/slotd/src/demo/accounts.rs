@@ -102,7 +102,7 @@ pub fn print(main: &SimStats, backup: &SimStats, usage: &[Value]) {
     for u in usage {
         let tenant = u["tenant"].as_str().unwrap_or("?");
         let mut line = format!(
-            "  {tenant:<9} cost {:>6.1} as the providers reported it (estimated {:>6.1}; Kling units and Runway credits add up as they are)",
+            "  {tenant:<9} cost {:>6.1} as the providers reported it (estimated {:>6.1}; Kling units, Runway credits and fal dollars add up as they are)",
             u["total_cost"].as_f64().unwrap_or(0.0),
             u["total_estimated"].as_f64().unwrap_or(0.0)
         );

@@ -377,13 +377,21 @@ pub async fn run(
         if tty || last_print.elapsed() >= Duration::from_secs(5) || done {
             let mut lines = Vec::new();
             lines.push(format!("elapsed {:>5.1}s", started.elapsed().as_secs_f64()));
+            let width = pools
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["name"].as_str())
+                .map(str::len)
+                .max()
+                .unwrap_or(14);
             for p in pools.as_array().into_iter().flatten() {
                 let (used, max) = (
                     p["used"].as_u64().unwrap_or(0),
                     p["max_slots"].as_u64().unwrap_or(0),
                 );
                 lines.push(format!(
-                    "  pool {:<14} {} {used:>2}/{max:<2} slots busy",
+                    "  pool {:<width$} {} {used:>2}/{max:<2} slots busy",
                     p["name"].as_str().unwrap_or("?"),
                     bar(used, max, 20)
                 ));
@@ -394,7 +402,7 @@ pub async fn run(
                     v["total"].as_u64().unwrap_or(u64::from(t.units)),
                 );
                 lines.push(format!(
-                    "  {:<40} {} {c:>2}/{n:<2} {:<9} {}",
+                    "  {:<44} {} {c:>2}/{n:<2} {:<9} {}",
                     t.label,
                     bar(c, n, 24),
                     v["status"].as_str().unwrap_or("?"),

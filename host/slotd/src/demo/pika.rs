@@ -12,11 +12,16 @@ use slotd_sim::fal::{ACCOUNT_DEFAULT, FalOptions, FalSimHandle, FalStats, KEY_DE
 pub const HANDLER: &str = "fal-video";
 /// Requests the simulated fal account runs at once.
 pub const ACCOUNT_CONCURRENCY: u32 = 4;
-/// The Pika models the demo uses, each its own pool (`fal:<model id>`), with its slots: the
-/// two share the account's four.
-pub const POOLS: [(&str, u32); 2] = [
+/// The Pika models the handler serves, each its own pool (`fal:<model id>`), with its slots:
+/// fal's concurrency is the account's over every model, so the two models the demo uses (the
+/// first two) split the account's four; the other two get one slot each (unused here; were
+/// they busy, fal would queue the excess, the handler would say so and slotd would lower the
+/// pools to what fal runs).
+pub const POOLS: [(&str, u32); 4] = [
     ("fal-ai/pika/v2.2/text-to-video", 2),
     ("fal-ai/pika/v2.2/image-to-video", 2),
+    ("fal-ai/pika/v2.2/pikascenes", 1),
+    ("fal-ai/pika/v2.2/pikaframes", 1),
 ];
 
 /// Start the fal simulator at `time_scale`.
