@@ -281,6 +281,8 @@ mod convert;
 #[cfg(test)]
 mod cost_tests;
 mod engine;
+#[cfg(test)]
+mod fal_tests;
 pub mod handler;
 mod host_impl;
 #[cfg(test)]
