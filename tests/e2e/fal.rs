@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sha2::Digest;
 use slotd_core::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
 use slotd_sim::fal::{FalOptions, FalSimHandle, KEY_DEFAULT};
 
@@ -213,21 +212,7 @@ impl Run {
 
     /// Wait until every task is terminal; returns their views.
     pub async fn wait_terminal(&self, ids: &[String], deadline: Duration) -> Vec<Value> {
-        eventually(deadline, "tasks terminal", async || {
-            let mut out = Vec::new();
-            for id in ids {
-                let v = self.task(id).await;
-                if !matches!(
-                    v["status"].as_str(),
-                    Some("completed" | "failed" | "cancelled")
-                ) {
-                    return None;
-                }
-                out.push(v);
-            }
-            Some(out)
-        })
-        .await
+        tasks_terminal(&self.client, &self.base, ids, deadline).await
     }
 
     /// `slotd check` on the database and object store (online, as an operator would), then
@@ -270,30 +255,7 @@ pub async fn check_stored_files(
     services: &slotd_server::services::Services,
     views: &[Value],
 ) -> usize {
-    let mut checked = 0;
-    for v in views {
-        for r in results(v) {
-            if r["status"] != "completed" {
-                continue;
-            }
-            let request = r["provider_task_id"].as_str().expect("provider_task_id");
-            let key = r["object_key"].as_str().expect("object_key");
-            let bytes = services
-                .objects
-                .get_bytes(key)
-                .await
-                .expect("stored object");
-            let sha = hex::encode(sha2::Sha256::digest(&bytes));
-            assert_eq!(
-                sha,
-                slotd_sim::fal::file_sha256(request),
-                "stored file differs from fal's output of {request}"
-            );
-            assert_eq!(r["sha256"], sha, "recorded sha256 differs from the file");
-            checked += 1;
-        }
-    }
-    checked
+    check_provider_files(services, views, slotd_sim::fal::file_sha256).await
 }
 
 /// 40 Pika shots on a pool of 4 with a fal account that runs 8: all complete, fal never had

@@ -201,21 +201,7 @@ impl Run {
 
     /// Wait until every task is terminal; returns their views.
     pub async fn wait_terminal(&self, ids: &[String], deadline: Duration) -> Vec<Value> {
-        eventually(deadline, "tasks terminal", async || {
-            let mut out = Vec::new();
-            for id in ids {
-                let v = self.task(id).await;
-                if !matches!(
-                    v["status"].as_str(),
-                    Some("completed" | "failed" | "cancelled")
-                ) {
-                    return None;
-                }
-                out.push(v);
-            }
-            Some(out)
-        })
-        .await
+        tasks_terminal(&self.client, &self.base, ids, deadline).await
     }
 
     /// Audit the database and object store with `slotd check` (online, as an operator

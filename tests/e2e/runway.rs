@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sha2::Digest;
 use slotd_core::config::{Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
 use slotd_sim::runway::{API_KEY_DEFAULT, RunwayJob, RunwayOptions, RunwaySimHandle};
 
@@ -192,21 +191,7 @@ impl Run {
 
     /// Wait until every task is terminal; returns their views.
     pub async fn wait_terminal(&self, ids: &[String], deadline: Duration) -> Vec<Value> {
-        eventually(deadline, "tasks terminal", async || {
-            let mut out = Vec::new();
-            for id in ids {
-                let v = self.task(id).await;
-                if !matches!(
-                    v["status"].as_str(),
-                    Some("completed" | "failed" | "cancelled")
-                ) {
-                    return None;
-                }
-                out.push(v);
-            }
-            Some(out)
-        })
-        .await
+        tasks_terminal(&self.client, &self.base, ids, deadline).await
     }
 
     /// `slotd check` on the database and object store (online, as an operator would), with
@@ -250,30 +235,7 @@ pub async fn check_stored_files(
     services: &slotd_server::services::Services,
     views: &[Value],
 ) -> usize {
-    let mut checked = 0;
-    for v in views {
-        for r in results(v) {
-            if r["status"] != "completed" {
-                continue;
-            }
-            let job = r["provider_task_id"].as_str().expect("provider_task_id");
-            let key = r["object_key"].as_str().expect("object_key");
-            let bytes = services
-                .objects
-                .get_bytes(key)
-                .await
-                .expect("stored object");
-            let sha = hex::encode(sha2::Sha256::digest(&bytes));
-            assert_eq!(
-                sha,
-                slotd_sim::runway::file_sha256(job),
-                "stored file differs from Runway's output of {job}"
-            );
-            assert_eq!(r["sha256"], sha, "recorded sha256 differs from the file");
-            checked += 1;
-        }
-    }
-    checked
+    check_provider_files(services, views, slotd_sim::runway::file_sha256).await
 }
 
 /// Every task took a slot the moment it was created: none ever waited `THROTTLED`.

@@ -561,3 +561,70 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> Option<Value> {
 /// two cores a browser starting next to a cluster turns milliseconds into a tick.
 pub static QUIET: std::sync::LazyLock<tokio::sync::Mutex<()>> =
     std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
+
+/// `GET {base}/v1/tasks/{id}` for each id until every task is terminal (completed, failed or
+/// cancelled); their views, in order. The harnesses' `wait_terminal`.
+pub async fn tasks_terminal(
+    client: &reqwest::Client,
+    base: &str,
+    ids: &[String],
+    deadline: Duration,
+) -> Vec<Value> {
+    eventually(deadline, "tasks terminal", async || {
+        let mut out = Vec::new();
+        for id in ids {
+            let v: Value = client
+                .get(format!("{base}/v1/tasks/{id}"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            if !matches!(
+                v["status"].as_str(),
+                Some("completed" | "failed" | "cancelled")
+            ) {
+                return None;
+            }
+            out.push(v);
+        }
+        Some(out)
+    })
+    .await
+}
+
+/// Every completed unit's stored file: its bytes hash to `provider_sha256(provider job id)`
+/// (the simulator's file of that job) and to the sha256 slotd recorded. Returns how many were
+/// checked.
+pub async fn check_provider_files(
+    services: &slotd_server::services::Services,
+    views: &[Value],
+    provider_sha256: impl Fn(&str) -> String,
+) -> usize {
+    use sha2::Digest;
+    let mut checked = 0;
+    for v in views {
+        for r in v["results"].as_array().into_iter().flatten() {
+            if r["status"] != "completed" {
+                continue;
+            }
+            let job = r["provider_task_id"].as_str().expect("provider_task_id");
+            let key = r["object_key"].as_str().expect("object_key");
+            let bytes = services
+                .objects
+                .get_bytes(key)
+                .await
+                .expect("stored object");
+            let sha = hex::encode(sha2::Sha256::digest(&bytes));
+            assert_eq!(
+                sha,
+                provider_sha256(job),
+                "stored file differs from the provider's output of {job}"
+            );
+            assert_eq!(r["sha256"], sha, "recorded sha256 differs from the file");
+            checked += 1;
+        }
+    }
+    checked
+}
