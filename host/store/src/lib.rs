@@ -35,19 +35,9 @@ pub use terms::{
     Usage,
 };
 pub(crate) use update::has_repeats;
-/// The `wait_reason` of a submitted unit whose job the provider holds in its own queue; with
-/// the position, `provider_queue <n>`.
-pub const PROVIDER_QUEUE: &str = "provider_queue";
-
-/// Whether a `wait_reason` is [`PROVIDER_QUEUE`]'s, with or without a position.
-pub fn is_provider_queue(reason: &str) -> bool {
-    reason == PROVIDER_QUEUE
-        || reason
-            .strip_prefix(PROVIDER_QUEUE)
-            .is_some_and(|rest| rest.starts_with(' '))
-}
-
-pub use update::{ApplyReport, Field, RefusedWrite, UnitUpdate, split_illegal};
+pub use update::{
+    ApplyReport, Field, PROVIDER_QUEUE, RefusedWrite, UnitUpdate, is_provider_queue, split_illegal,
+};
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
 
 /// Store failures. `Unavailable` is what the API maps to 503 and the scheduler to "pause".

@@ -3,6 +3,18 @@
 
 use slotd_core::model::UnitStatus;
 
+/// The `wait_reason` of a submitted unit whose job the provider holds in its own queue; with
+/// the position, `provider_queue <n>`.
+pub const PROVIDER_QUEUE: &str = "provider_queue";
+
+/// Whether a `wait_reason` is [`PROVIDER_QUEUE`]'s, with or without a position.
+pub fn is_provider_queue(reason: &str) -> bool {
+    reason == PROVIDER_QUEUE
+        || reason
+            .strip_prefix(PROVIDER_QUEUE)
+            .is_some_and(|rest| rest.starts_with(' '))
+}
+
 /// A column an update leaves alone, sets, or clears.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Field<T> {

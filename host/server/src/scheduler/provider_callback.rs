@@ -30,28 +30,36 @@ pub struct ProviderCallbackReport {
     pub refused: usize,
 }
 
-/// Apply the changes a handler derived from a webhook that came through a token of `scope`.
-pub async fn apply_provider_callback(
+/// The callback's changes matched to the units they may change.
+#[derive(Default)]
+struct Matched {
+    /// The units named, submitted and within the token's scope (once each).
+    units: Vec<slotd_core::model::Unit>,
+    /// Their changes, as a tick's.
+    mapped: Vec<Change>,
+    /// Job ids a callback names for units that have none recorded yet (an in-doubt unit whose
+    /// job ends before a poll found it): recorded with whatever the change does, so no unit
+    /// ends without the provider task id it ran as.
+    jobs: std::collections::BTreeMap<String, String>,
+}
+
+/// Find the unit each change names; count (in `report`) and skip the ones it may not change:
+/// outside the token's scope, not submitted, named twice, or naming no known job.
+async fn match_units(
     services: &Services,
     handler: &Handler,
     scope: &Scope,
     changes: Vec<CallbackChange>,
-    now: i64,
-) -> Result<ProviderCallbackReport, SchedulerError> {
+    report: &mut ProviderCallbackReport,
+) -> Result<Matched, SchedulerError> {
     let types: Vec<String> = handler
         .info
         .task_types
         .iter()
         .map(|t| t.name.clone())
         .collect();
-    let mut report = ProviderCallbackReport::default();
-    let mut units = Vec::new();
-    let mut mapped = Vec::new();
+    let mut out = Matched::default();
     let mut seen = BTreeSet::new();
-    // Job ids a callback names for units that have none recorded yet (an in-doubt unit whose
-    // job ends before a poll found it): recorded with whatever the change does, so no unit
-    // ends without the provider task id it ran as.
-    let mut jobs: std::collections::BTreeMap<String, String> = Default::default();
     for c in changes {
         let found = services
             .store
@@ -74,16 +82,16 @@ pub async fn apply_provider_callback(
                 if u.provider_job_id.is_none()
                     && let Some(job) = &c.provider_job_id
                 {
-                    jobs.insert(u.id.clone(), job.clone());
+                    out.jobs.insert(u.id.clone(), job.clone());
                 }
-                mapped.push(Change {
+                out.mapped.push(Change {
                     provider_queue: None,
                     unit_id: u.id.clone(),
                     outcome: c.outcome,
                     state: c.state,
                     cost: c.cost,
                 });
-                units.push(u);
+                out.units.push(u);
             }
             Some(_) => report.ignored += 1,
             None => {
@@ -96,6 +104,23 @@ pub async fn apply_provider_callback(
             }
         }
     }
+    Ok(out)
+}
+
+/// Apply the changes a handler derived from a webhook that came through a token of `scope`.
+pub async fn apply_provider_callback(
+    services: &Services,
+    handler: &Handler,
+    scope: &Scope,
+    changes: Vec<CallbackChange>,
+    now: i64,
+) -> Result<ProviderCallbackReport, SchedulerError> {
+    let mut report = ProviderCallbackReport::default();
+    let Matched {
+        units,
+        mapped,
+        jobs,
+    } = match_units(services, handler, scope, changes, &mut report).await?;
     if mapped.is_empty() {
         return Ok(report);
     }
