@@ -20,7 +20,7 @@ use super::job::{Job, Outcome};
 use super::plan::{draw_plan, price_usd, spec_of};
 use super::queue::{NewRequest, Priority};
 use super::schema::{self, Detail, Schema};
-use super::state::Sim;
+use super::state::{Inner, Sim};
 
 use crate::files::file_sha256;
 
@@ -242,22 +242,7 @@ impl Sim {
     pub(crate) fn accept(&self, sub: Submission, lost: bool) -> Result<(String, Value), Refusal> {
         let input_sha256 = hex::encode(Sha256::digest(sub.body.to_string()));
         let (id, answer, success) = self.with_now(|inner, now| {
-            if let Some(max) = sub.max_queue_length {
-                let waiting = inner
-                    .unfinished
-                    .iter()
-                    .filter_map(|id| inner.jobs.get(id))
-                    .filter(|j| j.started_ms.is_none())
-                    .filter(|j| j.account == sub.account && j.endpoint == sub.model)
-                    .count() as u64;
-                if waiting >= max {
-                    let text = format!(
-                        "The queue is full: {waiting} requests waiting (fal_max_queue_length={max})"
-                    );
-                    let err = FalError::request(StatusCode::TOO_MANY_REQUESTS, "queue_full", text);
-                    return Err((err, "queue_full"));
-                }
-            }
+            queue_room(inner, &sub)?;
             let spec = spec_of(sub.schema, &sub.body);
             let images = matches!(
                 sub.schema,
@@ -293,30 +278,7 @@ impl Sim {
                 },
                 now,
             );
-            let s = &mut inner.stats;
-            s.submits += 1;
-            s.unknown_input_keys += sub.extra.len() as u64;
-            for k in &sub.extra {
-                *s.unknown_input_key_names.entry(k.clone()).or_default() += 1;
-            }
-            if plan.failure.is_some() {
-                s.faults.failed_after_accept += 1;
-            }
-            if lost {
-                s.faults.lost_answers += 1;
-            }
-            let seen = (sub.account.clone(), sub.model.clone(), input_sha256.clone());
-            if !inner.inputs_seen.insert(seen) {
-                inner.stats.duplicate_inputs += 1;
-            }
-            if let Some(a) = inner.accounts.get_mut(&sub.account) {
-                a.submits += 1;
-                a.queued += 1;
-                a.unfinished += 1;
-                a.max_unfinished = a.max_unfinished.max(a.unfinished);
-            }
-            let unfinished: u64 = inner.accounts.values().map(|a| a.unfinished).sum();
-            inner.stats.max_unfinished = inner.stats.max_unfinished.max(unfinished);
+            count_submit(inner, &sub, plan.failure.is_some(), lost, &input_sha256);
             let job = Job {
                 id: id.clone(),
                 account: sub.account,
@@ -363,4 +325,59 @@ impl Sim {
         }
         Ok((id, answer))
     }
+}
+
+/// `Err(429 queue_full)` when the endpoint's queue for the account already holds
+/// `fal_max_queue_length` requests not started.
+fn queue_room(inner: &Inner, sub: &Submission) -> Result<(), Refusal> {
+    let Some(max) = sub.max_queue_length else {
+        return Ok(());
+    };
+    let waiting = inner
+        .unfinished
+        .iter()
+        .filter_map(|id| inner.jobs.get(id))
+        .filter(|j| j.started_ms.is_none())
+        .filter(|j| j.account == sub.account && j.endpoint == sub.model)
+        .count() as u64;
+    if waiting < max {
+        return Ok(());
+    }
+    let text =
+        format!("The queue is full: {waiting} requests waiting (fal_max_queue_length={max})");
+    let err = FalError::request(StatusCode::TOO_MANY_REQUESTS, "queue_full", text);
+    Err((err, "queue_full"))
+}
+
+/// The counters an accepted submit moves: submits, unknown keys, drawn failures, lost answers,
+/// repeated inputs, and the account's queued and unfinished requests.
+fn count_submit(inner: &mut Inner, sub: &Submission, fails: bool, lost: bool, input_sha256: &str) {
+    let s = &mut inner.stats;
+    s.submits += 1;
+    s.unknown_input_keys += sub.extra.len() as u64;
+    for k in &sub.extra {
+        *s.unknown_input_key_names.entry(k.clone()).or_default() += 1;
+    }
+    if fails {
+        s.faults.failed_after_accept += 1;
+    }
+    if lost {
+        s.faults.lost_answers += 1;
+    }
+    let seen = (
+        sub.account.clone(),
+        sub.model.clone(),
+        input_sha256.to_string(),
+    );
+    if !inner.inputs_seen.insert(seen) {
+        inner.stats.duplicate_inputs += 1;
+    }
+    if let Some(a) = inner.accounts.get_mut(&sub.account) {
+        a.submits += 1;
+        a.queued += 1;
+        a.unfinished += 1;
+        a.max_unfinished = a.max_unfinished.max(a.unfinished);
+    }
+    let unfinished: u64 = inner.accounts.values().map(|a| a.unfinished).sum();
+    inner.stats.max_unfinished = inner.stats.max_unfinished.max(unfinished);
 }
