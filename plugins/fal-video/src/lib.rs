@@ -7,7 +7,7 @@
 //! Claims the contract-1.1 features `cancel` (PUT the fal request of a cancelled unit) and
 //! `routing` (a unit's pool is chosen in `plan-routed`); states costs (1.2) and expected
 //! durations (1.3); uses 1.4's `signing.verify-ed25519` for fal's webhooks and
-//! `observe.queued` for requests fal holds `IN_QUEUE`. fal has no idempotency key: a submit
+//! `observe.queued` for requests fal holds `IN_QUEUE`; serves routes (1.5) with Pika 2.2. fal has no idempotency key: a submit
 //! whose answer was lost is never sent again automatically, but looked for in fal's request
 //! history (see [`unknown`]). The key is never in the guest: every request goes through
 //! `send-authorized` with the credential `Authorization: Key <api_key>`.
@@ -20,6 +20,7 @@
 //!   and result; [`unknown`]: the outcome-unknown rule and the history; [`state`].
 //! - [`cancel`], [`finalize`], [`webhook`]; [`fal`]: requests and fal's error bodies;
 //!   [`time`]: RFC 3339.
+//! - [`route`]: contract 1.5 `routes`: a canonical shot as a unit of Pika 2.2.
 
 pub mod cancel;
 pub mod fal;
@@ -27,6 +28,7 @@ pub mod finalize;
 pub mod models;
 pub mod payload;
 pub mod poll;
+pub mod route;
 pub mod settings;
 pub mod shot;
 pub mod spec;
@@ -42,7 +44,8 @@ mod tests;
 
 use slotd_sdk::{
     CallbackChange, CancelChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
-    LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedUnit, StagePool, TickContext, Unit,
+    LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedShot, RoutedUnit, StagePool,
+    TickContext, Unit,
 };
 
 use crate::settings::{DEFAULT_MODEL, STAGE};
@@ -119,6 +122,18 @@ impl Handler for FalVideoHandler {
 
     fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
         settings::stage_pools(host)
+    }
+
+    /// Contract 1.5: the Pika 2.2 image-to-video and text-to-video endpoints (see [`route`]).
+    fn route_models() -> Vec<String> {
+        route::models()
+    }
+
+    /// Contract 1.5: a canonical shot as a `fal_video` unit on its endpoint's pool (the
+    /// image-to-video one with an image, the text-to-video one without, whichever the route
+    /// names), its spec the request `plan-routed` writes for the equivalent shot.
+    fn plan_shot(_: &dyn Host, model: &str, shot: &str) -> Result<RoutedShot, PlanError> {
+        route::plan_shot(model, shot)
     }
 
     fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {

@@ -1,9 +1,16 @@
 //! What the answer to a submit (`POST {base_url}/{model id}`) means. The question that matters
 //! is whether a request was queued: fal has no idempotency key, so an answer that does not
-//! settle it is [`Submitted::Unknown`] (see [`crate::unknown`]), never "try again". Only a
-//! clear 4xx means "not created".
+//! settle it is [`Submitted::Unknown`] (see [`crate::unknown`]), never "try again".
+//!
+//! "Not created": a clear 4xx, and (contract 1.5 convention [`NOT_CREATED`]) a server error fal
+//! answered: any 5xx carrying fal's own error (`{"detail": …}`, `error_type`,
+//! `X-Fal-Error-Type`), and a 500, 503 or other 5xx without one (a 503 ingress page is the
+//! gateway shedding load before the queue). A 502 or 504 **without** fal's error is an ingress
+//! page from a gateway that may have lost fal's answer to a request it queued (how FAL_API.md
+//! and the simulator show a lost answer): unknown, like a timeout.
 
 use serde_json::Value;
+use slotd_sdk::retry_after::retry_after_ms;
 use slotd_sdk::{HttpError, Outcome, ProviderError, Response};
 
 use crate::fal::{self, ACCOUNT_EXHAUSTED, ACCOUNT_REFUSED, Answer};
@@ -15,6 +22,10 @@ pub const UNKNOWN_MODEL: &str = "unknown_model";
 pub const MISCONFIGURED: &str = "misconfigured";
 /// The code of a submit refused for too many requests (nothing created).
 pub const RATE_LIMITED: &str = "rate_limited";
+/// The contract's code (1.5 convention) for a submit fal answered with a server error and
+/// queued nothing for: the host sends the unit back to `pending` instead of keeping it in
+/// doubt.
+pub const NOT_CREATED: &str = "not_created";
 
 /// What a submit answer says.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,8 +72,36 @@ pub fn classify(cfg: &Config, answer: &Answer, now_ms: u64) -> Submitted {
         // A proxy's request timeout says nothing about what fal did.
         408 => Submitted::Unknown(lost(r)),
         400..=499 => Submitted::Failed(fal::error(r)),
-        // 5xx, and 1xx/3xx that a JSON API does not answer.
+        // A gateway's page: fal's answer to a queued request may be what it lost.
+        502 | 504 if !from_fal(r) => Submitted::Unknown(lost(r)),
+        500..=599 => Submitted::Refused(not_created(r, now_ms)),
+        // 1xx/3xx, which a JSON API does not answer.
         _ => Submitted::Unknown(lost(r)),
+    }
+}
+
+/// Whether fal itself wrote the error (its error body or header), not a gateway in front.
+fn from_fal(r: &Response) -> bool {
+    let body: Option<Value> = serde_json::from_slice(&r.body).ok();
+    let fal_body = body
+        .as_ref()
+        .and_then(Value::as_object)
+        .is_some_and(|b| b.contains_key("detail") || b.contains_key("error_type"));
+    fal_body || r.header("x-fal-error-type").is_some()
+}
+
+/// The retry of a submit fal answered with a server error: code [`NOT_CREATED`], fal's status,
+/// error type and text in the message (`fal internal_error: fal HTTP 500: Internal server
+/// error (no request was queued)`), after `Retry-After` when sent.
+fn not_created(r: &Response, now_ms: u64) -> Outcome {
+    let error = fal::error(r);
+    let code = error.code.unwrap_or_else(|| format!("http_{}", r.status));
+    Outcome::RetryAfter {
+        after_ms: retry_after_ms(&r.headers, now_ms),
+        error: ProviderError::new(
+            Some(NOT_CREATED),
+            format!("fal {code}: {} (no request was queued)", error.message),
+        ),
     }
 }
 
@@ -107,6 +146,50 @@ mod tests {
 
     fn cfg() -> Config {
         Config::read(&ScriptedHost::new()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn server_errors_fal_answered_are_not_created_and_gateway_pages_are_unknown() {
+        let internal = json!({"detail": "Internal server error", "error_type": "internal_error"});
+        assert_eq!(
+            classify(&cfg(), &json_answer(500, &internal), 0),
+            Submitted::Refused(Outcome::RetryAfter {
+                after_ms: None,
+                error: ProviderError::new(
+                    Some(NOT_CREATED),
+                    "fal internal_error: fal HTTP 500: Internal server error (no request was \
+                     queued)"
+                ),
+            })
+        );
+        let not_created = |r: Response| match classify(&cfg(), &Ok(r), 0) {
+            Submitted::Refused(Outcome::RetryAfter { after_ms, error }) => {
+                (error.code.as_deref() == Some(NOT_CREATED)).then_some(after_ms)
+            }
+            _ => None,
+        };
+        let busy = Response::new(503, "<html>503 Service Temporarily Unavailable</html>")
+            .with_header("Retry-After", "2");
+        assert_eq!(not_created(busy), Some(Some(2_000)));
+        assert!(not_created(Response::new(500, "")).is_some());
+        let runner = r#"{"detail": "runner gone", "error_type": "runner_disconnected"}"#;
+        assert!(not_created(Response::new(502, runner)).is_some());
+        let typed = Response::new(504, "").with_header("X-Fal-Error-Type", "startup_timeout");
+        assert!(not_created(typed).is_some());
+        for page in [
+            Response::new(502, "<html>502 Bad Gateway</html>"),
+            Response::new(504, "<html>504 Gateway Time-out</html>"),
+            Response::new(504, ""),
+            Response::new(502, "[1]"),
+        ] {
+            assert!(
+                matches!(
+                    classify(&cfg(), &Ok(page.clone()), 0),
+                    Submitted::Unknown(_)
+                ),
+                "{page:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The outcome-unknown rule. fal has **no idempotency key**: a submit whose answer was lost (a
-//! 5xx, a timeout, a transport error, an unreadable 2xx, or a call slotd lost track of: an
-//! `in-doubt` unit with nothing recorded) may have queued a request that will run and be
-//! billed. Such a unit is **never submitted again automatically**. Instead:
+//! gateway's 502 or 504 page without fal's error, a timeout, a transport error, an unreadable
+//! 2xx, or a call slotd lost track of: an `in-doubt` unit with nothing recorded) may have
+//! queued a request that will run and be billed. Such a unit is **never submitted again automatically**. Instead:
 //!
 //! 1. it keeps its slot (a phantom request may hold one of the account's concurrency), for at
 //!    most the clip's longest expected run ([`crate::spec::Spec::hold_ms`], e.g. 900 s, ×

@@ -15,6 +15,12 @@ pub const ACCOUNT_REFUSED: &str = "account_refused";
 /// (429 with 1101 "in arrears" or 1102 "resource packs used up").
 pub const ACCOUNT_EXHAUSTED: &str = "account_exhausted";
 
+/// The error code of a create Kling answered with an HTTP 5xx (contract 1.5 convention): an
+/// answer arrived, so the create was refused and no task was made for the submission. The host
+/// sends the unit back to `pending` (spending one retry) instead of looking it up by
+/// `external_task_id`. A timeout or a transport error is not an answer and stays transient.
+pub const NOT_CREATED: &str = "not_created";
+
 /// Back-off hint after a 1303 (Kling's advice: start at ≥ 1 s, back off exponentially; the
 /// host grows it from there).
 pub const CAPACITY_RETRY_MS: u64 = 1_000;
@@ -49,6 +55,8 @@ pub enum Class {
 pub struct Problem {
     pub class: Class,
     pub error: ProviderError,
+    /// The HTTP status of the answer; `None` when no answer arrived (timeout, transport).
+    pub status: Option<u16>,
 }
 
 impl Problem {
@@ -56,7 +64,35 @@ impl Problem {
         Problem {
             class,
             error: ProviderError::new(code, message),
+            status: None,
         }
+    }
+
+    fn answered(mut self, status: u16) -> Problem {
+        self.status = Some(status);
+        self
+    }
+
+    /// The error of a create this answer refused without making a task, when it is one: a
+    /// transient refusal (not capacity, not the account) that arrived as an HTTP 5xx. Code
+    /// [`NOT_CREATED`], Kling's code, message and the status in the message (`"kling 5000:
+    /// internal error (HTTP 500, no task was created)"`).
+    pub fn not_created(&self) -> Option<ProviderError> {
+        let status = self.status.filter(|s| (500..600).contains(s))?;
+        if self.class != Class::Transient {
+            return None;
+        }
+        let code = self.error.code.as_deref().unwrap_or("?");
+        let http = format!("HTTP {status}");
+        let why = if self.error.message.contains(&http) {
+            "no task was created".to_string()
+        } else {
+            format!("{http}, no task was created")
+        };
+        Some(ProviderError::new(
+            Some(NOT_CREATED),
+            format!("kling {code}: {} ({why})", self.error.message),
+        ))
     }
 
     /// An account-level refusal: the contract's code ([`ACCOUNT_REFUSED`] or
@@ -71,6 +107,7 @@ impl Problem {
         Problem {
             class,
             error: ProviderError::new(Some(code), format!("kling {kling_code}: {message}")),
+            status: None,
         }
     }
 
@@ -90,11 +127,16 @@ pub fn transport(e: &HttpError) -> Problem {
     Problem {
         class,
         error: client::transport_error(e),
+        status: None,
     }
 }
 
-/// The `data` of a successful answer, or the classified problem.
+/// The `data` of a successful answer, or the classified problem (with the answer's status).
 pub fn parse(response: &Response) -> Result<Value, Problem> {
+    classify(response).map_err(|p| p.answered(response.status))
+}
+
+fn classify(response: &Response) -> Result<Value, Problem> {
     let status = response.status;
     let envelope: Value = match serde_json::from_slice(&response.body) {
         Ok(v @ Value::Object(_)) => v,
@@ -298,6 +340,48 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn server_errors_say_not_created_and_the_rest_do_not() {
+        let not_created = |status: u16, body: &str| answer(status, body).err()?.not_created();
+        let coded = r#"{"code":5000,"message":"internal error","request_id":"r"}"#;
+        assert_eq!(
+            not_created(500, coded),
+            Some(ProviderError::new(
+                Some(NOT_CREATED),
+                "kling 5000: internal error (HTTP 500, no task was created)"
+            ))
+        );
+        let timeout = r#"{"code":5002,"message":"internal timeout","request_id":"r"}"#;
+        assert!(not_created(504, timeout).is_some());
+        // Without an envelope: Kling's status and the body's size, said once.
+        let page = not_created(502, "<html>bad gateway</html>");
+        assert_eq!(
+            page.map(|e| e.message),
+            Some(
+                "kling http_502: malformed answer (HTTP 502, 24 bytes, not a JSON object) (no \
+                 task was created)"
+                    .to_string()
+            )
+        );
+        assert!(not_created(503, r#"{"message":"down"}"#).is_some());
+        // Capacity, the account, refusals of the job, 4xx and 2xx are something else.
+        for (status, body) in [
+            (500, r#"{"code":1303,"message":"over limit"}"#),
+            (500, r#"{"code":1102,"message":"packs used up"}"#),
+            (500, r#"{"code":1301,"message":"moderation"}"#),
+            (429, r#"{"code":1302,"message":"too fast"}"#),
+            (200, r#"{"code":5000,"message":"internal error"}"#),
+            (200, "{\"code\":0,\"mess"),
+        ] {
+            assert_eq!(not_created(status, body), None, "{status} {body}");
+        }
+        assert_eq!(transport(&HttpError::Timeout).not_created(), None);
+        assert_eq!(
+            transport(&HttpError::Transport("reset".into())).status,
+            None
+        );
     }
 
     #[test]

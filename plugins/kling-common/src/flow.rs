@@ -292,9 +292,15 @@ fn task_change(
     task::change_for(job.unit, task, hint, success)
 }
 
-/// A refusal turned into an outcome. On a submit, 1303 is `capacity-rejected`; a poll or
-/// lookup that cannot find its task is retried (the budget decides), not failed at once.
+/// A refusal turned into an outcome. On a submit, 1303 is `capacity-rejected` and an HTTP 5xx
+/// answer is `not_created` (contract 1.5: the host sends the unit back to `pending` instead of
+/// looking the submission up; a timeout or transport error stays an ordinary retry, which
+/// the host follows with an in-doubt lookup). A poll or lookup that cannot find its task is
+/// retried (the budget decides), not failed at once.
 fn problem_change(unit: &Unit, p: Problem, submit: bool) -> Change {
+    if submit && let Some(error) = p.not_created() {
+        return Change::of(unit, Outcome::retry(error));
+    }
     let outcome = match p.class {
         Class::Capacity if submit && unit.provider_job_id.is_none() => {
             Outcome::CapacityRejected(Some(CAPACITY_RETRY_MS))

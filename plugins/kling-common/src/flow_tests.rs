@@ -7,9 +7,9 @@ use std::rc::Rc;
 use serde_json::json;
 
 use slotd_sdk::testing::{DEFAULT_NOW_MS, ScriptedHost};
-use slotd_sdk::{Change, Outcome, ProviderError, Unit};
+use slotd_sdk::{Change, HttpError, Outcome, ProviderError, Response, Unit};
 
-use crate::answer::{ACCOUNT_EXHAUSTED, ACCOUNT_REFUSED};
+use crate::answer::{ACCOUNT_EXHAUSTED, ACCOUNT_REFUSED, NOT_CREATED};
 use crate::client::Client;
 use crate::flow::{self, Job, Settings};
 use crate::testing::{kling, kling_host};
@@ -159,6 +159,71 @@ fn account_refusals_are_retried_with_the_account_codes_at_submit_and_poll() {
             changes[0].outcome
         );
     }
+}
+
+/// Contract 1.5: a create Kling answered with an HTTP 5xx made no task, so it is `not_created`
+/// (the host sends the unit back to `pending` instead of looking it up), Kling's code, message
+/// and status kept; a poll answered 5xx, and a create whose answer never came, stay ordinary
+/// retries.
+#[test]
+fn a_create_answered_5xx_is_not_created_and_the_rest_stay_retries() {
+    for (status, code, message) in [
+        (500, 5000, "internal error"),
+        (503, 5001, "service under maintenance"),
+        (504, 5002, "internal timeout"),
+    ] {
+        let host = kling_host(move |_| kling(status, code, message, json!(null)));
+        let units = [unit("a", None, false), unit("b", Some("7"), false)];
+        let changes = run(&host, &units);
+        assert_eq!(
+            changes[0].outcome,
+            Outcome::retry(ProviderError::new(
+                Some(NOT_CREATED),
+                format!("kling {code}: {message} (HTTP {status}, no task was created)")
+            )),
+            "submit answered {status}/{code}"
+        );
+        assert_eq!(
+            changes[1].outcome,
+            Outcome::retry(ProviderError::new(Some(&code.to_string()), message)),
+            "poll answered {status}/{code}"
+        );
+        assert_eq!(
+            host.requests().len(),
+            2,
+            "{code}: no lookup after the create"
+        );
+    }
+    // Without Kling's envelope (a gateway's page): still an answer.
+    let page = kling_host(|_| Ok(Response::new(502, "<html>bad gateway</html>")));
+    let changes = run(&page, &[unit("a", None, false)]);
+    assert!(
+        matches!(&changes[0].outcome, Outcome::RetryAfter { error, .. }
+            if error.code.as_deref() == Some(NOT_CREATED) && error.message.contains("HTTP 502")),
+        "{:?}",
+        changes[0].outcome
+    );
+    // No answer: the create may have made a task; a plain retry, looked up in doubt next.
+    let lost = kling_host(|_| Err(HttpError::Timeout));
+    let changes = run(&lost, &[unit("a", None, false)]);
+    assert!(
+        matches!(&changes[0].outcome, Outcome::RetryAfter { error, .. }
+            if error.code.as_deref() == Some("timeout")),
+        "{:?}",
+        changes[0].outcome
+    );
+    // An in-doubt unit not found by its external id, then refused 5xx: not created either.
+    let host = kling_host(|r| match r.method.as_str() {
+        "GET" => kling(404, 1203, "no such task", json!(null)),
+        _ => kling(500, 5000, "internal error", json!(null)),
+    });
+    let changes = run(&host, &[unit("a", None, true)]);
+    assert!(
+        matches!(&changes[0].outcome, Outcome::RetryAfter { error, .. }
+            if error.code.as_deref() == Some(NOT_CREATED)),
+        "{:?}",
+        changes[0].outcome
+    );
 }
 
 #[test]

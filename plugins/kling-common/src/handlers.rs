@@ -1,8 +1,9 @@
 //! The two Kling handlers as [`slotd_sdk::Handler`]s; the `kling-video` and `kling-avatar`
 //! components only export them. Neither claims a 1.1 feature (no `cancel`, no routing).
 //! `kling-video` estimates each shot's cost in resource-pack units (contract 1.2 `costs`, see
-//! [`crate::price`]) and states each shot's expected duration (contract 1.3
-//! `provider.durations`, see [`video::expected_duration`]); `kling-avatar` has no published
+//! [`crate::price`]), states each shot's expected duration (contract 1.3
+//! `provider.durations`, see [`video::expected_duration`]) and serves routes with every video
+//! model (contract 1.5 `routes`, see [`crate::video_route`]); `kling-avatar` has no published
 //! price and states no duration (a statement is about a unit's first stage, its 5–20 s voice,
 //! while the unit goes on to a 10–90 s element), leaving both unknown.
 //!
@@ -13,11 +14,12 @@
 
 use slotd_sdk::{
     Artifact, CallbackChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
-    PlanError, PlannedUnit, PoolInfo, StageInfo, TaskTypeInfo, TickContext, Unit, settings,
+    PlanError, PlannedUnit, PoolInfo, RoutedShot, StageInfo, TaskTypeInfo, TickContext, Unit,
+    settings,
 };
 
 use crate::flow::{self, Job};
-use crate::{avatar, price, video, webhook};
+use crate::{avatar, price, video, video_route, webhook};
 
 /// `kling-video`: text-to-video and image-to-video, one unit per shot on `kling:video`.
 /// `KlingVideo<true>` is the same handler declaring version [`video::NEXT_VERSION`], so reload
@@ -118,6 +120,17 @@ impl<const NEXT: bool> Handler for KlingVideo<NEXT> {
             .ok()?
             .unwrap_or(1.0);
         video::expected_duration(spec, scale)
+    }
+
+    /// Contract 1.5: every video model (see [`video_route`]).
+    fn route_models() -> Vec<String> {
+        video_route::models()
+    }
+
+    /// Contract 1.5: a canonical shot as a `video` unit on `kling:video`, its spec the create
+    /// body `plan` writes for the equivalent shot.
+    fn plan_shot(_: &dyn Host, model: &str, shot: &str) -> Result<RoutedShot, PlanError> {
+        video_route::plan_shot(model, shot)
     }
 
     fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {

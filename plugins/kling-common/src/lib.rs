@@ -12,6 +12,8 @@
 //! - `flow`: a tick: in-doubt lookups, submits, duplicate adoption, polls; `list`: list polling.
 //! - `fields`: payload validation (the SDK's helpers and Kling's image rule).
 //! - `video`, `avatar`: the two handlers' payloads, bodies and results.
+//! - `video_route`: `kling-video` as a route target (contract 1.5 `routes`): a canonical shot
+//!   as a `video` unit.
 //! - `price`: the expected cost of a job in resource-pack units (contract 1.2 `costs`).
 //! - `webhook`: callbacks (signature checked by the SDK, task object to change).
 
@@ -25,6 +27,7 @@ mod list;
 pub mod price;
 pub mod task;
 pub mod video;
+pub mod video_route;
 pub mod webhook;
 
 #[cfg(test)]

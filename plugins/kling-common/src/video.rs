@@ -140,7 +140,8 @@ fn settings(map: &Map<String, Value>, prefix: &str) -> Result<Map<String, Value>
     Ok(out)
 }
 
-fn shot_spec(
+/// One payload shot's spec (the resolved create body), `defaults` being the task's settings.
+pub(crate) fn shot_spec(
     defaults: &Map<String, Value>,
     shot: &Value,
     prefix: &str,

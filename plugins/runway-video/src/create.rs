@@ -18,8 +18,9 @@ pub enum Created {
         estimated_credits: Option<f64>,
     },
     /// Not made, for now: the daily limit (429, code [`QUOTA_EXHAUSTED`]: the host closes the
-    /// model's pool until `after_ms` or its own estimate, and spends no retry budget) or Runway
-    /// shedding load (502, 503). Creating again later is safe.
+    /// model's pool until `after_ms` or its own estimate, and spends no retry budget) or a
+    /// server error Runway answered (a 5xx other than 504, code [`NOT_CREATED`]: the host sends
+    /// the unit back to `pending`, spending one retry). Creating again later is safe.
     Refused {
         after_ms: Option<u64>,
         error: ProviderError,
@@ -30,8 +31,8 @@ pub enum Created {
     /// Not made, and the same request will not succeed (400, 403, other 4xx), or it was
     /// never sent (the host refused it as configured).
     Failed(ProviderError),
-    /// Maybe made: a timeout, a transport error, a 5xx other than 502/503, a success without
-    /// a readable id.
+    /// Maybe made: a timeout, a transport error, a 504 (Runway overloaded: RUNWAY_API.md counts
+    /// it among the lost answers), a 1xx/3xx, a success without a readable id.
     Unknown(String),
 }
 
@@ -61,13 +62,27 @@ pub fn classify(answer: &Result<Response, HttpError>, now_ms: u64) -> Created {
             after_ms: retry_after_ms(&r.headers, now_ms),
             error: quota_exhausted(r),
         },
-        502 | 503 => Created::Refused {
+        // A gateway timeout: Runway may have made the task behind it.
+        504 => Created::Unknown(answers::error(r).message),
+        500..=599 => Created::Refused {
             after_ms: retry_after_ms(&r.headers, now_ms),
-            error: with_hint(answers::error(r), hint(r.status)),
+            error: not_created(r),
         },
         400..=499 => Created::Failed(with_hint(answers::error(r), hint(r.status))),
         _ => Created::Unknown(answers::error(r).message),
     }
+}
+
+/// The error of a create answered with a 5xx other than 504: code [`NOT_CREATED`] (contract
+/// 1.5 convention), Runway's status and text in the message (e.g. `runway http_503: HTTP 503:
+/// busy (Runway is shedding load; no task was created)`).
+pub fn not_created(r: &Response) -> ProviderError {
+    let error = with_hint(answers::error(r), hint(r.status));
+    let code = error.code.unwrap_or_else(|| format!("http_{}", r.status));
+    ProviderError::new(
+        Some(NOT_CREATED),
+        format!("runway {code}: {}", error.message),
+    )
 }
 
 /// The error of a 401: code [`ACCOUNT_REFUSED`], Runway's status and text in the message
@@ -96,6 +111,10 @@ pub fn quota_exhausted(r: &Response) -> ProviderError {
 /// The contract's code (1.3 convention) for a create refused by a quota: Runway's daily limit.
 pub const QUOTA_EXHAUSTED: &str = "quota_exhausted";
 
+/// The contract's code (1.5 convention) for a create Runway answered with a server error and
+/// made no task for: the host sends the unit back to `pending` instead of keeping it in doubt.
+pub const NOT_CREATED: &str = "not_created";
+
 /// The contract's code (1.2) for an answer refusing the account's credentials: Runway's 401.
 /// Runway documents no "not enough credits" answer, so this handler never reports
 /// `account_exhausted`.
@@ -107,7 +126,8 @@ fn hint(status: u16) -> &'static str {
         401 => "Runway refused the API key: check the api_key secret of handlers.runway-video",
         403 => "the model may not be available to this Runway account",
         429 => "Runway's daily generation limit for this model is reached (no task was created)",
-        502 | 503 => "Runway is shedding load (no task was created)",
+        502 | 503 => "Runway is shedding load; no task was created",
+        500..=599 => "Runway failed the create; no task was created",
         _ => "",
     }
 }
@@ -168,11 +188,38 @@ mod tests {
                 && error.message.contains("daily generation limit"))
         );
         assert_eq!(code(&got), Some(QUOTA_EXHAUSTED));
-        for status in [502, 503] {
-            let got = classify(&answer(status, json!({"error": "busy"})), 0);
+    }
+
+    /// Contract 1.5: a server error Runway answered made no task: `not_created`, Runway's
+    /// status and text kept, `Retry-After` honoured.
+    #[test]
+    fn server_errors_answered_are_not_created() {
+        let busy = Ok(Response::new(503, r#"{"error":"busy"}"#).with_header("Retry-After", "5"));
+        assert_eq!(
+            classify(&busy, 0),
+            Created::Refused {
+                after_ms: Some(5_000),
+                error: ProviderError::new(
+                    Some(NOT_CREATED),
+                    "runway http_503: HTTP 503: busy (Runway is shedding load; no task was \
+                     created)"
+                ),
+            }
+        );
+        for (status, body) in [
+            (500, r#"{"error":"Internal server error"}"#),
+            (500, ""),
+            (502, "<html>Bad Gateway</html>"),
+            (503, ""),
+            (599, "?"),
+        ] {
+            let got = classify(&Ok(Response::new(status, body)), 0);
+            assert_eq!(code(&got), Some(NOT_CREATED), "{status} {body:?}");
             assert!(
-                matches!(got, Created::Refused { after_ms: None, .. }),
-                "{status}"
+                matches!(&got, Created::Refused { error, .. }
+                    if error.message.starts_with(&format!("runway http_{status}: HTTP {status}"))
+                        && error.message.contains("no task was created")),
+                "{got:?}"
             );
         }
     }
@@ -220,7 +267,10 @@ mod tests {
             (Err(HttpError::Transport("reset".into())), "reset"),
             (Err(HttpError::TooLarge(9)), "cap"),
             (Ok(Response::new(504, "Gateway Timeout")), "HTTP 504"),
-            (Ok(Response::new(500, "")), "HTTP 500"),
+            (
+                Ok(Response::new(504, r#"{"error":"overloaded"}"#)),
+                "overloaded",
+            ),
             (Ok(Response::new(302, "")), "HTTP 302"),
         ] {
             assert!(

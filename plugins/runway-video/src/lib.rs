@@ -19,6 +19,7 @@
 //! - [`cancel`], [`finalize`]; [`answers`]: reading Runway's bodies.
 //! - [`organization`]: contract 1.3 `provider`: expected durations, and the account's limits
 //!   from `GET /v1/organization`.
+//! - [`route`]: contract 1.5 `routes`: a canonical shot as a unit of a Runway model.
 
 pub mod answers;
 pub mod assets;
@@ -29,6 +30,7 @@ pub mod models;
 pub mod organization;
 pub mod payload;
 pub mod poll;
+pub mod route;
 pub mod settings;
 pub mod spec;
 pub mod state;
@@ -40,7 +42,8 @@ mod tests;
 
 use slotd_sdk::{
     CallbackChange, CancelChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
-    LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedUnit, StagePool, TickContext, Unit,
+    LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedShot, RoutedUnit, StagePool,
+    TickContext, Unit,
 };
 
 use crate::settings::{DEFAULT_MODEL, STAGE};
@@ -122,6 +125,17 @@ impl Handler for RunwayVideo {
 
     fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
         settings::stage_pools(host)
+    }
+
+    /// Contract 1.5: every model (see [`route`]).
+    fn route_models() -> Vec<String> {
+        route::models()
+    }
+
+    /// Contract 1.5: a canonical shot as a `runway_video` unit on its model's pool, its spec
+    /// the create request `plan-routed` writes for the equivalent shot.
+    fn plan_shot(_: &dyn Host, model: &str, shot: &str) -> Result<RoutedShot, PlanError> {
+        route::plan_shot(model, shot)
     }
 
     fn tick(host: &dyn Host, ctx: &TickContext, batch: Vec<Unit>) -> Result<Vec<Change>, String> {

@@ -81,7 +81,8 @@ struct Field<'a> {
     value: &'a Value,
 }
 
-fn plan_shot(
+/// One payload shot at `prefix` (`task`'s settings apply where the shot sets none), planned.
+pub(crate) fn plan_shot(
     task: &Map<String, Value>,
     shot: &Value,
     prefix: &str,

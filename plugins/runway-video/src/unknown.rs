@@ -1,7 +1,8 @@
 //! The outcome-unknown rule. Runway has no idempotency key and no endpoint listing tasks, so a
-//! create whose answer was lost (a timeout, a transport error, a 5xx other than 502/503, an
-//! unreadable success, or a call slotd lost track of: an `in-doubt` unit with nothing
-//! recorded) may have made a task that can never be found again. Such a unit is **never
+//! create whose answer was lost (a timeout, a transport error, a 504 — RUNWAY_API.md counts
+//! Runway's gateway timeout among the lost answers —, an unreadable success, or a call slotd
+//! lost track of: an `in-doubt` unit with nothing recorded) may have made a task that can
+//! never be found again. Such a unit is **never
 //! created again automatically**. Instead:
 //!
 //! 1. it keeps its slot for the model's longest expected run ([`Model::longest_secs`] ×

@@ -1,4 +1,4 @@
-//! The only `generate!` of the SDK: Rust bindings of world `slotd-handler` (contract 1.4.0,
+//! The only `generate!` of the SDK: Rust bindings of world `slotd-handler` (contract 1.5.0,
 //! from this crate's own `wit/handler.wit`). Handlers do not use these directly: the SDK's
 //! neutral types convert to and from them, and [`crate::export_handler!`] exports a
 //! [`crate::Handler`] through them.

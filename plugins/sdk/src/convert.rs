@@ -3,12 +3,14 @@
 //! (units, contexts, answers) comes in, what the handler returns goes out.
 
 use crate::bindings::exports::slotd::handler::extensions as ext;
+use crate::bindings::exports::slotd::handler::routes;
 use crate::bindings::slotd::handler::{http, log, types as wit};
 use crate::host::{AuthorizedRequest, Credential, HttpError, Level, Request, Response};
 use crate::info::{
     CancelChange, CancelOutcome, Features, HandlerInfo, PoolInfo, RoutedUnit, StageInfo, StagePool,
     TaskTypeInfo,
 };
+use crate::route::RoutedShot;
 use crate::types::{
     Artifact, CallbackChange, Change, Finalized, Outcome, PlanError, PlannedUnit, ProviderError,
     TickContext, Unit, UnitStatus,
@@ -219,6 +221,17 @@ impl From<RoutedUnit> for ext::RoutedUnit {
     }
 }
 
+impl From<RoutedShot> for routes::RoutedShot {
+    fn from(r: RoutedShot) -> routes::RoutedShot {
+        routes::RoutedShot {
+            task_type: r.task_type,
+            pool: r.pool,
+            spec: r.spec,
+            state: r.state,
+        }
+    }
+}
+
 impl From<Request> for http::Request {
     fn from(r: Request) -> http::Request {
         http::Request {
@@ -311,6 +324,26 @@ mod tests {
         }
         .into();
         assert!(matches!(cancel.outcome, ext::CancelOutcome::RetryAfter(_)));
+    }
+
+    #[test]
+    fn routed_shots_go_out_whole() {
+        let shot: routes::RoutedShot = RoutedShot {
+            task_type: "video".into(),
+            pool: "kling:video".into(),
+            spec: "{\"prompt\":\"p\"}".into(),
+            state: "{}".into(),
+        }
+        .into();
+        assert_eq!(
+            (shot.task_type, shot.pool, shot.spec, shot.state),
+            (
+                "video".to_string(),
+                "kling:video".to_string(),
+                "{\"prompt\":\"p\"}".to_string(),
+                "{}".to_string()
+            )
+        );
     }
 
     #[test]

@@ -136,3 +136,14 @@ fn polls_until_done_and_claims_no_features() {
     let refused = Echo::on_callback(&host, &[], b"{}");
     assert!(refused.is_err(), "no callbacks by default");
 }
+
+#[test]
+fn a_handler_without_route_models_serves_no_routes() {
+    assert!(Echo::route_models().is_empty());
+    let shot = r#"{"prompt": "p", "duration": 5, "aspect_ratio": "16:9"}"#;
+    let refused = Echo::plan_shot(&ScriptedHost::new(), "any", shot);
+    assert!(
+        refused.is_err_and(|e| e.field.is_none() && e.message.contains("serves no routes")),
+        "plan_shot refuses by default"
+    );
+}

@@ -3,7 +3,7 @@
 //! [`crate::export_handler!`] only has to name the type.
 
 use crate::bindings::exports::slotd::handler::{
-    costs, extensions as ext, handler as core, provider as prov,
+    costs, extensions as ext, handler as core, provider as prov, routes,
 };
 use crate::bindings::slotd::handler::types as wit;
 use crate::handler::Handler;
@@ -125,10 +125,22 @@ impl<H: Handler> prov::Guest for H {
     }
 }
 
-/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.4: `handler`,
-/// `extensions`, `costs` and `provider`). Use it once, at the top level of a `cdylib` crate built for
-/// `wasm32-wasip2`; the type must be named by a plain identifier (`use` it first, or give it a
-/// `type` alias).
+impl<H: Handler> routes::Guest for H {
+    fn models() -> Vec<String> {
+        H::route_models()
+    }
+
+    fn plan_shot(model: String, shot: String) -> Result<routes::RoutedShot, wit::PlanError> {
+        H::plan_shot(&WitHost, &model, &shot)
+            .map(Into::into)
+            .map_err(Into::into)
+    }
+}
+
+/// Export a [`Handler`] as the component's `slotd-handler` world (contract 1.5: `handler`,
+/// `extensions`, `costs`, `provider` and `routes`). Use it once, at the top level of a `cdylib`
+/// crate built for `wasm32-wasip2`; the type must be named by a plain identifier (`use` it
+/// first, or give it a `type` alias).
 ///
 /// ```ignore
 /// struct MyHandler;

@@ -5,6 +5,7 @@ use crate::host::Host;
 use crate::info::{
     CancelChange, ExpectedDuration, HandlerInfo, LimitsContext, PoolLimits, RoutedUnit, StagePool,
 };
+use crate::route::{self, RoutedShot};
 use crate::types::{CallbackChange, Change, Finalized, PlanError, PlannedUnit, TickContext, Unit};
 
 /// A slotd handler. Every method is an associated function: each call runs in a fresh
@@ -16,7 +17,9 @@ use crate::types::{CallbackChange, Change, Finalized, PlanError, PlannedUnit, Ti
 /// implement the matching methods; the host calls nothing that is not claimed. The 1.2 cost
 /// estimate ([`Handler::estimate`]) is optional too: by default every unit's cost is unknown.
 /// So are 1.3's expected durations ([`Handler::expected_duration`]) and the provider's published
-/// limits ([`Handler::limits`]): by default unknown, and none.
+/// limits ([`Handler::limits`]): by default unknown, and none. And 1.5's routes
+/// ([`Handler::route_models`], [`Handler::plan_shot`]): by default no models, so the handler is
+/// no route's target.
 pub trait Handler {
     /// Claim the `cancel` feature: the host calls [`Handler::cancel`] for submitted units of
     /// cancelled tasks.
@@ -92,6 +95,26 @@ pub trait Handler {
     fn limits(host: &dyn Host, ctx: &LimitsContext) -> Result<Vec<PoolLimits>, String> {
         let _ = (host, ctx);
         Ok(Vec::new())
+    }
+
+    /// The models a route target may name for this handler (contract 1.5 `routes.models`),
+    /// e.g. `kling-v1-6`. Called once per load; must not do I/O. Empty (the default): the
+    /// handler serves no routes.
+    fn route_models() -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Map one canonical shot (JSON; parse it with [`route::Shot::parse`]) to a unit of this
+    /// handler for `model`, one of [`Handler::route_models`] (contract 1.5
+    /// `routes.plan-shot`): the task type and first-stage pool it runs in, and the spec and
+    /// state [`Handler::plan`] (or [`Handler::plan_routed`]) would give the equivalent
+    /// payload's unit, so [`Handler::estimate`], [`Handler::expected_duration`],
+    /// [`Handler::tick`] and [`Handler::finalize`] take it like any other. Refuse what the
+    /// model cannot honour with [`PlanError::at`] naming the shot's field (`duration`) and
+    /// saying what it can do instead. Must not do I/O. Default: refused (no routes).
+    fn plan_shot(host: &dyn Host, model: &str, shot: &str) -> Result<RoutedShot, PlanError> {
+        let _ = (host, model, shot);
+        Err(route::not_routable())
     }
 
     /// [`Handler::plan`] with a pool per stage (needs [`Handler::ROUTING`]). Default: refused.

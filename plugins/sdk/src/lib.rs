@@ -6,7 +6,7 @@
 //! (`finalize`) and provider webhooks into changes (`on_callback`). The host owns all state,
 //! the clock, the slots and the network.
 //!
-//! This crate speaks contract **`slotd:handler@1.4.0`** (its own copy is in `wit/`): implement
+//! This crate speaks contract **`slotd:handler@1.5.0`** (its own copy is in `wit/`): implement
 //! [`Handler`] on a unit struct and export it with [`export_handler!`]. Everything a handler
 //! does outside its memory goes through a [`Host`]: [`WitHost`] inside the component,
 //! [`testing::ScriptedHost`] in ordinary `cargo test` (feature `testing`), so a handler's
@@ -23,6 +23,8 @@
 //! - [`settings`]: configuration with errors naming the key; [`fields`]: payload validation.
 //! - [`signing`]: HMAC and HS256 JWTs signed by the host; [`webhook`]: Standard Webhooks.
 //! - [`polling`]: rounds of requests, list-endpoint paging, path segments.
+//! - [`route`]: routes (contract 1.5): the canonical [`route::Shot`] a route hands a handler,
+//!   parsed once for every handler, and the [`RoutedShot`] it answers.
 
 #![warn(missing_docs)]
 
@@ -42,6 +44,7 @@ mod host;
 mod info;
 pub mod polling;
 pub mod retry_after;
+pub mod route;
 pub mod settings;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]
@@ -61,6 +64,7 @@ pub use info::{
     CancelChange, CancelOutcome, ExpectedDuration, Features, HandlerInfo, LimitsContext, PoolInfo,
     PoolLimits, RoutedUnit, StageInfo, StagePool, StatedQuota, TaskTypeInfo,
 };
+pub use route::RoutedShot;
 pub use types::{
     Artifact, CallbackChange, Change, Finalized, Outcome, PlanError, PlannedUnit, ProviderError,
     TickContext, Unit, UnitStatus,
@@ -68,7 +72,7 @@ pub use types::{
 pub use wit_host::WitHost;
 
 /// The contract version this crate speaks.
-pub const CONTRACT: &str = "slotd:handler@1.4.0";
+pub const CONTRACT: &str = "slotd:handler@1.5.0";
 
 /// What the export macro needs by path; not part of the API.
 #[doc(hidden)]

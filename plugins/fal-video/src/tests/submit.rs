@@ -204,11 +204,57 @@ fn refusals_that_created_nothing_retry_and_failures_fail() {
     );
 }
 
+/// Contract 1.5: a server error fal answered queued nothing: `not_created` (the host sends the
+/// unit back to `pending`), fal's status, type and text kept. Recorded refused all the same: a
+/// host that predates the convention gives the unit back in doubt, and it is submitted again
+/// rather than held.
+#[test]
+fn a_submit_answered_with_a_server_error_is_not_created_and_may_be_sent_again() {
+    let internal = json!({"detail": "Internal server error", "error_type": "internal_error"});
+    for (why, reply) in [
+        ("fal HTTP 500: Internal server error", answer(500, internal)),
+        (
+            "fal HTTP 503: <html>busy</html>",
+            Ok(Response::new(503, "<html>busy</html>")),
+        ),
+        ("fal HTTP 500: internal", Ok(Response::new(500, "internal"))),
+    ] {
+        let host = keyed_host().on_any(move |_| reply.clone());
+        let change = tick_one(&host, NOW, fresh("a"));
+        assert!(
+            matches!(&change.outcome, Outcome::RetryAfter { error, .. }
+                if error.code.as_deref() == Some("not_created")
+                    && error.message.contains(why)
+                    && error.message.ends_with("(no request was queued)")),
+            "{why}: {:?}",
+            change.outcome
+        );
+        assert_eq!(
+            state(&change),
+            json!({"submission": format!("a-main-0@{NOW}"), "refused_at_ms": NOW})
+        );
+        assert!(
+            warnings(&host).is_empty(),
+            "{why}: no lost answer to report"
+        );
+        let again = in_doubt("a", change.state.as_deref().unwrap_or_default());
+        let host = keyed_host().on_any(|_| answer(200, queued("r2")));
+        let change = tick_one(&host, NOW + 10_000, again);
+        assert_eq!(change.outcome, Outcome::Accepted("r2".into()), "{why}");
+    }
+}
+
 #[test]
 fn lost_answers_hold_the_slot_instead_of_failing_or_retrying() {
     for (why, reply) in [
-        ("HTTP 500", Ok(Response::new(500, "internal"))),
-        ("HTTP 503", Ok(Response::new(503, "<html>busy</html>"))),
+        (
+            "HTTP 502",
+            Ok(Response::new(502, "<html>502 Bad Gateway</html>")),
+        ),
+        (
+            "HTTP 504",
+            Ok(Response::new(504, "<html>504 Gateway Time-out</html>")),
+        ),
         ("timed out", Err(HttpError::Timeout)),
         (
             "reset",

@@ -155,14 +155,26 @@ fn the_daily_limit_is_a_quota_refusal_not_a_capacity_rejection() {
     );
 }
 
+/// Contract 1.5: a server error Runway answered (any 5xx but 504, which may hide a task)
+/// made no task: `not_created`, Runway's status and text kept, so the host sends the unit back
+/// to `pending`. Recorded refused all the same: a host that predates the convention gives the
+/// unit back in doubt, and it is created again rather than held.
 #[test]
-fn shedding_load_creates_nothing_so_the_next_tick_creates_again() {
-    for status in [502, 503] {
+fn a_create_answered_with_a_server_error_is_not_created_and_may_be_created_again() {
+    for status in [500, 502, 503] {
         let host = keyed_host().on_any(move |_| json_answer(status, &json!({"error": "busy"})));
         let change = tick_one(&host, NOW, fresh("u1"));
         assert!(
-            matches!(change.outcome, Outcome::RetryAfter { .. }),
-            "{status}"
+            matches!(&change.outcome, Outcome::RetryAfter { after_ms: None, error }
+                if error.code.as_deref() == Some("not_created")
+                    && error.message.starts_with(&format!("runway http_{status}: HTTP {status}: busy"))
+                    && error.message.contains("no task was created")),
+            "{status}: {:?}",
+            change.outcome
+        );
+        assert_eq!(
+            state(&change),
+            json!({"submission": format!("u1-main-0@{NOW}"), "refused_at_ms": NOW})
         );
         // The host keeps the unit submitted and gives it back in doubt, with that state.
         let again = in_doubt("u1", change.state.as_deref().unwrap_or_default());

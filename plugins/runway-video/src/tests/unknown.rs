@@ -23,7 +23,10 @@ fn held_for(outcome: &Outcome) -> Option<u64> {
 fn a_lost_create_answer_holds_the_slot_and_is_never_sent_again() {
     let lost = [
         ("HTTP 504", Ok(Response::new(504, "Gateway Timeout"))),
-        ("HTTP 500", Ok(Response::new(500, ""))),
+        (
+            "overloaded",
+            Ok(Response::new(504, r#"{"error":"overloaded"}"#)),
+        ),
         ("timed out", Err(HttpError::Timeout)),
         (
             "reset",
