@@ -84,10 +84,10 @@ async fn kling_video_built_against_1_0_serves_beside_1_1_handlers() {
     assert_eq!(video["sha256"], fixture_sha, "the 1.0.0 binary serves");
     assert_eq!(
         video["features"],
-        json!({"cancel": false, "routing": false, "costs": false, "provider": false})
+        json!({"cancel": false, "routing": false, "costs": false, "provider": false, "routes": false})
     );
     for name in ["kling-avatar", "runway-video"] {
-        assert_eq!(handler(name)["contract"], "1.4.0", "{}", handler(name));
+        assert_eq!(handler(name)["contract"], "1.5.0", "{}", handler(name));
         assert_eq!(
             handler(name)["features"]["costs"],
             true,

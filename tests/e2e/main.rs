@@ -31,6 +31,7 @@ mod openapi_fuzz;
 mod plugin_new;
 mod quotas_cluster;
 mod reload_hot;
+mod routes;
 mod runway;
 mod runway_cancel;
 mod runway_crash;

@@ -26,6 +26,7 @@ mod file;
 mod handler;
 mod limits;
 mod quotas;
+mod routes;
 mod scheduler;
 mod tenants;
 #[cfg(test)]
@@ -41,6 +42,9 @@ pub use self::file::parse_duration;
 pub use self::handler::{Account, ApiKey, HandlerConfig, Secret};
 pub use self::limits::RuntimeLimits;
 pub use self::quotas::{QUOTA_WINDOW_MAX, Quota, Window, calendar_day, parse_rate};
+pub use self::routes::{
+    ROUTE_NAME_MAX, ROUTE_TARGETS_MAX, RouteConfig, RoutePolicy, RouteTarget, check_routes,
+};
 pub use self::scheduler::SchedulerConfig;
 pub use self::tenants::{BudgetConfig, TenantConfig};
 pub use self::validate::check_tenant_name;
@@ -181,6 +185,8 @@ pub struct Config {
     pub api_keys: Vec<ApiKey>,
     /// `[tenants.NAME]`: per-tenant settings (budgets).
     pub tenants: BTreeMap<String, TenantConfig>,
+    /// `[routes.NAME]`: task types several handlers serve (docs/routes.md).
+    pub routes: BTreeMap<String, RouteConfig>,
     pub api: ApiConfig,
     pub webhooks: WebhooksConfig,
     pub max_body_bytes: usize,
@@ -210,6 +216,7 @@ impl Default for Config {
             handlers: BTreeMap::new(),
             api_keys: Vec::new(),
             tenants: BTreeMap::new(),
+            routes: BTreeMap::new(),
             api: ApiConfig::default(),
             webhooks: WebhooksConfig::default(),
             max_body_bytes: MAX_BODY_BYTES_DEFAULT,
@@ -238,6 +245,7 @@ impl fmt::Debug for Config {
             .field("pools", &self.pools)
             .field("handlers", &self.handlers)
             .field("api_keys", &self.api_keys)
+            .field("routes", &self.routes)
             .field("api", &self.api)
             .field("webhooks", &self.webhooks)
             .field("max_body_bytes", &self.max_body_bytes)

@@ -6,8 +6,9 @@
 //!
 //! The host binds the world `slotd-handler-core` (the whole 1.0.0 contract, with 1.1's
 //! additive imports): every 1.x component matches it. The `extensions` export added in 1.1.0
-//! the `costs` export added in 1.2.0 and the `provider` export added in 1.3.0 are bound
-//! separately ([`extensions`], [`costs`], [`provider`]) and looked up per component: a 1.0.0
+//! the `costs` export added in 1.2.0, the `provider` export added in 1.3.0 and the `routes`
+//! export added in 1.5.0 are bound separately ([`extensions`], [`costs`], [`provider`],
+//! [`routes`]) and looked up per component: a 1.0.0
 //! component has none of them, a 1.1.0 component no `costs`, a 1.2.0 one no `provider`.
 
 mod generated {
@@ -57,6 +58,10 @@ pub use generated_full::exports::slotd::handler::costs;
 /// `Guest` (loaded per instance), with its records.
 pub use generated_full::exports::slotd::handler::provider;
 
+/// The `routes` export of 1.5.0 components: `GuestIndices` (found once per component) and
+/// `Guest` (loaded per instance), with its records.
+pub use generated_full::exports::slotd::handler::routes;
+
 /// The WIT package the host implements, and the major version it accepts from components.
 pub const PACKAGE: &str = "slotd:handler";
 pub const ACCEPTED_MAJOR: &str = "1";
@@ -68,3 +73,5 @@ pub const EXTENSIONS_INTERFACE: &str = "slotd:handler/extensions";
 pub const COSTS_INTERFACE: &str = "slotd:handler/costs";
 /// The interface a 1.3 component exports beside the earlier ones.
 pub const PROVIDER_INTERFACE: &str = "slotd:handler/provider";
+/// The interface a 1.5 component exports to serve routes.
+pub const ROUTES_INTERFACE: &str = "slotd:handler/routes";

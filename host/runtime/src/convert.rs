@@ -147,6 +147,7 @@ pub(crate) fn features(f: extensions::FeatureSet) -> Features {
         routing: f.contains(extensions::FeatureSet::ROUTING),
         costs: false,
         provider: false,
+        routes: false,
     }
 }
 

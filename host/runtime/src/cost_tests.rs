@@ -31,7 +31,7 @@ async fn costs(
 async fn kling_video_estimates_each_shot_in_units_and_avatar_leaves_it_unknown() {
     let sim = kling_tests::sim(SimOptions::default()).await;
     let (video, avatar) = kling_tests::load(&sim, "SK").await;
-    assert_eq!(video.contract, "1.4.0");
+    assert_eq!(video.contract, "1.5.0");
     assert!(video.features.costs, "{:?}", video.features);
     // std 5 s, std 5 s from an image, pro 10 s.
     let got = costs(&video, "video", &kling_tests::video_payload()).await;
@@ -85,7 +85,7 @@ async fn components_without_the_costs_export_plan_without_estimates() {
         .load_file(&kling_tests::built("fixture.wasm"))
         .await
         .expect("the fixture loads");
-    assert_eq!(fixture.contract, "1.4.0");
+    assert_eq!(fixture.contract, "1.5.0");
     assert_eq!(fixture.features, super::Features::default());
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
-use super::bindings::{SlotdHandlerPre, costs, extensions, provider};
+use super::bindings::{SlotdHandlerPre, costs, extensions, provider, routes};
 use super::checks::{checked_durations, checked_estimates, checked_limits};
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
@@ -21,7 +21,7 @@ use super::tape::{self, CallRecord, Exchange, Redactor};
 use super::tape_json;
 use super::{
     BatchUnit, CallbackChange, CancelChange, DiscoveredLimits, Expected, Features, Finalized,
-    HandlerFault, HandlerInfo, PlanError, PlannedUnit, StagePool, TickContext,
+    HandlerFault, HandlerInfo, PlanError, PlannedUnit, RoutedShot, StagePool, TickContext,
 };
 use slotd_core::config::{HandlerConfig, RuntimeLimits};
 use slotd_core::model::{Change, Unit};
@@ -54,6 +54,10 @@ pub struct Handler {
     cost: Option<costs::GuestIndices>,
     /// Where the `provider` export lives, for 1.3 components.
     prov: Option<provider::GuestIndices>,
+    /// Where the `routes` export lives, for 1.5 components.
+    route: Option<routes::GuestIndices>,
+    /// The models it serves in routes (`routes.models`, read at load; empty before 1.5).
+    pub route_models: Vec<String>,
     shared: Arc<Shared>,
     /// Consecutive crashing calls of this version (quarantine).
     health: Health,
@@ -193,6 +197,8 @@ impl Handler {
             ext,
             cost: None,
             prov: None,
+            route: None,
+            route_models: Vec::new(),
             shared,
             health: Health::default(),
         }
@@ -251,10 +257,12 @@ impl Handler {
     pub(crate) async fn read_features(&self) -> Result<Features, HandlerFault> {
         let costs = self.cost.is_some();
         let provider = self.prov.is_some();
+        let routes = self.route.is_some();
         let Some(ext) = &self.ext else {
             return Ok(Features {
                 costs,
                 provider,
+                routes,
                 ..Features::default()
             });
         };
@@ -262,6 +270,7 @@ impl Handler {
         Ok(Features {
             costs,
             provider,
+            routes,
             ..convert::features(f)
         })
     }
@@ -629,3 +638,6 @@ pub(crate) fn now_ms() -> i64 {
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
+
+#[path = "handler_routes.rs"]
+mod handler_routes;

@@ -130,6 +130,7 @@ pub(super) fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        routing: None,
         terms: Default::default(),
         created_at: now,
         updated_at: now,

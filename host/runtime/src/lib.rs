@@ -124,6 +124,19 @@ pub struct Features {
     /// The component exports `provider` (contract 1.3): planned units carry expected
     /// durations, and the provider's published limits are read.
     pub provider: bool,
+    /// The component exports `routes` (contract 1.5): route targets may name its models.
+    pub routes: bool,
+}
+
+/// A canonical shot as one unit of a route target's handler (contract 1.5 `plan-shot`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutedShot {
+    /// The handler's own task type whose stages the unit follows.
+    pub task_type: String,
+    /// The pool of its first stage.
+    pub pool: String,
+    pub spec: String,
+    pub state: String,
 }
 
 /// What the provider said about a cancelled unit's job (contract 1.1 `cancel`).

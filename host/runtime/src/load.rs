@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 
 use super::bindings::{
     ACCEPTED_MAJOR, COSTS_INTERFACE, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE,
-    PROVIDER_INTERFACE, SlotdHandlerPre, costs, extensions, provider,
+    PROVIDER_INTERFACE, ROUTES_INTERFACE, SlotdHandlerPre, costs, extensions, provider, routes,
 };
 use super::{Handler, HandlerInfo, Runtime, StagePool};
 
@@ -53,6 +53,7 @@ impl Runtime {
         let ext = extension_indices(&pre)?;
         let cost = cost_indices(&pre)?;
         let prov = provider_indices(&pre)?;
+        let route = route_indices(&pre)?;
         let pre = SlotdHandlerPre::new(pre)
             .map_err(|e| anyhow!("{e:#}"))
             .context("finding the handler exports")?;
@@ -77,6 +78,7 @@ impl Runtime {
         );
         handler.set_costs(cost);
         handler.set_provider(prov);
+        handler.set_routes(route);
         handler.contract = contract;
         let info = handler
             .describe()
@@ -204,6 +206,19 @@ pub(crate) fn provider_indices<T: 'static>(
         .with_context(|| format!("finding the provider export ({name})"))
 }
 
+/// The `routes` export of a 1.5 (or later 1.x) component, if it has one.
+pub(crate) fn route_indices<T: 'static>(
+    pre: &wasmtime::component::InstancePre<T>,
+) -> anyhow::Result<Option<routes::GuestIndices>> {
+    let Some(name) = export_of(pre, ROUTES_INTERFACE) else {
+        return Ok(None);
+    };
+    routes::GuestIndices::new(pre)
+        .map(Some)
+        .map_err(|e| anyhow!("{e:#}"))
+        .with_context(|| format!("finding the routes export ({name})"))
+}
+
 /// Read a 1.1 component's features and, when it routes, its stage pools (with only its plain
 /// settings readable), and fold the pools into the declaration.
 async fn extend(mut handler: Handler, info: HandlerInfo) -> anyhow::Result<(Handler, HandlerInfo)> {
@@ -211,6 +226,7 @@ async fn extend(mut handler: Handler, info: HandlerInfo) -> anyhow::Result<(Hand
         .read_features()
         .await
         .map_err(|fault| anyhow!("extensions.features failed: {fault}"))?;
+    handler.read_route_models().await?;
     if !handler.features.routing {
         return Ok((handler, info));
     }
@@ -517,6 +533,13 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
             return report;
         }
     };
+    let route = match route_indices(&pre) {
+        Ok(route) => route,
+        Err(e) => {
+            report.problems.push(format!("{e:#}"));
+            return report;
+        }
+    };
     let pre = match SlotdHandlerPre::new(pre) {
         Ok(p) => p,
         Err(e) => {
@@ -542,6 +565,7 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
     );
     handler.set_costs(cost);
     handler.set_provider(prov);
+    handler.set_routes(route);
     handler.contract = contract.clone();
     report.contract = Some(contract);
     match handler.describe().await {

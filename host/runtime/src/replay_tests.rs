@@ -178,7 +178,7 @@ async fn components_built_against_1_0_load_and_work_beside_1_2() {
         .load_file(&built("kling_avatar.wasm"))
         .await
         .expect("today's kling-avatar loads");
-    assert_eq!(current.contract, "1.4.0");
+    assert_eq!(current.contract, "1.5.0");
     let old_avatar = runtime
         .load_file(&contract_1_0("kling-avatar.wasm"))
         .await

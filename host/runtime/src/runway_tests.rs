@@ -59,7 +59,7 @@ fn batch(units: &[slotd_core::model::Unit]) -> Vec<BatchUnit> {
 async fn runway_routes_authenticates_by_host_credential_runs_and_cancels() {
     let sim = sim().await;
     let h = load(&sim, API_KEY_DEFAULT).await;
-    assert_eq!(h.contract, "1.4.0");
+    assert_eq!(h.contract, "1.5.0");
     assert!(h.features.cancel && h.features.routing, "{:?}", h.features);
     let turbo = h.info.pools.iter().find(|p| p.name == "runway:gen4_turbo");
     assert_eq!(

@@ -56,6 +56,7 @@ fn unit(spec: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        routing: None,
         terms: Default::default(),
         created_at: 0,
         updated_at: 0,

@@ -77,6 +77,7 @@ fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        routing: None,
         terms: Default::default(),
         created_at: 0,
         updated_at: 0,

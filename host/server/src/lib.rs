@@ -40,6 +40,7 @@ pub mod lifecycle;
 pub mod objects;
 pub mod pool_state;
 pub mod provider_callback_token;
+pub mod routing;
 pub mod scheduler;
 pub mod serve;
 pub mod services;

@@ -334,6 +334,7 @@ mod tests {
             updated_at: 0,
             cancel_requested_at: None,
             routes: None,
+            routing: None,
             terms: Default::default(),
         };
         assert!(s.covers(&u));

@@ -181,6 +181,44 @@ impl TaskView {
     }
 }
 
+/// A routed unit's route (docs/routes.md): the route, the target that serves it (handler,
+/// model, pool) once bound, and the targets that refused it, with why.
+fn route_entry(unit: &Unit) -> Option<Value> {
+    let routing = unit.routing()?;
+    let mut out = Map::new();
+    out.insert("route".into(), routing.route.clone().into());
+    if let Some(o) = routing.bound_option() {
+        out.insert("handler".into(), o.handler.clone().into());
+        out.insert("model".into(), o.model.clone().into());
+        if let Some(p) = &o.plan {
+            out.insert("pool".into(), p.pool.clone().into());
+        }
+    }
+    let refused: Vec<Value> = routing
+        .options
+        .iter()
+        .filter_map(|o| {
+            let r = o.refused.as_ref()?;
+            Some(serde_json::json!({
+                "handler": o.handler, "model": o.model, "reason": r.reason,
+                "message": r.message, "at": r.at,
+            }))
+        })
+        .collect();
+    if !refused.is_empty() {
+        out.insert("refused".into(), Value::Array(refused));
+    }
+    Some(Value::Object(out))
+}
+
+/// A reported cost as a number when it reads as one, else as the provider's text.
+fn cost_value(cost: &str) -> Value {
+    match cost.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() => Value::from(n),
+        _ => Value::from(cost),
+    }
+}
+
 /// One entry of `results`: `{index, status, stage, provider_task_id, error?}` plus, when the
 /// unit's result is a JSON object, its keys (`object_key`, `bytes`, `sha256`, `voice_id`, …).
 /// The fixed keys win over result keys of the same name, so a handler cannot disguise a unit's
@@ -219,6 +257,8 @@ fn result_entry(unit: &Unit) -> Value {
         _ => (None, None),
     };
     for (key, value) in [
+        ("route", route_entry(unit)),
+        ("cost", unit.cost.clone().map(|c| cost_value(&c))),
         ("account", unit.terms.account.clone().map(Value::from)),
         ("cost_estimate", unit.terms.cost_estimate.map(Value::from)),
         ("wait_reason", wait_reason),
@@ -281,6 +321,7 @@ mod tests {
             cost: None,
             cancel_requested_at: None,
             routes: None,
+            routing: None,
             terms: Default::default(),
             created_at: 1,
             updated_at: 2,

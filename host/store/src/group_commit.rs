@@ -154,6 +154,7 @@ mod tests {
                 spec: "{}".into(),
                 state: "{}".into(),
                 routes: None,
+                routing: None,
                 cost_estimate: None,
             }],
             now: 1_000,

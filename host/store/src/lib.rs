@@ -31,8 +31,8 @@ pub use events::{BadCursor, EventCursor, EventScope};
 pub(crate) use shared::tenant_scope;
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{
-    Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms, TaskTerms,
-    Usage,
+    Bind, Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms,
+    TaskTerms, Usage,
 };
 pub(crate) use update::has_repeats;
 pub use update::{
@@ -146,6 +146,9 @@ pub struct NewUnit {
     pub state: String,
     /// The pools chosen by the handler's `plan-routed` (JSON object stage → pool), if any.
     pub routes: Option<String>,
+    /// A routed unit's options (JSON `UnitRouting`, docs/routes.md): it waits in its route's
+    /// pool (`route:NAME`) until bound.
+    pub routing: Option<String>,
     /// The handler's estimate of the unit's cost (contract 1.2), if it gave one.
     pub cost_estimate: Option<f64>,
 }
@@ -427,6 +430,7 @@ pub trait TaskStore: Send + Sync + 'static {
                 budget_retry_at: now,
                 quota_pool: None,
                 spend: None,
+                bind: None,
             })
             .collect();
         Ok(self
@@ -579,6 +583,9 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>>;
     /// The event log of one task (every unit), oldest first.
     async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
+    /// Among the last `scan` events of every task, those whose detail starts with `prefix`.
+    async fn unit_events_recent_with(&self, prefix: &str, scan: i64)
+    -> StoreResult<Vec<UnitEvent>>;
     /// At most `limit` events of `scope` after `after`, in stream order, each with the cursor
     /// that resumes after it; and the cursor to read on from (see `events.rs` for why this is
     /// not simply "ids above").

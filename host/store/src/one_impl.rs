@@ -137,6 +137,7 @@ macro_rules! impl_task_store {
                         ..terms::Checked::default()
                     }
                 };
+                terms::routes::$driver::bind_routed(&mut tx, grants, &checked.fit, now).await?;
                 let mut moved = Vec::with_capacity(checked.fit.len());
                 for (account, ids) in terms::by_account(grants, &checked.fit) {
                     moved.extend(
@@ -303,6 +304,14 @@ macro_rules! impl_task_store {
 
             async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
                 shared::unit_events(self.reader(), task_id).await
+            }
+
+            async fn unit_events_recent_with(
+                &self,
+                prefix: &str,
+                scan: i64,
+            ) -> StoreResult<Vec<UnitEvent>> {
+                shared::unit_events_recent_with(self.reader(), prefix, scan).await
             }
 
             async fn unit_events_after(

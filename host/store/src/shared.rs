@@ -25,7 +25,7 @@ use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub(crate) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
      priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
      submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at, \
-     account, deadline_at, start_by, best_effort, cost_estimate, wait_reason";
+     account, deadline_at, start_by, best_effort, cost_estimate, wait_reason, routing";
 
 /// A stored `deadline_at`: [`slotd_core::model::NO_DEADLINE`] means none.
 pub(crate) fn deadline_of(stored: i64) -> Option<i64> {
@@ -199,6 +199,7 @@ on_both_drivers! {
             cost: row.try_get("cost")?,
             cancel_requested_at: row.try_get("cancel_requested_at")?,
             routes: row.try_get("routes")?,
+            routing: row.try_get("routing")?,
             terms: slotd_core::model::UnitTerms {
                 account: row.try_get("account")?,
                 deadline_at: deadline_of(row.try_get("deadline_at")?),
@@ -396,6 +397,25 @@ on_both_drivers! {
     }
 
     /// A task's unit events, oldest first.
+    /// See [`crate::TaskStore::unit_events_recent_with`]: a range of the primary key, then a
+    /// prefix test (no `LIKE`: a route name's `_` would be a wildcard).
+    pub(crate) async fn unit_events_recent_with(
+        pool: &Pool,
+        prefix: &str,
+        scan: i64,
+    ) -> StoreResult<Vec<UnitEvent>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLS} FROM unit_events e \
+             WHERE e.id > (SELECT COALESCE(MAX(id), 0) FROM unit_events) - $2 \
+               AND substr(e.detail, 1, length($1)) = $1 ORDER BY e.id"
+        ))
+        .bind(prefix)
+        .bind(scan)
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
     pub(crate) async fn unit_events(pool: &Pool, task_id: &str) -> StoreResult<Vec<UnitEvent>> {
         let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLS} FROM unit_events e WHERE e.task_id = $1 ORDER BY e.id"

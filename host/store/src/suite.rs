@@ -14,6 +14,7 @@ mod finalize;
 mod moves;
 mod outbox;
 mod reads;
+mod routes;
 mod standing;
 mod streams;
 mod tasks;
@@ -47,6 +48,7 @@ pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
     list_paging_and_filters,
 };
+pub(crate) use routes::routed_units_bind_once_and_go_back_to_their_route;
 pub(crate) use standing::queue_standing_follows_the_fill_order;
 pub(crate) use streams::event_streams_page_and_resume;
 pub(crate) use tasks::{
@@ -109,6 +111,7 @@ macro_rules! store_suite {
             marker_records_accounts_and_reserves_budgets,
             marker_records_creates_of_pools_with_quotas,
             marker_checks_spend_of_pools_and_accounts,
+            routed_units_bind_once_and_go_back_to_their_route,
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {
@@ -156,6 +159,7 @@ pub(crate) fn task(
                 spec: format!(r#"{{"shot":{i}}}"#),
                 state: "{}".into(),
                 routes: None,
+                routing: None,
                 cost_estimate: None,
             })
             .collect(),

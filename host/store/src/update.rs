@@ -56,6 +56,10 @@ pub struct UnitUpdate {
     pub from_submitted_at: Option<i64>,
     pub stage: Option<String>,
     pub pool: Option<String>,
+    /// A routed unit going back to its route takes the route's name again (docs/routes.md).
+    pub task_type: Option<String>,
+    /// A routed unit's options and binding, rewritten (JSON `UnitRouting`).
+    pub routing: Option<String>,
     /// `Clear` drops the job id (a new stage).
     pub provider_job_id: Field<String>,
     pub state: Option<String>,
@@ -102,6 +106,8 @@ impl UnitUpdate {
             && matches!(self.to, None | Some(UnitStatus::Submitted))
             && self.stage.is_none()
             && self.pool.is_none()
+            && self.task_type.is_none()
+            && self.routing.is_none()
             && self.provider_job_id.is_keep()
             && self.result.is_none()
             && self.error.is_keep()

@@ -59,6 +59,7 @@ impl Config {
                 self.check_minimums(pool, max)?;
             }
         }
+        super::check_routes(&self.routes, &self.pools)?;
         self.api.validate()?;
         self.webhooks.validate()?;
         if let Some(u) = &self.public_url {

@@ -2,6 +2,7 @@
 //! vocabulary handlers speak, and the records the store keeps. Pure: no I/O, no clock.
 
 mod change;
+mod routing;
 mod status;
 mod task;
 mod unit;
@@ -9,6 +10,10 @@ mod unit;
 pub use change::{
     Change, IllegalChange, MAX_RESULT_BYTES, MAX_STATE_BYTES, Outcome, ProviderError,
     ProviderQueue, UnitView, validate,
+};
+pub use routing::{
+    OptionPlan, ROUTE_POOL_PREFIX, ROUTE_STAGE, Refusal, RouteOption, SHOT_FIELDS, ShotError,
+    UnitRouting, canonical_shots, route_of_pool, route_pool,
 };
 pub use status::{UnitStatus, UnknownStatus};
 pub use task::{TaskStatus, UnitCounts};

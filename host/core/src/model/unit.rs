@@ -47,6 +47,9 @@ pub struct Unit {
     /// Pools chosen by the handler's `plan-routed` (contract 1.1), as a JSON object
     /// `{"stage": "pool"}`; stages not named use their default pool.
     pub routes: Option<String>,
+    /// A routed unit's options and binding (docs/routes.md), as JSON [`super::UnitRouting`];
+    /// `None` for a unit of a handler's own task type.
+    pub routing: Option<String>,
     /// Accounts, deadlines, cost and why it waits.
     #[serde(flatten)]
     pub terms: UnitTerms,
@@ -90,6 +93,11 @@ impl Unit {
         let routes = self.routes.as_deref()?;
         let map: std::collections::BTreeMap<String, String> = serde_json::from_str(routes).ok()?;
         map.get(stage).cloned()
+    }
+
+    /// A routed unit's options and binding, when it is one (and its record reads).
+    pub fn routing(&self) -> Option<super::UnitRouting> {
+        self.routing.as_deref().and_then(super::UnitRouting::parse)
     }
 
     /// Whether the provider job succeeded but finalization gave up: the unit waits, `succeeded`

@@ -92,6 +92,7 @@ async fn seed(h: &Harness, tenant: &str, units: usize) -> (String, Vec<String>) 
                 spec: "{}".into(),
                 state: "{}".into(),
                 routes: None,
+                routing: None,
                 cost_estimate: None,
             })
             .collect(),

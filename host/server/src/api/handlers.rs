@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<Services> {
 pub struct HandlerView {
     pub name: String,
     pub version: String,
-    /// The `slotd:handler` contract version the component was built against ("1.0.0" … "1.4.0").
+    /// The `slotd:handler` contract version the component was built against ("1.0.0" … "1.5.0").
     pub contract: String,
     /// The optional parts of the contract it uses (`cancel`, `routing`: 1.1 and later; `costs`: 1.2).
     pub features: slotd_runtime::Features,

@@ -35,6 +35,7 @@ mod local_guard;
 pub mod openapi;
 mod pools;
 mod provider_callbacks;
+mod route_list;
 mod task_create;
 mod task_eta;
 mod task_terms;
@@ -85,6 +86,7 @@ fn routes() -> OpenApiRouter<Services> {
         // Not in the OpenAPI document yet: plain routes.
         .merge(console_api::router())
         .merge(pools::router())
+        .merge(route_list::router())
         .merge(tenants::router())
         .merge(handlers::router())
         .merge(health::router())

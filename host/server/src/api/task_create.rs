@@ -272,9 +272,17 @@ pub async fn create(
         }
     })?;
 
-    let handler = services.registry.for_type(&task_type).ok_or_else(|| {
-        ApiError::NotFound(format!("no loaded handler serves task type {task_type:?}"))
-    })?;
+    // A route's name is a task type too; it wins over a handler's type of the same name.
+    let route = services.config.routes.get(&task_type);
+    let handler = match route {
+        Some(_) => None,
+        None => services.registry.for_type(&task_type),
+    };
+    if route.is_none() && handler.is_none() {
+        return Err(ApiError::NotFound(format!(
+            "no loaded handler or route serves task type {task_type:?}"
+        )));
+    }
     let request = parse_request(&body)?;
     let now = services.clock.now_ms();
     super::task_terms::check_not_past(&request.terms, now)?;
@@ -282,10 +290,20 @@ pub async fn create(
         refuse_internal_target(url, services.config.webhooks.allow_private)?;
     }
 
-    let created =
-        crate::lifecycle::create_task(&services, &handler, &tenant, &task_type, request, now)
+    let created = match (route, handler) {
+        (Some(route), _) => {
+            crate::lifecycle::create_routed_task(
+                &services, &task_type, route, &tenant, request, now,
+            )
             .await
-            .map_err(refused)?;
+        }
+        (None, Some(handler)) => {
+            crate::lifecycle::create_task(&services, &handler, &tenant, &task_type, request, now)
+                .await
+        }
+        (None, None) => return Err(ApiError::NotFound(format!("task type {task_type:?}"))),
+    }
+    .map_err(refused)?;
     let (task_id, status) = (created.task_id, created.status);
     Ok((StatusCode::ACCEPTED, Json(Accepted { task_id, status })))
 }

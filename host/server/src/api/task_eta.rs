@@ -26,6 +26,17 @@ pub(super) async fn estimate(
     else {
         return Ok((None, None));
     };
+    if let Some(route) = slotd_core::model::route_of_pool(&standing.pool)
+        .and_then(|r| services.config.routes.get(r))
+    {
+        let pools: std::collections::BTreeSet<String> = units
+            .iter()
+            .filter(|u| u.status == slotd_core::model::UnitStatus::Pending)
+            .filter_map(Unit::routing)
+            .flat_map(|r| r.options.into_iter().filter_map(|o| o.plan.map(|p| p.pool)))
+            .collect();
+        return Ok(routed(services, route, &pools, standing).await);
+    }
     let standing = with_reservations(services, standing).await?;
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
     crate::pool_state::discovered_shared::refresh(services).await;
@@ -82,6 +93,59 @@ pub(super) async fn estimate(
         pace: &pace,
     });
     Ok((queue_position, Some(at)))
+}
+
+/// A routed task's estimate while units wait on its route (docs/routes.md): the route's
+/// queue drains into every target pool at once, so the replay runs over their slots together,
+/// with their jobs' durations together; each slot held now is taken as half through a job of
+/// its pool's usual length (which job holds it is not read here).
+async fn routed(
+    services: &Services,
+    route: &slotd_core::config::RouteConfig,
+    used_by: &std::collections::BTreeSet<String>,
+    mut standing: slotd_store::QueueStanding,
+) -> (Option<u64>, Option<i64>) {
+    let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
+    let now = services.clock.now_ms();
+    let limits = crate::pool_state::pool_limits_now(services);
+    let mut slots = 0u32;
+    let mut samples: Vec<i64> = Vec::new();
+    for pool in crate::routing::target_pools(&services.registry, route)
+        .into_iter()
+        .filter(|p| used_by.contains(p))
+    {
+        let Some(limit) = limits.get(&pool) else {
+            continue;
+        };
+        let mut max = 0u32;
+        let mut used = 0u32;
+        for a in &limit.accounts {
+            let key = a.slot_key(&pool);
+            max += services.capacity.effective(&key, a.max_slots);
+            used += services.slots.used(&key).await.unwrap_or(0);
+        }
+        slots += max.min(limit.max_slots);
+        if let Some(d) = services.durations.pool_distribution(&pool) {
+            let half = d.mean() / 2;
+            standing
+                .running
+                .extend(std::iter::repeat_n((now - half, false), used as usize));
+            samples.extend_from_slice(d.samples());
+        }
+    }
+    let Some(pool) = crate::pool_state::durations::Distribution::new(samples) else {
+        return (queue_position, None);
+    };
+    let at = crate::eta::completion(crate::eta::Inputs {
+        now,
+        slots: slots.max(1),
+        standing: &standing,
+        pool: &pool,
+        own: None,
+        opens_at: None,
+        pace: &[],
+    });
+    (queue_position, Some(at))
 }
 
 /// The standing with tenants' unfilled reservations of its pool counted (they are filled

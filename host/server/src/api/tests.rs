@@ -109,6 +109,7 @@ impl Harness {
                     spec: "{}".into(),
                     state: "{}".into(),
                     routes: None,
+                    routing: None,
                     cost_estimate: None,
                 })
                 .collect(),
@@ -444,10 +445,10 @@ async fn pools_and_handlers() {
     assert_eq!(handler["task_types"][0]["name"], "fixture");
     assert_eq!(handler["task_types"][0]["stages"][0]["pool"], FIXTURE_POOL);
     // The fixture binds the core world of 1.4.0: no extension, no costs, no provider.
-    assert_eq!(handler["contract"], "1.4.0", "{handler}");
+    assert_eq!(handler["contract"], "1.5.0", "{handler}");
     assert_eq!(
         handler["features"],
-        json!({"cancel": false, "routing": false, "costs": false, "provider": false})
+        json!({"cancel": false, "routing": false, "costs": false, "provider": false, "routes": false})
     );
 }
 

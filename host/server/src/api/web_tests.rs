@@ -369,6 +369,7 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
                 spec: "{}".into(),
                 state: "{}".into(),
                 routes: None,
+                routing: None,
                 cost_estimate: None,
             })
             .collect(),

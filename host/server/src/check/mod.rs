@@ -25,6 +25,7 @@
 
 mod live;
 mod read;
+mod route_rules;
 mod rules;
 
 use std::collections::BTreeMap;
@@ -153,6 +154,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     f.extend(rules::event_paths(&snap));
     f.extend(rules::pool_limits(&snap, &opts.pool_limits));
     f.extend(rules::idempotency(&snap));
+    f.extend(route_rules::two_providers(&snap));
     f.extend(rules::finalize_leases(&snap, opts.now_ms, grace));
     f.extend(rules::tasks(&snap));
     f.extend(rules::reservations(&snap));

@@ -93,6 +93,20 @@ pub async fn create_task(
     for u in &units {
         follow.wake_pool(&u.pool);
     }
+    store_task(services, tenant, task_type, request, units, follow, now).await
+}
+
+/// Store a task of `task_type` with its planned `units` (group commit), then run `follow`
+/// (wake the pools its units wait in); a repeated idempotency key names the task it made.
+pub(super) async fn store_task(
+    services: &Services,
+    tenant: &str,
+    task_type: &str,
+    request: CreateRequest,
+    units: Vec<NewUnit>,
+    follow: FollowUps,
+    now: i64,
+) -> Result<CreatedTask, CreateError> {
     let new = NewTask {
         id: uuid::Uuid::now_v7().to_string(),
         tenant: tenant.to_string(),
@@ -258,6 +272,7 @@ fn routed_unit(
         spec: p.spec,
         state: p.state,
         routes,
+        routing: None,
         cost_estimate: p.cost,
     })
 }

@@ -77,7 +77,10 @@ impl FollowUps {
             pools.remove(&pool);
         }
         for pool in &pools {
-            services.wake.pool(pool);
+            // A routed unit back on its route wakes the route's target pools.
+            for p in crate::routing::pools_to_wake(&services.config, &services.registry, pool) {
+                services.wake.pool(&p);
+            }
         }
         if self.finalizer {
             services.wake.wake(WakeKey::Finalizer);

@@ -7,6 +7,7 @@
 //! | operation | caller | follow-ups |
 //! |---|---|---|
 //! | [`create_task`]: plan, route, store | `POST /v1/tasks/{type}` | wake the units' pools |
+//! | [`create_routed_task`]: every target plans each shot | `POST /v1/tasks/{route}` | wake the target pools |
 //! | [`cancel_task`] | `POST /v1/tasks/{id}/cancel` | drop the task's snapshot |
 //! | [`retry_task`] | `POST /v1/tasks/{id}/retry` | snapshot; wake pools, the finalizer |
 //! | [`mark_submitted`]: the submit marker | the tick's fill | give unused grants' slots back |
@@ -20,6 +21,7 @@
 
 mod changes;
 mod create;
+mod create_routed;
 mod finalize;
 mod follow_up;
 mod submit;
@@ -27,6 +29,7 @@ mod tasks;
 
 pub(crate) use changes::{Origin, apply_changes};
 pub use create::{CreateError, CreateRequest, CreatedTask, create_task};
+pub use create_routed::create_routed_task;
 pub use finalize::{claim_finalize, complete_finalize, release_finalize};
 pub(crate) use submit::mark_submitted;
 pub use tasks::{cancel_task, retry_task};

@@ -3,7 +3,8 @@
 //! in-flight units keep being polled and finish. It comes back as soon as the provider answers
 //! one of its calls normally again: a poll of an in-flight unit, or the probe, one unit
 //! submitted to it after a rest (`[scheduler] account_probe`, doubled after each refused probe,
-//! up to twenty times).
+//! up to twenty times). An exhausted balance comes back only with an accepted create (the
+//! probe's): the polls of jobs accepted before it ran out answer normally all along.
 //!
 //! Handlers say which errors are the account's, not the job's: a `retry-after` (or `fail`)
 //! whose error code is [`REFUSED_CODE`] or [`EXHAUSTED_CODE`] (WIT `outcome`). Such a submit

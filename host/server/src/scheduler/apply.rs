@@ -146,8 +146,9 @@ pub fn decide_updates_in(
                     error.message.clone(),
                 ));
             }
-            let mut update =
-                account_update(cfg, unit, &change, in_doubt.contains(unit.id.as_str()), now);
+            let doubt = in_doubt.contains(unit.id.as_str());
+            let mut update = account_update(cfg, unit, &change, doubt, now);
+            back_to_route(cfg, unit, &change, doubt, &mut update, now);
             honour_cancel(unit, &mut update);
             out.updates.push(update);
             continue;
@@ -161,7 +162,12 @@ pub fn decide_updates_in(
             _ => (false, false),
         };
         let queue = change.provider_queue;
+        let doubt = in_doubt.contains(unit.id.as_str());
+        let routed = unit.routing.is_some().then(|| change.clone());
         let mut update = update_for(cfg, handler, unit, change, now);
+        if let Some(change) = routed {
+            back_to_route(cfg, unit, &change, doubt, &mut update, now);
+        }
         honour_cancel(unit, &mut update);
         if provider_queue_update(unit, queue, &mut update) {
             out.provider_queued += 1;
@@ -175,6 +181,23 @@ pub fn decide_updates_in(
         out.updates.push(update);
     }
     out
+}
+
+/// [`super::route_back::route_back`], counted.
+fn back_to_route(
+    cfg: &SchedulerConfig,
+    unit: &Unit,
+    change: &Change,
+    in_doubt: bool,
+    update: &mut UnitUpdate,
+    now: i64,
+) {
+    if let Some((route, target, reason)) =
+        super::route_back::route_back(cfg, unit, change, in_doubt, update, now)
+    {
+        metrics::counter!("slotd_route_refusals_total", "route" => route, "target" => target, "reason" => reason)
+            .increment(1);
+    }
 }
 
 /// Show (or stop showing) that the provider holds `unit`'s job in its own queue: its
@@ -295,6 +318,8 @@ pub fn honour_cancel(unit: &Unit, u: &mut UnitUpdate) {
     // Stay in the stage and pool whose slot it held, with the job id for the record.
     u.stage = None;
     u.pool = None;
+    u.task_type = None;
+    u.routing = None;
     u.provider_job_id = Field::Keep;
     u.next_at = None;
 }
@@ -421,6 +446,28 @@ fn update_for(
             u.detail =
                 Some("provider did not answer in time; retried, no retry budget spent".into());
             u.error = Field::Set(error_json(&error));
+        }
+        Outcome::RetryAfter { after_ms, error }
+            if error.code.as_deref() == Some(super::route_back::NOT_CREATED_CODE)
+                && unit.provider_job_id.is_none() =>
+        {
+            // The provider answered the create with an error and holds no job: back to
+            // pending after the backoff (a routed unit to its route), no lookup needed.
+            let attempts = unit.attempts.saturating_add(1);
+            u.attempts = Some(attempts);
+            u.error = Field::Set(error_json(&error));
+            if attempts > cfg.retry_budget {
+                u.to = Some(UnitStatus::Failed);
+                u.detail = Some(format!("retry budget of {} spent", cfg.retry_budget));
+            } else {
+                u.to = Some(UnitStatus::Pending);
+                u.submitted_at = Field::Clear;
+                u.next_at = Some(now + retry_delay_ms(cfg, attempts, after_ms));
+                u.detail = Some(format!(
+                    "provider created no job; back to pending, retry {attempts}/{}",
+                    cfg.retry_budget
+                ));
+            }
         }
         Outcome::RetryAfter { after_ms, error } => {
             let attempts = unit.attempts.saturating_add(1);

@@ -3,7 +3,7 @@
 use super::*;
 use slotd_runtime::{StageInfo, TaskTypeInfo};
 
-pub(super) fn info() -> HandlerInfo {
+pub(crate) fn info() -> HandlerInfo {
     HandlerInfo {
         name: "h".into(),
         version: "1".into(),
@@ -50,13 +50,14 @@ pub(crate) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
         cost: None,
         cancel_requested_at: None,
         routes: None,
+        routing: None,
         terms: Default::default(),
         created_at: 0,
         updated_at: 0,
     }
 }
 
-pub(super) fn ch(id: &str, outcome: Outcome) -> Change {
+pub(crate) fn ch(id: &str, outcome: Outcome) -> Change {
     Change {
         provider_queue: None,
         unit_id: id.into(),

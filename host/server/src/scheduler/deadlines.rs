@@ -142,6 +142,7 @@ impl Scheduler {
         now: i64,
         fence: Option<&Fence>,
     ) -> Result<(), SchedulerError> {
+        self.sweep_routes(pool, limit, now, fence).await?;
         let s = &self.services;
         let units = s.store.unit_list_deadlined(pool, SWEEP_LIMIT).await?;
         if units.is_empty() {
@@ -156,6 +157,78 @@ impl Scheduler {
         }
         let free = slots.saturating_sub(used);
         let pool_durations = s.durations.pool_distribution(pool);
+        self.sweep_units(pool, units, (slots, free), pool_durations, now, fence)
+            .await
+    }
+
+    /// The sweep of the routes whose first target pool (by name) is `pool` (docs/routes.md):
+    /// their waiting units drain into every target pool at once, so they are projected over
+    /// the target pools' slots and durations together.
+    async fn sweep_routes(
+        &self,
+        pool: &str,
+        limit: &PoolLimit,
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> Result<(), SchedulerError> {
+        let s = &self.services;
+        for name in crate::routing::routes_for_pool(&s.config, &limit.handlers) {
+            let Some(route) = s.config.routes.get(name) else {
+                continue;
+            };
+            let limits = crate::pool_state::pool_limits_now(s);
+            let pools: Vec<String> = crate::routing::target_pools(&s.registry, route)
+                .into_iter()
+                .filter(|p| limits.contains_key(p))
+                .collect();
+            if pools.first().map(String::as_str) != Some(pool) {
+                continue;
+            }
+            let route_pool = slotd_core::model::route_pool(name);
+            let units = s.store.unit_list_deadlined(&route_pool, SWEEP_LIMIT).await?;
+            if units.is_empty() {
+                continue;
+            }
+            // The pools its waiting units may go to.
+            let used_by: std::collections::BTreeSet<String> = units
+                .iter()
+                .filter_map(Unit::routing)
+                .flat_map(|r| r.options.into_iter().filter_map(|o| o.plan.map(|p| p.pool)))
+                .collect();
+            let (mut slots, mut free) = (0u32, 0u32);
+            let mut samples = Vec::new();
+            for p in pools.iter().filter(|p| used_by.contains(*p)) {
+                let Some(l) = limits.get(p) else { continue };
+                let max = self.effective_max(p, l);
+                let mut used = 0;
+                for a in &l.accounts {
+                    used += s.slots.used(&a.slot_key(p)).await.unwrap_or(0);
+                }
+                slots += max;
+                free += max.saturating_sub(used);
+                if let Some(d) = s.durations.pool_distribution(p) {
+                    samples.extend_from_slice(d.samples());
+                }
+            }
+            let durations = crate::pool_state::durations::Distribution::new(samples);
+            self.sweep_units(&route_pool, units, (slots.max(1), free), durations, now, fence)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Project `units` (pending, with terms, of `pool`) over `(slots, free)` and the pool's
+    /// durations, and fail (or note) those that cannot make it.
+    async fn sweep_units(
+        &self,
+        pool: &str,
+        units: Vec<Unit>,
+        (slots, free): (u32, u32),
+        pool_durations: Option<crate::pool_state::durations::Distribution>,
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> Result<(), SchedulerError> {
+        let s = &self.services;
         let wave = pool_durations.as_ref().map(|d| d.mean());
         let pool_p95 = pool_durations.as_ref().map(|d| d.quantile(0.95));
         let ahead = match wave {

@@ -18,10 +18,10 @@
 //! fullest window has room for, each grant counted in its create log in the slot store's
 //! atomic step; a slot set closed by the provider takes nothing until its probe is due.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use slotd_core::model::Unit;
-use slotd_store::{Fence, Grant};
+use slotd_store::{Bind, Fence, Grant};
 
 use super::Scheduler;
 use super::error::SchedulerError;
@@ -53,6 +53,14 @@ struct Step<'a> {
     /// When a marked unit is due again if its call never answers.
     hold: i64,
     fence: Option<&'a Fence>,
+}
+
+/// Routed units taken in a round (docs/routes.md): what binds each to its target, by unit id,
+/// and the (route, target) it names for metrics.
+#[derive(Default)]
+struct Binds {
+    binds: HashMap<String, Bind>,
+    labels: HashMap<String, (String, String)>,
 }
 
 /// One account's room in this fill.
@@ -152,7 +160,14 @@ impl Scheduler {
                 .unit_list_fill(pool, &limit.task_types, now, want.min(free), &others)
                 .await?;
             let (_, marked) = self
-                .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except)
+                .grant_and_mark(
+                    &step,
+                    &mut rooms,
+                    pending,
+                    &mut filled,
+                    &mut except,
+                    Binds::default(),
+                )
                 .await?;
             free = free.saturating_sub(marked);
             // What it was given counts against its cap in the rounds below.
@@ -160,9 +175,10 @@ impl Scheduler {
                 sh.took(&tenant, marked);
             }
         }
+        let mut routes = self.route_fill(limit, now).await;
         for _ in 0..FILL_ROUNDS {
             // One more than fits tells whether a backlog is left.
-            let mut pending = s
+            let own = s
                 .store
                 .unit_list_fill(
                     pool,
@@ -172,6 +188,13 @@ impl Scheduler {
                     &except,
                 )
                 .await?;
+            let routed = if routes.is_empty() {
+                Vec::new()
+            } else {
+                self.routed_pending(pool, &mut routes, free, now, &except)
+                    .await?
+            };
+            let (mut pending, binds) = merge(own, routed);
             filled.backlog = pending.len() > free as usize;
             pending.truncate(free as usize);
             // Tenants' caps: what would take a tenant past its `max_slots` waits.
@@ -191,7 +214,7 @@ impl Scheduler {
             }
             let over_before = except.len();
             let (granted, marked) = self
-                .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except)
+                .grant_and_mark(&step, &mut rooms, pending, &mut filled, &mut except, binds)
                 .await?;
             if granted == 0 && !capped {
                 filled.backlog = true;
@@ -201,6 +224,10 @@ impl Scheduler {
             if (except.len() == over_before && !capped) || free == 0 {
                 break;
             }
+        }
+        // Pools left routed units this fill take them at once.
+        for p in &routes.wake {
+            s.wake.pool(p);
         }
         Ok(filled)
     }
@@ -215,6 +242,7 @@ impl Scheduler {
         pending: Vec<Unit>,
         filled: &mut Filled,
         except: &mut Vec<String>,
+        mut binds: Binds,
     ) -> Result<(usize, u32), SchedulerError> {
         if pending.is_empty() {
             return Ok((0, 0));
@@ -224,7 +252,9 @@ impl Scheduler {
         // of it) dated at the tick's start would look older than the create really is by the
         // time the tick took to get here, and a window would free that much too early.
         let now = s.clock.now_ms().max(step.now);
-        let grants = self.grant(step.pool, rooms, pending, step.log, now).await?;
+        let grants = self
+            .grant(step.pool, rooms, pending, step.log, now, &mut binds.binds)
+            .await?;
         if grants.is_empty() {
             return Ok((0, 0));
         }
@@ -256,6 +286,12 @@ impl Scheduler {
         for g in grants.iter().filter(|g| over.contains(g.unit_id.as_str())) {
             if !except.contains(&g.tenant) {
                 except.push(g.tenant.clone());
+            }
+        }
+        for u in &marked.units {
+            if let Some((route, target)) = binds.labels.remove(&u.id) {
+                metrics::counter!("slotd_route_grants_total", "route" => route, "target" => target)
+                    .increment(1);
             }
         }
         let n = u32::try_from(marked.units.len()).unwrap_or(u32::MAX);
@@ -393,6 +429,7 @@ impl Scheduler {
         pending: Vec<Unit>,
         log: Option<&CreateLog>,
         now: i64,
+        binds: &mut HashMap<String, Bind>,
     ) -> Result<Vec<Grant>, SchedulerError> {
         let poll_max = self.poll_max_ms();
         let mut placed: Vec<(usize, Unit)> = Vec::with_capacity(pending.len());
@@ -422,6 +459,7 @@ impl Scheduler {
             .into_iter()
             .filter(|(_, u)| granted.contains(&u.id))
             .map(|(r, u)| Grant {
+                bind: binds.remove(&u.id),
                 submission: format!("{}-{}", u.stage, u.submit_attempt),
                 estimate: u.terms.cost_estimate.unwrap_or(0.0),
                 account: rooms[r].account.name.clone(),
@@ -433,6 +471,37 @@ impl Scheduler {
             })
             .collect())
     }
+}
+
+/// A round's units: the pool's own (fill order) and the routed units it takes, merged by
+/// priority and then age (each list keeps its own order), with the routed units' binds.
+fn merge(own: Vec<Unit>, routed: Vec<super::route_fill::Taken>) -> (Vec<Unit>, Binds) {
+    if routed.is_empty() {
+        return (own, Binds::default());
+    }
+    let mut binds = Binds::default();
+    let mut theirs = Vec::with_capacity(routed.len());
+    for t in routed {
+        let route = slotd_core::model::route_of_pool(&t.bind.route_pool)
+            .unwrap_or_default()
+            .to_string();
+        binds.labels.insert(t.unit.id.clone(), (route, t.label));
+        binds.binds.insert(t.unit.id.clone(), t.bind);
+        theirs.push(t.unit);
+    }
+    let key = |u: &Unit| (std::cmp::Reverse(u.priority), u.created_at);
+    let mut out = Vec::with_capacity(own.len() + theirs.len());
+    let (mut a, mut b) = (own.into_iter().peekable(), theirs.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => key(x) <= key(y),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+    (out, binds)
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ mod policy;
 mod provider_callback;
 mod renewal;
 mod rounds;
+mod route_back;
+mod route_fill;
 mod service;
 mod shares;
 mod tick;

@@ -309,7 +309,14 @@ impl Scheduler {
                 .unwrap_or(i64::MAX);
             health.drain(handler, name, code, reason, now, rest);
         } else if seen.answered > 0 {
-            health.restore(handler, name);
+            // An exhausted balance comes back only when a create is accepted again: the polls
+            // of jobs accepted before it ran out answer normally all along.
+            let exhausted = health
+                .drain_of(handler, name)
+                .is_some_and(|d| d.code == crate::pool_state::accounts::EXHAUSTED_CODE);
+            if !exhausted || seen.accepted > 0 {
+                health.restore(handler, name);
+            }
         }
     }
 

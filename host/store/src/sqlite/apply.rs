@@ -20,7 +20,7 @@ use slotd_core::model::UnitStatus;
 /// 0 id, 1 from, 2 from_stage, 3 from_submitted_at, 4 unless_cancel_requested, 5 to, 6 stage,
 /// 7 pool, 8 set_job, 9 job, 10 state, 11 result, 12 set_error, 13 error, 14 cost, 15 next_at,
 /// 16 attempts, 17 polls, 18 submit_attempt, 19 set_submitted, 20 submitted_at, 21 detail,
-/// 22 eventful, 23 ord, 24 set_wait, 25 wait_reason.
+/// 22 eventful, 23 ord, 24 set_wait, 25 wait_reason, 26 task_type, 27 routing.
 const INPUT: &str = "SELECT value->>0 AS id, value->>1 AS from_status, value->>2 AS from_stage, \
          value->>3 AS from_submitted, value->>4 AS no_cancel, value->>5 AS to_status, \
          value->>6 AS stage, value->>7 AS pool, value->>8 AS set_job, value->>9 AS job, \
@@ -29,7 +29,7 @@ const INPUT: &str = "SELECT value->>0 AS id, value->>1 AS from_status, value->>2
          value->>16 AS attempts, value->>17 AS polls, value->>18 AS submit_attempt, \
          value->>19 AS set_submitted, value->>20 AS submitted_at, value->>21 AS detail, \
          value->>22 AS eventful, value->>23 AS ord, value->>24 AS set_wait, \
-         value->>25 AS wait_reason \
+         value->>25 AS wait_reason, value->>26 AS task_type, value->>27 AS routing \
      FROM json_each(?1)";
 
 /// The guard of one input row `i` on `units`.
@@ -57,6 +57,8 @@ fn update_sql() -> String {
              status = COALESCE(i.to_status, units.status), \
              stage = COALESCE(i.stage, units.stage), \
              pool = COALESCE(i.pool, units.pool), \
+             task_type = COALESCE(i.task_type, units.task_type), \
+             routing = COALESCE(i.routing, units.routing), \
              provider_job_id = CASE WHEN i.set_job THEN i.job ELSE units.provider_job_id END, \
              state = COALESCE(i.state, units.state), \
              result = COALESCE(i.result, units.result), \
@@ -143,6 +145,8 @@ fn row(u: &UnitUpdate, ord: usize) -> Value {
         ord,
         !u.wait_reason.is_keep(),
         u.wait_reason.value(),
+        u.task_type,
+        u.routing,
     ])
 }
 

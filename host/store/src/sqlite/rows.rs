@@ -55,6 +55,7 @@ struct UnitRow {
     best_effort: i64,
     cost_estimate: Option<f64>,
     wait_reason: Option<String>,
+    routing: Option<String>,
 }
 
 /// Decode a JSON array of units written with [`unit_json_cols`].
@@ -86,6 +87,7 @@ pub(super) fn units_from_json(text: &str) -> StoreResult<Vec<Unit>> {
                 cost: r.cost,
                 cancel_requested_at: r.cancel_requested_at,
                 routes: r.routes,
+                routing: r.routing,
                 terms: slotd_core::model::UnitTerms {
                     account: r.account,
                     deadline_at: crate::shared::deadline_of(r.deadline_at),

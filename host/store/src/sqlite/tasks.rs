@@ -36,6 +36,7 @@ struct UnitJson<'a> {
     spec: &'a str,
     state: &'a str,
     routes: Option<&'a str>,
+    routing: Option<&'a str>,
     now: i64,
 }
 
@@ -53,11 +54,12 @@ const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, id
 
 /// The units of the tasks inserted, with the task's tenant, type, priority and seq copied.
 const UNITS_INSERT_SQL: &str = "INSERT INTO units (id, task_id, idx, tenant, task_type, \
-         task_seq, priority, pool, stage, status, spec, state, routes, next_at, created_at, \
-         updated_at) \
+         task_seq, priority, pool, stage, status, spec, state, routes, routing, next_at, \
+         created_at, updated_at) \
      SELECT u.value ->> '$.id', t.id, u.value ->> '$.idx', t.tenant, t.type, t.seq, t.priority, \
          u.value ->> '$.pool', u.value ->> '$.stage', 'pending', u.value ->> '$.spec', \
-         u.value ->> '$.state', u.value ->> '$.routes', u.value ->> '$.now', \
+         u.value ->> '$.state', u.value ->> '$.routes', u.value ->> '$.routing', \
+         u.value ->> '$.now', \
          u.value ->> '$.now', u.value ->> '$.now' \
      FROM json_each(?1) AS u JOIN tasks AS t ON t.id = u.value ->> '$.task_id' \
      ORDER BY u.key";
@@ -107,6 +109,7 @@ pub(super) async fn task_create_batch(
                 spec: &u.spec,
                 state: &u.state,
                 routes: u.routes.as_deref(),
+                routing: u.routing.as_deref(),
                 now: t.now,
             })
         })

@@ -15,6 +15,7 @@ fn grant(unit_id: &str, tenant: &str, account: Option<&str>, estimate: f64) -> G
         budget_retry_at: T0 + 60_000,
         quota_pool: None,
         spend: None,
+        bind: None,
     }
 }
 

@@ -25,6 +25,9 @@ pub struct Grant {
     /// The spend limits of its pool and account, if either has one: the marker checks the
     /// estimate against them and writes a ledger row named by both.
     pub spend: Option<std::sync::Arc<super::SpendTerms>>,
+    /// A routed unit: bind it to the target whose pool granted the slot, in the marker's
+    /// transaction (see `routes.rs`).
+    pub bind: Option<super::Bind>,
 }
 
 /// What [`crate::TaskStore::unit_mark_granted`] did.

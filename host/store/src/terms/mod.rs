@@ -7,6 +7,7 @@ pub mod accounts;
 pub mod budgets;
 pub mod creates;
 pub mod deadlines;
+pub mod routes;
 pub mod spend;
 
 pub use accounts::{Grant, Marked};
@@ -15,6 +16,7 @@ pub use budgets::{Budget, Settle, Usage, parse_cost, period_start};
 pub(crate) use budgets::{Checked, budgeted, may_settle, settlements};
 pub use creates::Create;
 pub use deadlines::{PendingGroup, TaskTerms};
+pub use routes::Bind;
 pub use spend::{SpendLimit, SpendScope, SpendTerms};
 
 use crate::StoreError;

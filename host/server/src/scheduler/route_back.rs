@@ -1,0 +1,253 @@
+//! Failover of routed units (docs/routes.md): a target that refuses a bound unit before it
+//! accepted the job (over capacity, the account refused or exhausted, a quota, `not_created`,
+//! a permanent refusal of the request) sends it back to its route, where the next fill of
+//! another target's pool takes it; the refusing target is left out for a while (for good when
+//! it failed the request). A unit whose submit may have created a job (in doubt, or a job id
+//! recorded) stays bound: a second provider's submit while the first might run would bill
+//! twice. A unit every target has refused for good fails with the last reason.
+
+use slotd_core::config::SchedulerConfig;
+use slotd_core::model::{Change, Outcome, ROUTE_STAGE, Refusal, Unit, UnitStatus, route_pool};
+use slotd_store::{Field, UnitUpdate};
+
+use super::apply::error_json;
+use super::policy::{capacity_delay_ms, retry_delay_ms};
+
+/// The error code of a create the provider answered with an error and holds no job for
+/// (contract 1.5 convention on `retry-after`).
+pub const NOT_CREATED_CODE: &str = "not_created";
+
+/// Why a target refused a unit before accepting it, and until when it is left out (`None`:
+/// for good), if `change` says so of a fresh submit.
+fn refusal(
+    cfg: &SchedulerConfig,
+    unit: &Unit,
+    change: &Change,
+    in_doubt: bool,
+    now: i64,
+) -> Option<(String, String, Option<i64>)> {
+    if unit.provider_job_id.is_some() || in_doubt || unit.status != UnitStatus::Submitted {
+        return None;
+    }
+    match &change.outcome {
+        Outcome::CapacityRejected { after_ms } => Some((
+            "capacity".into(),
+            "the provider was over capacity".into(),
+            Some(now + capacity_delay_ms(cfg, *after_ms)),
+        )),
+        Outcome::RetryAfter { after_ms, error } => {
+            let code = error.code.as_deref()?;
+            let counted = crate::pool_state::accounts::is_account_code(Some(code))
+                || crate::pool_state::quotas::is_quota_code(Some(code))
+                || code == NOT_CREATED_CODE;
+            counted.then(|| {
+                let attempt = unit.attempts.saturating_add(1);
+                (
+                    code.to_string(),
+                    error.message.clone(),
+                    Some(now + retry_delay_ms(cfg, attempt, *after_ms)),
+                )
+            })
+        }
+        Outcome::Fail { error } => Some((
+            error.code.clone().unwrap_or_else(|| "failed".into()),
+            error.message.clone(),
+            None,
+        )),
+        _ => None,
+    }
+}
+
+/// Turn `update` (planned for a fresh submit of routed `unit`) into its way back to the route
+/// when the target refused the unit before accepting it; returns the (route, target, reason)
+/// refused, for the metrics. Leaves every other update alone.
+pub fn route_back(
+    cfg: &SchedulerConfig,
+    unit: &Unit,
+    change: &Change,
+    in_doubt: bool,
+    update: &mut UnitUpdate,
+    now: i64,
+) -> Option<(String, String, String)> {
+    let mut routing = unit.routing()?;
+    let bound = routing.bound?;
+    // A refusal that spent the last retry fails the unit like any other.
+    if !matches!(
+        update.to,
+        Some(UnitStatus::Pending) | Some(UnitStatus::Failed)
+    ) {
+        return None;
+    }
+    let (reason, message, until) = refusal(cfg, unit, change, in_doubt, now)?;
+    let option = routing.options.get_mut(bound)?;
+    let label = option.label();
+    option.refused = Some(Refusal {
+        reason: reason.clone(),
+        message: message.clone(),
+        at: now,
+        until,
+    });
+    routing.bound = None;
+    let error = slotd_core::model::ProviderError {
+        code: Some(reason.clone()),
+        message: format!("{label}: {message}"),
+    };
+    update.error = Field::Set(error_json(&error));
+    let route = routing.route.clone();
+    if !routing.options.iter().any(|o| o.open()) {
+        update.to = Some(UnitStatus::Failed);
+        update.detail = Some(format!(
+            "route {route}: {label} refused it ({reason}: {message}); no target is left"
+        ));
+        update.routing = Some(routing.to_json());
+        return Some((route, label, reason));
+    }
+    update.to = Some(UnitStatus::Pending);
+    update.pool = Some(route_pool(&route));
+    update.stage = Some(ROUTE_STAGE.to_string());
+    update.task_type = Some(route.clone());
+    update.provider_job_id = Field::Clear;
+    update.submitted_at = Field::Clear;
+    update.next_at = Some(routing.next_usable_at(now).unwrap_or(now).max(now));
+    update.detail = Some(format!(
+        "route {route}: {label} refused it ({reason}: {message}); back to the route"
+    ));
+    update.routing = Some(routing.to_json());
+    Some((route, label, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::apply::tests::{ch, info, unit};
+    use super::super::apply::{decide_updates, decide_updates_in};
+    use slotd_core::config::SchedulerConfig;
+    use slotd_core::model::{
+        OptionPlan, Outcome, ProviderError, RouteOption, UnitRouting, UnitStatus,
+    };
+    use std::collections::HashSet;
+
+    fn option(handler: &str) -> RouteOption {
+        RouteOption {
+            handler: handler.into(),
+            model: "m".into(),
+            plan: Some(OptionPlan {
+                task_type: "t".into(),
+                stage: "a".into(),
+                pool: format!("{handler}:pool"),
+                spec: "{}".into(),
+                state: "{}".into(),
+                estimate: None,
+                expected_ms: None,
+            }),
+            refused: None,
+        }
+    }
+
+    /// A unit of route `clip` bound to its first of `n` targets, freshly submitted.
+    fn routed(n: usize) -> slotd_core::model::Unit {
+        let mut u = unit("u1", None, "a");
+        u.routing = Some(
+            UnitRouting {
+                route: "clip".into(),
+                options: (0..n).map(|i| option(&format!("h{i}"))).collect(),
+                bound: Some(0),
+            }
+            .to_json(),
+        );
+        u
+    }
+
+    fn err(code: &str) -> ProviderError {
+        ProviderError {
+            code: Some(code.into()),
+            message: "no".into(),
+        }
+    }
+
+    #[test]
+    fn refusals_before_acceptance_send_the_unit_back_to_its_route() {
+        let cfg = SchedulerConfig::default();
+        let u = routed(2);
+        for outcome in [
+            Outcome::CapacityRejected { after_ms: None },
+            Outcome::RetryAfter { after_ms: None, error: err("account_exhausted") },
+            Outcome::RetryAfter { after_ms: None, error: err("quota_exhausted") },
+            Outcome::RetryAfter { after_ms: None, error: err("not_created") },
+            Outcome::Fail { error: err("invalid_duration") },
+        ] {
+            let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", outcome.clone())], 100);
+            let up = &d.updates[0];
+            assert_eq!(up.to, Some(UnitStatus::Pending), "{outcome:?}");
+            assert_eq!(up.pool.as_deref(), Some("route:clip"));
+            assert_eq!(up.task_type.as_deref(), Some("clip"));
+            assert_eq!(up.stage.as_deref(), Some("route"));
+            let r = UnitRouting::parse(up.routing.as_deref().unwrap_or("")).expect("routing");
+            assert_eq!(r.bound, None);
+            let refused = r.options[0].refused.as_ref().expect("refusal recorded");
+            // A permanent refusal leaves the target out for good; the others for a while.
+            assert_eq!(
+                refused.until.is_none(),
+                matches!(outcome, Outcome::Fail { .. }),
+                "{outcome:?}"
+            );
+            assert!(up.detail.as_deref().unwrap_or("").contains("h0/m refused it"));
+        }
+    }
+
+    #[test]
+    fn a_unit_whose_job_may_exist_stays_bound() {
+        let cfg = SchedulerConfig::default();
+        let u = routed(2);
+        // A lost answer: a timeout keeps it submitted, in doubt.
+        let timeout = Outcome::RetryAfter { after_ms: None, error: err("timeout") };
+        let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", timeout)], 100);
+        assert_eq!(d.updates[0].to, Some(UnitStatus::Submitted));
+        assert!(d.updates[0].routing.is_none() && d.updates[0].pool.is_none());
+        // In doubt, even a refusal of the account keeps it on this target.
+        let in_doubt: HashSet<&str> = ["u1"].into_iter().collect();
+        let exhausted = Outcome::RetryAfter { after_ms: None, error: err("account_exhausted") };
+        let d = decide_updates_in(&cfg, &info(), &[&u], &in_doubt, vec![ch("u1", exhausted)], 100);
+        assert!(d.updates[0].routing.is_none());
+        // A failure in doubt (fal's `submission_unknown`) fails it; it never fails over.
+        let unknown = Outcome::Fail { error: err("submission_unknown") };
+        let d = decide_updates_in(&cfg, &info(), &[&u], &in_doubt, vec![ch("u1", unknown)], 100);
+        assert_eq!(d.updates[0].to, Some(UnitStatus::Failed));
+        assert!(d.updates[0].routing.is_none());
+        // With a job id, a failure is the job's.
+        let mut with_job = routed(2);
+        with_job.provider_job_id = Some("j".into());
+        let failed = Outcome::Fail { error: err("x") };
+        let d = decide_updates(&cfg, &info(), &[&with_job], vec![ch("u1", failed)], 100);
+        assert_eq!(d.updates[0].to, Some(UnitStatus::Failed));
+        assert!(d.updates[0].routing.is_none());
+    }
+
+    #[test]
+    fn the_last_target_refusing_for_good_fails_the_unit() {
+        let cfg = SchedulerConfig::default();
+        let u = routed(1);
+        let failed = Outcome::Fail { error: err("invalid_duration") };
+        let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", failed)], 100);
+        let up = &d.updates[0];
+        assert_eq!(up.to, Some(UnitStatus::Failed));
+        assert!(up.detail.as_deref().unwrap_or("").contains("no target is left"));
+        // A refusal for a while with no other target: back on the route until it is over.
+        let busy = Outcome::CapacityRejected { after_ms: Some(5_000) };
+        let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", busy)], 100);
+        assert_eq!(d.updates[0].to, Some(UnitStatus::Pending));
+        assert!(d.updates[0].next_at.unwrap_or(0) > 100);
+    }
+
+    #[test]
+    fn not_created_without_a_route_goes_back_to_pending_after_the_backoff() {
+        let cfg = SchedulerConfig::default();
+        let u = unit("u1", None, "a");
+        let nc = Outcome::RetryAfter { after_ms: Some(1_000), error: err("not_created") };
+        let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", nc)], 100);
+        let up = &d.updates[0];
+        assert_eq!(up.to, Some(UnitStatus::Pending));
+        assert_eq!(up.attempts, Some(1));
+        assert!(up.next_at.unwrap_or(0) >= 1_100);
+        assert!(up.pool.is_none(), "stays in its pool");
+    }
+}
