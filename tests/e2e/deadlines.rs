@@ -16,7 +16,7 @@ pub fn rfc3339(ms: i64) -> String {
         .to_string()
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     i64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

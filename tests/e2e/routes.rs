@@ -362,7 +362,10 @@ async fn routes_sixty_shots_fail_over_when_klings_packs_run_out_and_bill_once() 
         "{routes}"
     );
     assert!(
-        kling["last_refusal"].as_str().unwrap_or("").contains("1102"),
+        kling["last_refusal"]
+            .as_str()
+            .unwrap_or("")
+            .contains("1102"),
         "{routes}"
     );
     assert_eq!(routes[0]["pending"], 0);
@@ -503,18 +506,26 @@ async fn routes_a_kling_account_revoked_halfway_sends_the_rest_elsewhere() {
     let revoked_at = std::time::Instant::now();
     let at_revoke = kling_jobs();
     // Every unit not held by Kling completes elsewhere while Kling is revoked.
-    eventually(Duration::from_secs(120), "the rest completed elsewhere", async || {
-        let view = run.get(&format!("/v1/tasks/{id}")).await;
-        let results = view["results"].as_array().cloned().unwrap_or_default();
-        let open = results
-            .iter()
-            .filter(|r| r["status"] != "completed")
-            .filter(|r| r["route"]["handler"] != "kling-video")
-            .count();
-        (open == 0).then_some(())
-    })
+    eventually(
+        Duration::from_secs(120),
+        "the rest completed elsewhere",
+        async || {
+            let view = run.get(&format!("/v1/tasks/{id}")).await;
+            let results = view["results"].as_array().cloned().unwrap_or_default();
+            let open = results
+                .iter()
+                .filter(|r| r["status"] != "completed")
+                .filter(|r| r["route"]["handler"] != "kling-video")
+                .count();
+            (open == 0).then_some(())
+        },
+    )
     .await;
-    assert_eq!(kling_jobs(), at_revoke, "a job was created on a revoked account");
+    assert_eq!(
+        kling_jobs(),
+        at_revoke,
+        "a job was created on a revoked account"
+    );
     let routes = run.get("/v1/routes").await;
     let clip = &routes[0];
     assert_eq!(clip["name"], ROUTE, "{routes}");
@@ -528,9 +539,21 @@ async fn routes_a_kling_account_revoked_halfway_sends_the_rest_elsewhere() {
             .is_some_and(|p| p.iter().any(|p| p["name"] == KLING_POOL)),
         "{routes}"
     );
-    let refused = kling["recent_refusals"]["account_refused"].as_u64().unwrap_or(0);
-    let rest = run.services.config.scheduler.account_probe.as_millis().max(1) as f64;
-    let probes = (revoked_at.elapsed().as_millis() as f64 / rest).log2().ceil().max(0.0) as u64 + 1;
+    let refused = kling["recent_refusals"]["account_refused"]
+        .as_u64()
+        .unwrap_or(0);
+    let rest = run
+        .services
+        .config
+        .scheduler
+        .account_probe
+        .as_millis()
+        .max(1) as f64;
+    let probes = (revoked_at.elapsed().as_millis() as f64 / rest)
+        .log2()
+        .ceil()
+        .max(0.0) as u64
+        + 1;
     assert!(
         refused <= 6 + probes,
         "{refused} submits met the revoked account, at most {} expected",
@@ -545,5 +568,48 @@ async fn routes_a_kling_account_revoked_halfway_sends_the_rest_elsewhere() {
     assert!(!jobs.contains_key(&None), "{jobs:?}");
     assert_eq!(jobs.len(), 40);
     assert!(jobs.values().all(|j| j.len() == 1), "{jobs:?}");
+    run.stop().await;
+}
+
+/// A start-by time across a route: the units still waiting on the route when it passes fail
+/// `deadline_unreachable` there (the route's sweep), before any provider request; the rest
+/// ran and completed. While units wait on the route, the task has an ETA from every target's
+/// pools together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_units_waiting_on_the_route_past_their_start_by_fail_before_any_request() {
+    let run = Run::start(
+        Sims::fast(31).await,
+        (6, 5, 4),
+        route(RoutePolicy::Ordered, [0, 1, 2]),
+    )
+    .await;
+    let start_by = crate::deadlines::now_ms() + 1_500;
+    let body = json!({"payload": shots("s", 120), "start_by": crate::deadlines::rfc3339(start_by)});
+    let id = post_task(&run.client, &run.base, ROUTE, body).await;
+    let view = run.get(&format!("/v1/tasks/{id}")).await;
+    assert!(view["queue_position"].is_u64(), "{view}");
+    assert!(
+        view["estimated_completion_at"].is_i64(),
+        "a routed task waiting on its route has an ETA: {view}"
+    );
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(120))
+        .await;
+    let results = views[0]["results"].as_array().cloned().unwrap_or_default();
+    let late: Vec<&Value> = results.iter().filter(|r| r["status"] == "failed").collect();
+    let done = results
+        .iter()
+        .filter(|r| r["status"] == "completed")
+        .count();
+    assert!(!late.is_empty() && done > 0, "{}", views[0]);
+    assert_eq!(late.len() + done, 120, "{}", views[0]);
+    for r in &late {
+        assert_eq!(r["error"]["code"], "deadline_unreachable", "{r}");
+        assert!(r["provider_task_id"].is_null(), "{r}");
+        assert!(r["route"]["handler"].is_null(), "failed while bound: {r}");
+    }
+    // Nothing of the late units reached a provider.
+    let jobs = jobs_by_unit(&run.sims, &unit_rows(&run, &id, "s").await);
+    assert_eq!(jobs.values().map(Vec::len).sum::<usize>(), done, "{jobs:?}");
     run.stop().await;
 }
