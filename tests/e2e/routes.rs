@@ -145,12 +145,23 @@ pub struct Run {
 
 impl Run {
     pub async fn start(sims: Sims, slots: (u32, u32, u32), route: RouteConfig) -> Run {
+        Run::start_with(sims, slots, route, |_| {}).await
+    }
+
+    /// [`Run::start`] with a last adjustment of the config.
+    pub async fn start_with(
+        sims: Sims,
+        slots: (u32, u32, u32),
+        route: RouteConfig,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Run {
         let dir = tempfile::TempDir::new().expect("tmp");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let config = config(dir.path(), &sims, slots, route);
+        let mut config = config(dir.path(), &sims, slots, route);
+        adjust(&mut config);
         let services = slotd_server::app::build_with_clock(config, system_clock())
             .await
             .expect("build");
@@ -611,5 +622,68 @@ async fn routes_units_waiting_on_the_route_past_their_start_by_fail_before_any_r
     // Nothing of the late units reached a provider.
     let jobs = jobs_by_unit(&run.sims, &unit_rows(&run, &id, "s").await);
     assert_eq!(jobs.values().map(Vec::len).sum::<usize>(), done, "{jobs:?}");
+    run.stop().await;
+}
+
+/// A tenant budget across a route: each unit reserves the estimate of the target it is bound
+/// to. fal first (a 5 s 720p Pika clip: $0.20), Kling second (1 unit); a budget of 1.0 covers
+/// five fal clips. A unit that would go to Kling while fal is full does not fit beside the
+/// four fal reservations, and waits on the route (`wait_reason: budget`) instead of running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_a_budget_counts_each_units_chosen_target() {
+    let budget = |c: &mut Config| {
+        c.tenants.insert(
+            "local".into(),
+            slotd_core::config::TenantConfig {
+                budget: Some(slotd_core::config::BudgetConfig {
+                    limit: 1.0,
+                    period: Duration::from_secs(86_400),
+                }),
+                ..Default::default()
+            },
+        );
+    };
+    let run = Run::start_with(
+        Sims::fast(32).await,
+        (6, 5, 4),
+        route(RoutePolicy::Ordered, [2, 0, 1]),
+        budget,
+    )
+    .await;
+    let id = run.submit(shots("b", 10)).await;
+    let held = eventually(Duration::from_secs(60), "5 done, 5 held", async || {
+        let v = run.get(&format!("/v1/tasks/{id}")).await;
+        let results = v["results"].as_array().cloned().unwrap_or_default();
+        let held = results
+            .iter()
+            .filter(|r| r["status"] == "pending" && r["wait_reason"] == "budget")
+            .count();
+        (v["completed"] == 5 && held == 5).then_some(v)
+    })
+    .await;
+    let results = held["results"].as_array().cloned().unwrap_or_default();
+    for r in results.iter().filter(|r| r["status"] == "completed") {
+        assert_eq!(r["route"]["handler"], "fal-video", "{r}");
+        assert_eq!(r["cost_estimate"], 0.2, "{r}");
+    }
+    for r in results.iter().filter(|r| r["status"] == "pending") {
+        assert!(
+            r["route"]["handler"].is_null(),
+            "held units stay unbound: {r}"
+        );
+    }
+    assert_eq!(
+        run.sims.kling.jobs().len() + run.sims.runway.jobs().len(),
+        0
+    );
+    assert_eq!(run.sims.fal.jobs().len(), 5);
+    let usage = run.get("/v1/tenants/local/usage").await;
+    assert_eq!(usage["period"]["spent"], 1.0, "{usage}");
+    assert_eq!(usage["period"]["submissions"], 5, "{usage}");
+    run.client
+        .post(format!("{}/v1/tasks/{id}/cancel", run.base))
+        .send()
+        .await
+        .expect("cancel");
     run.stop().await;
 }
