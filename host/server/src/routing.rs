@@ -107,7 +107,9 @@ pub fn weight_of(route: &RouteConfig, option: &RouteOption) -> u32 {
 }
 
 /// The candidates of `routing` at `now` (usable options), with `room` telling whether a
-/// pool has a free slot and `expected` an option's expected duration.
+/// pool has a free slot and `expected` an option's expected duration. A unit waiting with no
+/// target left (every one refused it for good: it failed, and a client retried it) gets every
+/// target that planned it again.
 pub fn candidates(
     route: &RouteConfig,
     routing: &UnitRouting,
@@ -115,11 +117,12 @@ pub fn candidates(
     room: &HashMap<String, u32>,
     expected: impl Fn(&slotd_core::model::OptionPlan) -> Option<i64>,
 ) -> Vec<Candidate> {
+    let retried = !routing.options.iter().any(RouteOption::open);
     routing
         .options
         .iter()
         .enumerate()
-        .filter(|(_, o)| o.usable(now))
+        .filter(|(_, o)| o.usable(now) || (retried && o.plan.is_some()))
         .filter_map(|(index, o)| {
             let plan = o.plan.as_ref()?;
             Some(Candidate {
@@ -169,6 +172,52 @@ mod tests {
         let none = [c(0, false, 5.0, 300, 1)];
         assert_eq!(pick(RoutePolicy::Ordered, "u", &none), None);
         assert_eq!(pick(RoutePolicy::Weights, "u", &none), None);
+    }
+
+    #[test]
+    fn a_retried_unit_every_target_refused_gets_them_all_again() {
+        use slotd_core::model::{OptionPlan, Refusal};
+        let option = |pool: &str, until: Option<Option<i64>>| RouteOption {
+            handler: "h".into(),
+            model: pool.into(),
+            plan: Some(OptionPlan {
+                task_type: "t".into(),
+                stage: "main".into(),
+                pool: pool.into(),
+                spec: "{}".into(),
+                state: "{}".into(),
+                estimate: None,
+                expected_ms: None,
+            }),
+            refused: until.map(|until| Refusal {
+                reason: "failed".into(),
+                message: "no".into(),
+                at: 0,
+                until,
+            }),
+        };
+        let route = RouteConfig {
+            policy: RoutePolicy::Ordered,
+            targets: Vec::new(),
+        };
+        let room: HashMap<String, u32> = [("a".to_string(), 1), ("b".to_string(), 1)].into();
+        let mut routing = UnitRouting {
+            route: "r".into(),
+            options: vec![option("a", Some(None)), option("b", Some(Some(50)))],
+            bound: None,
+        };
+        // One target left for good, one for a while: only the second, once its time is over.
+        let at = |routing: &UnitRouting, now| -> Vec<usize> {
+            candidates(&route, routing, now, &room, |_| None)
+                .iter()
+                .map(|c| c.index)
+                .collect()
+        };
+        assert!(at(&routing, 10).is_empty());
+        assert_eq!(at(&routing, 60), [1]);
+        // Both for good (the unit failed; a retry put it back): both again.
+        routing.options[1] = option("b", Some(None));
+        assert_eq!(at(&routing, 10), [0, 1]);
     }
 
     #[test]

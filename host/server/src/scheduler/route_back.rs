@@ -94,6 +94,12 @@ pub fn route_back(
     };
     update.error = Field::Set(error_json(&error));
     let route = routing.route.clone();
+    // Back on the route either way: a failed unit a client retries is routed again.
+    update.pool = Some(route_pool(&route));
+    update.stage = Some(ROUTE_STAGE.to_string());
+    update.task_type = Some(route.clone());
+    update.provider_job_id = Field::Clear;
+    update.submitted_at = Field::Clear;
     if !routing.options.iter().any(|o| o.open()) {
         update.to = Some(UnitStatus::Failed);
         update.detail = Some(format!(
@@ -103,11 +109,6 @@ pub fn route_back(
         return Some((route, label, reason));
     }
     update.to = Some(UnitStatus::Pending);
-    update.pool = Some(route_pool(&route));
-    update.stage = Some(ROUTE_STAGE.to_string());
-    update.task_type = Some(route.clone());
-    update.provider_job_id = Field::Clear;
-    update.submitted_at = Field::Clear;
     update.next_at = Some(routing.next_usable_at(now).unwrap_or(now).max(now));
     update.detail = Some(format!(
         "route {route}: {label} refused it ({reason}: {message}); back to the route"
@@ -231,6 +232,8 @@ mod tests {
         let up = &d.updates[0];
         assert_eq!(up.to, Some(UnitStatus::Failed));
         assert!(up.detail.as_deref().unwrap_or("").contains("no target is left"));
+        // On its route, so a retry routes it again (every target gets it once more).
+        assert_eq!(up.pool.as_deref(), Some("route:clip"));
         // A refusal for a while with no other target: back on the route until it is over.
         let busy = Outcome::CapacityRejected { after_ms: Some(5_000) };
         let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", busy)], 100);
