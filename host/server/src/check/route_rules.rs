@@ -6,12 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use super::rules::ACCEPTED_PREFIX;
 use super::{Finding, Snapshot};
 
 /// The event detail of a binding: `route R: bound to TARGET in pool P`.
 const BOUND: &str = ": bound to ";
-/// Prefix of the event detail of an accepted submit (`scheduler::apply`).
-const ACCEPTED_PREFIX: &str = "accepted as provider job ";
 
 /// Units with accepted jobs at more than one route target.
 pub fn two_providers(snap: &Snapshot) -> Vec<Finding> {

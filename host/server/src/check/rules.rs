@@ -11,7 +11,7 @@ use slotd_core::model::UnitStatus;
 const MARKER_PREFIX: &str = "submit marked: key ";
 /// Prefix of the event detail of an accepted submit: `accepted as provider job J`
 /// (`scheduler::apply`).
-const ACCEPTED_PREFIX: &str = "accepted as provider job ";
+pub(super) const ACCEPTED_PREFIX: &str = "accepted as provider job ";
 
 /// Every unit's event log is a legal path of the state machine (docs/state-machine.md): it starts with the
 /// `created` row (`NULL -> pending`), each row leaves the status the previous one reached,
