@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::Tenant;
+use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
 use crate::services::Services;
 
@@ -47,7 +47,8 @@ pub struct TargetView {
     /// Its refusals among the newest events, by reason.
     #[schema(value_type = BTreeMap<String, u64>)]
     pub recent_refusals: BTreeMap<String, u64>,
-    /// The newest of them: what the provider said.
+    /// The newest of them: what the provider said (admins only: it may quote another
+    /// tenant's request).
     pub last_refusal: Option<String>,
 }
 
@@ -63,7 +64,8 @@ pub struct TargetPool {
 /// List routes
 ///
 /// Every configured route: its policy, the units waiting on it, and each target's state,
-/// pools with their room, and recent refusals (why units failed over).
+/// pools with their room, and recent refusals (why units failed over; the last one's words
+/// for admins only).
 #[utoipa::path(
     get,
     path = "/v1/routes",
@@ -73,7 +75,7 @@ pub struct TargetPool {
 )]
 async fn list(
     State(services): State<Services>,
-    Tenant(_tenant): Tenant,
+    caller: Caller,
 ) -> Result<Json<Vec<RouteView>>, ApiError> {
     let counts = services
         .store
@@ -133,7 +135,9 @@ async fn list(
                 };
                 let reason = rest.split(':').next().unwrap_or("").to_string();
                 *recent_refusals.entry(reason).or_default() += 1;
-                last_refusal = e.detail.clone();
+                if caller.admin {
+                    last_refusal = e.detail.clone();
+                }
             }
             targets.push(TargetView {
                 handler: t.handler.clone(),

@@ -88,8 +88,13 @@ impl Scheduler {
         for account in &limit.accounts {
             let key = account.slot_key(&limit.name);
             let max = s.capacity.effective(&key, account.max_slots);
-            let Ok(used) = s.slots.used(&key).await else {
-                continue;
+            // A slot set not rebuilt yet (its pool has not ticked since a start or a lost
+            // Redis) counts as empty: the unit left for that pool comes back here from its
+            // fill if it has no room after all.
+            let used = match s.slots.used(&key).await {
+                Ok(n) => n,
+                Err(crate::slots::SlotError::NotReconciled(_)) => 0,
+                Err(_) => continue,
             };
             used_all = used_all.saturating_add(used);
             let mut f = max.saturating_sub(used);
