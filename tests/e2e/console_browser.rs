@@ -4,9 +4,11 @@
 //!
 //! What a person would check: the pools page shows the pools and a live slot timeline with
 //! bars; a task opens from the task list; cancel works from the page (under the loopback
-//! rules); the back button returns to the previous page; a shared task URL opens in a fresh
-//! tab; and a task whose type and error carry HTML renders it as text. Screenshots land in
-//! `<target>/console/` (`pools.png`, `task.png`).
+//! rules); the back button returns to the previous page; the routes page shows a configured
+//! route (its policy, units waiting, each target's state and room) and a routed task's page
+//! which target served each unit and its cost; a shared task URL opens in a fresh tab; and a
+//! task whose type and error carry HTML renders it as text. Screenshots land in
+//! `<target>/console/` (`pools.png`, `task.png`, `routes.png`, …).
 //!
 //! Without chromium and chromedriver the test fails when `CI=true` (CI installs them, see
 //! `.ci/run`) and otherwise says loudly that it skipped.
@@ -29,6 +31,16 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const DEADLINE: Duration = Duration::from_secs(60);
 /// What an injected element would set, were the page to create it.
 const XSS: &str = "<img src=x onerror=\"window.__xss=1\">";
+
+/// The route the console shows.
+const ROUTE: &str = crate::routes::ROUTE;
+
+/// `clip`, ordered: Kling (loaded in this run), then Runway (not loaded).
+fn clip_route() -> slotd_core::config::RouteConfig {
+    let mut route = crate::routes::route(slotd_core::config::RoutePolicy::Ordered, [0, 1, 2]);
+    route.targets.truncate(2);
+    route
+}
 
 /// chromedriver as a child process, killed when dropped.
 struct Driver(Child);
@@ -162,6 +174,7 @@ async fn hostile_task(run: &Run) -> String {
             spec: "{}".into(),
             state: "{}".into(),
             routes: None,
+            routing: None,
             cost_estimate: None,
         }],
         now,
@@ -191,6 +204,57 @@ async fn hostile_task(run: &Run) -> String {
     id
 }
 
+/// What the scheduler records when Kling refuses a routed unit before accepting its job.
+const REFUSAL: &str = "route clip: kling-video/kling-v1-6 refused it (account_exhausted: kling 1102: \
+     resource pack exhausted: 0 units left, the task needs 1); back to the route";
+
+/// A unit whose event log holds a route refusal as the scheduler writes it (stored directly,
+/// in a pool no handler serves, so the scheduler leaves it alone): the routes page counts it.
+async fn route_refusal(run: &Run) {
+    let store = &run.services.store;
+    let id = uuid::Uuid::now_v7().to_string();
+    let unit = uuid::Uuid::now_v7().to_string();
+    let now = slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock);
+    let task = NewTask {
+        id,
+        tenant: slotd_server::api::LOCAL_TENANT.into(),
+        task_type: ROUTE.into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: vec![NewUnit {
+            id: unit.clone(),
+            pool: "console:refused".into(),
+            stage: "main".into(),
+            spec: "{}".into(),
+            state: "{}".into(),
+            routes: None,
+            routing: None,
+            cost_estimate: None,
+        }],
+        now,
+        terms: Default::default(),
+    };
+    store.task_create(task).await.expect("store the task");
+    store
+        .unit_mark_submitted(std::slice::from_ref(&unit), now, now, None)
+        .await
+        .expect("mark submitted");
+    let refused = UnitUpdate {
+        unit_id: unit,
+        from: Some(UnitStatus::Submitted),
+        to: Some(UnitStatus::Failed),
+        detail: Some(REFUSAL.into()),
+        ..UnitUpdate::default()
+    };
+    let report = store
+        .unit_apply(&[refused], now + 1, None)
+        .await
+        .expect("record the refusal");
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_in_a_browser() {
     if !browser_available() {
@@ -211,10 +275,15 @@ async fn console_in_a_browser() {
                 period: std::time::Duration::from_secs(30 * 86_400),
             });
         }
+        // A route over Kling and a Runway handler this run does not load: the routes page
+        // shows one target ready, the other not.
+        c.routes.insert(ROUTE.into(), clip_route());
     })
     .await;
-    // Three short tasks first (the pool serves a tenant's tasks in order), then the long one
+    // Two routed shots first (the oldest work: Kling, the first target with room, takes
+    // them), three short tasks (the pool serves a tenant's tasks in order), then the long one
     // the test opens and cancels: the timeline shows several tasks' colors.
+    let routed = run.submit(ROUTE, crate::routes::shots("console", 2)).await;
     for _ in 0..3 {
         run.submit("video", video_payload(3)).await;
     }
@@ -320,6 +389,104 @@ async fn console_in_a_browser() {
         .expect("handlers page");
     until(&c, "the handlers serving", r#"return /kling-video/.test(document.querySelector('main section.card table')?.textContent || '');"#).await;
     screenshot(&c, "handlers.png").await;
+
+    // Routes: the route with its policy, its units waiting, each target's state and room, and
+    // its refusals by reason.
+    route_refusal(&run).await;
+    c.goto(&format!("{base}/#/routes"))
+        .await
+        .expect("routes page");
+    let route_card = format!(r#"section.route[data-route="{ROUTE}"]"#);
+    let states = until(
+        &c,
+        "the route's targets and their states",
+        &format!(
+            r#"const card = document.querySelector('{route_card}');
+               if (!card) return null;
+               const state = (t) => card.querySelector(`tr[data-target="${{t}}"] td.state`)?.textContent;
+               const kling = state('kling-video/kling-v1-6'), runway = state('runway-video/gen4_turbo');
+               return kling && runway ? [kling, runway] : null;"#
+        ),
+    )
+    .await;
+    assert_eq!(
+        states,
+        json!(["ready", "handler not loaded"]),
+        "Kling serves the route; the Runway handler is not loaded here"
+    );
+    let facts = js(
+        &c,
+        &format!(
+            r#"const card = document.querySelector('{route_card}');
+               const stat = (k) => card.querySelector(`[data-stat="${{k}}"] b`)?.textContent;
+               return [stat('policy'), stat('pending'),
+                       card.querySelector('tr[data-target="kling-video/kling-v1-6"] [data-pool="kling:video"]')?.textContent];"#
+        ),
+    )
+    .await;
+    assert_eq!(facts[0], json!("ordered"), "{facts}");
+    assert!(
+        facts[1].as_str().is_some_and(|n| n.parse::<u64>().is_ok()),
+        "the units waiting on the route: {facts}"
+    );
+    assert!(
+        facts[2]
+            .as_str()
+            .is_some_and(|p| p.starts_with("kling:video ") && p.contains(" / ")),
+        "Kling's pool with its room: {facts}"
+    );
+    let refusals = until(
+        &c,
+        "Kling's refusal counted by reason",
+        &format!(
+            r#"const row = document.querySelector('{route_card} tr[data-target="kling-video/kling-v1-6"]');
+               const chip = row?.querySelector('[data-reason="account_exhausted"] b')?.textContent;
+               return chip ? [chip, row.querySelector('td.last-refusal').textContent,
+                              document.querySelector('{route_card} [data-stat="refusals"] b').textContent] : null;"#
+        ),
+    )
+    .await;
+    assert_eq!(refusals, json!(["1", REFUSAL, "1"]));
+    screenshot(&c, "routes.png").await;
+    // No card for the pseudo-pool routed units wait in.
+    c.goto(&format!("{base}/#/pools"))
+        .await
+        .expect("pools page");
+    until(
+        &c,
+        "the pools again",
+        r#"return !!document.querySelector('section.pool[data-pool="kling:video"]');"#,
+    )
+    .await;
+    let route_pools = js(
+        &c,
+        r#"return document.querySelectorAll('section.pool[data-pool^="route:"]').length;"#,
+    )
+    .await;
+    assert_eq!(route_pools, json!(0), "a route is not a pool card");
+
+    // The routed task: each unit names the target that served it, and its cost.
+    c.goto(&format!("{base}/#/tasks/{routed}"))
+        .await
+        .expect("routed task");
+    let served = until(
+        &c,
+        "the routed units with their target and cost",
+        r#"const rows = [...document.querySelectorAll('table.units tr[data-unit]')];
+           const done = rows.length === 2 && rows.every((r) => /completed/.test(r.textContent) &&
+             (r.querySelector('td.served-by')?.textContent || '').includes('kling-video / kling-v1-6') &&
+             /^[0-9.]+$/.test(r.querySelector('td.cost')?.textContent || ''));
+           return done ? rows.map((r) => r.querySelector('td.served-by').textContent + ' | ' + r.querySelector('td.cost').textContent) : null;"#,
+    )
+    .await;
+    eprintln!("{:?}: routed units: {served}", t0.elapsed());
+    let served_by = js(
+        &c,
+        "return [...document.querySelectorAll('.kv dt')].find((d) => d.textContent === 'served by')?.nextElementSibling?.textContent;",
+    )
+    .await;
+    assert_eq!(served_by, json!("kling-video/kling-v1-6: 2"));
+    screenshot(&c, "routed-task.png").await;
 
     // A shared link to the task, opened in a fresh tab.
     let tab = c.new_window(true).await.expect("new tab");

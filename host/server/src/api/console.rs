@@ -1,5 +1,5 @@
-//! `GET /`: the operator console (pools with a live slot timeline, tasks, handlers, webhook
-//! deliveries). Plain HTML, CSS and JavaScript compiled into the binary (no build step); the
+//! `GET /`: the operator console (pools with a live slot timeline, routes, tasks, handlers,
+//! webhook deliveries). Plain HTML, CSS and JavaScript compiled into the binary (no build step); the
 //! page reads the same API a client uses, so it shows nothing the API would not, and routes
 //! with URL hashes (`/#/tasks/ID`), so the back button and shared links work without the
 //! server knowing the console's paths. The API key, when one is configured, is typed into
@@ -20,7 +20,7 @@ use crate::services::Services;
 
 const PAGE: &str = include_str!("console/index.html");
 /// The scripts, by name under `/console/`, in the order the page loads them: helpers, the
-/// pools page, then routing and the other pages.
+/// pools and routes pages, then URL routing and the other pages.
 const SCRIPTS: [(&str, &str); 3] = [
     ("core.js", include_str!("console/core.js")),
     ("pools.js", include_str!("console/pools.js")),

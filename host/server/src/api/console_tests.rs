@@ -405,6 +405,291 @@ async fn bad_list_queries_name_the_parameter() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
+/// A unit update guarded on `from`, applied or the test fails.
+async fn apply(h: &Harness, u: UnitUpdate, at: i64) {
+    let id = u.unit_id.clone();
+    match h.store.unit_apply(&[u], at, None).await {
+        Ok(r) => assert_eq!(r.applied.len(), 1, "{id}: {r:?}"),
+        Err(e) => panic!("updating {id}: {e}"),
+    }
+}
+
+/// The `clip` route's options for one unit: the fixture (pool `fixture`) first, then Kling
+/// (not loaded here); `bound` and Kling's refusal as given.
+fn clip_routing(bound: Option<usize>, kling_refused: Option<&str>) -> String {
+    let plan = |pool: &str| {
+        json!({"task_type": "fixture", "stage": "main", "pool": pool, "spec": "{}", "state": "{}",
+               "estimate": 1.0})
+    };
+    let mut kling = json!({"handler": "kling-video", "model": "kling-v1-6",
+                           "plan": plan("kling:video")});
+    if let Some(message) = kling_refused {
+        kling["refused"] = json!({"reason": "account_exhausted", "message": message,
+                                  "at": NOW - 100_000, "until": NOW + 60_000});
+    }
+    let mut routing = json!({"route": "clip", "options": [
+        {"handler": "fixture", "model": "fx-1", "plan": plan(POOL)}, kling]});
+    if let Some(b) = bound {
+        routing["bound"] = json!(b);
+    }
+    routing.to_string()
+}
+
+/// What the console's routes page and a routed task's page read: `GET /v1/routes` (policy,
+/// units waiting, per target its state, pools with room, refusals by reason with the last
+/// one's words) and, per result, the target that served the unit and its cost. A routed task
+/// stored as the scheduler leaves it: one unit bound to Kling, refused (packs exhausted), back
+/// on the route, then bound to the fixture and done with a cost; one still waiting.
+#[tokio::test]
+async fn the_console_reads_routes_and_which_target_served_each_routed_unit() {
+    let mut config = Config {
+        api_keys: vec![
+            ApiKey {
+                key: Secret::new(KEY_A),
+                tenant: "a".into(),
+                admin: false,
+            },
+            ApiKey {
+                key: Secret::new(KEY_OPS),
+                tenant: "ops".into(),
+                admin: true,
+            },
+        ],
+        ..Config::default()
+    };
+    config.routes.insert(
+        "clip".into(),
+        slotd_core::config::RouteConfig {
+            policy: slotd_core::config::RoutePolicy::Ordered,
+            targets: [("fixture", "fx-1"), ("kling-video", "kling-v1-6")]
+                .into_iter()
+                .map(|(handler, model)| slotd_core::config::RouteTarget {
+                    handler: handler.into(),
+                    model: model.into(),
+                    weight: None,
+                })
+                .collect(),
+        },
+    );
+    let h = harness_with(config).await;
+    let id = uuid::Uuid::now_v7().to_string();
+    let units: Vec<String> = (0..2).map(|_| uuid::Uuid::now_v7().to_string()).collect();
+    let task = NewTask {
+        id: id.clone(),
+        tenant: "a".into(),
+        task_type: "clip".into(),
+        payload: json!({"shots": []}).to_string(),
+        idempotency_key: None,
+        priority: 0,
+        callback_url: None,
+        units: units
+            .iter()
+            .map(|u| NewUnit {
+                id: u.clone(),
+                pool: "route:clip".into(),
+                stage: "route".into(),
+                spec: "{}".into(),
+                state: "{}".into(),
+                routes: None,
+                routing: Some(clip_routing(None, None)),
+                cost_estimate: None,
+            })
+            .collect(),
+        now: NOW - 500_000,
+        terms: Default::default(),
+    };
+    if let Err(e) = h.store.task_create(task).await {
+        panic!("storing the routed task: {e}");
+    }
+    let exhausted = "kling 1102: resource pack exhausted: 0 units left, the task needs 1";
+    let u0 = &units[0];
+    // Bound to Kling, submitted, refused before any job existed: back to the route.
+    apply(
+        &h,
+        UnitUpdate {
+            unit_id: u0.clone(),
+            from: Some(UnitStatus::Pending),
+            pool: Some("kling:video".into()),
+            stage: Some("main".into()),
+            routing: Some(clip_routing(Some(1), None)),
+            detail: Some("route clip: bound to kling-video/kling-v1-6 in pool kling:video".into()),
+            ..UnitUpdate::default()
+        },
+        NOW - 200_000,
+    )
+    .await;
+    submit(&h, std::slice::from_ref(u0), NOW - 200_000).await;
+    apply(
+        &h,
+        UnitUpdate {
+            unit_id: u0.clone(),
+            from: Some(UnitStatus::Submitted),
+            to: Some(UnitStatus::Pending),
+            pool: Some("route:clip".into()),
+            stage: Some("route".into()),
+            routing: Some(clip_routing(None, Some(exhausted))),
+            submitted_at: Field::Clear,
+            detail: Some(format!(
+                "route clip: kling-video/kling-v1-6 refused it (account_exhausted: {exhausted}); back to the route"
+            )),
+            ..UnitUpdate::default()
+        },
+        NOW - 100_000,
+    )
+    .await;
+    // Bound to the fixture, and done there at a cost.
+    apply(
+        &h,
+        UnitUpdate {
+            unit_id: u0.clone(),
+            from: Some(UnitStatus::Pending),
+            pool: Some(POOL.into()),
+            stage: Some("main".into()),
+            routing: Some(clip_routing(Some(0), Some(exhausted))),
+            detail: Some("route clip: bound to fixture/fx-1 in pool fixture".into()),
+            ..UnitUpdate::default()
+        },
+        NOW - 90_000,
+    )
+    .await;
+    submit(&h, std::slice::from_ref(u0), NOW - 90_000).await;
+    apply(
+        &h,
+        UnitUpdate {
+            unit_id: u0.clone(),
+            from: Some(UnitStatus::Submitted),
+            to: Some(UnitStatus::Succeeded),
+            provider_job_id: Field::Set("job-1".into()),
+            cost: Some("1.5".into()),
+            ..UnitUpdate::default()
+        },
+        NOW - 30_000,
+    )
+    .await;
+
+    // The routes page.
+    let (status, routes) = get(&h, "/v1/routes", KEY_A).await;
+    assert_eq!(status, StatusCode::OK, "{routes}");
+    assert_eq!(routes.as_array().map(Vec::len), Some(1), "{routes}");
+    let clip = &routes[0];
+    assert_eq!(clip["name"], "clip");
+    assert_eq!(clip["policy"], "ordered");
+    assert_eq!(clip["pending"], 1, "one unit waits on the route: {clip}");
+    let targets = clip["targets"].as_array().cloned().unwrap_or_default();
+    let labels: Vec<String> = targets
+        .iter()
+        .map(|t| {
+            format!(
+                "{}/{}",
+                t["handler"].as_str().unwrap_or("?"),
+                t["model"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        ["fixture/fx-1", "kling-video/kling-v1-6"],
+        "in the route's order"
+    );
+    let kling = &targets[1];
+    assert_eq!(kling["state"], "handler not loaded", "{kling}");
+    assert_eq!(
+        kling["pools"],
+        json!([]),
+        "no pool of an unloaded handler: {kling}"
+    );
+    assert_eq!(kling["free"], 0);
+    assert_eq!(
+        kling["recent_refusals"],
+        json!({"account_exhausted": 1}),
+        "{kling}"
+    );
+    // The provider's words may quote another tenant's request: an admin's only.
+    assert!(kling["last_refusal"].is_null(), "{kling}");
+    let (_, as_admin) = get(&h, "/v1/routes", KEY_OPS).await;
+    let last = as_admin[0]["targets"][1]["last_refusal"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        last.contains("1102") && last.contains("back to the route"),
+        "{as_admin}"
+    );
+    // The fixture names its pool with its room; it serves no routes (contract before 1.5)
+    // or not this model: either way not `ready`, which the page shows as a warning.
+    let fixture = &targets[0];
+    assert_ne!(fixture["state"], "ready", "{fixture}");
+    assert_eq!(fixture["pools"][0]["name"], POOL, "{fixture}");
+    assert!(
+        fixture["pools"][0]["effective_max_slots"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{fixture}"
+    );
+    assert_eq!(fixture["recent_refusals"], json!({}), "{fixture}");
+
+    // A routed task's page: per result, the target that served it, who refused it, its cost.
+    let (status, view) = get(&h, &format!("/v1/tasks/{id}?units=true"), KEY_A).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    let results = view["results"].as_array().cloned().unwrap_or_default();
+    let of = |unit: &str| {
+        let index = view["units"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|u| u["id"] == unit)
+            .map(|u| u["index"].clone())
+            .unwrap_or_else(|| panic!("no unit {unit}: {view}"));
+        results
+            .iter()
+            .find(|r| r["index"] == index)
+            .cloned()
+            .unwrap_or_else(|| panic!("no result of {unit}: {view}"))
+    };
+    let served = of(u0);
+    assert_eq!(served["route"]["route"], "clip", "{served}");
+    assert_eq!(served["route"]["handler"], "fixture", "{served}");
+    assert_eq!(served["route"]["model"], "fx-1", "{served}");
+    assert_eq!(served["route"]["pool"], POOL, "{served}");
+    assert_eq!(
+        served["route"]["refused"][0]["handler"], "kling-video",
+        "{served}"
+    );
+    assert_eq!(
+        served["route"]["refused"][0]["reason"], "account_exhausted",
+        "{served}"
+    );
+    assert_eq!(
+        served["route"]["refused"][0]["message"], exhausted,
+        "{served}"
+    );
+    assert_eq!(served["cost"], 1.5, "{served}");
+    let waiting = of(&units[1]);
+    assert_eq!(
+        waiting["route"],
+        json!({"route": "clip"}),
+        "not bound yet: {waiting}"
+    );
+    assert_eq!(waiting["status"], "pending");
+    assert_eq!(view["cost"], 1.5, "the task's cost sums its units': {view}");
+
+    // The events a unit's timeline shows name each bind and the refusal.
+    let (_, events) = get(&h, &format!("/v1/tasks/{id}/events"), KEY_A).await;
+    let details: Vec<&str> = events["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["unit_id"] == u0.as_str())
+        .filter_map(|e| e["detail"].as_str())
+        .collect();
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("refused it (account_exhausted"))
+            && details.iter().any(|d| d.contains("bound to fixture/fx-1")),
+        "{details:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_console_is_served_with_a_strict_content_security_policy() {
     let h = harness_with(Config::default()).await;
@@ -436,6 +721,18 @@ async fn the_console_is_served_with_a_strict_content_security_policy() {
             assert!(
                 body.as_str()
                     .is_some_and(|b| b.contains("/console/core.js"))
+            );
+            assert!(
+                body.as_str()
+                    .is_some_and(|b| b.contains(r##"href="#/routes""##)),
+                "the menu links the routes page"
+            );
+        }
+        if path == "/console/pools.js" {
+            let source = body.as_str().unwrap_or_default();
+            assert!(
+                source.contains(r#"api("/v1/routes")"#),
+                "the routes page reads GET /v1/routes"
             );
         }
     }

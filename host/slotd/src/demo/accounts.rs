@@ -81,6 +81,7 @@ pub fn combined(main: &SimStats, backup: &SimStats) -> SimStats {
     s.rate_limited_1303 += backup.rate_limited_1303;
     s.validation_refusals += backup.validation_refusals;
     s.auth_refusals += backup.auth_refusals;
+    s.balance_refusals += backup.balance_refusals;
     s
 }
 

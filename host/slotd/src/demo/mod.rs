@@ -2,12 +2,14 @@
 //!
 //! Starts the Kling simulator (two accounts: 20 and 10 concurrent tasks, time compressed), an embedded
 //! slotd (SQLite, in-process slots, local object store) with the Kling handlers, submits a
-//! realistic mix from several tenants (a long video task, short ones, avatar clones), shows
-//! live progress per task and per pool, and ends with a summary measured against the ideal.
+//! realistic mix from several tenants (a long video task, short ones, avatar clones, Runway and
+//! Pika shots, and shots on the `clip` route that Kling, Runway and Pika all serve), shows live
+//! progress per task and per pool, and ends with a summary measured against the ideal.
 
 mod accounts;
 mod pika;
 pub mod report;
+mod route;
 mod runway;
 
 use std::collections::BTreeMap;
@@ -126,6 +128,8 @@ fn demo_config(
 /// A submitted task and how to show it.
 struct Submitted {
     id: String,
+    /// Its task type (a handler's, or the route's).
+    ty: &'static str,
     label: String,
     key: &'static str,
     units: u32,
@@ -205,6 +209,7 @@ fn workload() -> Vec<(&'static str, &'static str, String, Value, u32)> {
     .into_iter()
     .chain(runway::workload())
     .chain(pika::workload())
+    .chain(route::workload())
     .collect()
 }
 
@@ -248,6 +253,8 @@ pub struct DemoOutcome {
     pub pika: slotd_sim::fal::FalStats,
     /// What the backup Kling account's simulator saw.
     pub backup: slotd_sim::kling::SimStats,
+    /// How the `clip` route's shots went.
+    pub route: route::RouteOutcome,
 }
 
 /// Run the demo until every task is done (or `stop` resolves), then print the summary.
@@ -284,6 +291,7 @@ pub async fn run(
     accounts::configure(&mut config, &backup)?;
     runway::configure(&mut config, &runway_sim, opts.time_scale);
     pika::configure(&mut config, &fal_sim, opts.time_scale);
+    route::configure(&mut config);
     let services = slotd_server::app::build(config).await?;
     let objects_root = services.objects.local_root.clone();
     let token = tokio_util::sync::CancellationToken::new();
@@ -333,6 +341,17 @@ pub async fn run(
             "callbacks on, polling as the safety net"
         }
     );
+    println!(
+        "route {}: {} canonical shots ({} with a seed, which Kling does not take), ordered over {}; each Kling account's resource packs run out once the Kling tasks no longer need it",
+        route::ROUTE,
+        route::SHOTS,
+        route::SEEDED,
+        route::TARGETS
+            .iter()
+            .map(|(h, m)| format!("{h}/{m}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!("console: {base}/ (API key {OPS_KEY} sees every tenant)\n");
     let client = reqwest::Client::new();
     let started = Instant::now();
@@ -353,11 +372,23 @@ pub async fn run(
         let id = body["task_id"].as_str().unwrap_or_default().to_string();
         tasks.push(Submitted {
             id,
+            ty,
             label: format!("{tenant:<9} {label}"),
             key,
             units,
         });
     }
+    // Partway, Kling's resource packs run out (see `route.rs`).
+    let watch_done = tokio_util::sync::CancellationToken::new();
+    let packs = tokio::spawn(route::run_out_of_packs(
+        client.clone(),
+        base.clone(),
+        OPS_KEY,
+        [sim.base_url().to_string(), backup.base_url().to_string()],
+        Duration::from_millis(((opts.time_scale * 1000.0) as u64).clamp(10, 250)),
+        started,
+        watch_done.clone(),
+    ));
 
     let tty = std::io::stdout().is_terminal();
     let mut drawn = 0usize;
@@ -386,6 +417,17 @@ pub async fn run(
                 .max()
                 .unwrap_or(14);
             for p in pools.as_array().into_iter().flatten() {
+                // A route's units wait in `route:NAME` until a target's pool binds them.
+                if let Some(r) = p["name"]
+                    .as_str()
+                    .and_then(slotd_core::model::route_of_pool)
+                {
+                    lines.push(format!(
+                        "  route {r:<width$} {:>2} units waiting for a target with room",
+                        p["units"]["pending"].as_u64().unwrap_or(0)
+                    ));
+                    continue;
+                }
                 let (used, max) = (
                     p["used"].as_u64().unwrap_or(0),
                     p["max_slots"].as_u64().unwrap_or(0),
@@ -437,6 +479,8 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(if tty { 250 } else { 1000 })).await;
     };
     let makespan = started.elapsed();
+    watch_done.cancel();
+    let packs = packs.await.unwrap_or_default();
     let mut usage = Vec::new();
     for (tenant, _) in TENANTS {
         usage.push(
@@ -448,11 +492,38 @@ pub async fn run(
             .await?,
         );
     }
+    let other_units = |ty: &str| -> u64 {
+        tasks
+            .iter()
+            .filter(|t| t.ty == ty)
+            .map(|t| u64::from(t.units))
+            .sum()
+    };
+    let mut routed = match tasks.iter().find(|t| t.ty == route::ROUTE) {
+        Some(t) => {
+            route::outcome(
+                &client,
+                &base,
+                t.key,
+                &t.id,
+                route::Sims {
+                    kling: [&sim, &backup],
+                    runway: &runway_sim,
+                    fal: &fal_sim,
+                },
+                (other_units("runway_video"), other_units("fal_video")),
+            )
+            .await?
+        }
+        None => route::RouteOutcome::default(),
+    };
+    routed.packs = packs;
     summary(
         &opts,
         [&sim, &backup],
         &tasks,
         &views,
+        &routed,
         makespan,
         objects_root.as_deref(),
     );
@@ -462,6 +533,7 @@ pub async fn run(
     println!("{}", runway::summary(&runway_stats));
     let pika_stats = fal_sim.stats();
     println!("{}", pika::summary(&pika_stats));
+    println!("{}", route::summary(&routed));
     let pools = get_json(&client, &format!("{base}/v1/pools"), OPS_KEY).await?;
     for line in runway::quota_lines(&pools) {
         println!("{line}");
@@ -477,6 +549,7 @@ pub async fn run(
         runway: runway_stats,
         pika: pika_stats,
         backup: backup_stats,
+        route: routed,
     })
 }
 
@@ -485,6 +558,7 @@ fn summary(
     [sim, backup]: [&SimHandle; 2],
     tasks: &[Submitted],
     views: &[Value],
+    routed: &route::RouteOutcome,
     makespan: Duration,
     objects: Option<&Path>,
 ) {
@@ -523,13 +597,31 @@ fn summary(
             f.backlog_utilization * 100.0
         );
     }
-    let units: u64 = tasks.iter().map(|t| u64::from(t.units)).sum();
-    let completed: u64 = views
+    // Kling's requests are counted against Kling's units: its tasks' and the routed units it
+    // served.
+    let on_kling = |t: &&Submitted| matches!(t.ty, "video" | "avatar_clone");
+    let routed_on_kling = |counts: &BTreeMap<String, u64>| -> u64 {
+        counts
+            .iter()
+            .filter(|(t, _)| t.starts_with("kling-video/"))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let units: u64 = tasks
         .iter()
-        .map(|v| v["completed"].as_u64().unwrap_or(0))
-        .sum();
+        .filter(on_kling)
+        .map(|t| u64::from(t.units))
+        .sum::<u64>()
+        + routed_on_kling(&routed.served);
+    let completed: u64 = tasks
+        .iter()
+        .zip(views)
+        .filter(|(t, _)| on_kling(t))
+        .map(|(_, v)| v["completed"].as_u64().unwrap_or(0))
+        .sum::<u64>()
+        + routed_on_kling(&routed.completed_by);
     println!(
-        "provider requests: {} for {units} units ({:.2} per completed unit): {} creates, {} single queries, {} list queries, {} downloads; callbacks received: {}",
+        "provider requests (Kling): {} for {units} units ({:.2} per completed unit): {} creates, {} single queries, {} list queries, {} downloads; callbacks received: {}",
         stats.requests,
         if completed > 0 {
             stats.requests as f64 / completed as f64
@@ -543,8 +635,11 @@ fn summary(
         stats.callbacks_sent
     );
     println!(
-        "1303 refusals: {} | validation refusals: {} | auth refusals: {}",
-        stats.rate_limited_1303, stats.validation_refusals, stats.auth_refusals
+        "1303 refusals: {} | validation refusals: {} | auth refusals: {} | 1102 refusals (packs exhausted): {}",
+        stats.rate_limited_1303,
+        stats.validation_refusals,
+        stats.auth_refusals,
+        stats.balance_refusals
     );
     let mut failures = Vec::new();
     for (t, v) in tasks.iter().zip(views) {
@@ -580,7 +675,10 @@ mod tests {
 
     /// The demo's whole mix, three providers, to the end: every task completes, Runway saw one
     /// create per shot and never more of our tasks at once than a model allows, fal one submit
-    /// per Pika shot and never more of ours unfinished than the account runs.
+    /// per Pika shot and never more of ours unfinished than the account runs. The `clip`
+    /// route's shots all complete, each served by one of its targets with exactly one provider
+    /// job; the ones Kling cannot make (a seed) are planned elsewhere; only routed shots meet
+    /// Kling's empty packs, and each create refused for them (429/1102) is a failover.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_demo_runs_kling_runway_and_pika_side_by_side_to_the_end() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -597,9 +695,68 @@ mod tests {
         for t in &outcome.tasks {
             assert_eq!(t["status"], "completed", "{t}");
         }
+        // The route: every shot completed on one of its targets, one job each.
+        let routed = &outcome.route;
+        assert_eq!(routed.units, u64::from(route::SHOTS), "{routed:?}");
+        assert_eq!(routed.completed, routed.units, "{routed:?}");
+        assert_eq!(
+            routed.served.values().sum::<u64>(),
+            routed.units,
+            "{routed:?}"
+        );
+        assert!(routed.one_job_each(), "{routed:?}");
+        let on = |handler: &str| -> u64 {
+            routed
+                .served
+                .iter()
+                .filter(|(t, _)| t.starts_with(&format!("{handler}/")))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let targets: Vec<String> = route::TARGETS
+            .iter()
+            .map(|(h, m)| format!("{h}/{m}"))
+            .collect();
+        assert!(
+            routed.served.keys().all(|t| targets.contains(t)),
+            "{routed:?}"
+        );
+        // Kling takes no seed: those shots were planned on Runway and Pika only.
+        assert_eq!(
+            routed.left_out.get("kling-video/kling-v1-6"),
+            Some(&u64::from(route::SEEDED)),
+            "{routed:?}"
+        );
+        // Only routed shots met Kling's empty packs, and each create Kling refused for them
+        // (1102) sent its unit back to the route: every failover is one of those.
+        let exhausted = routed
+            .failovers
+            .get("account_exhausted")
+            .copied()
+            .unwrap_or(0);
+        assert_eq!(exhausted, routed.balance_refusals, "{routed:?}");
+        assert_eq!(
+            routed.failovers.values().sum::<u64>(),
+            exhausted,
+            "{routed:?}"
+        );
+        if routed.packs.ran_out_at.iter().all(Option::is_none) {
+            assert_eq!(routed.balance_refusals, 0, "{routed:?}");
+        }
+        assert_eq!(
+            routed.packs.topped_up_at, None,
+            "a Kling task needed the packs: {routed:?}"
+        );
+        let line = route::summary(routed);
+        assert!(
+            line.contains(&format!("{0}/{0} routed units completed", route::SHOTS))
+                && line.contains("every routed unit had exactly one provider job"),
+            "{line}"
+        );
         let runway_units: u32 = runway::workload().iter().map(|w| w.4).sum();
-        assert_eq!(outcome.runway.creates, u64::from(runway_units));
-        assert_eq!(outcome.runway.succeeded, u64::from(runway_units));
+        let runway_units = u64::from(runway_units) + on(runway::HANDLER);
+        assert_eq!(outcome.runway.creates, runway_units);
+        assert_eq!(outcome.runway.succeeded, runway_units);
         for (model, m) in &outcome.runway.models {
             assert!(
                 m.max_held_seen <= runway::SLOTS_PER_MODEL,
@@ -608,9 +765,10 @@ mod tests {
             );
         }
         let pika_units: u32 = pika::workload().iter().map(|w| w.4).sum();
+        let pika_units = u64::from(pika_units) + on(pika::HANDLER);
         let fal = &outcome.pika.accounts[slotd_sim::fal::ACCOUNT_DEFAULT];
-        assert_eq!(fal.submits, u64::from(pika_units));
-        assert_eq!(fal.succeeded, u64::from(pika_units));
+        assert_eq!(fal.submits, pika_units);
+        assert_eq!(fal.succeeded, pika_units);
         assert!(fal.max_unfinished <= u64::from(pika::ACCOUNT_CONCURRENCY));
         // The backup Kling account took video work, within its own limit.
         assert!(outcome.backup.creates > 0, "the backup account was used");

@@ -1,5 +1,6 @@
 // slotd operator console, part 3 of 3: routing (URL hashes, so the back button and shared
-// links work) and the tasks, task, handlers and webhooks pages. Uses core.js and pools.js.
+// links work) and the tasks, task, handlers and webhooks pages. Uses core.js and pools.js
+// (which also holds the routes page).
 "use strict";
 
 // ---- routing -------------------------------------------------------------------------------
@@ -31,7 +32,7 @@ async function render() {
     a.classList.toggle("active", a.dataset.page === r.page);
   }
   const view = document.getElementById("view");
-  const pages = { pools: poolsPage, tasks: r.id ? taskPage : tasksPage, handlers: handlersPage, webhooks: webhooksPage };
+  const pages = { pools: poolsPage, routes: routesPage, tasks: r.id ? taskPage : tasksPage, handlers: handlersPage, webhooks: webhooksPage };
   const page = pages[r.page] || notFoundPage;
   let first = true;
   const tick = async () => {
@@ -140,6 +141,12 @@ async function taskPage(view, r, first, current) {
   }
   const units = task.units || [];
   const results = task.results || [];
+  // A routed task (docs/routes.md): which target served each unit, and what it cost.
+  const routed = results.some((x) => x.route);
+  const withCost = routed || results.some((x) => x.cost !== undefined && x.cost !== null);
+  if (routed) facts.push(["served by", servedCounts(results)]);
+  const heads = ["#", "status", "stage", "provider job", routed ? "served by" : null, withCost ? "cost" : null,
+    "attempts", "artifact", "bytes", "sha256", "error"].filter(Boolean);
   const openUnits = new Set([...view.querySelectorAll("details[data-unit][open]")].map((d) => d.dataset.unit));
   replace(view,
     el("p", {}, el("a", { href: "#/tasks" }, "← Tasks")),
@@ -155,7 +162,7 @@ async function taskPage(view, r, first, current) {
       task.error ? el("div", {}, el("h3", {}, "Error"), el("div", { class: "error-text task-error" }, errorText(task.error))) : null),
     el("section", { class: "card" }, el("h2", {}, "Units (" + units.length + ")"),
       el("table", { class: "units" },
-        el("thead", {}, el("tr", {}, ["#", "status", "stage", "provider job", "attempts", "artifact", "bytes", "sha256", "error"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))),
         el("tbody", {}, units.map((u, k) => {
           const res = results.find((x) => x.index === u.index) || results[k] || {};
           const err = errorText(u.error);
@@ -164,11 +171,13 @@ async function taskPage(view, r, first, current) {
             el("tr", { "data-unit": u.id },
               el("td", {}, u.index), el("td", {}, badge(u.status), u.cancel_requested_at ? el("span", { class: "badge warn" }, "cancel requested") : null),
               el("td", {}, u.stage), el("td", {}, el("code", {}, u.provider_job_id || "—")),
+              routed ? el("td", { class: "served-by" }, servedBy(res.route)) : null,
+              withCost ? el("td", { class: "cost" }, costOf(res)) : null,
               el("td", {}, u.attempts + " (submit " + u.submit_attempt + ", polls " + u.polls + ")"),
               el("td", {}, res.object_key ? el("code", {}, res.object_key) : "—"), el("td", {}, bytes(res.bytes)),
               el("td", {}, res.sha256 ? el("code", { title: res.sha256 }, String(res.sha256).slice(0, 16) + "…") : "—"),
               el("td", { class: "error-text unit-error" }, u.status === "completed" ? "" : err || "")),
-            el("tr", {}, el("td", {}), el("td", { colspan: 8 },
+            el("tr", {}, el("td", {}), el("td", { colspan: heads.length - 1 },
               el("details", { "data-unit": u.id, open: openUnits.has(u.id) },
                 el("summary", { class: "muted" }, evs.length + " events"),
                 el("ul", { class: "events" }, evs.map((ev) => el("li", { class: "to-" + String(ev.to_status).replace(/[^a-z]/g, "") },
@@ -180,6 +189,41 @@ async function taskPage(view, r, first, current) {
     hooks && hooks.deliveries && hooks.deliveries.length ? el("section", { class: "card" }, el("h2", {}, "Webhook deliveries"),
       deliveriesTable(hooks.deliveries.map((d) => Object.assign({}, d, { attempts: d.attempts_made })), false)) : null);
   return !done;
+}
+
+/** Units per target that served them, and those still waiting on the route. */
+function servedCounts(results) {
+  const by = new Map();
+  for (const x of results) {
+    if (!x.route) continue;
+    const k = x.route.handler ? x.route.handler + "/" + x.route.model : "waiting on route " + x.route.route;
+    by.set(k, (by.get(k) || 0) + 1);
+  }
+  return [...by].map(([k, n]) => k + ": " + n).join(" · ");
+}
+
+/** Why a target was left out of a shot when the task was planned (not a refusal at submit). */
+const PLAN_REASONS = ["plan", "unavailable", "contract"];
+
+/** A routed unit's target (handler / model, pool), the targets left out when it was planned
+ *  and those that refused it before accepting its job (it failed over). */
+function servedBy(rt) {
+  if (!rt) return "—";
+  const refused = rt.refused || [];
+  return [
+    rt.handler ? [el("b", {}, rt.handler), " / ", el("code", {}, rt.model), rt.pool ? el("div", { class: "muted" }, "pool " + rt.pool) : null]
+      : el("span", { class: "muted" }, "waiting on route " + rt.route),
+    refused.length ? el("ul", { class: "refused" }, refused.map((x) =>
+      el("li", { "data-reason": x.reason, title: x.message }, PLAN_REASONS.includes(x.reason) ? "left out: " : "refused: ",
+        x.handler + "/" + x.model + " (" + x.reason + ")", el("div", { class: "muted" }, x.message)))) : null,
+  ];
+}
+
+/** The cost the provider reported, else the handler's estimate (marked so). */
+function costOf(res) {
+  if (res.cost !== undefined && res.cost !== null) return String(res.cost);
+  if (res.cost_estimate !== undefined && res.cost_estimate !== null) return el("span", { class: "muted", title: "the handler's estimate" }, "~" + res.cost_estimate);
+  return "—";
 }
 
 // ---- handlers ------------------------------------------------------------------------------

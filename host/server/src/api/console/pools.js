@@ -1,12 +1,18 @@
 // slotd operator console, part 2 of 3: the pools page (limits, units by status, the live slot
-// timeline as an SVG Gantt chart, throughput and provider latency). Uses core.js.
+// timeline as an SVG Gantt chart, throughput and provider latency) and the routes page (each
+// route's policy, units waiting on it, and per target its state, room and refusals). Uses
+// core.js.
 "use strict";
 
 const WINDOWS = [1, 2, 5, 10, 30, 60];
 
 async function poolsPage(view, r, first, current) {
   const minutes = WINDOWS.includes(Number(r.params.get("minutes"))) ? Number(r.params.get("minutes")) : 2;
-  const pools = await api("/v1/pools");
+  const all = await api("/v1/pools");
+  // A route's units wait in the pseudo-pool `route:NAME` (no slots, no timeline): they are
+  // counted on the routes page, and named here in one line.
+  const pools = all.filter((p) => !isRoutePool(p.name));
+  const waiting = all.filter((p) => isRoutePool(p.name));
   const timelines = await Promise.all(pools.map((p) =>
     api("/v1/pools/" + q(p.name) + "/timeline?minutes=" + minutes).catch(() => null)));
   if (!current()) return;
@@ -14,8 +20,14 @@ async function poolsPage(view, r, first, current) {
     WINDOWS.map((m) => el("option", { value: m, selected: m === minutes }, "last " + m + " min")));
   replace(view,
     el("div", { class: "row" }, el("h1", { class: "grow" }, "Pools"), el("label", { class: "muted" }, "Timeline window ", picker)),
+    waiting.length ? el("p", { class: "muted", id: "route-waiting" }, "Waiting on routes (bound to a pool when one of its targets has room): ",
+      waiting.map((p, i) => [i ? ", " : "", el("a", { href: "#/routes" }, p.name.slice(ROUTE_POOL.length)), " ", (p.units || {}).pending ?? 0, " pending"])) : null,
     pools.length ? pools.map((p, i) => poolCard(p, timelines[i])) : el("p", { class: "empty" }, "No pools yet: load a handler or configure [pools]."));
 }
+
+/** Where a route's units wait until a target binds them (docs/routes.md). */
+const ROUTE_POOL = "route:";
+function isRoutePool(name) { return String(name).startsWith(ROUTE_POOL); }
 
 function poolCard(p, t) {
   const u = p.units || {};
@@ -183,4 +195,57 @@ function latencyChart(t) {
   root.appendChild(svg("text", { x: L, y: H - 3 }, "p50 —  p95 - -"));
   root.appendChild(svg("text", { x: W, y: H - 3, "text-anchor": "end" }, "now"));
   return root;
+}
+
+// ---- routes --------------------------------------------------------------------------------
+
+/** What each policy picks, among the targets that may take a unit and have room. */
+const POLICIES = {
+  ordered: "the first target, in the order configured",
+  cheapest: "the lowest cost estimate",
+  fastest: "the shortest expected duration",
+  weights: "one drawn by weight",
+};
+
+async function routesPage(view, r, first, current) {
+  const routes = await api("/v1/routes");
+  if (!current()) return;
+  replace(view, el("h1", {}, "Routes"),
+    routes.length ? routes.map(routeCard)
+      : el("p", { class: "empty" }, "No routes: a [routes.NAME] section lets several handlers serve one task type (docs/routes.md)."));
+}
+
+function total(counts) { return Object.values(counts || {}).reduce((a, n) => a + n, 0); }
+
+function routeCard(rt) {
+  const targets = rt.targets || [];
+  const free = targets.filter((t) => t.state === "ready").reduce((a, t) => a + (t.free || 0), 0);
+  const refusals = targets.reduce((a, t) => a + total(t.recent_refusals), 0);
+  const weights = rt.policy === "weights";
+  const heads = ["#", "target", weights ? "weight" : null, "state", "free slots", "pools (slots used / limit)", "recent refusals", "last refusal"];
+  return el("section", { class: "card route", "data-route": rt.name },
+    el("div", { class: "row" }, el("h2", { class: "grow" }, "Route ", el("code", {}, rt.name)),
+      el("a", { href: "#/tasks?q=" + q(rt.name) }, "Its tasks →")),
+    el("div", { class: "row" },
+      el("span", { class: "stat", "data-stat": "policy" }, el("b", {}, rt.policy), el("span", {}, "policy: " + (POLICIES[rt.policy] || "?"))),
+      el("span", { class: "stat", "data-stat": "pending" }, el("b", { class: rt.pending && !free ? "warn" : "" }, rt.pending), el("span", {}, "units waiting on it")),
+      el("span", { class: "stat", "data-stat": "free" }, el("b", {}, free), el("span", {}, "free slots over its ready targets")),
+      el("span", { class: "stat", "data-stat": "refusals" }, el("b", { class: refusals ? "warn" : "" }, refusals), el("span", {}, "recent refusals (units failed over)"))),
+    el("table", { class: "targets" },
+      el("thead", {}, el("tr", {}, heads.filter(Boolean).map((h) => el("th", {}, h)))),
+      el("tbody", {}, targets.map((t, i) => el("tr", { "data-target": t.handler + "/" + t.model },
+        el("td", {}, i + 1),
+        el("td", {}, el("b", {}, t.handler), " / ", el("code", {}, t.model)),
+        weights ? el("td", {}, t.weight ?? "—") : null,
+        el("td", { class: "state" }, el("span", { class: "badge " + (t.state === "ready" ? "ready" : "warn") }, t.state)),
+        el("td", { class: "free" }, t.free),
+        el("td", {}, (t.pools || []).length ? t.pools.map((p) => el("div", { "data-pool": p.name },
+          el("a", { href: "#/pools" }, p.name), " ", (p.used ?? "?") + " / " + p.effective_max_slots)) : el("span", { class: "muted" }, "none")),
+        el("td", { class: "refusals" }, total(t.recent_refusals)
+          ? el("div", { class: "chips" }, Object.entries(t.recent_refusals).map(([reason, n]) =>
+            el("span", { class: "chip", "data-reason": reason }, reason, el("b", {}, n))))
+          : el("span", { class: "muted" }, "none")),
+        el("td", { class: "error-text last-refusal" }, t.last_refusal || ""))))),
+    el("p", { class: "muted" }, "A target that refuses a unit before accepting its job (capacity, an exhausted account, a create the provider refused) sends it back to the route, " +
+      "and another target takes it; a unit whose job may exist is never sent to a second provider. Counts read from the newest events."));
 }
