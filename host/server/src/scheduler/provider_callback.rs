@@ -124,6 +124,18 @@ pub async fn apply_provider_callback(
     if mapped.is_empty() {
         return Ok(report);
     }
+    // "Read it now" (a `running(0)` hint: fal's webhook, a hint rather than the outcome): the
+    // unit is due at once and its pool woken, past the safety net's spacing of polls.
+    let read_now: std::collections::HashSet<String> = mapped
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.outcome,
+                slotd_core::model::Outcome::Running { after_ms: Some(0) }
+            )
+        })
+        .map(|c| c.unit_id.clone())
+        .collect();
     let refs: Vec<&slotd_core::model::Unit> = units.iter().collect();
     let mut decided = decide_updates(
         &services.config.scheduler,
@@ -162,7 +174,23 @@ pub async fn apply_provider_callback(
         .iter()
         .map(|u| (u.id.as_str(), Origin::from(u)))
         .collect();
+    let mut wake = std::collections::BTreeSet::new();
+    for u in decided
+        .updates
+        .iter_mut()
+        .filter(|u| read_now.contains(&u.unit_id))
+    {
+        if u.to == Some(slotd_core::model::UnitStatus::Submitted) {
+            u.next_at = Some(now);
+            if let Some(unit) = units.iter().find(|x| x.id == u.unit_id) {
+                wake.insert(unit.pool.clone());
+            }
+        }
+    }
     let committed = apply_changes(services, &decided.updates, &origins, now, None).await?;
     report.applied = committed.applied;
+    for pool in &wake {
+        services.wake.pool(pool);
+    }
     Ok(report)
 }
