@@ -10,7 +10,9 @@
 //! `runtime` (handler call, cached reload, cold compile), `tick` (`run_once` at 10,000 units),
 //! `submit` (durable `POST /v1/tasks`), `memory` (resident memory of a real `slotd serve`),
 //! `kling` (slot fullness against the Kling simulator, polling and callbacks, embedded and in
-//! cluster mode), `eta` (the error of `estimated_completion_at` against the Kling simulator).
+//! cluster mode), `eta` (the error of `estimated_completion_at` against the Kling simulator),
+//! `routes` (routed shots over the Kling and fal simulators against the ideal FIFO makespan,
+//! and the fill tick at 10,000 units pending on a route).
 
 mod cluster;
 mod common;
@@ -18,13 +20,16 @@ mod eta;
 mod kling;
 mod memory;
 mod report;
+mod routes;
 mod runtime;
 mod submit;
 mod tick;
 
 use std::path::PathBuf;
 
-const GROUPS: &[&str] = &["runtime", "tick", "submit", "memory", "kling", "eta"];
+const GROUPS: &[&str] = &[
+    "runtime", "tick", "submit", "memory", "kling", "eta", "routes",
+];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
 fn target_dir() -> PathBuf {
@@ -74,6 +79,9 @@ fn main() {
         }
         if wanted("eta") {
             eta::run(&mut report).await;
+        }
+        if wanted("routes") {
+            routes::run(&mut report).await;
         }
     });
     report.print();

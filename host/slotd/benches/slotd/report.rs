@@ -96,7 +96,7 @@ impl Report {
             let cell = |b: &str| match by_backend.get(b) {
                 Some(r) => format!(
                     "{}{}",
-                    if r.unit == "ratio" {
+                    if r.unit == "ratio" || r.unit == "x" {
                         format!("{:.4}", r.value)
                     } else {
                         fmt_value(r.value)
@@ -121,7 +121,7 @@ impl Report {
                         } else {
                             "≥"
                         };
-                        if r.unit == "ratio" {
+                        if r.unit == "ratio" || r.unit == "x" {
                             format!("{op} {t:.4}")
                         } else {
                             format!("{op} {}", fmt_value(t))

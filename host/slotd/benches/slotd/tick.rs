@@ -11,10 +11,10 @@ use slotd_server::scheduler::{Scheduler, TickSteps};
 use crate::common::{fixture_config, median, ms, post_fixture, submit_many};
 use crate::report::{Better, Report, Target};
 
-const IN_FLIGHT: u32 = 10_000;
-const DUE: u32 = 1_000;
+pub(crate) const IN_FLIGHT: u32 = 10_000;
+pub(crate) const DUE: u32 = 1_000;
 
-async fn scheduler(
+pub(crate) async fn scheduler(
     dir: &std::path::Path,
     slots: u32,
     url: &str,
@@ -233,7 +233,11 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
 }
 
 /// Where the median tick's time went (the profile behind the figure).
-fn print_steps(backend: &str, what: &str, mut ticks: Vec<(std::time::Duration, TickSteps)>) {
+pub(crate) fn print_steps(
+    backend: &str,
+    what: &str,
+    mut ticks: Vec<(std::time::Duration, TickSteps)>,
+) {
     ticks.sort_by_key(|(d, _)| *d);
     let Some((total, s)) = ticks.get(ticks.len() / 2) else {
         return;
