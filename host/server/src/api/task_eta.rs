@@ -26,8 +26,8 @@ pub(super) async fn estimate(
     else {
         return Ok((None, None));
     };
-    if let Some(route) = slotd_core::model::route_of_pool(&standing.pool)
-        .and_then(|r| services.config.routes.get(r))
+    if let Some(route) =
+        slotd_core::model::route_of_pool(&standing.pool).and_then(|r| services.config.routes.get(r))
     {
         let pools: std::collections::BTreeSet<String> = units
             .iter()

@@ -84,13 +84,30 @@ mod tests {
 
     #[test]
     fn a_failover_before_acceptance_is_clean_and_a_second_accepted_job_is_found() {
-        let bound = |id, t: &str| ev(id, "pending", "pending", &format!("route clip: bound to {t} in pool p"));
+        let bound = |id, t: &str| {
+            ev(
+                id,
+                "pending",
+                "pending",
+                &format!("route clip: bound to {t} in pool p"),
+            )
+        };
         let clean = snap(vec![
             bound(1, "kling-video/kling-v1-6"),
-            ev(2, "submitted", "pending", "route clip: kling-video/kling-v1-6 refused it (capacity: x); back to the route"),
+            ev(
+                2,
+                "submitted",
+                "pending",
+                "route clip: kling-video/kling-v1-6 refused it (capacity: x); back to the route",
+            ),
             bound(3, "fal-video/pika"),
             ev(4, "submitted", "submitted", "accepted as provider job f1"),
-            ev(5, "submitted", "submitted", "accepted as provider job f1 (callback)"),
+            ev(
+                5,
+                "submitted",
+                "submitted",
+                "accepted as provider job f1 (callback)",
+            ),
         ]);
         assert!(two_providers(&clean).is_empty());
         let twice = snap(vec![
@@ -102,7 +119,15 @@ mod tests {
         let found = two_providers(&twice);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].kind, "two providers");
-        assert!(found[0].message.contains("kling-video/kling-v1-6 (k1)"), "{}", found[0]);
-        assert!(found[0].message.contains("fal-video/pika (f1)"), "{}", found[0]);
+        assert!(
+            found[0].message.contains("kling-video/kling-v1-6 (k1)"),
+            "{}",
+            found[0]
+        );
+        assert!(
+            found[0].message.contains("fal-video/pika (f1)"),
+            "{}",
+            found[0]
+        );
     }
 }

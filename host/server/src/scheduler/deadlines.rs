@@ -185,7 +185,10 @@ impl Scheduler {
                 continue;
             }
             let route_pool = slotd_core::model::route_pool(name);
-            let units = s.store.unit_list_deadlined(&route_pool, SWEEP_LIMIT).await?;
+            let units = s
+                .store
+                .unit_list_deadlined(&route_pool, SWEEP_LIMIT)
+                .await?;
             if units.is_empty() {
                 continue;
             }
@@ -211,8 +214,15 @@ impl Scheduler {
                 }
             }
             let durations = crate::pool_state::durations::Distribution::new(samples);
-            self.sweep_units(&route_pool, units, (slots.max(1), free), durations, now, fence)
-                .await?;
+            self.sweep_units(
+                &route_pool,
+                units,
+                (slots.max(1), free),
+                durations,
+                now,
+                fence,
+            )
+            .await?;
         }
         Ok(())
     }

@@ -171,10 +171,21 @@ mod tests {
         let u = routed(2);
         for outcome in [
             Outcome::CapacityRejected { after_ms: None },
-            Outcome::RetryAfter { after_ms: None, error: err("account_exhausted") },
-            Outcome::RetryAfter { after_ms: None, error: err("quota_exhausted") },
-            Outcome::RetryAfter { after_ms: None, error: err("not_created") },
-            Outcome::Fail { error: err("invalid_duration") },
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: err("account_exhausted"),
+            },
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: err("quota_exhausted"),
+            },
+            Outcome::RetryAfter {
+                after_ms: None,
+                error: err("not_created"),
+            },
+            Outcome::Fail {
+                error: err("invalid_duration"),
+            },
         ] {
             let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", outcome.clone())], 100);
             let up = &d.updates[0];
@@ -191,7 +202,12 @@ mod tests {
                 matches!(outcome, Outcome::Fail { .. }),
                 "{outcome:?}"
             );
-            assert!(up.detail.as_deref().unwrap_or("").contains("h0/m refused it"));
+            assert!(
+                up.detail
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("h0/m refused it")
+            );
         }
     }
 
@@ -200,18 +216,40 @@ mod tests {
         let cfg = SchedulerConfig::default();
         let u = routed(2);
         // A lost answer: a timeout keeps it submitted, in doubt.
-        let timeout = Outcome::RetryAfter { after_ms: None, error: err("timeout") };
+        let timeout = Outcome::RetryAfter {
+            after_ms: None,
+            error: err("timeout"),
+        };
         let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", timeout)], 100);
         assert_eq!(d.updates[0].to, Some(UnitStatus::Submitted));
         assert!(d.updates[0].routing.is_none() && d.updates[0].pool.is_none());
         // In doubt, even a refusal of the account keeps it on this target.
         let in_doubt: HashSet<&str> = ["u1"].into_iter().collect();
-        let exhausted = Outcome::RetryAfter { after_ms: None, error: err("account_exhausted") };
-        let d = decide_updates_in(&cfg, &info(), &[&u], &in_doubt, vec![ch("u1", exhausted)], 100);
+        let exhausted = Outcome::RetryAfter {
+            after_ms: None,
+            error: err("account_exhausted"),
+        };
+        let d = decide_updates_in(
+            &cfg,
+            &info(),
+            &[&u],
+            &in_doubt,
+            vec![ch("u1", exhausted)],
+            100,
+        );
         assert!(d.updates[0].routing.is_none());
         // A failure in doubt (fal's `submission_unknown`) fails it; it never fails over.
-        let unknown = Outcome::Fail { error: err("submission_unknown") };
-        let d = decide_updates_in(&cfg, &info(), &[&u], &in_doubt, vec![ch("u1", unknown)], 100);
+        let unknown = Outcome::Fail {
+            error: err("submission_unknown"),
+        };
+        let d = decide_updates_in(
+            &cfg,
+            &info(),
+            &[&u],
+            &in_doubt,
+            vec![ch("u1", unknown)],
+            100,
+        );
         assert_eq!(d.updates[0].to, Some(UnitStatus::Failed));
         assert!(d.updates[0].routing.is_none());
         // With a job id, a failure is the job's.
@@ -227,15 +265,24 @@ mod tests {
     fn the_last_target_refusing_for_good_fails_the_unit() {
         let cfg = SchedulerConfig::default();
         let u = routed(1);
-        let failed = Outcome::Fail { error: err("invalid_duration") };
+        let failed = Outcome::Fail {
+            error: err("invalid_duration"),
+        };
         let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", failed)], 100);
         let up = &d.updates[0];
         assert_eq!(up.to, Some(UnitStatus::Failed));
-        assert!(up.detail.as_deref().unwrap_or("").contains("no target is left"));
+        assert!(
+            up.detail
+                .as_deref()
+                .unwrap_or("")
+                .contains("no target is left")
+        );
         // On its route, so a retry routes it again (every target gets it once more).
         assert_eq!(up.pool.as_deref(), Some("route:clip"));
         // A refusal for a while with no other target: back on the route until it is over.
-        let busy = Outcome::CapacityRejected { after_ms: Some(5_000) };
+        let busy = Outcome::CapacityRejected {
+            after_ms: Some(5_000),
+        };
         let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", busy)], 100);
         assert_eq!(d.updates[0].to, Some(UnitStatus::Pending));
         assert!(d.updates[0].next_at.unwrap_or(0) > 100);
@@ -245,7 +292,10 @@ mod tests {
     fn not_created_without_a_route_goes_back_to_pending_after_the_backoff() {
         let cfg = SchedulerConfig::default();
         let u = unit("u1", None, "a");
-        let nc = Outcome::RetryAfter { after_ms: Some(1_000), error: err("not_created") };
+        let nc = Outcome::RetryAfter {
+            after_ms: Some(1_000),
+            error: err("not_created"),
+        };
         let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", nc)], 100);
         let up = &d.updates[0];
         assert_eq!(up.to, Some(UnitStatus::Pending));

@@ -43,7 +43,10 @@ fn routed_grant(unit: &str, pool: &str) -> Grant {
         budget_retry_at: T0,
         quota_pool: None,
         spend: None,
-        bind: Some(bind(pool, &format!("route clip: bound to h/m in pool {pool}"))),
+        bind: Some(bind(
+            pool,
+            &format!("route clip: bound to h/m in pool {pool}"),
+        )),
     }
 }
 
@@ -56,19 +59,32 @@ pub(crate) async fn routed_units_bind_once_and_go_back_to_their_route(store: Dyn
     assert_eq!(fill.len(), 2, "routed units wait on the route's pool");
     // Two target pools granted the same unit: the first binds it, the second finds it gone.
     let first = store
-        .unit_mark_granted(&[routed_grant("t1-u0", "kling:video")], T0 + 1, T0 + 9, None)
+        .unit_mark_granted(
+            &[routed_grant("t1-u0", "kling:video")],
+            T0 + 1,
+            T0 + 9,
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(first.units.len(), 1);
     let u = &first.units[0];
     assert_eq!(
-        (u.status, u.pool.as_str(), u.task_type.as_str(), u.stage.as_str()),
+        (
+            u.status,
+            u.pool.as_str(),
+            u.task_type.as_str(),
+            u.stage.as_str()
+        ),
         (UnitStatus::Submitted, "kling:video", "video", "main")
     );
     assert_eq!(u.spec, r#"{"model":"m"}"#);
     assert_eq!(u.state, r#"{"s":1}"#);
     assert_eq!(u.terms.cost_estimate, Some(2.5));
-    assert_eq!(u.routing.as_deref(), Some(r#"{"route":"clip","options":[],"bound":0}"#));
+    assert_eq!(
+        u.routing.as_deref(),
+        Some(r#"{"route":"clip","options":[],"bound":0}"#)
+    );
     let second = store
         .unit_mark_granted(&[routed_grant("t1-u0", "fal:x")], T0 + 2, T0 + 9, None)
         .await
@@ -94,10 +110,23 @@ pub(crate) async fn routed_units_bind_once_and_go_back_to_their_route(store: Dyn
     assert_eq!(report.applied, ["t1-u0"]);
     let u = unit(&store, "t1", 0).await;
     assert_eq!(
-        (u.status, u.pool.as_str(), u.task_type.as_str(), u.stage.as_str()),
-        (UnitStatus::Pending, route_pool(ROUTE).as_str(), ROUTE, "route")
+        (
+            u.status,
+            u.pool.as_str(),
+            u.task_type.as_str(),
+            u.stage.as_str()
+        ),
+        (
+            UnitStatus::Pending,
+            route_pool(ROUTE).as_str(),
+            ROUTE,
+            "route"
+        )
     );
-    assert_eq!(u.routing.as_deref(), Some(r#"{"route":"clip","options":[]}"#));
+    assert_eq!(
+        u.routing.as_deref(),
+        Some(r#"{"route":"clip","options":[]}"#)
+    );
     let fill = store
         .unit_list_fill(&route_pool(ROUTE), &types(&[ROUTE]), T0 + 4, 10, &[])
         .await
@@ -117,7 +146,20 @@ pub(crate) async fn routed_units_bind_once_and_go_back_to_their_route(store: Dyn
         ]
     );
     // `_` in a prefix is a character, not a wildcard.
-    assert!(store.unit_events_recent_with("route c_ip", 100).await.unwrap().is_empty());
+    assert!(
+        store
+            .unit_events_recent_with("route c_ip", 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // Only the newest events are read.
-    assert!(store.unit_events_recent_with("route clip: ", 1).await.unwrap().len() <= 1);
+    assert!(
+        store
+            .unit_events_recent_with("route clip: ", 1)
+            .await
+            .unwrap()
+            .len()
+            <= 1
+    );
 }
