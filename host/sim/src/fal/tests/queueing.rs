@@ -76,9 +76,12 @@ async fn concurrency_two_runs_five_requests_two_at_a_time() -> anyhow::Result<()
         let running = spans.iter().filter(|(a, b)| a <= s && s < b).count();
         assert!(running <= 2, "{running} running at {s}: {spans:?}");
     }
+    // The requests that waited for a slot (all but the first two, which took the free slots
+    // at once and start after their own draw of fal's dispatch delay, in either order) take
+    // the slots in submission order.
     let starts: Vec<f64> = spans.iter().map(|(s, _)| *s).collect();
     assert!(
-        starts.windows(2).all(|w| w[0] <= w[1]),
+        starts[2..].windows(2).all(|w| w[0] <= w[1]),
         "submission order: {starts:?}"
     );
     for j in &jobs {
