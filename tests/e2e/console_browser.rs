@@ -10,8 +10,8 @@
 //! task whose type and error carry HTML renders it as text. Screenshots land in
 //! `<target>/console/` (`pools.png`, `task.png`, `routes.png`, …).
 //!
-//! Without chromium and chromedriver the test fails when `CI=true` (CI installs them, see
-//! `.ci/run`) and otherwise says loudly that it skipped.
+//! Without chromium and chromedriver the test fails, naming them (`.ci/test` installs them),
+//! unless the run sets `SLOTD_SKIP_TOOL_TESTS=1` to skip it on purpose.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,7 +23,7 @@ use slotd_core::model::UnitStatus;
 use slotd_store::{Field, NewDelivery, NewTask, NewUnit, UnitUpdate};
 
 use crate::kling::{Run, sim_options, video_payload};
-use crate::support::{eventually, free_port};
+use crate::support::{eventually, free_port, skip_for_missing_tool};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -52,26 +52,19 @@ impl Drop for Driver {
     }
 }
 
-/// Whether the browser tools are installed; `false` (after saying so) when the test should
-/// skip. Panics under CI, where they must be.
+/// Whether the browser tools are installed; without them the test fails, unless the run
+/// skips such tests on purpose ([`skip_for_missing_tool`]).
 fn browser_available() -> bool {
     let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
         .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "the console browser test needs {missing:?} (apt-get install -y chromium chromium-driver)"
-        );
-    }
-    eprintln!(
-        "\n!!!!!!!! SKIPPED console_browser: {missing:?} not installed \
-         (apt-get install -y chromium chromium-driver) !!!!!!!!\n"
-    );
-    false
+    missing.is_empty()
+        || !skip_for_missing_tool(
+            "console_browser",
+            &format!("{missing:?}"),
+            "apt-get install -y chromium chromium-driver",
+        )
 }
 
 /// Where screenshots go: `<target>/console/`.

@@ -628,3 +628,21 @@ pub async fn check_provider_files(
     }
     checked
 }
+
+/// The variable that lets a run skip, on purpose, the tests that drive a tool from outside
+/// Rust (chromium, schemathesis) when the tool is not installed.
+pub const SKIP_TOOL_TESTS: &str = "SLOTD_SKIP_TOOL_TESTS";
+
+/// A test that needs `what` found it missing: it fails, naming the tool and how to get it,
+/// unless the run said `SLOTD_SKIP_TOOL_TESTS=1`; then `true` (skip), said loudly. A missing
+/// tool never passes a test silently.
+pub fn skip_for_missing_tool(test: &str, what: &str, how: &str) -> bool {
+    if std::env::var(SKIP_TOOL_TESTS).is_ok_and(|v| v == "1") {
+        eprintln!("\n!!!!!!!! SKIPPED {test}: {what} missing and {SKIP_TOOL_TESTS}=1 !!!!!!!!\n");
+        return true;
+    }
+    panic!(
+        "{test} needs {what}: {how} (`bash .ci/test` installs it), or set \
+         {SKIP_TOOL_TESTS}=1 to skip this test on purpose"
+    );
+}
