@@ -41,7 +41,8 @@ pub(crate) use finalize::{
     finalize_give_up_then_retry, finalize_lease, finalize_release, finalize_renew,
 };
 pub(crate) use moves::{
-    assert_moves_match_the_model, illegal_moves_are_refused, provider_queue_is_written_and_counted,
+    PAIRS, assert_moves_match_the_model, every_pair_is_held_to_the_model,
+    illegal_moves_are_refused, provider_queue_is_written_and_counted,
 };
 pub(crate) use outbox::webhook_outbox;
 pub(crate) use reads::{

@@ -171,6 +171,20 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
         .execute(&raw)
         .await
         .unwrap();
+    // Every other pair, each on a unit of its own.
+    let pairs = crate::suite::task("t2", "acme", "video", "p", crate::suite::PAIRS, 0);
+    db.store.task_create(pairs).await.unwrap();
+    crate::suite::every_pair_is_held_to_the_model("t2", |sql| {
+        let raw = raw.clone();
+        async move {
+            sqlx::query(&sql)
+                .execute(&raw)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
 }
 
 /// The console's slot timeline reads the window, not the log: the events from the window's

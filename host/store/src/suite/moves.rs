@@ -110,3 +110,59 @@ pub(crate) async fn provider_queue_is_written_and_counted(store: DynStore) {
     assert_eq!(reason(0).await, None);
     assert_eq!(count(None).await.expect("count"), 1);
 }
+
+/// The statuses a unit passes through, by legal moves from `pending`, to reach `status`.
+fn path_to(status: UnitStatus) -> &'static [UnitStatus] {
+    use UnitStatus::*;
+    match status {
+        Pending => &[],
+        Submitted => &[Submitted],
+        Succeeded => &[Submitted, Succeeded],
+        Finalizing => &[Submitted, Succeeded, Finalizing],
+        Completed => &[Submitted, Succeeded, Finalizing, Completed],
+        Failed => &[Failed],
+        Cancelled => &[Cancelled],
+    }
+}
+
+/// Every pair of distinct statuses through the database alone (`update` runs one hand-written
+/// statement, past every guard of the store, `Ok` when the database took it): for each pair a
+/// unit of `task_id` (one per pair, in order, `{task_id}-u{n}`, all `pending`) is walked to
+/// `from` by legal moves, then asked to move to `to`. The database must take exactly the
+/// model's moves and refuse every other one, naming it an illegal transition.
+pub(crate) async fn every_pair_is_held_to_the_model<F, Fut>(task_id: &str, update: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let mut n = 0;
+    for from in UnitStatus::ALL {
+        for to in UnitStatus::ALL.into_iter().filter(|t| *t != from) {
+            let id = format!("{task_id}-u{n}");
+            n += 1;
+            let set = |s: UnitStatus| {
+                format!(
+                    "UPDATE units SET status = '{}' WHERE id = '{id}'",
+                    s.as_str()
+                )
+            };
+            for step in path_to(from) {
+                if let Err(e) = update(set(*step)).await {
+                    panic!("walking {id} to {from:?}: {step:?} refused: {e}");
+                }
+            }
+            match (from.can_move_to(to), update(set(to)).await) {
+                (true, Ok(())) => {}
+                (false, Err(e)) => assert!(
+                    e.contains("illegal unit transition"),
+                    "{from:?} -> {to:?} refused for another reason: {e}"
+                ),
+                (true, Err(e)) => panic!("the legal move {from:?} -> {to:?} was refused: {e}"),
+                (false, Ok(())) => panic!("the illegal move {from:?} -> {to:?} was taken"),
+            }
+        }
+    }
+}
+
+/// How many units [`every_pair_is_held_to_the_model`] needs.
+pub(crate) const PAIRS: usize = UnitStatus::ALL.len() * (UnitStatus::ALL.len() - 1);
