@@ -172,11 +172,15 @@ impl Scheduler {
         fence: Option<&Fence>,
     ) -> Result<(), SchedulerError> {
         let s = &self.services;
-        for name in crate::routing::routes_for_pool(&s.config, &limit.handlers) {
+        let routes = crate::routing::routes_for_pool(&s.config, &limit.handlers);
+        if routes.is_empty() {
+            return Ok(());
+        }
+        let limits = crate::pool_state::pool_limits_now(s);
+        for name in routes {
             let Some(route) = s.config.routes.get(name) else {
                 continue;
             };
-            let limits = crate::pool_state::pool_limits_now(s);
             let pools: Vec<String> = crate::routing::target_pools(&s.registry, route)
                 .into_iter()
                 .filter(|p| limits.contains_key(p))
