@@ -413,9 +413,21 @@ fn account_quotas(
     out
 }
 
+/// Each provider account's maximum per pool by name, for `slotd check`. A name two handlers
+/// configure differently counts with the larger maximum (the slot sets do not say whose it is).
+fn account_limits(config: &Config) -> std::collections::BTreeMap<String, u32> {
+    let mut out = std::collections::BTreeMap::<String, u32>::new();
+    for a in config.handlers.values().flat_map(|h| &h.accounts) {
+        let max = out.entry(a.name.clone()).or_default();
+        *max = (*max).max(a.max_slots);
+    }
+    out
+}
+
 /// `slotd check`: print every finding, then a summary; an error (exit status 1) if any.
 async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
     let account_quotas = account_quotas(&config);
+    let account_limits = account_limits(&config);
     let opts = slotd_server::check::CheckOptions {
         database_url: args.database.unwrap_or(config.database_url),
         objects: args
@@ -434,6 +446,7 @@ async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
             .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
             .collect(),
         account_quotas,
+        account_limits,
         finalize_grace: args.finalize_grace,
         now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
     };

@@ -4,8 +4,10 @@
 //!
 //! What is checked:
 //! - every unit's event log is a legal path of the state machine ending in its status;
-//! - no pool has more `submitted` units than its maximum (from the configuration);
-//! - no idempotency key was accepted as two provider jobs, no job sits on two units;
+//! - no pool ever held more `submitted` units than its maximum, nor an account more than its
+//!   own, replayed over the whole unit log (`history.rs`);
+//! - no idempotency key was accepted as two provider jobs, no job sits on two units, and no
+//!   unit was submitted again without a recorded failure and retry (`history.rs`);
 //! - no unit is `finalizing` without a live lease beyond a grace period;
 //! - tasks and units agree (units exist, indexes 0..n, no orphan);
 //! - every open budget reservation belongs to a `submitted` unit's current submission, one
@@ -21,8 +23,10 @@
 //! # Layout
 //! - `read.rs`: loading rows from SQLite or PostgreSQL, read-only.
 //! - `rules.rs`: the invariants as pure functions over the rows.
+//! - `history.rs`: the rules that replay the unit log in order (slot peaks, resubmits).
 //! - `live.rs`: the checks that read another system (object store, Redis).
 
+mod history;
 mod live;
 mod read;
 mod route_rules;
@@ -49,6 +53,9 @@ pub struct CheckOptions {
     pub redis_prefix: String,
     /// Each pool's configured maximum; pools not listed are not limit-checked.
     pub pool_limits: BTreeMap<String, u32>,
+    /// Each provider account's maximum in each pool it serves, by account name
+    /// (`[[handlers.NAME.accounts]] max_slots`); accounts not listed are not limit-checked.
+    pub account_limits: BTreeMap<String, u32>,
     /// Each pool's quotas on creates (`rate`, `daily`); pools not listed are not checked.
     pub pool_quotas: BTreeMap<String, Vec<slotd_core::config::Quota>>,
     /// Each provider account's own quotas, by account name, checked in every pool its creates
@@ -121,6 +128,8 @@ pub struct UnitRow {
 #[derive(Clone, Debug, Default)]
 pub struct EventRow {
     pub id: i64,
+    /// When it was written (Unix ms, the writer's clock).
+    pub at: i64,
     pub from_status: Option<String>,
     pub to_status: String,
     pub detail: Option<String>,
@@ -152,7 +161,12 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     };
     let f = &mut report.findings;
     f.extend(rules::event_paths(&snap));
-    f.extend(rules::pool_limits(&snap, &opts.pool_limits));
+    f.extend(history::slot_peaks(
+        &snap,
+        &opts.pool_limits,
+        &opts.account_limits,
+    ));
+    f.extend(history::resubmits(&snap));
     f.extend(rules::idempotency(&snap));
     f.extend(route_rules::two_providers(&snap));
     f.extend(rules::finalize_leases(&snap, opts.now_ms, grace));

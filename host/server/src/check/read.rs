@@ -14,8 +14,8 @@ const TASKS_SQL: &str = "SELECT id FROM tasks ORDER BY seq";
 const UNITS_SQL: &str = "SELECT id, task_id, CAST(idx AS BIGINT) AS idx, pool, stage, status, \
      provider_job_id, lease_owner, CAST(lease_until AS BIGINT) AS lease_until, result, account, \
      CAST(submit_attempt AS BIGINT) AS submit_attempt FROM units ORDER BY task_id, idx";
-const EVENTS_SQL: &str = "SELECT CAST(id AS BIGINT) AS id, unit_id, from_status, to_status, \
-     detail FROM unit_events ORDER BY unit_id, id";
+const EVENTS_SQL: &str = "SELECT CAST(id AS BIGINT) AS id, unit_id, CAST(at AS BIGINT) AS at, \
+     from_status, to_status, detail FROM unit_events ORDER BY unit_id, id";
 const SUBMITTED_SQL: &str = "SELECT id, pool, account FROM units WHERE status = 'submitted'";
 const RESERVATIONS_SQL: &str = "SELECT unit_id, submission FROM budget_ledger \
      WHERE settled_at IS NULL ORDER BY unit_id, submission";
@@ -127,6 +127,7 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         r.try_get::<String, _>("unit_id")?,
         EventRow {
             id: r.try_get("id")?,
+            at: r.try_get("at")?,
             from_status: r.try_get("from_status")?,
             to_status: r.try_get("to_status")?,
             detail: r.try_get("detail")?,

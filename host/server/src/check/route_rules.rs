@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::rules::ACCEPTED_PREFIX;
+use super::history::ACCEPTED_PREFIX;
 use super::{Finding, Snapshot};
 
 /// The event detail of a binding: `route R: bound to TARGET in pool P`.
@@ -64,6 +64,7 @@ mod tests {
     fn ev(id: i64, from: &str, to: &str, detail: &str) -> EventRow {
         EventRow {
             id,
+            at: id,
             from_status: Some(from.into()),
             to_status: to.into(),
             detail: Some(detail.into()),

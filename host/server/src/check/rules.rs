@@ -3,15 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::history::{ACCEPTED_PREFIX, marker};
 use super::{Finding, Snapshot, UnitRow};
 use slotd_core::model::UnitStatus;
-
-/// Prefix of the event detail written with the submit marker: `submit marked: key K`
-/// (`store::*::units::unit_mark_submitted`).
-const MARKER_PREFIX: &str = "submit marked: key ";
-/// Prefix of the event detail of an accepted submit: `accepted as provider job J`
-/// (`scheduler::apply`).
-pub(super) const ACCEPTED_PREFIX: &str = "accepted as provider job ";
 
 /// Every unit's event log is a legal path of the state machine (docs/state-machine.md): it starts with the
 /// `created` row (`NULL -> pending`), each row leaves the status the previous one reached,
@@ -97,26 +91,6 @@ pub fn event_paths(snap: &Snapshot) -> Vec<Finding> {
     out
 }
 
-/// No pool has more `submitted` units than its maximum.
-pub fn pool_limits(snap: &Snapshot, limits: &BTreeMap<String, u32>) -> Vec<Finding> {
-    let mut submitted: BTreeMap<&str, u32> = BTreeMap::new();
-    for u in snap.units.iter().filter(|u| u.status == "submitted") {
-        *submitted.entry(u.pool.as_str()).or_default() += 1;
-    }
-    submitted
-        .into_iter()
-        .filter_map(|(pool, n)| {
-            let max = *limits.get(pool)?;
-            (n > max).then(|| Finding {
-                kind: "pool limit",
-                task_id: None,
-                unit_id: None,
-                message: format!("pool {pool} has {n} submitted units; its maximum is {max}"),
-            })
-        })
-        .collect()
-}
-
 /// No idempotency key was accepted as two different provider jobs, and no provider job is
 /// recorded on two units of the same pool.
 pub fn idempotency(snap: &Snapshot) -> Vec<Finding> {
@@ -129,8 +103,8 @@ pub fn idempotency(snap: &Snapshot) -> Vec<Finding> {
             let Some(detail) = e.detail.as_deref() else {
                 continue;
             };
-            if let Some(k) = detail.strip_prefix(MARKER_PREFIX) {
-                key = Some(k);
+            if let Some(m) = marker(detail) {
+                key = Some(m.key);
             } else if let (Some(k), Some(rest)) = (key, detail.strip_prefix(ACCEPTED_PREFIX)) {
                 // The id is the first word: a callback appends " (callback)".
                 if let Some(job) = rest.split_whitespace().next() {

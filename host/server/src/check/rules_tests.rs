@@ -21,6 +21,7 @@ fn unit(id: &str, status: &str) -> UnitRow {
 fn ev(id: i64, from: Option<&str>, to: &str, detail: Option<&str>) -> EventRow {
     EventRow {
         id,
+        at: id,
         from_status: from.map(String::from),
         to_status: to.into(),
         detail: detail.map(String::from),
@@ -177,27 +178,6 @@ fn one_job_on_two_units_is_reported() {
     let f = idempotency(&s);
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(f[0].message.contains("u1, u2"), "{}", f[0]);
-}
-
-#[test]
-fn pools_over_their_limit_are_reported() {
-    let units: Vec<UnitRow> = (0..3)
-        .map(|i| {
-            let mut u = unit(&format!("u{i}"), "submitted");
-            u.idx = i;
-            u
-        })
-        .collect();
-    let s = snap(units, vec![]);
-    let limits = |n: u32| BTreeMap::from([("p".to_string(), n)]);
-    assert!(pool_limits(&s, &limits(3)).is_empty());
-    let f = pool_limits(&s, &limits(2));
-    assert_eq!(f.len(), 1);
-    assert!(f[0].message.contains("3 submitted"), "{}", f[0]);
-    assert!(
-        pool_limits(&s, &BTreeMap::new()).is_empty(),
-        "unknown limit"
-    );
 }
 
 #[test]

@@ -107,6 +107,7 @@ pub(super) async fn unit_mark_submitted(
              INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
              SELECT id, task_id, $2, 'pending', 'submitted', stage, \
                  'submit marked: key ' || id || '-' || stage || '-' || submit_attempt \
+                     || ' in pool ' || pool || COALESCE(' account ' || account, '') \
              FROM moved \
          ), served AS ( \
              INSERT INTO pool_tenant_served (pool, tenant, last_at) \

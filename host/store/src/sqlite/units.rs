@@ -107,10 +107,12 @@ pub(super) async fn unit_mark_submitted(
         "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
          SELECT id, task_id, ?2, 'pending', 'submitted', stage, \
              'submit marked: key ' || id || '-' || stage || '-' || submit_attempt \
+                 || ' in pool ' || pool || COALESCE(' account ' || ?3, '') \
          FROM units WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'pending'",
     )
     .bind(&ids_json)
     .bind(now)
+    .bind(account)
     .execute(&mut **tx)
     .await?;
     let moved: Vec<String> = sqlx::query_scalar(
