@@ -13,12 +13,22 @@ use slotd_sim::kling::{SimHandle, SimOptions};
 use crate::kling::{Run, sim_options, video_payload};
 use crate::support::*;
 
-/// The backup account's simulator: its own keys and a limit of 10.
+/// The backup account's simulator: its own keys. The account is configured at 10; the
+/// simulator would take 12, so a slot handed out twice shows as an 11th job instead of a
+/// refusal the provider makes for slotd.
 fn backup_options(seed: u64) -> SimOptions {
     SimOptions {
-        concurrency: 10,
+        concurrency: 12,
         access_key: "AK2".into(),
         secret_key: "SK2".into(),
+        ..sim_options(seed)
+    }
+}
+
+/// The main account's simulator: configured at 20, it would take 22 (see [`backup_options`]).
+fn main_options(seed: u64) -> SimOptions {
+    SimOptions {
+        concurrency: 22,
         ..sim_options(seed)
     }
 }
@@ -123,7 +133,7 @@ async fn a_pool_on_two_accounts_fills_both_within_their_limits() {
     .expect("backup sim");
     let main_opts = SimOptions {
         time_scale: MAKESPAN_SCALE,
-        ..sim_options(41)
+        ..main_options(41)
     };
     let run = Run::start_with(main_opts, 18, true, two_accounts(&backup)).await;
     let view = pools(&run).await;
@@ -211,7 +221,7 @@ async fn a_revoked_backup_key_drains_the_account_and_no_unit_fails() {
     let backup = slotd_sim::kling::start(backup_options(44))
         .await
         .expect("backup sim");
-    let run = Run::start_with(sim_options(43), 18, true, two_accounts(&backup)).await;
+    let run = Run::start_with(main_options(43), 18, true, two_accounts(&backup)).await;
     let mut ids = Vec::new();
     for _ in 0..4 {
         ids.push(run.submit("video", video_payload(20)).await);

@@ -44,10 +44,6 @@ async fn the_effective_limit_converges_under_the_providers_real_limit() {
         let effective = pool["effective_max_slots"].as_u64().unwrap_or(u64::MAX);
         assert!((1..=u64::from(CONFIGURED)).contains(&effective), "{pool}");
         let stats = m.stub.stats();
-        assert!(
-            stats.in_flight <= PROVIDER_LIMIT,
-            "the stub holds its limit"
-        );
         samples.push((round, stats.capacity_refusals, stats.creates, effective));
     }
     let stats = m.stub.stats();

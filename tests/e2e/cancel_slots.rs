@@ -31,13 +31,15 @@ async fn cancel(m: &Manual, id: &str) -> Value {
     view
 }
 
-/// Scheduler driven by hand (manual clock, fixture handler, stub provider whose account limit
-/// equals the pool): task A fills the pool, is cancelled while its jobs run, and task B waits.
-/// A's slots stay held until the stub says each job ended (one of them fails there), B's
-/// submits never meet the account's limit, and A ends `cancelled` without a download.
+/// Scheduler driven by hand (manual clock, fixture handler, stub provider whose account takes
+/// 6, two more than the pool of 4, so a slot freed too early shows as a fifth job in flight
+/// rather than as a refusal the stub makes for slotd): task A fills the pool, is cancelled
+/// while its jobs run, and task B waits. A's slots stay held until the stub says each job
+/// ended (one of them fails there), never more than 4 jobs run, and A ends `cancelled`
+/// without a download.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_units_hold_their_slots_until_the_jobs_end() {
-    let m = Manual::start(4, 4).await;
+    let m = Manual::start(4, 6).await;
     let a = m.submit(POOL, json!({"count": 3, "polls": 3})).await;
     let a_fail = m
         .submit(POOL, json!({"count": 1, "polls": 4, "behavior": "fail"}))

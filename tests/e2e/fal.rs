@@ -111,6 +111,8 @@ pub fn fal_config(dir: &Path, sim: &FalSimHandle) -> Config {
 /// A running slotd (real loops, real clock, a public URL so fal's webhooks reach it) against
 /// a fal simulator.
 pub struct Run {
+    /// `slotd check` when the run is dropped (first field: it runs before the rest drops).
+    _check: CheckOnDrop,
     pub base: String,
     pub client: reqwest::Client,
     pub sim: FalSimHandle,
@@ -150,6 +152,7 @@ impl Run {
         ));
         Run {
             base: format!("http://{addr}"),
+            _check: CheckOnDrop::for_services(&services),
             client: reqwest::Client::new(),
             sim,
             services,

@@ -13,6 +13,8 @@ use crate::support::*;
 
 /// A running slotd with the watcher on, and its plugins directory.
 struct Live {
+    /// `slotd check` when the run is dropped (first field: it runs before the rest drops).
+    _check: CheckOnDrop,
     services: Services,
     plugins: PathBuf,
     stub: StubHandle,
@@ -39,6 +41,7 @@ impl Live {
             rx.await.ok();
         }));
         Live {
+            _check: CheckOnDrop::for_services(&services),
             services,
             plugins,
             stub,

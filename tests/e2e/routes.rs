@@ -134,6 +134,8 @@ pub fn shots(tag: &str, n: usize) -> Value {
 
 /// A running slotd (real loops, real clock) over the three simulators.
 pub struct Run {
+    /// `slotd check` when the run is dropped (first field: it runs before the rest drops).
+    _check: CheckOnDrop,
     pub base: String,
     pub client: reqwest::Client,
     pub sims: Sims,
@@ -179,6 +181,7 @@ impl Run {
         ));
         Run {
             base: format!("http://{addr}"),
+            _check: CheckOnDrop::for_services(&services),
             client: reqwest::Client::new(),
             sims,
             services,

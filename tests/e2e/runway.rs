@@ -104,6 +104,8 @@ pub fn runway_config(dir: &Path, sim: &RunwaySimHandle) -> Config {
 
 /// A running slotd (real loops, real clock) against a Runway simulator.
 pub struct Run {
+    /// `slotd check` when the run is dropped (first field: it runs before the rest drops).
+    _check: CheckOnDrop,
     pub base: String,
     pub client: reqwest::Client,
     pub sim: RunwaySimHandle,
@@ -142,6 +144,7 @@ impl Run {
         ));
         Run {
             base: format!("http://{addr}"),
+            _check: CheckOnDrop::for_services(&services),
             client: reqwest::Client::new(),
             sim,
             services,

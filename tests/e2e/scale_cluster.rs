@@ -46,6 +46,9 @@ impl Proc {
 
 /// A cluster: the simulator, one API process, scheduler processes.
 pub struct Cluster {
+    /// `slotd check` with its Redis rules when the cluster is dropped (after its processes
+    /// are stopped, before the schema is dropped).
+    _check: CheckOnDrop,
     pub sim: SimHandle,
     pub api: Proc,
     pub schedulers: Vec<Proc>,
@@ -115,7 +118,24 @@ impl Cluster {
             wait_healthy(&client, &p.base).await;
             procs.push(p);
         }
+        let check = CheckOnDrop::with(slotd_server::check::CheckOptions {
+            database_url: db.url(),
+            objects: Some(format!("file://{}", dir.path().join("objects").display())),
+            redis_url: Some(opts.redis_url.clone()),
+            redis_prefix: prefix.clone(),
+            pool_limits: [
+                ("kling:video".to_string(), opts.video_slots),
+                ("kling:avatar".to_string(), 2),
+            ]
+            .into(),
+            account_limits: Default::default(),
+            pool_quotas: Default::default(),
+            account_quotas: Default::default(),
+            finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
+            now_ms: 0,
+        });
         Cluster {
+            _check: check,
             sim,
             api,
             schedulers: procs,

@@ -19,12 +19,13 @@ use slotd_sim::kling::{SimHandle, SimOptions};
 use crate::kling::{kling_plugins, video_payload};
 use crate::support::*;
 
-/// The pools' own limits (video, avatar); the simulated account allows [`ACCOUNT_LIMIT`], one
-/// more than both together, so a slot accounting error shows as a 20th job at once.
+/// The pools' own limits (video, avatar); the simulated account allows [`ACCOUNT_LIMIT`], more
+/// than both together, so a slot handed out twice shows as a job the pool does not allow
+/// (the simulator counts each kind's peak), not as a refusal the provider makes for slotd.
 const POOL_LIMIT: u32 = 18;
 const AVATAR_LIMIT: u32 = 1;
 const POOLS: [(&str, u32); 2] = [("kling:video", POOL_LIMIT), ("kling:avatar", AVATAR_LIMIT)];
-const ACCOUNT_LIMIT: u32 = 20;
+const ACCOUNT_LIMIT: u32 = 24;
 /// Simulated Kling time runs 100x faster: a 30 s – 2 min clip takes 0.3–1.2 s, so a kill
 /// usually lands while jobs run and downloads stream.
 const TIME_SCALE: f64 = 0.01;
@@ -96,6 +97,28 @@ fn assert_provider_invariants(sim: &SimHandle, when: &str) {
         twice.is_empty(),
         "{when}: external_task_id created more than once: {twice:?}"
     );
+    // Video shots are text2video jobs (the video pool); voices and elements share the
+    // avatar pool, so each of their kinds alone stays within it.
+    let peak = |kind: &str| {
+        stats
+            .max_running_by_kind
+            .get(kind)
+            .copied()
+            .unwrap_or_default()
+    };
+    assert!(
+        peak("text2video") <= POOL_LIMIT,
+        "{when}: the provider ran {} video jobs at once; the pool allows {POOL_LIMIT}",
+        peak("text2video")
+    );
+    for kind in ["custom-voices", "advanced-custom-elements"] {
+        assert!(
+            peak(kind) <= AVATAR_LIMIT,
+            "{when}: the provider ran {} {kind} jobs at once; the avatar pool allows \
+             {AVATAR_LIMIT}",
+            peak(kind)
+        );
+    }
     assert!(
         stats.max_running <= POOL_LIMIT + AVATAR_LIMIT,
         "{when}: the provider saw {} jobs at once; the pools allow {}",
@@ -275,9 +298,24 @@ async fn killed_at_random_moments_under_provider_faults() {
         }
     }
     let stats = sim.stats();
+    // The video shots: one stage each (the avatar clones make two jobs per unit).
+    let (units, retries, never) = unit_log_counts(&database_url, "kling:video").await;
+    let video_creates = stats
+        .creates_by_kind
+        .get("text2video")
+        .copied()
+        .unwrap_or_default();
     eprintln!(
-        "soak: {completed} completed ({files} files checked), {failed} failed; provider: {} creates, max {} at once, faults {:?}",
+        "soak: {completed} completed ({files} files checked), {failed} failed; video: {units} \
+         units, {never} failed before any acceptance, {video_creates} creates; provider: {} \
+         creates, max {} at once, faults {:?}",
         stats.creates, stats.max_running, stats.faults
+    );
+    assert_eq!(
+        video_creates as i64,
+        units + retries - never,
+        "the provider's creates are the units ({units}) plus recorded retries ({retries}) less \
+         units that failed before any acceptance ({never}): a resubmit under a new key shows"
     );
     assert!(completed > 0, "nothing completed");
     assert!(

@@ -434,6 +434,7 @@ pub async fn check_report_with(
         redis_url: None,
         redis_prefix: String::new(),
         pool_limits: pools.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
+        account_limits: Default::default(),
         finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
         now_ms,
     };
@@ -460,21 +461,106 @@ pub async fn assert_services_check_clean(services: &Services) {
 /// `slotd check` on what a running slotd's configuration names, for a test that may have
 /// stored nothing: panics with every finding, returns what was read.
 pub async fn services_check(services: &Services) -> slotd_server::check::Report {
-    let c = &services.config;
-    let pools: Vec<(&str, u32)> = c
-        .pools
-        .iter()
-        .filter_map(|(name, p)| Some((name.as_str(), p.max_slots?)))
-        .collect();
-    let now = services.clock.now_ms();
-    check_report_with(
-        &c.database_url,
-        Some(&c.object_store),
-        &pools,
-        quotas_of(c),
-        now,
-    )
-    .await
+    let opts = check_options(&services.config, services.clock.now_ms());
+    let report = slotd_server::check::run(&opts)
+        .await
+        .expect("slotd check ran");
+    assert_no_findings(&report, "");
+    report
+}
+
+/// What `slotd check` reads for a configuration, as the command builds it: its database,
+/// object store (artifacts verified), Redis (slot sets and fencing tokens) when it has one,
+/// the pools' and accounts' limits and quotas.
+pub fn check_options(
+    c: &slotd_core::config::Config,
+    now_ms: i64,
+) -> slotd_server::check::CheckOptions {
+    let (pool_quotas, account_quotas) = quotas_of(c);
+    let mut account_limits = std::collections::BTreeMap::<String, u32>::new();
+    for a in c.handlers.values().flat_map(|h| &h.accounts) {
+        let max = account_limits.entry(a.name.clone()).or_default();
+        *max = (*max).max(a.max_slots);
+    }
+    slotd_server::check::CheckOptions {
+        database_url: c.database_url.clone(),
+        objects: Some(c.object_store.clone()),
+        redis_url: c.redis_url.clone(),
+        redis_prefix: c.redis_prefix.clone(),
+        pool_limits: c
+            .pools
+            .iter()
+            .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
+            .collect(),
+        account_limits,
+        pool_quotas,
+        account_quotas,
+        finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
+        now_ms,
+    }
+}
+
+/// Panic with every finding of `report` (`when` says at which point of the test).
+fn assert_no_findings(report: &slotd_server::check::Report, when: &str) {
+    let findings: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
+    assert!(
+        findings.is_empty(),
+        "slotd check{when} found {} problem(s):\n{}",
+        findings.len(),
+        findings.join("\n")
+    );
+}
+
+/// Runs `slotd check` when dropped: a harness holds one (as its first field, so it runs
+/// before anything the check reads is dropped) and every test that uses the harness ends
+/// with a clean check, whether or not it asks for one. Nothing runs when the test is already
+/// failing.
+pub struct CheckOnDrop {
+    opts: slotd_server::check::CheckOptions,
+    clock: DynClock,
+}
+
+impl CheckOnDrop {
+    /// The check of what `services`' configuration names, at its clock's time.
+    pub fn for_services(services: &Services) -> CheckOnDrop {
+        CheckOnDrop {
+            opts: check_options(&services.config, 0),
+            clock: services.clock.clone(),
+        }
+    }
+
+    /// A check built by hand (a cluster of processes: no in-process services).
+    pub fn with(opts: slotd_server::check::CheckOptions) -> CheckOnDrop {
+        CheckOnDrop {
+            opts,
+            clock: system_clock(),
+        }
+    }
+}
+
+impl Drop for CheckOnDrop {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let mut opts = self.opts.clone();
+        opts.now_ms = self.clock.now_ms();
+        // A thread and runtime of its own: `Drop` cannot await, and the test's runtime may be
+        // a single thread busy dropping this.
+        let ran = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| anyhow::anyhow!("runtime: {e}"))?;
+            rt.block_on(slotd_server::check::run(&opts))
+        })
+        .join();
+        match ran {
+            Ok(Ok(report)) => assert_no_findings(&report, " (at the end of the test)"),
+            Ok(Err(e)) => panic!("slotd check could not run at the end of the test: {e:#}"),
+            Err(_) => panic!("slotd check panicked at the end of the test"),
+        }
+    }
 }
 
 /// A port nothing listens on right now (for a `listen` address in a config file).
@@ -645,4 +731,42 @@ pub fn skip_for_missing_tool(test: &str, what: &str, how: &str) -> bool {
         "{test} needs {what}: {how} (`bash .ci/test` installs it), or set \
          {SKIP_TOOL_TESTS}=1 to skip this test on purpose"
     );
+}
+
+/// From a slotd database's unit log, for the units of `pool`: how many units, explicit
+/// retries (`retry requested` events), and units that failed with no provider job ever
+/// accepted. For single-stage work a provider's own count of creates must be
+/// `units + retries - never_accepted`: anything above is a second job for one submission.
+pub async fn unit_log_counts(database_url: &str, pool: &str) -> (i64, i64, i64) {
+    const UNITS: &str = "SELECT count(*) FROM units WHERE pool = $1";
+    const RETRIES: &str = "SELECT count(*) FROM unit_events e JOIN units u ON u.id = e.unit_id \
+         WHERE u.pool = $1 AND e.detail LIKE 'retry requested:%'";
+    const NEVER: &str = "SELECT count(*) FROM units u WHERE u.pool = $1 \
+         AND u.status = 'failed' AND NOT EXISTS (SELECT 1 FROM unit_events e \
+         WHERE e.unit_id = u.id AND e.detail LIKE 'accepted as provider job %')";
+    let mut out = [0i64; 3];
+    if database_url.starts_with("sqlite:") {
+        let db = sqlx::SqlitePool::connect(database_url)
+            .await
+            .expect("connect");
+        for (n, sql) in out.iter_mut().zip([UNITS, RETRIES, NEVER]) {
+            *n = sqlx::query_scalar(sql)
+                .bind(pool)
+                .fetch_one(&db)
+                .await
+                .expect(sql);
+        }
+        db.close().await;
+    } else {
+        let db = sqlx::PgPool::connect(database_url).await.expect("connect");
+        for (n, sql) in out.iter_mut().zip([UNITS, RETRIES, NEVER]) {
+            *n = sqlx::query_scalar(sql)
+                .bind(pool)
+                .fetch_one(&db)
+                .await
+                .expect(sql);
+        }
+        db.close().await;
+    }
+    (out[0], out[1], out[2])
 }

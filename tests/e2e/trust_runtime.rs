@@ -17,6 +17,8 @@ use crate::support::*;
 /// An in-process slotd with its real loops and plugins watcher, over a directory the test owns
 /// (so a second one can start over the same database and plugins).
 struct Slotd {
+    /// `slotd check` when the run is dropped (first field: it runs before the rest drops).
+    _check: CheckOnDrop,
     base: String,
     client: reqwest::Client,
     services: Services,
@@ -44,6 +46,7 @@ impl Slotd {
             },
         ));
         Slotd {
+            _check: CheckOnDrop::for_services(&services),
             base: format!("http://{addr}"),
             client: reqwest::Client::new(),
             services,

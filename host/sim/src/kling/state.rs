@@ -72,6 +72,8 @@ struct Inner {
     /// `voice_id`s of voices that succeeded (elements must name one).
     voices: HashMap<String, String>,
     running: u32,
+    /// Of those, per kind (`text2video`, …).
+    running_by_kind: HashMap<Kind, u32>,
     /// Slot time of tasks that ended.
     busy_ended: Duration,
     /// Origin for `running_start_sum`.
@@ -110,6 +112,7 @@ impl Sim {
             by_external: HashMap::new(),
             voices: HashMap::new(),
             running: 0,
+            running_by_kind: HashMap::new(),
             busy_ended: Duration::ZERO,
             epoch: Instant::now(),
             running_start_sum: Duration::ZERO,
@@ -260,6 +263,13 @@ impl Sim {
             }
             inner.running += 1;
             stats.max_running = stats.max_running.max(inner.running);
+            let of_kind = inner.running_by_kind.entry(kind).or_default();
+            *of_kind += 1;
+            let peak = stats
+                .max_running_by_kind
+                .entry(kind.name().to_owned())
+                .or_default();
+            *peak = (*peak).max(*of_kind);
             inner.running_start_sum += task.started.saturating_duration_since(inner.epoch);
             inner.first_create.get_or_insert(task.started);
             inner.order.entry(kind).or_default().push(id.clone());
@@ -433,6 +443,9 @@ impl Sim {
             let now = Instant::now();
             task.ended = Some(now);
             inner.running = inner.running.saturating_sub(1);
+            if let Some(n) = inner.running_by_kind.get_mut(&task.kind) {
+                *n = n.saturating_sub(1);
+            }
             inner.busy_ended += now.saturating_duration_since(task.started);
             inner.running_start_sum = inner
                 .running_start_sum

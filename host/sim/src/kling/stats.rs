@@ -47,6 +47,10 @@ pub struct SimStats {
     pub running: u32,
     /// The most tasks ever holding a slot at once.
     pub max_running: u32,
+    /// The most tasks of each kind (`text2video`, `image2video`, …) holding a slot at once:
+    /// a client's pool of one kind of work is held to its own limit by these.
+    #[serde(default)]
+    pub max_running_by_kind: BTreeMap<String, u32>,
     /// Tasks that ended `succeed`.
     pub succeeded: u64,
     /// Tasks that ended `failed`.
