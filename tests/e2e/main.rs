@@ -10,6 +10,7 @@ mod api_http;
 mod budgets;
 mod callbacks_auth;
 mod cancel_slots;
+mod chaos;
 mod check_cli;
 mod cluster_wake;
 mod console_browser;

@@ -1,0 +1,520 @@
+//! Chaos in cluster mode: two API and three scheduler processes of the real binary over
+//! PostgreSQL (behind a proxy the test can cut) and a Redis server the test starts itself,
+//! the Kling simulator with faults on (5xx, malformed and slow answers, failures after
+//! acceptance) and an account limit *above* the pool's, so a slot handed out twice shows as
+//! a job the pool does not allow. Three tenants submit the shots through both APIs.
+//!
+//! At random moments one of: SIGKILL a scheduler or an API process and start it again;
+//! SIGSTOP a scheduler past its lease and resume it; restart Redis (its data lost); cut every
+//! PostgreSQL connection. After each: every `external_task_id` was created at most once, the
+//! provider never ran more than the pool's limit at once, and `slotd check` (with its Redis
+//! rules and the object store) is clean. At the end every unit completed or failed with a
+//! reason, and the provider's own count of creates is the units plus the retries the unit log
+//! records (less the units that failed before the provider accepted them).
+//!
+//! Eight disruptions by default; `SLOTD_CHAOS_DISRUPTIONS=50` for a long run,
+//! `SLOTD_CHAOS_SEED` to replay one (the seed is printed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use slotd_sim::kling::{SimHandle, SimOptions};
+use slotd_testkit::stub::proxy::TcpProxy;
+
+use crate::kling::{TIME_SCALE, kling_plugins, video_payload};
+use crate::support::*;
+
+/// The video pool's own limit; the simulated account allows [`ACCOUNT_LIMIT`].
+const POOL_LIMIT: u32 = 18;
+const ACCOUNT_LIMIT: u32 = 25;
+const LEASE_TTL_MS: u64 = 400;
+const TENANTS: [&str; 3] = ["studio-a", "studio-b", "studio-c"];
+const SHOTS_PER_TASK: usize = 20;
+const DISRUPTIONS_DEFAULT: usize = 8;
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+fn api_key(tenant: &str) -> String {
+    format!("chaos-key-{tenant}")
+}
+
+/// A Redis server of the test's own, on a port of its own, keeping nothing on disk: a
+/// restart loses every key, as a crashed cache without persistence does.
+struct OwnRedis {
+    port: u16,
+    child: Child,
+}
+
+impl OwnRedis {
+    async fn start(port: u16) -> OwnRedis {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start redis-server (Debian package redis-server)");
+        let r = OwnRedis { port, child };
+        eventually(
+            Duration::from_secs(10),
+            "redis-server answering",
+            async || {
+                let client = redis::Client::open(r.url()).ok()?;
+                let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+                redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .ok()
+            },
+        )
+        .await;
+        r
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL and start again on the same port: every key is gone.
+    async fn restart(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        *self = OwnRedis::start(self.port).await;
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+/// One slotd process: its role, where it listens, the child.
+struct Proc {
+    role: &'static str,
+    listen: String,
+    child: Child,
+}
+
+impl Proc {
+    fn spawn(config: &Path, log: &Path, role: &'static str, listen: String) -> Proc {
+        let child = spawn_slotd(config, log, &["--role", role, "--listen", &listen]);
+        Proc {
+            role,
+            listen,
+            child,
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://{}", self.listen)
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{sig}"), self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} {}", self.child.id());
+    }
+
+    /// SIGKILL, reaped, and the same role started again on the same address.
+    async fn kill_and_restart(&mut self, config: &Path, log: &Path, client: &reqwest::Client) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        *self = Proc::spawn(config, log, self.role, self.listen.clone());
+        wait_healthy(client, &self.base()).await;
+    }
+}
+
+/// What a run did, for the summary line and the closing assertions.
+#[derive(Debug, Default)]
+struct Tally {
+    by_kind: BTreeMap<&'static str, usize>,
+    checks: usize,
+}
+
+struct Chaos {
+    sim: SimHandle,
+    redis: OwnRedis,
+    proxy: TcpProxy,
+    apis: Vec<Proc>,
+    schedulers: Vec<Proc>,
+    client: reqwest::Client,
+    config: PathBuf,
+    log: PathBuf,
+    prefix: String,
+    objects: String,
+    /// Dropped after the processes (fields drop in order): the schema outlives its users.
+    db: crate::pg::PgSchema,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Chaos {
+    fn drop(&mut self) {
+        for p in self.schedulers.iter_mut().chain(self.apis.iter_mut()) {
+            let _ = Command::new("kill")
+                .args(["-CONT", &p.child.id().to_string()])
+                .status();
+            p.child.kill().ok();
+            p.child.wait().ok();
+        }
+    }
+}
+
+impl Chaos {
+    async fn start(seed: u64) -> Chaos {
+        let dir = tempfile::TempDir::new().expect("tmp");
+        let sim = slotd_sim::kling::start(SimOptions {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            concurrency: ACCOUNT_LIMIT,
+            time_scale: TIME_SCALE,
+            access_key: "AK".into(),
+            secret_key: "SK".into(),
+            seed,
+            fail_5xx_rate: 0.05,
+            malformed_rate: 0.03,
+            slow_rate: 0.01,
+            slow_ms: 2_500,
+            failure_after_accept_rate: 0.03,
+            ..SimOptions::default()
+        })
+        .await
+        .expect("simulator");
+        let redis = OwnRedis::start(free_port()).await;
+        let db = crate::pg::PgSchema::create().await;
+        let mut url = url::Url::parse(&db.url()).expect("database url");
+        let target = format!(
+            "{}:{}",
+            url.host_str().unwrap_or("127.0.0.1"),
+            url.port().unwrap_or(5432)
+        );
+        let proxy = TcpProxy::start(target).await.expect("proxy");
+        url.set_port(Some(proxy.port())).expect("port");
+        let prefix = format!("slotd-chaos:{}:", uuid::Uuid::new_v4().simple());
+        let objects = format!("file://{}", dir.path().join("objects").display());
+        let config = write_config(dir.path(), &sim, url.as_str(), &redis.url(), &prefix);
+        let log = dir.path().join("slotd.log");
+        let client = reqwest::Client::new();
+        let mut apis = Vec::new();
+        for _ in 0..2 {
+            let p = Proc::spawn(&config, &log, "api", format!("127.0.0.1:{}", free_port()));
+            wait_healthy(&client, &p.base()).await;
+            apis.push(p);
+        }
+        let mut schedulers = Vec::new();
+        for _ in 0..3 {
+            let p = Proc::spawn(
+                &config,
+                &log,
+                "scheduler",
+                format!("127.0.0.1:{}", free_port()),
+            );
+            wait_healthy(&client, &p.base()).await;
+            schedulers.push(p);
+        }
+        Chaos {
+            sim,
+            redis,
+            proxy,
+            apis,
+            schedulers,
+            client,
+            config,
+            log,
+            prefix,
+            objects,
+            db,
+            _dir: dir,
+        }
+    }
+
+    /// Submit `tasks` video tasks per tenant, alternating between the two API processes.
+    async fn submit(&self, tasks: usize) -> Vec<(String, String)> {
+        let mut ids = Vec::new();
+        for i in 0..tasks {
+            for (t, tenant) in TENANTS.iter().enumerate() {
+                let api = &self.apis[(i + t) % self.apis.len()];
+                let r = self
+                    .client
+                    .post(format!("{}/v1/tasks/video", api.base()))
+                    .bearer_auth(api_key(tenant))
+                    .json(&json!({"payload": video_payload(SHOTS_PER_TASK)}))
+                    .send()
+                    .await
+                    .expect("submit");
+                assert_eq!(r.status(), 202, "submit as {tenant}");
+                let v: Value = r.json().await.expect("json");
+                let id = v["task_id"].as_str().expect("task id").to_string();
+                ids.push((tenant.to_string(), id));
+            }
+        }
+        ids
+    }
+
+    /// What must hold at every instant, checked after each disruption: on the provider's
+    /// side (its own records) and in slotd's (`slotd check`, Redis and objects included).
+    async fn assert_invariants(&self, when: &str, tally: &mut Tally) {
+        let stats = self.sim.stats();
+        let twice: Vec<_> = stats
+            .creates_by_external_id
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "{when}: external_task_id created more than once: {twice:?}"
+        );
+        assert!(
+            stats.max_running <= POOL_LIMIT,
+            "{when}: the provider ran {} jobs at once; the pool allows {POOL_LIMIT}",
+            stats.max_running
+        );
+        assert_eq!(
+            stats.rate_limited_1303, 0,
+            "{when}: the provider refused a submit for lack of capacity"
+        );
+        self.check(when).await;
+        tally.checks += 1;
+    }
+
+    async fn check(&self, when: &str) {
+        let opts = slotd_server::check::CheckOptions {
+            database_url: self.db.url(),
+            objects: Some(self.objects.clone()),
+            redis_url: Some(self.redis.url()),
+            redis_prefix: self.prefix.clone(),
+            pool_limits: BTreeMap::from([("kling:video".to_string(), POOL_LIMIT)]),
+            account_limits: BTreeMap::new(),
+            pool_quotas: BTreeMap::new(),
+            account_quotas: BTreeMap::new(),
+            finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
+            now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
+        };
+        let report = slotd_server::check::run(&opts)
+            .await
+            .unwrap_or_else(|e| panic!("{when}: slotd check could not run: {e:#}"));
+        assert!(
+            report.checked.contains(&"redis") && report.checked.contains(&"objects"),
+            "{when}: the check skipped a part: {:?}",
+            report.checked
+        );
+        let findings: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
+        assert!(
+            findings.is_empty(),
+            "{when}: slotd check found {} problem(s):\n{}",
+            findings.len(),
+            findings.join("\n")
+        );
+    }
+
+    /// One disruption drawn at random; returns its kind.
+    async fn disrupt(&mut self, rng: &mut rand::rngs::StdRng) -> &'static str {
+        let (config, log) = (self.config.clone(), self.log.clone());
+        match rng.random_range(0..10) {
+            0..=2 => {
+                let i = rng.random_range(0..self.schedulers.len());
+                self.schedulers[i]
+                    .kill_and_restart(&config, &log, &self.client)
+                    .await;
+                "scheduler SIGKILL"
+            }
+            3 => {
+                let i = rng.random_range(0..self.apis.len());
+                self.apis[i]
+                    .kill_and_restart(&config, &log, &self.client)
+                    .await;
+                "API SIGKILL"
+            }
+            4..=5 => {
+                let i = rng.random_range(0..self.schedulers.len());
+                let p = &self.schedulers[i];
+                p.signal("STOP");
+                // Past its lease: another scheduler takes its pools over meanwhile.
+                tokio::time::sleep(Duration::from_millis(LEASE_TTL_MS * 3)).await;
+                p.signal("CONT");
+                "scheduler SIGSTOP past its lease"
+            }
+            6..=7 => {
+                self.redis.restart().await;
+                "Redis restart (data lost)"
+            }
+            _ => {
+                self.proxy.set_up(false);
+                tokio::time::sleep(Duration::from_millis(rng.random_range(100..800))).await;
+                self.proxy.set_up(true);
+                "PostgreSQL connections cut"
+            }
+        }
+    }
+
+    /// Every task terminal, read through whichever API answers.
+    async fn wait_terminal(&self, ids: &[(String, String)]) -> Vec<Value> {
+        eventually(
+            Duration::from_secs(600),
+            "every task terminal",
+            async || {
+                let mut out = Vec::new();
+                for (tenant, id) in ids {
+                    let mut view = None;
+                    for api in &self.apis {
+                        let got = self
+                            .client
+                            .get(format!("{}/v1/tasks/{id}?units=true", api.base()))
+                            .bearer_auth(api_key(tenant))
+                            .timeout(Duration::from_secs(5))
+                            .send()
+                            .await;
+                        if let Ok(r) = got
+                            && let Ok(v) = r.json::<Value>().await
+                        {
+                            view = Some(v);
+                            break;
+                        }
+                    }
+                    let v = view?;
+                    if !matches!(v["status"].as_str(), Some("completed" | "failed")) {
+                        return None;
+                    }
+                    out.push(v);
+                }
+                Some(out)
+            },
+        )
+        .await
+    }
+}
+
+fn write_config(dir: &Path, sim: &SimHandle, database: &str, redis: &str, prefix: &str) -> PathBuf {
+    let plugins = kling_plugins(dir);
+    let keys: String = TENANTS
+        .iter()
+        .map(|t| {
+            format!(
+                "[[api_keys]]\nkey = \"{}\"\ntenant = \"{t}\"\n\n",
+                api_key(t)
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"
+database_url = "{database}"
+redis_url = "{redis}"
+redis_prefix = "{prefix}"
+plugins_dir = "{plugins}"
+object_store = "file://{objects}"
+
+{keys}
+[limits]
+call_deadline = "2s"
+
+[scheduler]
+tick_interval = "{tick_ms}ms"
+min_rest = "2ms"
+finalize_lease = "500ms"
+reconcile_interval = "200ms"
+lease_ttl = "{LEASE_TTL_MS}ms"
+retry_budget = 12
+
+[pools."kling:video"]
+max_slots = {POOL_LIMIT}
+
+[handlers.kling-video]
+base_url = "{base}"
+access_key = "AK"
+secret_key = "SK"
+allowed_hosts = ["{host}"]
+"#,
+        tick_ms = ((10_000.0 * TIME_SCALE) as u64).max(5),
+        plugins = plugins.display(),
+        objects = dir.join("objects").display(),
+        base = sim.base_url(),
+        host = sim.addr(),
+    );
+    let path = dir.join("slotd.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_under_chaos_keeps_every_invariant() {
+    let disruptions =
+        env_number("SLOTD_CHAOS_DISRUPTIONS").map_or(DISRUPTIONS_DEFAULT, |n| n as usize);
+    let seed = env_number("SLOTD_CHAOS_SEED").unwrap_or(20261203);
+    eprintln!("chaos: {disruptions} disruptions, seed {seed} (SLOTD_CHAOS_SEED={seed} replays it)");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut c = Chaos::start(seed).await;
+    // 300 shots from three tenants; more for a long run, so disruptions keep landing mid-run.
+    let per_tenant = 5 * disruptions.div_ceil(DISRUPTIONS_DEFAULT).max(1);
+    let ids = c.submit(per_tenant).await;
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    for n in 1..=disruptions {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(200..1_200))).await;
+        let kind = c.disrupt(&mut rng).await;
+        *tally.by_kind.entry(kind).or_default() += 1;
+        c.assert_invariants(&format!("after disruption {n} ({kind})"), &mut tally)
+            .await;
+    }
+    eprintln!(
+        "chaos: {disruptions} disruptions done after {:.1}s; {} creates so far",
+        started.elapsed().as_secs_f64(),
+        c.sim.stats().creates
+    );
+    let views = c.wait_terminal(&ids).await;
+    c.assert_invariants("at the end", &mut tally).await;
+
+    let (mut completed, mut failed) = (0, 0);
+    for v in &views {
+        for r in v["results"].as_array().expect("results") {
+            match r["status"].as_str() {
+                Some("completed") => {
+                    completed += 1;
+                    assert!(r["object_key"].is_string(), "completed without a file: {r}");
+                }
+                Some("failed") => {
+                    failed += 1;
+                    assert!(
+                        r["error"]["message"]
+                            .as_str()
+                            .is_some_and(|m| !m.is_empty()),
+                        "unit failed without a reason: {r}"
+                    );
+                }
+                other => panic!("unit ended {other:?}: {r}"),
+            }
+        }
+    }
+    let (units, retries, never) = unit_log_counts(&c.db.url(), "kling:video").await;
+    let stats = c.sim.stats();
+    let shots = (ids.len() * SHOTS_PER_TASK) as i64;
+    assert_eq!(units, shots, "one unit per shot");
+    assert_eq!(
+        stats.creates as i64,
+        units + retries - never,
+        "the provider's creates are the units ({units}) plus recorded retries ({retries}) \
+         less units that failed before any acceptance ({never})"
+    );
+    assert!(
+        never <= units / 20,
+        "{never} of {units} units failed before the provider accepted them"
+    );
+    eprintln!(
+        "chaos: {} disruptions {:?}; {units} units: {completed} completed, {failed} failed \
+         ({never} before acceptance); provider: {} creates, max {} at once (pool {POOL_LIMIT}, \
+         account {ACCOUNT_LIMIT}), faults {:?}; slotd check clean {} times",
+        disruptions, tally.by_kind, stats.creates, stats.max_running, stats.faults, tally.checks
+    );
+    assert!(completed > 0, "nothing completed");
+    let log_text = std::fs::read_to_string(&c.log).unwrap_or_default();
+    assert!(
+        !log_text.contains("panicked"),
+        "slotd panicked:\n{log_text}"
+    );
+}
