@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod budgets;
 mod callbacks;
 mod claims;
 mod console;
@@ -28,6 +29,12 @@ use super::{
 };
 use slotd_core::model::{Unit, UnitStatus};
 
+pub(crate) use budgets::{
+    a_unit_without_an_estimate_takes_nothing_from_a_spent_period,
+    concurrent_reservations_never_overrun_a_budget,
+    concurrent_reservations_never_overrun_a_spend_limit,
+    settled_costs_above_the_estimate_count_in_full,
+};
 pub(crate) use callbacks::{apply_guard_submit_attempt, host_key_shared};
 pub(crate) use claims::{
     applied_in_the_marking_tick_looks_touched, concurrent_claims_are_disjoint,
@@ -112,6 +119,10 @@ macro_rules! store_suite {
             marker_records_accounts_and_reserves_budgets,
             marker_records_creates_of_pools_with_quotas,
             marker_checks_spend_of_pools_and_accounts,
+            concurrent_reservations_never_overrun_a_budget,
+            concurrent_reservations_never_overrun_a_spend_limit,
+            settled_costs_above_the_estimate_count_in_full,
+            a_unit_without_an_estimate_takes_nothing_from_a_spent_period,
             routed_units_bind_once_and_go_back_to_their_route,
         );
     };

@@ -106,6 +106,13 @@ pub fn parse_cost(text: &str) -> Option<f64> {
         .filter(|c| c.is_finite() && *c >= 0.0)
 }
 
+/// Appended to the event of a unit held for budget or spend whose handler gives no cost
+/// estimate: such a unit reserves nothing and is counted at its settled cost, so it runs while
+/// its period has room and waits, like any other, once the period is spent.
+pub(crate) const UNESTIMATED_WAIT: &str = "; the unit has no cost estimate (its handler gives none): \
+     it reserves nothing, is counted at the cost the provider reports, and waits while the \
+     period is spent";
+
 /// The budget check's answer: the grants that fit (indexes, in order), those over budget, and
 /// the tenants that have a budget (only their grants get ledger rows).
 #[derive(Clone, Debug, Default)]
@@ -176,8 +183,10 @@ on_both_drivers! {
                 fit.push(i);
                 continue;
             };
-            // A small tolerance: estimates are decimal fractions summed in binary.
-            if *blocked || *used + g.estimate > *limit + 1e-9 {
+            // Nothing is taken from a period already spent, not even by a unit without an
+            // estimate (it reserves 0). A small tolerance: estimates are decimal fractions
+            // summed in binary.
+            if *blocked || *limit - *used <= 1e-9 || *used + g.estimate > *limit + 1e-9 {
                 *blocked = true;
                 over.push(i);
                 // Not marked: what it took of its spend scopes goes back.
@@ -236,18 +245,48 @@ on_both_drivers! {
         }
         for (i, why) in &checked.over_spend {
             let Some(g) = grants.get(*i) else { continue };
-            hold_pending(&mut *conn, &g.unit_id, now, "spend", &why.detail, why.due).await?;
+            let detail = format!("{}{}", why.detail, unestimated_note(&mut *conn, g).await?);
+            hold_pending(&mut *conn, &g.unit_id, now, "spend", &detail, why.due).await?;
         }
         for &i in over {
             let Some(g) = grants.get(i) else { continue };
-            let detail = format!(
-                "waiting: budget (tenant {} cannot cover an estimate of {} this period)",
-                g.tenant, g.estimate
-            );
+            let detail = if g.estimate > 0.0 {
+                format!(
+                    "waiting: budget (tenant {} cannot cover an estimate of {} this period)",
+                    g.tenant, g.estimate
+                )
+            } else {
+                format!(
+                    "waiting: budget (tenant {} has no room left this period{})",
+                    g.tenant,
+                    unestimated_note(&mut *conn, g).await?
+                )
+            };
             hold_pending(&mut *conn, &g.unit_id, now, "budget", &detail, g.budget_retry_at)
                 .await?;
         }
         Ok(())
+    }
+
+    /// What the event of a held unit adds when its handler gave no cost estimate (a routed
+    /// unit's is its chosen target's, any other's is on the unit): why it waits although it
+    /// reserves nothing. Empty for units with an estimate.
+    async fn unestimated_note(conn: &mut Conn, g: &crate::Grant) -> StoreResult<&'static str> {
+        if g.estimate > 0.0 {
+            return Ok("");
+        }
+        let unknown = match &g.bind {
+            Some(b) => b.estimate.is_none(),
+            None => {
+                let estimate: Option<Option<f64>> =
+                    sqlx::query_scalar("SELECT cost_estimate FROM units WHERE id = $1")
+                        .bind(&g.unit_id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                matches!(estimate, Some(None))
+            }
+        };
+        Ok(if unknown { crate::terms::budgets::UNESTIMATED_WAIT } else { "" })
     }
 
     /// Keep a pending unit whose grant the marker refused waiting with `reason` until `due`;

@@ -106,13 +106,21 @@ pub(crate) fn take(
         let Some(r) = rooms.get_mut(scope) else {
             continue;
         };
-        // A small tolerance: estimates are decimal fractions summed in binary.
-        if r.blocked || r.used + estimate > r.limit.limit + 1e-9 {
+        // Nothing is taken from a period already spent, not even by a unit without an
+        // estimate (it reserves 0). A small tolerance: estimates are decimal fractions summed
+        // in binary.
+        let spent = r.limit.limit - r.used <= 1e-9;
+        if r.blocked || spent || r.used + estimate > r.limit.limit + 1e-9 {
             r.blocked = true;
             let (_, end) = r.limit.period(r.now);
+            let asked = if estimate > 0.0 {
+                format!(", the estimate is {estimate}")
+            } else {
+                String::new()
+            };
             return Err(Refusal {
                 detail: format!(
-                    "waiting: spend ({} has {:.4} of {} left this period, the estimate is {estimate})",
+                    "waiting: spend ({} has {:.4} of {} left this period{asked})",
                     scope.describe(),
                     (r.limit.limit - r.used).max(0.0),
                     r.limit.limit,
@@ -244,6 +252,33 @@ mod tests {
         assert!(
             take(&mut rooms, &terms, 0.0, 99_999).is_err(),
             "fill order kept"
+        );
+    }
+
+    #[test]
+    fn nothing_is_taken_from_a_spent_period_not_even_by_a_unit_without_an_estimate() {
+        let terms = SpendTerms {
+            pool: "p".into(),
+            pool_limit: Some(SpendLimit {
+                limit: 3.0,
+                period_ms: 1_000,
+            }),
+            account: None,
+            account_limit: None,
+        };
+        let mut rooms = HashMap::from([(SpendScope::Pool("p".into()), room(3.0, 2.5))]);
+        assert!(
+            take(&mut rooms, &terms, 0.0, 99_999).is_ok(),
+            "room left: a unit without an estimate goes, reserving nothing"
+        );
+        assert!(take(&mut rooms, &terms, 0.5, 99_999).is_ok());
+        let refused = take(&mut rooms, &terms, 0.0, 99_999).expect_err("the pool is spent");
+        assert!(
+            refused
+                .detail
+                .ends_with("pool p has 0.0000 of 3 left this period)"),
+            "{}",
+            refused.detail
         );
     }
 }
