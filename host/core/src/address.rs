@@ -5,11 +5,15 @@
 //!   hop (redirects are followed by hand and checked again by the callers).
 //! - **The SSRF rule** ([`is_public`], [`check_target`], [`names_internal_host`]): completion
 //!   webhooks go only to public addresses unless `[webhooks] allow_private = true`; the
-//!   request connects to the addresses checked (no second lookup).
+//!   request connects to the addresses checked (no second lookup). Names are resolved through
+//!   a [`Resolve`]: the system's ([`SystemResolver`]) everywhere but in tests, which substitute
+//!   their own to say what a name resolves to at delivery time; the check itself is the same.
 //!
 //! The trust model behind these rules is in docs/trust-model.md.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 
 /// Is `url` allowed by `allowed`? An entry `host` allows that host on any port; `host:port`
 /// only that port. Hosts compare case-insensitively.
@@ -69,8 +73,42 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
-/// The addresses `url` may be reached at under the rule, or why not.
+/// Turns a host name into addresses for [`check_target_with`].
+pub trait Resolve: Send + Sync {
+    /// The addresses `host` (a name, not an IP literal) resolves to, each with `port`.
+    fn lookup<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'a>>;
+}
+
+/// The system's resolver (`getaddrinfo`, through tokio): the one slotd uses.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn lookup<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'a>> {
+        Box::pin(async move { Ok(tokio::net::lookup_host((host, port)).await?.collect()) })
+    }
+}
+
+/// The addresses `url` may be reached at under the rule, or why not (names resolved by the
+/// system: [`SystemResolver`]).
 pub async fn check_target(url: &url::Url, allow_private: bool) -> Result<Vec<SocketAddr>, String> {
+    check_target_with(url, allow_private, &SystemResolver).await
+}
+
+/// [`check_target`] with names resolved by `resolver`.
+pub async fn check_target_with(
+    url: &url::Url,
+    allow_private: bool,
+    resolver: &dyn Resolve,
+) -> Result<Vec<SocketAddr>, String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("scheme {:?} is not http or https", url.scheme()));
     }
@@ -79,10 +117,10 @@ pub async fn check_target(url: &url::Url, allow_private: bool) -> Result<Vec<Soc
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => tokio::net::lookup_host((host, port))
+        Err(_) => resolver
+            .lookup(host, port)
             .await
-            .map_err(|e| format!("resolving {host}: {e}"))?
-            .collect(),
+            .map_err(|e| format!("resolving {host}: {e}"))?,
     };
     if addrs.is_empty() {
         return Err(format!("{host} resolves to no address"));
@@ -146,6 +184,54 @@ mod tests {
             .await
             .expect_err("scheme");
         assert!(e.contains("scheme"), "{e}");
+    }
+
+    /// A resolver that answers every name with `self.0` (on the asked port).
+    struct Fixed(Vec<IpAddr>);
+
+    impl Resolve for Fixed {
+        fn lookup<'a>(
+            &'a self,
+            _host: &'a str,
+            port: u16,
+        ) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'a>> {
+            let addrs = self.0.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
+            Box::pin(async move { Ok(addrs) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_is_refused_when_any_of_its_addresses_is_internal() {
+        let url = url::Url::parse("https://hooks.example.com:8443/x").expect("url");
+        let public: IpAddr = "93.184.215.14".parse().expect("ip");
+        let addrs = check_target_with(&url, false, &Fixed(vec![public]))
+            .await
+            .expect("a public address passes");
+        assert_eq!(addrs, vec![SocketAddr::new(public, 8443)]);
+        for internal in ["127.0.0.1", "10.0.0.7", "169.254.169.254", "::1"] {
+            let ip: IpAddr = internal.parse().expect("ip");
+            let e = check_target_with(&url, false, &Fixed(vec![public, ip]))
+                .await
+                .expect_err("one internal address is enough to refuse");
+            assert!(
+                e.contains("hooks.example.com") && e.contains(internal),
+                "the error names the host and the address: {e}"
+            );
+            assert!(
+                check_target_with(&url, true, &Fixed(vec![public, ip]))
+                    .await
+                    .is_ok()
+            );
+        }
+        // An IP literal is not looked up.
+        let e = check_target_with(
+            &url::Url::parse("http://10.0.0.7/x").expect("url"),
+            false,
+            &Fixed(vec![public]),
+        )
+        .await
+        .expect_err("a private literal");
+        assert!(e.contains("10.0.0.7"), "{e}");
     }
 
     fn allowed(list: &[&str], url: &str) -> bool {

@@ -9,10 +9,15 @@
 //! - Delivering: deliveries are claimed under a lease, attempted, and recorded with what comes
 //!   next: delivered (any 2xx), retried with doubling delays (`retry_base` to `retry_max`), or
 //!   given up `give_up_after` the task's end. The `webhook-id` is the delivery's, the same on
-//!   every attempt: delivery is at least once, and receivers deduplicate on it.
+//!   every attempt: delivery is at least once, and receivers deduplicate on it. A delivery is
+//!   sent after a 2xx only when its sender stopped between the answer and the record (the
+//!   delivery is claimed again once that lease lapses); once a 2xx is recorded it is never
+//!   claimed again. An attempt (the lookup included) is bounded by `timeout` and starts only
+//!   with room on its lease for it and its record, so two instances never send one delivery
+//!   at once.
 //! - SSRF rule ([`slotd_core::address`]): the target's every address must be public (not loopback, private, link-local,
 //!   shared, multicast or unspecified) unless `[webhooks] allow_private = true`; the request
-//!   connects to the addresses checked (no second lookup) and follows no redirect.
+//!   connects to the addresses checked (no second lookup, no proxy) and follows no redirect.
 
 use std::time::{Duration, Instant};
 
@@ -20,14 +25,29 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::services::Services;
+use slotd_core::address::{Resolve, SystemResolver, check_target_with};
 use slotd_core::config::WebhooksConfig;
 use slotd_core::model::TaskStatus;
 use slotd_store::{AttemptNext, AttemptOutcome, Delivery, NewDelivery, StoreError};
 
 /// Open tasks read per page of a sweep.
 const SWEEP_PAGE: u32 = 200;
-/// Deliveries attempted per round.
+/// Deliveries claimed per round.
 const CLAIM_LIMIT: u32 = 32;
+/// Of those, attempted at once.
+const AT_ONCE: u32 = 8;
+
+/// How long a claim holds its deliveries: the attempts of a full claim one after the other
+/// (`CLAIM_LIMIT / AT_ONCE` rounds of at most `timeout` each), then one more `timeout` for the
+/// last one and one for the records.
+fn lease(cfg: &WebhooksConfig) -> Duration {
+    cfg.timeout
+        .saturating_mul(CLAIM_LIMIT.div_ceil(AT_ONCE) + 2)
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
 
 /// The delay before attempt `attempts + 1` (after `attempts` failures).
 pub fn retry_delay(cfg: &WebhooksConfig, attempts: i64) -> Duration {
@@ -98,17 +118,34 @@ async fn queue_if_ended(
 
 /// Attempt the deliveries due at `now`, as `owner`; how many were attempted.
 pub async fn deliver_due(services: &Services, owner: &str, now: i64) -> Result<usize, StoreError> {
+    deliver_due_with(services, &SystemResolver, owner, now).await
+}
+
+/// [`deliver_due`] with callback hosts resolved by `resolver` (tests say what a name resolves
+/// to at delivery time; the SSRF rule is applied to its answer all the same).
+pub async fn deliver_due_with(
+    services: &Services,
+    resolver: &dyn Resolve,
+    owner: &str,
+    now: i64,
+) -> Result<usize, StoreError> {
     let cfg = &services.config.webhooks;
-    let lease = i64::try_from((cfg.timeout * 3).as_millis()).unwrap_or(i64::MAX);
+    // From the clock, not `now`: `now` was read before this round's sweep, however long that
+    // took.
+    let lease_until = services
+        .clock
+        .now_ms()
+        .max(now)
+        .saturating_add(millis(lease(cfg)));
     let due = services
         .store
-        .webhook_claim(owner, now.saturating_add(lease), now, CLAIM_LIMIT)
+        .webhook_claim(owner, lease_until, now, CLAIM_LIMIT)
         .await?;
     let n = due.len();
     // A few at once: one slow receiver does not hold up the others.
     let results: Vec<Result<bool, StoreError>> = futures::stream::iter(due)
-        .map(|d| deliver_one(services, cfg, owner, d))
-        .buffer_unordered(8)
+        .map(|d| deliver_one(services, cfg, resolver, owner, lease_until, d))
+        .buffer_unordered(AT_ONCE as usize)
         .collect()
         .await;
     for r in results {
@@ -117,15 +154,38 @@ pub async fn deliver_due(services: &Services, owner: &str, now: i64) -> Result<u
     Ok(n)
 }
 
-/// Attempt one claimed delivery and record the outcome.
+/// Attempt one delivery claimed until `lease_until` and record the outcome.
+///
+/// The attempt starts only while the lease has room for it (`timeout`, the lookup included)
+/// and for its record (another `timeout`). Once the lease lapses another instance may claim
+/// the delivery: a request still under way then would be a second one at once, possibly
+/// arriving after the other's 2xx was recorded. A delivery left for lack of time is claimed
+/// again when its lease lapses.
 async fn deliver_one(
     services: &Services,
     cfg: &WebhooksConfig,
+    resolver: &dyn Resolve,
     owner: &str,
+    lease_until: i64,
     d: Delivery,
 ) -> Result<bool, StoreError> {
+    let needs = millis(cfg.timeout.saturating_mul(2));
+    if services.clock.now_ms().saturating_add(needs) > lease_until {
+        tracing::info!(delivery = %d.id, task = %d.task_id, "webhook delivery left to the next claim: no time left on its lease");
+        return Ok(false);
+    }
     let started = Instant::now();
-    let answer = attempt(cfg, &d, services.clock.now_ms()).await;
+    let answer = tokio::time::timeout(
+        cfg.timeout,
+        attempt(cfg, resolver, &d, services.clock.now_ms()),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "no answer within {} (resolving the host included)",
+            humantime::format_duration(cfg.timeout)
+        ))
+    });
     let at = services.clock.now_ms();
     let (status, error) = match &answer {
         Ok(code) if (200..300).contains(code) => (Some(i64::from(*code)), None),
@@ -174,11 +234,19 @@ async fn deliver_one(
 }
 
 /// One POST of `d`: the receiver's status, or why there was none.
-async fn attempt(cfg: &WebhooksConfig, d: &Delivery, now_ms: i64) -> Result<u16, String> {
+async fn attempt(
+    cfg: &WebhooksConfig,
+    resolver: &dyn Resolve,
+    d: &Delivery,
+    now_ms: i64,
+) -> Result<u16, String> {
     let url = url::Url::parse(&d.url).map_err(|e| format!("callback_url is not a URL: {e}"))?;
-    let addrs = slotd_core::address::check_target(&url, cfg.allow_private).await?;
+    let addrs = check_target_with(&url, cfg.allow_private, resolver).await?;
     let host = url.host_str().unwrap_or_default().to_string();
+    // No proxy (whatever `HTTP_PROXY` and the like say): a proxy would connect wherever its
+    // own lookup of the host leads, not to the addresses checked.
     let client = reqwest::Client::builder()
+        .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(cfg.timeout)
         .resolve_to_addrs(&host, &addrs)
