@@ -255,10 +255,35 @@ impl Scheduler {
             self.restore_create_log(pool).await?;
         }
         let mut r = crate::slots::Reconciled::default();
+        let mut restored_in: Vec<(String, Vec<String>)> = Vec::new();
         for (key, submitted) in by_key {
             let one = s.slots.reconcile(&key, &submitted).await?;
             r.freed.extend(one.freed);
+            if !one.restored.is_empty() {
+                restored_in.push((key, one.restored.clone()));
+            }
             r.restored.extend(one.restored);
+        }
+        // A unit released between the read above and its set's rebuild had its slot given
+        // back before the rebuild put it in again (a release commits, then removes). Read once
+        // more: whatever was restored and is no longer submitted is released now; a release
+        // committed after this read removes its holder itself, after the rebuild.
+        if !restored_in.is_empty() {
+            let still: std::collections::BTreeSet<String> = s
+                .store
+                .unit_list_submitted_accounts(pool)
+                .await?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            for (key, ids) in restored_in {
+                let gone: Vec<String> = ids.into_iter().filter(|id| !still.contains(id)).collect();
+                if !gone.is_empty() {
+                    s.slots.release(&key, &gone).await?;
+                    r.restored.retain(|id| !gone.contains(id));
+                    r.freed.extend(gone);
+                }
+            }
         }
         if !r.freed.is_empty() || !r.restored.is_empty() {
             tracing::info!(
