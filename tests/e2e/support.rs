@@ -461,43 +461,13 @@ pub async fn assert_services_check_clean(services: &Services) {
 /// `slotd check` on what a running slotd's configuration names, for a test that may have
 /// stored nothing: panics with every finding, returns what was read.
 pub async fn services_check(services: &Services) -> slotd_server::check::Report {
-    let opts = check_options(&services.config, services.clock.now_ms());
+    let opts =
+        slotd_server::check::CheckOptions::for_config(&services.config, services.clock.now_ms());
     let report = slotd_server::check::run(&opts)
         .await
         .expect("slotd check ran");
     assert_no_findings(&report, "");
     report
-}
-
-/// What `slotd check` reads for a configuration, as the command builds it: its database,
-/// object store (artifacts verified), Redis (slot sets and fencing tokens) when it has one,
-/// the pools' and accounts' limits and quotas.
-pub fn check_options(
-    c: &slotd_core::config::Config,
-    now_ms: i64,
-) -> slotd_server::check::CheckOptions {
-    let (pool_quotas, account_quotas) = quotas_of(c);
-    let mut account_limits = std::collections::BTreeMap::<String, u32>::new();
-    for a in c.handlers.values().flat_map(|h| &h.accounts) {
-        let max = account_limits.entry(a.name.clone()).or_default();
-        *max = (*max).max(a.max_slots);
-    }
-    slotd_server::check::CheckOptions {
-        database_url: c.database_url.clone(),
-        objects: Some(c.object_store.clone()),
-        redis_url: c.redis_url.clone(),
-        redis_prefix: c.redis_prefix.clone(),
-        pool_limits: c
-            .pools
-            .iter()
-            .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
-            .collect(),
-        account_limits,
-        pool_quotas,
-        account_quotas,
-        finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
-        now_ms,
-    }
 }
 
 /// Panic with every finding of `report` (`when` says at which point of the test).
@@ -524,7 +494,7 @@ impl CheckOnDrop {
     /// The check of what `services`' configuration names, at its clock's time.
     pub fn for_services(services: &Services) -> CheckOnDrop {
         CheckOnDrop {
-            opts: check_options(&services.config, 0),
+            opts: slotd_server::check::CheckOptions::for_config(&services.config, 0),
             clock: services.clock.clone(),
         }
     }

@@ -385,71 +385,17 @@ async fn plugin_replay(file: &Path, recording: &Path, json: bool) -> anyhow::Res
     Ok(())
 }
 
-/// Each provider account's own quotas by name, for `slotd check`. A name two handlers give
-/// different quotas is left out: the record of creates does not say which handler's it is.
-fn account_quotas(
-    config: &Config,
-) -> std::collections::BTreeMap<String, Vec<slotd_core::config::Quota>> {
-    let mut out: std::collections::BTreeMap<String, Vec<slotd_core::config::Quota>> =
-        Default::default();
-    let mut ambiguous = std::collections::BTreeSet::new();
-    for h in config.handlers.values() {
-        for a in &h.accounts {
-            let quotas: Vec<_> = a.rate.into_iter().chain(a.daily).collect();
-            if quotas.is_empty() {
-                continue;
-            }
-            match out.get(&a.name) {
-                Some(other) if *other != quotas => {
-                    ambiguous.insert(a.name.clone());
-                }
-                _ => {
-                    out.insert(a.name.clone(), quotas);
-                }
-            }
-        }
-    }
-    out.retain(|name, _| !ambiguous.contains(name));
-    out
-}
-
-/// Each provider account's maximum per pool by name, for `slotd check`. A name two handlers
-/// configure differently counts with the larger maximum (the slot sets do not say whose it is).
-fn account_limits(config: &Config) -> std::collections::BTreeMap<String, u32> {
-    let mut out = std::collections::BTreeMap::<String, u32>::new();
-    for a in config.handlers.values().flat_map(|h| &h.accounts) {
-        let max = out.entry(a.name.clone()).or_default();
-        *max = (*max).max(a.max_slots);
-    }
-    out
-}
-
 /// `slotd check`: print every finding, then a summary; an error (exit status 1) if any.
 async fn check(config: Config, args: CheckArgs) -> anyhow::Result<()> {
-    let account_quotas = account_quotas(&config);
-    let account_limits = account_limits(&config);
-    let opts = slotd_server::check::CheckOptions {
-        database_url: args.database.unwrap_or(config.database_url),
-        objects: args
-            .objects
-            .then(|| args.object_store.unwrap_or(config.object_store)),
-        redis_url: config.redis_url,
-        redis_prefix: config.redis_prefix,
-        pool_limits: config
-            .pools
-            .iter()
-            .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
-            .collect(),
-        pool_quotas: config
-            .pools
-            .iter()
-            .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
-            .collect(),
-        account_quotas,
-        account_limits,
-        finalize_grace: args.finalize_grace,
-        now_ms: slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock),
-    };
+    let now = slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock);
+    let mut opts = slotd_server::check::CheckOptions::for_config(&config, now);
+    if let Some(url) = args.database {
+        opts.database_url = url;
+    }
+    opts.objects = args
+        .objects
+        .then(|| args.object_store.unwrap_or(config.object_store));
+    opts.finalize_grace = args.finalize_grace;
     let report = slotd_server::check::run(&opts).await?;
     for finding in &report.findings {
         println!("{finding}");

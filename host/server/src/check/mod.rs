@@ -67,6 +67,55 @@ pub struct CheckOptions {
     pub now_ms: i64,
 }
 
+impl CheckOptions {
+    /// What a configuration names, as `slotd check` reads it: its database, object store
+    /// (artifacts verified), Redis when it has one, the pools' and accounts' limits and
+    /// quotas. An account name two handlers configure differently counts with the larger
+    /// maximum and without quotas (the records do not say whose it is).
+    pub fn for_config(config: &slotd_core::config::Config, now_ms: i64) -> CheckOptions {
+        let mut account_limits = BTreeMap::<String, u32>::new();
+        let mut account_quotas = BTreeMap::<String, Vec<slotd_core::config::Quota>>::new();
+        let mut ambiguous = std::collections::BTreeSet::new();
+        for a in config.handlers.values().flat_map(|h| &h.accounts) {
+            let max = account_limits.entry(a.name.clone()).or_default();
+            *max = (*max).max(a.max_slots);
+            let quotas: Vec<_> = a.rate.into_iter().chain(a.daily).collect();
+            if quotas.is_empty() {
+                continue;
+            }
+            match account_quotas.get(&a.name) {
+                Some(other) if *other != quotas => {
+                    ambiguous.insert(a.name.clone());
+                }
+                _ => {
+                    account_quotas.insert(a.name.clone(), quotas);
+                }
+            }
+        }
+        account_quotas.retain(|name, _| !ambiguous.contains(name));
+        CheckOptions {
+            database_url: config.database_url.clone(),
+            objects: Some(config.object_store.clone()),
+            redis_url: config.redis_url.clone(),
+            redis_prefix: config.redis_prefix.clone(),
+            pool_limits: config
+                .pools
+                .iter()
+                .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
+                .collect(),
+            account_limits,
+            pool_quotas: config
+                .pools
+                .iter()
+                .map(|(name, p)| (name.clone(), p.rate.into_iter().chain(p.daily).collect()))
+                .collect(),
+            account_quotas,
+            finalize_grace: FINALIZE_GRACE_DEFAULT,
+            now_ms,
+        }
+    }
+}
+
 /// One thing that is wrong, with the ids to look it up by.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
