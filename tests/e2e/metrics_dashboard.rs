@@ -104,7 +104,7 @@ async fn the_dashboard_charts_what_slotd_exports() {
     assert_eq!(status, 200);
     let text = m
         .services
-        .metrics
+        .prometheus
         .as_ref()
         .expect("the Prometheus recorder")
         .render();

@@ -320,7 +320,11 @@ async fn a_provider_slow_for_several_deadlines_quarantines_nothing_and_fails_no_
         .filter(|l| l.starts_with("slotd_handler_faults_total") && l.contains("provider_deadline"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>();
-    assert!(deadlines >= 2.0, "several calls were cut off: {deadlines}");
+    // This server's own registry: each cut-off call waited on one of the 6 slow answers.
+    assert!(
+        (2.0..=6.0).contains(&deadlines),
+        "several calls were cut off, at most one per slow answer: {deadlines}"
+    );
     let versions = slotd.get("/v1/handlers?all=true").await;
     let quarantined: Vec<&Value> = versions
         .as_array()

@@ -8,6 +8,7 @@
 //! - [`redact`]: passwords out of printed URLs.
 //! - [`standard_webhooks`]: Standard Webhooks signing and verification (completion webhooks, the
 //!   simulators' provider callbacks).
+//! - [`telemetry`]: the per-instance metrics registry every metric is recorded through.
 
 pub mod address;
 pub mod clock;
@@ -15,3 +16,4 @@ pub mod config;
 pub mod model;
 pub mod redact;
 pub mod standard_webhooks;
+pub mod telemetry;

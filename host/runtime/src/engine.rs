@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub fuel: bool,
     /// Signing keys providers publish, kept between calls (`signing.verify-ed25519`).
     pub keys: crate::host_impl::KeyCache,
+    /// The instance's metrics registry (calls, faults, provider HTTP timings).
+    pub metrics: slotd_core::telemetry::Metrics,
     /// Lives as long as anything can still call a handler (a `Handler` keeps `Shared`, and
     /// may outlive the `Runtime` that loaded it); without it deadlines would never fire.
     _ticker: EpochTicker,
@@ -89,6 +91,7 @@ impl Shared {
             _ticker: ticker,
             fuel,
             keys: Default::default(),
+            metrics: Default::default(),
             engine,
             linker,
             limits,

@@ -538,12 +538,14 @@ impl Handler {
                 count,
             });
         }
-        metrics::counter!(
-            "slotd_handler_faults_total",
-            "handler" => self.name.to_string(),
-            "kind" => fault.kind(),
-        )
-        .increment(1);
+        self.shared.metrics.record(|| {
+            metrics::counter!(
+                "slotd_handler_faults_total",
+                "handler" => self.name.to_string(),
+                "kind" => fault.kind(),
+            )
+            .increment(1)
+        });
         fault
     }
 
@@ -555,12 +557,14 @@ impl Handler {
         store: &Store<CallState>,
         answer: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
     ) -> Result<T, HandlerFault> {
-        metrics::histogram!(
-            "slotd_handler_call_seconds",
-            "handler" => self.name.to_string(),
-            "function" => function,
-        )
-        .record(started.elapsed().as_secs_f64());
+        self.shared.metrics.record(|| {
+            metrics::histogram!(
+                "slotd_handler_call_seconds",
+                "handler" => self.name.to_string(),
+                "function" => function,
+            )
+            .record(started.elapsed().as_secs_f64())
+        });
         let state = store.data();
         for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
             let (lines, dropped) = output.lines();

@@ -370,8 +370,21 @@ impl Runtime {
         handlers: BTreeMap<String, HandlerConfig>,
         cache_dir: Option<&std::path::Path>,
     ) -> anyhow::Result<Arc<Runtime>> {
+        Runtime::for_instance(limits, handlers, cache_dir, Default::default())
+    }
+
+    /// [`Runtime::with_cache_dir`] recording handler calls, faults and provider HTTP timings
+    /// into `metrics` (a running instance's registry).
+    pub fn for_instance(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+        cache_dir: Option<&std::path::Path>,
+        metrics: slotd_core::telemetry::Metrics,
+    ) -> anyhow::Result<Arc<Runtime>> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let shared = Arc::new(Shared::new(limits.clone(), handlers.clone(), tx)?);
+        let mut shared = Shared::new(limits.clone(), handlers.clone(), tx)?;
+        shared.metrics = metrics;
+        let shared = Arc::new(shared);
         let disk = match cache_dir {
             Some(dir) => Some(DiskCache::open(dir, &shared.engine)?),
             None => None,

@@ -76,11 +76,22 @@ pub struct Registry {
     book: Mutex<Book>,
     /// Where state changes are journaled (`handler_versions`); unset in some tests.
     history: OnceLock<DynStore>,
+    /// Where loads, refusals and quarantines are counted; unset (nowhere) in some tests.
+    metrics: OnceLock<slotd_core::telemetry::Metrics>,
 }
 
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Count loads, refusals and quarantines in `metrics` (the instance's registry).
+    pub fn attach_metrics(&self, metrics: slotd_core::telemetry::Metrics) {
+        let _ = self.metrics.set(metrics);
+    }
+
+    fn metrics(&self) -> slotd_core::telemetry::Metrics {
+        self.metrics.get().cloned().unwrap_or_default()
     }
 
     /// Journal every version state change into `store` from now on.
@@ -282,8 +293,10 @@ impl Registry {
             version: handler.info.version.clone(),
         };
         tracing::info!(path = %path.display(), handler = %handler.info.name, version = %handler.info.version, sha256 = %short(&handler.sha256), "handler loaded");
-        metrics::counter!("slotd_handler_loads_total", "handler" => handler.info.name.clone())
-            .increment(1);
+        self.metrics().record(|| {
+            metrics::counter!("slotd_handler_loads_total", "handler" => handler.info.name.clone())
+                .increment(1)
+        });
         self.journal(journal.into_iter().flatten()).await;
         outcome
     }
@@ -404,8 +417,10 @@ impl Registry {
                 tracing::error!(handler = %tripped.name, sha256 = %short(&tripped.sha256), fault = %tripped.fault, "handler version quarantined; no previous version to restore, its units wait")
             }
         }
-        metrics::counter!("slotd_handler_quarantines_total", "handler" => tripped.name.clone())
-            .increment(1);
+        self.metrics().record(|| {
+            metrics::counter!("slotd_handler_quarantines_total", "handler" => tripped.name.clone())
+                .increment(1)
+        });
         self.journal(journal.into_iter().flatten()).await;
         restored
     }
@@ -419,7 +434,8 @@ impl Registry {
         reason: String,
     ) -> PathOutcome {
         tracing::warn!(path = %path.display(), "handler refused: {reason}");
-        metrics::counter!("slotd_handler_refusals_total").increment(1);
+        self.metrics()
+            .record(|| metrics::counter!("slotd_handler_refusals_total").increment(1));
         let record = {
             let mut book = self.book.lock();
             let stamp = now_ms();

@@ -5,7 +5,7 @@
 //! shutdown future resolves, then stops accepting, stops ticking and drains finalizations.
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use anyhow::Context;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -23,24 +23,38 @@ use crate::slots::redis::RedisSlots;
 use crate::wake::Wake;
 use slotd_core::clock::{DynClock, SystemClock};
 use slotd_core::config::Config;
+use slotd_core::telemetry::Metrics;
 use slotd_runtime::{Registry, Runtime};
 
-/// The process-wide Prometheus recorder (a recorder can be installed once per process; tests
-/// that start several slotd instances in one process share it).
-pub fn metrics_handle() -> Option<PrometheusHandle> {
-    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let buckets = [
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0,
-            ];
-            PrometheusBuilder::new()
-                .set_buckets(&buckets)
-                .ok()
-                .and_then(|b| b.install_recorder().ok())
-        })
-        .clone()
+/// A new metrics registry for one instance, and what renders it for `/metrics`. Each
+/// instance has its own (several instances in one process, as in the test suites, never see
+/// each other's counts); a task drains its histograms every few seconds, as an installed
+/// Prometheus recorder would.
+pub fn metrics_registry() -> (Metrics, PrometheusHandle) {
+    let buckets = [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+        60.0, 300.0, 900.0, 1800.0, 3600.0,
+    ];
+    let builder = PrometheusBuilder::new();
+    // The buckets are constants and not empty: setting them cannot fail.
+    let builder = match builder.set_buckets(&buckets) {
+        Ok(b) => b,
+        Err(_) => PrometheusBuilder::new(),
+    };
+    let recorder = builder.build_recorder();
+    let handle = recorder.handle();
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let upkeep = handle.clone();
+        rt.spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                upkeep.run_upkeep();
+            }
+        });
+    }
+    (Metrics::new(Arc::new(recorder)), handle)
 }
 
 /// Open everything the configuration names and load the handlers.
@@ -57,6 +71,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
             "[webhooks] secret is not set: completion webhooks are sent unsigned (no webhook-signature)"
         );
     }
+    let (metrics, prometheus) = metrics_registry();
     let store = slotd_store::open(&config.database_url)
         .await
         .with_context(|| {
@@ -80,15 +95,17 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         }
         None => Arc::new(LocalSlots::new()),
     };
-    let hot = Arc::new(HotStatus::new(keyspace.clone()));
+    let hot = Arc::new(HotStatus::new(keyspace.clone(), metrics.clone()));
     let cache_dir = slotd_runtime::cache_dir_for(&config);
-    let runtime = Runtime::with_cache_dir(
+    let runtime = Runtime::for_instance(
         config.limits.clone(),
         config.handlers.clone(),
         cache_dir.as_deref(),
+        metrics.clone(),
     )
     .context("starting the wasm engine")?;
     let registry = Arc::new(Registry::new());
+    registry.attach_metrics(metrics.clone());
     registry.attach_history(store.clone());
     registry.restore_owners().await;
     if config.plugins_dir.is_dir() {
@@ -108,13 +125,13 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     seed_budgets(&config, &store, clock.now_ms()).await?;
     Ok(Services {
         config: Arc::new(config),
-        tasks: slotd_store::group_commit::TaskWriter::start(store.clone()),
+        tasks: slotd_store::group_commit::TaskWriter::start(store.clone(), metrics.clone()),
         store,
         slots,
         runtime,
         registry,
         wake: match &keyspace {
-            Some(keys) => Wake::clustered(keys.clone()),
+            Some(keys) => Wake::clustered(keys.clone(), metrics.clone()),
             None => Wake::new(),
         },
         clock,
@@ -122,11 +139,14 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         hot,
         keyspace,
         provider_callback_key,
-        metrics: metrics_handle(),
         capacity: Default::default(),
-        accounts: Default::default(),
-        closures: Default::default(),
-        durations: Default::default(),
+        accounts: Arc::new(crate::pool_state::AccountHealth::recording(metrics.clone())),
+        closures: Arc::new(crate::pool_state::Closures::recording(metrics.clone())),
+        durations: Arc::new(crate::pool_state::durations::Durations::recording(
+            metrics.clone(),
+        )),
+        metrics,
+        prometheus: Some(prometheus),
         discovered: Default::default(),
     })
 }

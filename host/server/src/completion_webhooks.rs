@@ -215,7 +215,9 @@ async fn deliver_one(
         AttemptNext::RetryAt(_) => "retry",
         AttemptNext::GiveUp => "gave_up",
     };
-    metrics::counter!("slotd_webhook_attempts_total", "outcome" => outcome).increment(1);
+    services.metrics.record(|| {
+        metrics::counter!("slotd_webhook_attempts_total", "outcome" => outcome).increment(1)
+    });
     if let Some(e) = &error {
         tracing::info!(delivery = %d.id, task = %d.task_id, attempt = d.attempts + 1, error = %e, ?next, "webhook delivery failed");
     }

@@ -31,8 +31,11 @@ pub struct Services {
     /// Signs and checks the tokens in callback URLs; the same key on every instance (it lives
     /// in the database).
     pub provider_callback_key: crate::provider_callback_token::ProviderCallbackKey,
-    /// Renders `/metrics`; `None` when no recorder is installed (some tests).
-    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Where this instance records its metrics (its own registry: one process may host
+    /// several instances, the test suites do).
+    pub metrics: slotd_core::telemetry::Metrics,
+    /// Renders `/metrics` from that registry; `None` when it records nowhere (some tests).
+    pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Each pool's adapted limit (adaptive capacity), kept by the scheduler, shown by the API.
     pub capacity: Arc<crate::pool_state::Capacity>,
     /// Drained provider accounts (credentials refused, balance exhausted), kept by the

@@ -101,6 +101,8 @@ pub struct Wake {
     /// This process, as the payload of what it publishes: its relay skips its own messages
     /// (the local loops were woken directly).
     origin: String,
+    /// This instance's metrics registry (the relay and the publisher record into it).
+    metrics: slotd_core::telemetry::Metrics,
 }
 
 impl Wake {
@@ -110,19 +112,21 @@ impl Wake {
             loops: Mutex::default(),
             publish: None,
             origin: String::new(),
+            metrics: Default::default(),
         })
     }
 
     /// Wakes within this process and published on `keys`' Redis for the other processes.
     /// Spawns the publisher task (it ends when the `Wake` is dropped).
-    pub fn clustered(keys: Arc<Keyspace>) -> Arc<Self> {
+    pub fn clustered(keys: Arc<Keyspace>, metrics: slotd_core::telemetry::Metrics) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let origin = uuid::Uuid::new_v4().simple().to_string();
-        tokio::spawn(publisher(keys, origin.clone(), rx));
+        tokio::spawn(publisher(keys, origin.clone(), rx, metrics.clone()));
         Arc::new(Wake {
             loops: Mutex::default(),
             publish: Some(tx),
             origin,
+            metrics,
         })
     }
 
@@ -171,7 +175,8 @@ impl Wake {
                 _ = shutdown.cancelled() => return,
                 e = self.relay_once(&keys) => e,
             };
-            metrics::gauge!("slotd_wake_relay_subscribed").set(0.0);
+            self.metrics
+                .record(|| metrics::gauge!("slotd_wake_relay_subscribed").set(0.0));
             // A subscription that lasted was live: start the backoff afresh.
             if started.elapsed() > RELAY_PING * 2 {
                 failures = 0;
@@ -180,7 +185,8 @@ impl Wake {
             if failures == 1 {
                 tracing::warn!(error = %e, "wake relay lost Redis; loops fall back to their tick interval");
             }
-            metrics::counter!("slotd_wake_relay_reconnects_total").increment(1);
+            self.metrics
+                .record(|| metrics::counter!("slotd_wake_relay_reconnects_total").increment(1));
             let pause = Duration::from_millis(50)
                 .saturating_mul(failures.min(40))
                 .min(RELAY_BACKOFF_MAX);
@@ -227,7 +233,7 @@ impl Wake {
                             if !live {
                                 live = true;
                                 tracing::info!("wake relay subscribed");
-                                metrics::gauge!("slotd_wake_relay_subscribed").set(1.0);
+                                self.metrics.record(|| metrics::gauge!("slotd_wake_relay_subscribed").set(1.0));
                                 // Wakes sent while this process was not listening are gone:
                                 // look at everything.
                                 self.all();
@@ -238,7 +244,7 @@ impl Wake {
                     if let Some(suffix) = name.strip_prefix(&prefix)
                         && payload != self.origin
                     {
-                        metrics::counter!("slotd_wake_received_total").increment(1);
+                        self.metrics.record(|| metrics::counter!("slotd_wake_received_total").increment(1));
                         self.local(WakeKey::from_wire(suffix));
                     }
                 }
@@ -266,7 +272,12 @@ impl Wake {
 
 /// Publish queued wakes (their keys' wire names), each once per batch, until every sender is
 /// gone.
-async fn publisher(keys: Arc<Keyspace>, origin: String, mut rx: mpsc::UnboundedReceiver<String>) {
+async fn publisher(
+    keys: Arc<Keyspace>,
+    origin: String,
+    mut rx: mpsc::UnboundedReceiver<String>,
+    metrics: slotd_core::telemetry::Metrics,
+) {
     while let Some(first) = rx.recv().await {
         let mut batch = BTreeSet::from([first]);
         while let Ok(more) = rx.try_recv() {
@@ -284,7 +295,9 @@ async fn publisher(keys: Arc<Keyspace>, origin: String, mut rx: mpsc::UnboundedR
                 .ignore();
         }
         match pipe.query_async::<()>(&mut conn).await {
-            Ok(()) => metrics::counter!("slotd_wake_published_total").increment(batch.len() as u64),
+            Ok(()) => metrics.record(|| {
+                metrics::counter!("slotd_wake_published_total").increment(batch.len() as u64)
+            }),
             Err(e) => tracing::debug!(error = %e, "publishing wakes failed"),
         }
     }

@@ -42,9 +42,9 @@ impl std::fmt::Debug for TaskWriter {
 
 impl TaskWriter {
     /// Start the writer on the current tokio runtime.
-    pub fn start(store: DynStore) -> TaskWriter {
+    pub fn start(store: DynStore, metrics: slotd_core::telemetry::Metrics) -> TaskWriter {
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(writer(store, rx));
+        tokio::spawn(writer(store, rx, metrics));
         TaskWriter { queue }
     }
 
@@ -62,7 +62,11 @@ impl TaskWriter {
     }
 }
 
-async fn writer(store: DynStore, mut rx: mpsc::Receiver<Job>) {
+async fn writer(
+    store: DynStore,
+    mut rx: mpsc::Receiver<Job>,
+    metrics: slotd_core::telemetry::Metrics,
+) {
     let mut held: Option<Job> = None;
     loop {
         let first = match held.take() {
@@ -83,13 +87,14 @@ async fn writer(store: DynStore, mut rx: mpsc::Receiver<Job>) {
             units += job.task.units.len();
             batch.push(job);
         }
-        write(&store, batch).await;
+        write(&store, batch, &metrics).await;
     }
 }
 
 /// Write one batch and answer its callers.
-async fn write(store: &DynStore, batch: Vec<Job>) {
-    metrics::histogram!("slotd_task_commit_batch_size").record(batch.len() as f64);
+async fn write(store: &DynStore, batch: Vec<Job>, metrics: &slotd_core::telemetry::Metrics) {
+    metrics
+        .record(|| metrics::histogram!("slotd_task_commit_batch_size").record(batch.len() as f64));
     let (tasks, answers): (Vec<NewTask>, Vec<_>) =
         batch.into_iter().map(|j| (j.task, j.done)).unzip();
     match store.task_create_batch(&tasks).await {
@@ -171,7 +176,7 @@ mod tests {
         let store = crate::sqlite::SqliteStore::connect(&url).await.unwrap();
         store.migrate().await.unwrap();
         let store: DynStore = Arc::new(store);
-        let writer = TaskWriter::start(store.clone());
+        let writer = TaskWriter::start(store.clone(), Default::default());
         let calls = (0..200).map(|i| {
             let writer = writer.clone();
             // Every tenth create reuses one key.

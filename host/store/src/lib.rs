@@ -81,7 +81,6 @@ impl From<sqlx::Error> for StoreError {
                 StoreError::Unavailable(e.to_string())
             }
             sqlx::Error::Database(ref db) if db.message().contains("illegal unit transition") => {
-                metrics::counter!("slotd_illegal_writes_total").increment(1);
                 StoreError::IllegalTransition(db.message().to_string())
             }
             sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {

@@ -147,8 +147,9 @@ pub struct RefusedWrite {
 
 /// The updates of a batch whose status move is legal (docs/state-machine.md), and the refusals of the rest:
 /// a move needs a `from` guard and `from.can_move_to(to)`. Every backend's `unit_apply`
-/// writes only the first part, whoever built the batch, and counts the second in
-/// `slotd_illegal_writes_total` (the database's own trigger refuses what gets past this).
+/// writes only the first part, whoever built the batch, and reports the second (the unit
+/// writer counts them in `slotd_illegal_writes_total`; the database's own trigger refuses what
+/// gets past this).
 pub fn split_illegal(
     updates: &[UnitUpdate],
 ) -> (std::borrow::Cow<'_, [UnitUpdate]>, Vec<RefusedWrite>) {
@@ -172,7 +173,6 @@ pub fn split_illegal(
             None => legal.push(u.clone()),
             Some(reason) => {
                 tracing::error!(unit = %u.unit_id, %reason, "illegal unit write refused");
-                metrics::counter!("slotd_illegal_writes_total").increment(1);
                 refused.push(RefusedWrite {
                     unit_id: u.unit_id.clone(),
                     reason,

@@ -25,6 +25,7 @@ struct Outbound {
     client: reqwest::Client,
     timeout: Duration,
     max_bytes: u64,
+    metrics: slotd_core::telemetry::Metrics,
     /// The call's recording, if `[handlers.X] record` is set.
     tape: Option<(Arc<Tape>, Arc<Redactor>)>,
 }
@@ -181,6 +182,7 @@ impl CallState {
             client: self.shared.http.clone(),
             timeout: self.shared.limits.http_timeout,
             max_bytes: self.shared.limits.http_max_response_bytes,
+            metrics: self.shared.metrics.clone(),
             tape: self.tape.clone().zip(self.redactor.clone()),
         }
     }
@@ -243,12 +245,14 @@ impl Outbound {
             Err(HttpError::Invalid(_)) => "invalid".into(),
             Err(HttpError::Transport(_)) => "transport".into(),
         };
-        metrics::histogram!(
-            "slotd_provider_http_seconds",
-            "handler" => self.handler.to_string(),
-            "status" => status,
-        )
-        .record(started.elapsed().as_secs_f64());
+        self.metrics.record(|| {
+            metrics::histogram!(
+                "slotd_provider_http_seconds",
+                "handler" => self.handler.to_string(),
+                "status" => status,
+            )
+            .record(started.elapsed().as_secs_f64())
+        });
         result
     }
 

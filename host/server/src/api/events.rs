@@ -165,7 +165,7 @@ pub fn stream(
     task: Option<String>,
     start: EventCursor,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    metrics::counter!("slotd_event_streams_total", "scope" => if task.is_some() { "task" } else { "tenant" }).increment(1);
+    services.metrics.record(|| metrics::counter!("slotd_event_streams_total", "scope" => if task.is_some() { "task" } else { "tenant" }).increment(1));
     let state = Reader {
         services,
         tenant,

@@ -84,7 +84,7 @@ async fn readyz(State(services): State<Services>) -> Result<Json<Probe>, ApiErro
 )]
 async fn metrics(State(services): State<Services>) -> Result<Response, ApiError> {
     let handle = services
-        .metrics
+        .prometheus
         .as_ref()
         .ok_or_else(|| ApiError::NotFound("no metrics recorder is installed".into()))?;
     let mut response = handle.render().into_response();

@@ -145,7 +145,10 @@ pub fn router(services: Services) -> Router {
         .layer(middleware::from_fn_with_state(deadline, enforce_deadline))
         .layer(middleware::from_fn_with_state(admission, admission::admit))
         .layer(middleware::from_fn_with_state(guard, guard_local))
-        .layer(middleware::from_fn(record_request))
+        .layer(middleware::from_fn_with_state(
+            services.metrics.clone(),
+            record_request,
+        ))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request| {
@@ -212,17 +215,23 @@ async fn guard_local(
 
 /// Count every request by route template (not raw path: ids would explode the label set) and
 /// status.
-async fn record_request(req: Request, next: Next) -> Response {
+async fn record_request(
+    State(metrics): State<slotd_core::telemetry::Metrics>,
+    req: Request,
+    next: Next,
+) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let response = next.run(req).await;
-    metrics::counter!(
-        "slotd_api_requests_total",
-        "route" => route,
-        "status" => response.status().as_u16().to_string(),
-    )
-    .increment(1);
+    metrics.record(|| {
+        metrics::counter!(
+            "slotd_api_requests_total",
+            "route" => route,
+            "status" => response.status().as_u16().to_string(),
+        )
+        .increment(1)
+    });
     response
 }

@@ -190,7 +190,13 @@ async fn list(
         .await;
         if let Some(limit) = spends.remove(&view.name) {
             let now = services.clock.now_ms();
-            view.spend = crate::pool_state::spend::pool_view(&services.store, &limit, now).await;
+            view.spend = crate::pool_state::spend::pool_view(
+                &services.metrics,
+                &services.store,
+                &limit,
+                now,
+            )
+            .await;
             if let Some(until) = view
                 .spend
                 .as_ref()
@@ -268,6 +274,7 @@ async fn account_views(
                 closure,
                 quotas: account_quotas(services, &key, &a.quotas).await,
                 spend: crate::pool_state::spend::account_view(
+                    &services.metrics,
                     &services.store,
                     a,
                     services.clock.now_ms(),
@@ -291,7 +298,7 @@ async fn account_quotas(
         return Vec::new();
     }
     let now = services.clock.now_ms();
-    crate::pool_state::quotas::views(&services.slots, key, quotas, now)
+    crate::pool_state::quotas::views(&services.metrics, &services.slots, key, quotas, now)
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(slots = key, error = %e, "reading the create log failed");
@@ -325,7 +332,15 @@ async fn quota_views(
         return;
     }
     let now = services.clock.now_ms();
-    match crate::pool_state::quotas::views(&services.slots, &view.name, &quotas, now).await {
+    match crate::pool_state::quotas::views(
+        &services.metrics,
+        &services.slots,
+        &view.name,
+        &quotas,
+        now,
+    )
+    .await
+    {
         Ok(views) => {
             if let Some((_, until)) = crate::pool_state::quotas::full_until(&views) {
                 view.closed_until = Some(view.closed_until.map_or(until, |c| c.max(until)));

@@ -54,9 +54,11 @@ struct Received {
     request_body(content = Object, description = "The provider's notification", content_type = "application/json"),
     responses((status = 401, description = "Always: the URL carries no provider callback token")),
 )]
-async fn without_token(Path(name): Path<String>) -> ApiError {
+async fn without_token(State(services): State<Services>, Path(name): Path<String>) -> ApiError {
     tracing::warn!(handler = %name, "callback without a token refused");
-    metrics::counter!("slotd_callbacks_refused_total", "reason" => "no-token").increment(1);
+    services.metrics.record(|| {
+        metrics::counter!("slotd_callbacks_refused_total", "reason" => "no-token").increment(1)
+    });
     ApiError::CallbackToken(
         "callback URL carries no token; use the URL slotd handed the handler".into(),
     )
@@ -96,8 +98,10 @@ fn verify_signature(
     let now_secs = services.clock.now_ms() / 1000;
     slotd_core::standard_webhooks::verify_headers(&key, header, body, now_secs).map_err(|e| {
         tracing::warn!(handler = %name, error = %e, "callback with a bad signature refused");
-        metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-signature")
-            .increment(1);
+        services.metrics.record(|| {
+            metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-signature")
+                .increment(1)
+        });
         ApiError::CallbackToken(format!("webhook signature: {e:#}"))
     })
 }
@@ -135,8 +139,10 @@ async fn receive(
     let scope = provider_callback_token::verify(&services.provider_callback_key, &name, &token)
         .map_err(|e| {
             tracing::warn!(handler = %name, error = %e, "callback with a bad token refused");
-            metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-token")
-                .increment(1);
+            services.metrics.record(|| {
+                metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-token")
+                    .increment(1)
+            });
             ApiError::CallbackToken(e.to_string())
         })?;
     let handler = services
@@ -157,8 +163,10 @@ async fn receive(
         Err(HandlerFault::Error(msg)) => {
             // The handler's own checks (a provider signature, a malformed body) refused it.
             tracing::warn!(handler = %name, reason = %msg, "callback refused by the handler");
-            metrics::counter!("slotd_callbacks_refused_total", "reason" => "handler-refused")
-                .increment(1);
+            services.metrics.record(|| {
+                metrics::counter!("slotd_callbacks_refused_total", "reason" => "handler-refused")
+                    .increment(1)
+            });
             return Err(ApiError::BadRequest {
                 detail: format!("callback refused by handler {name}: {msg}"),
                 field: None,
@@ -178,7 +186,9 @@ async fn receive(
             tracing::error!(handler = %name, error = %e, "applying a callback failed");
             ApiError::Unavailable("could not record the callback; retry later".into())
         })?;
-    metrics::counter!("slotd_callbacks_total", "handler" => name).increment(1);
+    services
+        .metrics
+        .record(|| metrics::counter!("slotd_callbacks_total", "handler" => name).increment(1));
     Ok(Json(Received {
         applied: report.applied,
         ignored: report.ignored,

@@ -62,7 +62,7 @@ pub(super) async fn estimate(
     let opens_at = held.map(|(_, t)| t);
     let pace = match &limit {
         Some(l) if standing.pending > 0 && !l.quotas.is_empty() => {
-            crate::pool_state::quotas::pace(&services.slots, l, now).await
+            crate::pool_state::quotas::pace(&services.metrics, &services.slots, l, now).await
         }
         _ => Vec::new(),
     };

@@ -91,13 +91,14 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
         keyspace: None,
         provider_callback_key: crate::provider_callback_token::ProviderCallbackKey::random(),
-        metrics: None,
+        metrics: Default::default(),
+        prometheus: None,
         capacity: Default::default(),
         accounts: Default::default(),
         closures: Default::default(),
         durations: Default::default(),
         discovered: Default::default(),
-        tasks: slotd_store::group_commit::TaskWriter::start(store.clone()),
+        tasks: slotd_store::group_commit::TaskWriter::start(store.clone(), Default::default()),
     };
     Harness {
         app: router(services.clone()),

@@ -5,6 +5,7 @@
 //! The store is the real SQLite store in a temp dir ("database down" closes its pool) and the
 //! handler is the real compiled fixture component.
 
+use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use serde_json::{Value, json};
@@ -467,37 +468,66 @@ async fn unknown_routes_and_methods_are_problems() {
 // Need a real `plan` (the runtime branch and the fixture component).
 // ---------------------------------------------------------------------------------------------
 
+/// Every instance records into its own registry: requests served by one never show in
+/// another's `/metrics`, though both live in this process.
 #[tokio::test]
-async fn metrics_render_in_prometheus_text() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
+async fn metrics_render_in_prometheus_text_per_instance() {
     let h = harness().await;
-    let services = Services {
-        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
-        keyspace: None,
-        metrics: Some(handle),
-        capacity: Default::default(),
-        accounts: Default::default(),
-        closures: Default::default(),
-        ..h.services.clone()
+    let with_registry = |services: &Services| {
+        let (metrics, handle) = crate::app::metrics_registry();
+        let services = Services {
+            hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+            keyspace: None,
+            metrics,
+            prometheus: Some(handle),
+            capacity: Default::default(),
+            accounts: Default::default(),
+            closures: Default::default(),
+            ..services.clone()
+        };
+        router(services)
     };
-    let app = router(services);
-    let req = Request::builder().uri("/metrics").body(Body::empty());
-    let response = match req {
-        Ok(req) => match app.oneshot(req).await {
+    let (busy, idle) = (with_registry(&h.services), with_registry(&h.services));
+    let get = async |app: &Router, uri: &str| {
+        let req = Request::builder()
+            .uri(uri)
+            .body(Body::empty())
+            .unwrap_or_else(|e| panic!("building request: {e}"));
+        match app.clone().oneshot(req).await {
             Ok(r) => r,
             Err(e) => match e {},
-        },
-        Err(e) => panic!("building request: {e}"),
+        }
     };
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(
-        response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .map(|v| v.as_bytes()),
-        Some(&b"text/plain; version=0.0.4"[..])
-    );
+    for _ in 0..3 {
+        assert_eq!(get(&busy, "/healthz").await.status(), StatusCode::OK);
+    }
+    let text = async |app: &Router| {
+        let response = get(app, "/metrics").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .map(|v| v.as_bytes()),
+            Some(&b"text/plain; version=0.0.4"[..])
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap_or_else(|e| panic!("reading /metrics: {e}"));
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let health = |t: &str| -> f64 {
+        t.lines()
+            .filter(|l| {
+                l.starts_with("slotd_api_requests_total") && l.contains("route=\"/healthz\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let busy_text = text(&busy).await;
+    assert_eq!(health(&busy_text), 3.0, "{busy_text}");
+    let idle_text = text(&idle).await;
+    assert_eq!(health(&idle_text), 0.0, "{idle_text}");
 }
 
 /// `GET /v1/tasks/{id}` tells where a waiting task stands and, once the pool has seen jobs end,

@@ -42,13 +42,15 @@ pub struct HotStatus {
     lookup: Script,
     fill: Script,
     invalidate: Script,
+    metrics: slotd_core::telemetry::Metrics,
 }
 
 impl HotStatus {
     /// The cache on `keys`, or a disabled one (every lookup misses) when `None`.
-    pub fn new(keys: Option<Arc<Keyspace>>) -> Self {
+    pub fn new(keys: Option<Arc<Keyspace>>, metrics: slotd_core::telemetry::Metrics) -> Self {
         HotStatus {
             keys,
+            metrics,
             lookup: Script::new(include_str!("lua/lookup.lua")),
             fill: Script::new(include_str!("lua/fill.lua")),
             invalidate: Script::new(include_str!("lua/invalidate.lua")),
@@ -57,7 +59,7 @@ impl HotStatus {
 
     /// A cache that never holds anything.
     pub fn disabled() -> Self {
-        Self::new(None)
+        Self::new(None, Default::default())
     }
 
     /// Whether snapshots are kept at all.
@@ -98,7 +100,9 @@ impl HotStatus {
             Some(_) => "miss",
             None => "unavailable",
         };
-        metrics::counter!("slotd_hot_lookups_total", "outcome" => outcome).increment(1);
+        self.metrics.record(|| {
+            metrics::counter!("slotd_hot_lookups_total", "outcome" => outcome).increment(1)
+        });
         found
     }
 

@@ -6,7 +6,7 @@ use crate::keyspace::testing;
 #[tokio::test]
 async fn fill_then_hit_then_invalidate_misses() {
     let keys = testing::fresh();
-    let hot = HotStatus::new(Some(keys.clone()));
+    let hot = HotStatus::new(Some(keys.clone()), Default::default());
     let l = hot.lookup("t1").await.expect("redis answers");
     assert!(l.snapshot.is_none());
     assert!(hot.fill("t1", "ten", &l.generation, r#"{"v":1}"#).await);
@@ -20,7 +20,7 @@ async fn fill_then_hit_then_invalidate_misses() {
 #[tokio::test]
 async fn a_read_that_raced_a_commit_is_not_stored() {
     let keys = testing::fresh();
-    let hot = HotStatus::new(Some(keys.clone()));
+    let hot = HotStatus::new(Some(keys.clone()), Default::default());
     // A reader looks up (miss), reads the database (old state)…
     let seen = hot.lookup("t1").await.expect("redis").generation;
     // …meanwhile a writer commits and invalidates…
@@ -34,7 +34,7 @@ async fn a_read_that_raced_a_commit_is_not_stored() {
 #[tokio::test]
 async fn a_flush_is_a_cold_cache_and_disabled_never_hits() {
     let keys = testing::fresh();
-    let hot = HotStatus::new(Some(keys.clone()));
+    let hot = HotStatus::new(Some(keys.clone()), Default::default());
     let g = hot.lookup("t1").await.expect("redis").generation;
     assert!(hot.fill("t1", "ten", &g, "{}").await);
     testing::flush(&keys).await;

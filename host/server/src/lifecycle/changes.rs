@@ -64,7 +64,17 @@ pub(crate) async fn apply_changes(
     if updates.is_empty() {
         return Ok(done);
     }
-    let written = services.store.unit_apply(updates, now, fence).await?;
+    let written = match services.store.unit_apply(updates, now, fence).await {
+        Ok(w) => w,
+        Err(e) => {
+            if matches!(e, slotd_store::StoreError::IllegalTransition(_)) {
+                // The database's trigger refused what got past the store's own check.
+                count_illegal_writes(services, 1);
+            }
+            return Err(e.into());
+        }
+    };
+    count_illegal_writes(services, written.refused.len());
     done.applied = written.applied.len();
     if written.applied.is_empty() {
         return Ok(done);
@@ -81,8 +91,8 @@ pub(crate) async fn apply_changes(
         }
         let Some(to) = u.to else { continue };
         if let Some(o) = origin {
-            metrics::counter!("slotd_unit_transitions_total", "pool" => o.pool.to_string(), "to" => to.as_str())
-                .increment(1);
+            services.metrics.record(|| metrics::counter!("slotd_unit_transitions_total", "pool" => o.pool.to_string(), "to" => to.as_str())
+                .increment(1));
         }
         if to == UnitStatus::Succeeded {
             done.succeeded += 1;
@@ -97,4 +107,13 @@ pub(crate) async fn apply_changes(
     }
     done.released = follow.run(services).await?;
     Ok(done)
+}
+
+/// Unit writes the state machine refused (`slotd_illegal_writes_total`), whoever built them.
+fn count_illegal_writes(services: &Services, n: usize) {
+    if n > 0 {
+        services
+            .metrics
+            .record(|| metrics::counter!("slotd_illegal_writes_total").increment(n as u64));
+    }
 }

@@ -130,8 +130,10 @@ pub(super) async fn store_task(
 
     match created {
         Created::New(id) => {
-            metrics::counter!("slotd_tasks_created_total", "type" => task_type.to_string())
-                .increment(1);
+            services.metrics.record(|| {
+                metrics::counter!("slotd_tasks_created_total", "type" => task_type.to_string())
+                    .increment(1)
+            });
             // A new task has no snapshot to drop and no slot to free: its pools wake.
             if let Err(e) = follow.run(services).await {
                 tracing::debug!(error = %e, "waking the new task's pools failed");

@@ -65,9 +65,19 @@ pub enum Availability {
 #[derive(Debug, Default)]
 pub struct AccountHealth {
     drained: Mutex<BTreeMap<(String, String), Drain>>,
+    /// This instance's metrics registry.
+    pub metrics: slotd_core::telemetry::Metrics,
 }
 
 impl AccountHealth {
+    /// An empty one that records into `metrics`.
+    pub fn recording(metrics: slotd_core::telemetry::Metrics) -> Self {
+        AccountHealth {
+            metrics,
+            ..Default::default()
+        }
+    }
+
     /// Whether `handler`'s `account` takes submits at `now`.
     pub fn availability(&self, handler: &str, account: &str, now: i64) -> Availability {
         match self
@@ -106,8 +116,10 @@ impl AccountHealth {
                     reason,
                     "provider account drained: no new submits go to it"
                 );
-                metrics::counter!("slotd_account_drains_total", "handler" => handler.to_string(), "account" => account.to_string())
-                    .increment(1);
+                self.metrics.record(|| {
+                    metrics::counter!("slotd_account_drains_total", "handler" => handler.to_string(), "account" => account.to_string())
+                        .increment(1)
+                });
                 first_rest.max(1)
             }
         };
@@ -122,8 +134,10 @@ impl AccountHealth {
                 rest,
             },
         );
-        metrics::gauge!("slotd_account_drained", "handler" => handler.to_string(), "account" => account.to_string())
-            .set(1.0);
+        self.metrics.record(|| {
+            metrics::gauge!("slotd_account_drained", "handler" => handler.to_string(), "account" => account.to_string())
+                .set(1.0)
+        });
     }
 
     /// The provider answered a call of the account normally: it takes submits again.
@@ -139,8 +153,10 @@ impl AccountHealth {
                 drained_since = d.since,
                 "provider account answers again; restored"
             );
-            metrics::gauge!("slotd_account_drained", "handler" => handler.to_string(), "account" => account.to_string())
-                .set(0.0);
+            self.metrics.record(|| {
+                metrics::gauge!("slotd_account_drained", "handler" => handler.to_string(), "account" => account.to_string())
+                    .set(0.0)
+            });
         }
     }
 

@@ -124,6 +124,8 @@ pub struct Durations {
     asked: Mutex<std::collections::HashSet<(String, String)>>,
     /// Each pool's next poll round (Unix ms).
     pub(crate) rounds: Mutex<HashMap<String, i64>>,
+    /// This instance's metrics registry.
+    pub metrics: slotd_core::telemetry::Metrics,
 }
 
 impl std::fmt::Debug for Durations {
@@ -133,6 +135,14 @@ impl std::fmt::Debug for Durations {
 }
 
 impl Durations {
+    /// An empty one that records into `metrics`.
+    pub fn recording(metrics: slotd_core::telemetry::Metrics) -> Self {
+        Durations {
+            metrics,
+            ..Default::default()
+        }
+    }
+
     /// One completed job of `class` in `pool` took `ms`.
     pub fn observe(&self, pool: &str, class: &str, ms: i64) {
         if ms < 0 {
@@ -302,12 +312,14 @@ pub fn learn(
             let ms = now.saturating_sub(at);
             let class = class_of(unit);
             // The provider's job durations as slotd saw them (docs/operations.md).
-            metrics::histogram!(
-                "slotd_provider_job_seconds",
-                "pool" => unit.pool.clone(),
-                "class" => class.clone(),
-            )
-            .record(ms.max(0) as f64 / 1000.0);
+            durations.metrics.record(|| {
+                metrics::histogram!(
+                    "slotd_provider_job_seconds",
+                    "pool" => unit.pool.clone(),
+                    "class" => class.clone(),
+                )
+                .record(ms.max(0) as f64 / 1000.0)
+            });
             durations.observe(&unit.pool, &class, ms);
         }
     }

@@ -124,6 +124,7 @@ pub struct QuotaView {
 
 /// Each quota of `pool` now, counted in the slot store's create log.
 pub async fn views(
+    metrics: &slotd_core::telemetry::Metrics,
     slots: &DynSlots,
     pool: &str,
     quotas: &[PoolQuota],
@@ -143,8 +144,10 @@ pub async fn views(
                 .map(|oldest| q.quota.window.frees_at(now, Some(oldest))),
             source: q.source.into(),
         });
-        metrics::gauge!("slotd_quota_remaining", "pool" => pool.to_string(), "dimension" => q.dimension)
-            .set(f64::from(q.quota.limit.saturating_sub(n.count)));
+        metrics.record(|| {
+            metrics::gauge!("slotd_quota_remaining", "pool" => pool.to_string(), "dimension" => q.dimension)
+                .set(f64::from(q.quota.limit.saturating_sub(n.count)))
+        });
     }
     Ok(out)
 }
@@ -186,12 +189,18 @@ pub async fn closed_until(
     let full = if limit.quotas.is_empty() {
         None
     } else {
-        views(&services.slots, &limit.name, &limit.quotas, now)
-            .await
-            .ok()
-            .and_then(|v| full_until(&v))
+        views(
+            &services.metrics,
+            &services.slots,
+            &limit.name,
+            &limit.quotas,
+            now,
+        )
+        .await
+        .ok()
+        .and_then(|v| full_until(&v))
     };
-    let spent = super::spend::pool_view(&services.store, limit, now)
+    let spent = super::spend::pool_view(&services.metrics, &services.store, limit, now)
         .await
         .filter(super::SpendView::exhausted)
         .map(|v| ("spend".to_string(), v.resets_at));
@@ -204,8 +213,13 @@ pub async fn closed_until(
 
 /// The pool's quotas as the ETA reads them (see [`crate::eta::Pace`]); empty when the create
 /// log cannot be read (the estimate then ignores quotas rather than failing).
-pub async fn pace(slots: &DynSlots, limit: &super::PoolLimit, now: i64) -> Vec<crate::eta::Pace> {
-    let Ok(views) = views(slots, &limit.name, &limit.quotas, now).await else {
+pub async fn pace(
+    metrics: &slotd_core::telemetry::Metrics,
+    slots: &DynSlots,
+    limit: &super::PoolLimit,
+    now: i64,
+) -> Vec<crate::eta::Pace> {
+    let Ok(views) = views(metrics, slots, &limit.name, &limit.quotas, now).await else {
         return Vec::new();
     };
     views
@@ -275,6 +289,8 @@ pub enum Gate {
 #[derive(Debug, Default)]
 pub struct Closures {
     closed: Mutex<BTreeMap<String, Closure>>,
+    /// This instance's metrics registry.
+    pub metrics: slotd_core::telemetry::Metrics,
 }
 
 /// How a refusal dates its closure.
@@ -289,6 +305,14 @@ pub enum Until {
 }
 
 impl Closures {
+    /// An empty one that records into `metrics`.
+    pub fn recording(metrics: slotd_core::telemetry::Metrics) -> Self {
+        Closures {
+            metrics,
+            ..Default::default()
+        }
+    }
+
     pub fn gate(&self, key: &str, now: i64) -> Gate {
         match self.closed.lock().get(key) {
             None => Gate::Open,
@@ -334,7 +358,8 @@ impl Closures {
                 "provider quota reached: no submits on this slot set until then"
             );
         }
-        metrics::gauge!("slotd_quota_closed", "slots" => key.to_string()).set(1.0);
+        self.metrics
+            .record(|| metrics::gauge!("slotd_quota_closed", "slots" => key.to_string()).set(1.0));
         map.insert(
             key.to_string(),
             Closure {
@@ -356,7 +381,9 @@ impl Closures {
                 closed_since = c.since,
                 "provider quota has room again; slot set open"
             );
-            metrics::gauge!("slotd_quota_closed", "slots" => key.to_string()).set(0.0);
+            self.metrics.record(|| {
+                metrics::gauge!("slotd_quota_closed", "slots" => key.to_string()).set(0.0)
+            });
         }
     }
 

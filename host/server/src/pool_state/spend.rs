@@ -72,6 +72,7 @@ pub fn terms(pool: &str, limit: &PoolLimit, account: &PoolAccount) -> Option<Arc
 
 /// One scope's spend now, read from the ledger.
 pub async fn view(
+    metrics: &slotd_core::telemetry::Metrics,
     store: &slotd_store::DynStore,
     scope: &SpendScope,
     budget: &BudgetConfig,
@@ -85,7 +86,10 @@ pub async fn view(
         SpendScope::Pool(p) => ("pool", p.clone()),
         SpendScope::Account(a) => ("account", a.clone()),
     };
-    metrics::gauge!("slotd_spend_remaining", "scope" => label.0, "name" => label.1).set(remaining);
+    metrics.record(|| {
+        metrics::gauge!("slotd_spend_remaining", "scope" => label.0, "name" => label.1)
+            .set(remaining)
+    });
     Ok(SpendView {
         limit: budget.limit,
         period: humantime::format_duration(budget.period).to_string(),
@@ -97,17 +101,19 @@ pub async fn view(
 
 /// The pool's own spend now, if it has a limit (a failed read is logged and shows none).
 pub async fn pool_view(
+    metrics: &slotd_core::telemetry::Metrics,
     store: &slotd_store::DynStore,
     limit: &PoolLimit,
     now: i64,
 ) -> Option<SpendView> {
     let budget = limit.spend.as_ref()?;
     let scope = SpendScope::Pool(limit.name.clone());
-    log_failed(view(store, &scope, budget, now).await, &limit.name)
+    log_failed(view(metrics, store, &scope, budget, now).await, &limit.name)
 }
 
 /// A named account's spend now, if it has a limit.
 pub async fn account_view(
+    metrics: &slotd_core::telemetry::Metrics,
     store: &slotd_store::DynStore,
     account: &PoolAccount,
     now: i64,
@@ -115,7 +121,14 @@ pub async fn account_view(
     let budget = account.spend.as_ref()?;
     let name = account_name(account)?;
     log_failed(
-        view(store, &SpendScope::Account(name.clone()), budget, now).await,
+        view(
+            metrics,
+            store,
+            &SpendScope::Account(name.clone()),
+            budget,
+            now,
+        )
+        .await,
         &name,
     )
 }

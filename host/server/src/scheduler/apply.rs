@@ -32,6 +32,9 @@ pub struct Decided {
     pub refused: Vec<Refused>,
     /// How many legal changes were capacity rejections (drives adaptive capacity).
     pub capacity_rejected: usize,
+    /// Units sent back to their route's next option, as (route, target, reason): the caller
+    /// counts them (`slotd_route_refusals_total`); deciding records nothing.
+    pub route_refusals: Vec<(String, String, String)>,
     /// How many legal changes were accepted submits (the other half of adaptive capacity).
     pub accepted: usize,
     /// Indexes into `updates` of units that stay `submitted` with an ordinary poll scheduled
@@ -148,7 +151,8 @@ pub fn decide_updates_in(
             }
             let doubt = in_doubt.contains(unit.id.as_str());
             let mut update = account_update(cfg, unit, &change, doubt, now);
-            back_to_route(cfg, unit, &change, doubt, &mut update, now);
+            out.route_refusals
+                .extend(back_to_route(cfg, unit, &change, doubt, &mut update, now));
             honour_cancel(unit, &mut update);
             out.updates.push(update);
             continue;
@@ -166,7 +170,8 @@ pub fn decide_updates_in(
         let routed = unit.routing.is_some().then(|| change.clone());
         let mut update = update_for(cfg, handler, unit, change, now);
         if let Some(change) = routed {
-            back_to_route(cfg, unit, &change, doubt, &mut update, now);
+            out.route_refusals
+                .extend(back_to_route(cfg, unit, &change, doubt, &mut update, now));
         }
         honour_cancel(unit, &mut update);
         if provider_queue_update(unit, queue, &mut update) {
@@ -183,7 +188,24 @@ pub fn decide_updates_in(
     out
 }
 
-/// [`super::route_back::route_back`], counted.
+impl Decided {
+    /// Count what deciding found that the metrics show: illegal changes of `handler` and
+    /// units sent back to their route.
+    pub fn count(&self, metrics: &slotd_core::telemetry::Metrics, handler: &str) {
+        metrics.record(|| {
+            if !self.refused.is_empty() {
+                metrics::counter!("slotd_handler_illegal_changes_total", "handler" => handler.to_string())
+                    .increment(self.refused.len() as u64);
+            }
+            for (route, target, reason) in &self.route_refusals {
+                metrics::counter!("slotd_route_refusals_total", "route" => route.clone(), "target" => target.clone(), "reason" => reason.clone())
+                    .increment(1);
+            }
+        });
+    }
+}
+
+/// [`super::route_back::route_back`]: the (route, target, reason) of a unit it sent back.
 fn back_to_route(
     cfg: &SchedulerConfig,
     unit: &Unit,
@@ -191,13 +213,8 @@ fn back_to_route(
     in_doubt: bool,
     update: &mut UnitUpdate,
     now: i64,
-) {
-    if let Some((route, target, reason)) =
-        super::route_back::route_back(cfg, unit, change, in_doubt, update, now)
-    {
-        metrics::counter!("slotd_route_refusals_total", "route" => route, "target" => target, "reason" => reason)
-            .increment(1);
-    }
+) -> Option<(String, String, String)> {
+    super::route_back::route_back(cfg, unit, change, in_doubt, update, now)
 }
 
 /// Show (or stop showing) that the provider holds `unit`'s job in its own queue: its

@@ -292,8 +292,10 @@ impl Scheduler {
                 units = written.applied,
                 "deadline sweep: units failed or noted"
             );
-            metrics::counter!("slotd_deadline_unreachable_total", "pool" => pool.to_string())
-                .increment(tasks.len() as u64);
+            self.services.metrics.record(|| {
+                metrics::counter!("slotd_deadline_unreachable_total", "pool" => pool.to_string())
+                    .increment(tasks.len() as u64)
+            });
         }
         Ok(())
     }

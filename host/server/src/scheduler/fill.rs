@@ -290,8 +290,8 @@ impl Scheduler {
         }
         for u in &marked.units {
             if let Some((route, target)) = binds.labels.remove(&u.id) {
-                metrics::counter!("slotd_route_grants_total", "route" => route, "target" => target)
-                    .increment(1);
+                s.metrics.record(|| metrics::counter!("slotd_route_grants_total", "route" => route, "target" => target)
+                    .increment(1));
             }
         }
         let n = u32::try_from(marked.units.len()).unwrap_or(u32::MAX);
@@ -311,7 +311,7 @@ impl Scheduler {
     ) -> Result<u32, SchedulerError> {
         let s = &self.services;
         if has_log {
-            let views = quotas::views(&s.slots, &limit.name, &limit.quotas, now)
+            let views = quotas::views(&s.metrics, &s.slots, &limit.name, &limit.quotas, now)
                 .await
                 .map_err(SchedulerError::from)?;
             let room = views.iter().map(|v| v.remaining).min().unwrap_or(u32::MAX);
@@ -321,7 +321,7 @@ impl Scheduler {
             free = free.min(room);
         }
         if free > 0
-            && let Some(v) = spend::pool_view(&s.store, limit, now).await
+            && let Some(v) = spend::pool_view(&s.metrics, &s.store, limit, now).await
             && v.exhausted()
         {
             free = 0;
@@ -370,7 +370,7 @@ impl Scheduler {
             }
             let log = create_log(&key, &account.quotas, now);
             if log.is_some() {
-                let views = quotas::views(&s.slots, &key, &account.quotas, now)
+                let views = quotas::views(&s.metrics, &s.slots, &key, &account.quotas, now)
                     .await
                     .map_err(SchedulerError::from)?;
                 let room = views.iter().map(|v| v.remaining).min().unwrap_or(u32::MAX);
@@ -382,7 +382,7 @@ impl Scheduler {
             // An account whose period's spend is gone takes no grant: the marker would refuse
             // them all (settled submissions may free room before the period ends).
             if free > 0
-                && let Some(v) = spend::account_view(&s.store, account, now).await
+                && let Some(v) = spend::account_view(&s.metrics, &s.store, account, now).await
                 && v.exhausted()
             {
                 free = 0;

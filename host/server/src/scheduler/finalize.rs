@@ -156,8 +156,8 @@ impl Scheduler {
                 if matches!(done, Ok(true)) {
                     // End to end: from the task's creation to its stored result (docs/operations.md).
                     let secs = now.saturating_sub(unit.created_at).max(0) as f64 / 1000.0;
-                    metrics::histogram!("slotd_unit_end_to_end_seconds", "pool" => unit.pool.clone())
-                        .record(secs);
+                    self.services.metrics.record(|| metrics::histogram!("slotd_unit_end_to_end_seconds", "pool" => unit.pool.clone())
+                        .record(secs));
                 }
                 done
             }
@@ -197,7 +197,7 @@ impl Scheduler {
         };
         match result {
             Ok(true) => {
-                metrics::counter!("slotd_finalizations_total", "task_type" => unit.task_type.clone()).increment(1);
+                self.services.metrics.record(|| metrics::counter!("slotd_finalizations_total", "task_type" => unit.task_type.clone()).increment(1));
             }
             Ok(false) => tracing::warn!("finalization lease lost; another finalizer owns the unit"),
             Err(e) => {
@@ -259,7 +259,9 @@ impl Scheduler {
                 .put_stream(&key, resp.bytes_stream(), cfg.artifact_max_bytes)
                 .await
                 .map_err(|e| format!("artifact {:?}: {e}", a.name))?;
-            metrics::counter!("slotd_artifact_bytes_total").increment(stored.bytes);
+            self.services
+                .metrics
+                .record(|| metrics::counter!("slotd_artifact_bytes_total").increment(stored.bytes));
             out.push((a.clone(), stored));
         }
         Ok(out)

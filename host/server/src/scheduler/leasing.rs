@@ -102,7 +102,7 @@ impl Scheduler {
         self.clear_fence(pool);
         if self.lease_state.held.lock().remove(pool).is_some() {
             tracing::info!(pool, owner = %self.owner, why, "pool lease dropped");
-            metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "dropped").increment(1);
+            self.services.metrics.record(|| metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "dropped").increment(1));
         }
     }
 
@@ -118,7 +118,9 @@ impl Scheduler {
         let every = leases.ttl() / 3;
         let announced = self.services.wake.listener(WakeKey::Leases);
         // Who this process is, for operators matching `lease:{pool}` values to processes.
-        metrics::gauge!("slotd_scheduler_info", "owner" => self.owner.clone()).set(1.0);
+        self.services.metrics.record(|| {
+            metrics::gauge!("slotd_scheduler_info", "owner" => self.owner.clone()).set(1.0)
+        });
         loop {
             let next = self.lease_round(&leases).await;
             // A dead instance's pools free up when its lease runs out: be there just after.
@@ -216,8 +218,10 @@ impl Scheduler {
     async fn won_lease(&self, leases: &Leases, pool: &str, token: i64, unheld: Option<Duration>) {
         if let Some(gap) = unheld {
             // The time the pool's slots could not be filled by anyone (docs/operations.md).
-            metrics::histogram!("slotd_pool_unheld_seconds", "pool" => pool.to_string())
-                .record(gap.as_secs_f64());
+            self.services.metrics.record(|| {
+                metrics::histogram!("slotd_pool_unheld_seconds", "pool" => pool.to_string())
+                    .record(gap.as_secs_f64())
+            });
             tracing::info!(
                 pool,
                 gap_ms = gap.as_millis() as u64,
@@ -258,7 +262,7 @@ impl Scheduler {
             },
         );
         tracing::info!(pool, owner = %self.owner, token, "pool lease taken");
-        metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "taken").increment(1);
+        self.services.metrics.record(|| metrics::counter!("slotd_pool_lease_changes_total", "pool" => pool.to_string(), "change" => "taken").increment(1));
         // Only this process drives the pool: tick it here at once.
         self.services.wake.local(WakeKey::Pool(pool));
     }

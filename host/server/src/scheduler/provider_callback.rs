@@ -75,7 +75,7 @@ async fn match_units(
                 // the token predates. Worth a warning: it is a misdirected or forged callback.
                 tracing::warn!(handler = %handler.info.name, unit = %u.id, pool = %scope.pool,
                     "callback change for a unit its token does not name; ignored");
-                metrics::counter!("slotd_callback_changes_out_of_scope_total", "handler" => handler.info.name.clone()).increment(1);
+                services.metrics.record(|| metrics::counter!("slotd_callback_changes_out_of_scope_total", "handler" => handler.info.name.clone()).increment(1));
                 report.ignored += 1;
             }
             Some(u) if u.status == UnitStatus::Submitted && seen.insert(u.id.clone()) => {
@@ -99,7 +99,7 @@ async fn match_units(
                 // change; counted so a stream of them shows.
                 tracing::info!(handler = %handler.info.name, job = ?c.provider_job_id,
                     key = ?c.idempotency_key, "callback change for no known unit; ignored");
-                metrics::counter!("slotd_callback_changes_unknown_total", "handler" => handler.info.name.clone()).increment(1);
+                services.metrics.record(|| metrics::counter!("slotd_callback_changes_unknown_total", "handler" => handler.info.name.clone()).increment(1));
                 report.ignored += 1;
             }
         }
@@ -165,8 +165,8 @@ pub async fn apply_provider_callback(
     report.refused = decided.refused.len();
     for r in &decided.refused {
         tracing::warn!(handler = %handler.info.name, unit = %r.unit_id, reason = %r.reason, "illegal callback change refused");
-        metrics::counter!("slotd_handler_illegal_changes_total", "handler" => handler.info.name.clone()).increment(1);
     }
+    decided.count(&services.metrics, &handler.info.name);
     // Unfenced: webhooks arrive at any API instance, which holds no pool lease; the guards
     // (`from` status and stage, the attempt's `submitted_at`) keep a callback from
     // overwriting a newer transition.

@@ -121,8 +121,10 @@ impl Scheduler {
                 }
                 Err(e) => {
                     errors = errors.saturating_add(1);
-                    metrics::counter!("slotd_tick_failures_total", "pool" => pool.clone())
-                        .increment(1);
+                    self.services.metrics.record(|| {
+                        metrics::counter!("slotd_tick_failures_total", "pool" => pool.clone())
+                            .increment(1)
+                    });
                     let pause = cfg
                         .min_rest
                         .max(Duration::from_millis(100))
@@ -208,7 +210,7 @@ impl Scheduler {
                 for pool in pools {
                     for st in UnitStatus::ALL {
                         let n = counts.get(&(pool.clone(), st)).copied().unwrap_or(0);
-                        metrics::gauge!("slotd_units", "pool" => pool.clone(), "status" => st.as_str()).set(n as f64);
+                        self.services.metrics.record(|| metrics::gauge!("slotd_units", "pool" => pool.clone(), "status" => st.as_str()).set(n as f64));
                     }
                 }
             }

@@ -279,16 +279,20 @@ impl Scheduler {
             None
         };
         report.next_due = polls.into_iter().chain(fills).min();
-        metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
-            .set(f64::from(effective));
+        self.services.metrics.record(|| {
+            metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
+                .set(f64::from(effective))
+        });
         if report.capacity_rejected > 0 {
-            metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.clone())
-                .increment(report.capacity_rejected as u64);
+            self.services.metrics.record(|| {
+                metrics::counter!("slotd_capacity_rejections_total", "pool" => pool.clone())
+                    .increment(report.capacity_rejected as u64)
+            });
         }
         report.steps.finish = step.elapsed();
         report.duration = started.elapsed();
         self.publish_tick(&report);
-        report.steps.publish(&pool);
+        report.steps.publish(&self.services.metrics, &pool);
         Ok(report)
     }
 
@@ -570,9 +574,8 @@ impl Scheduler {
                     self.time_polls(&ctx.pool, &refs, &mut decided, now, backlog);
                     for r in &decided.refused {
                         tracing::warn!(handler = %h.info.name, unit = %r.unit_id, reason = %r.reason, "illegal change refused");
-                        metrics::counter!("slotd_handler_illegal_changes_total", "handler" => h.info.name.clone())
-                            .increment(1);
                     }
+                    decided.count(&self.services.metrics, &h.info.name);
                     let seen = AccountSeen {
                         handler: h.info.name.clone(),
                         capacity_rejected: u32::try_from(decided.capacity_rejected)
@@ -651,14 +654,23 @@ impl Scheduler {
 
     fn publish_tick(&self, r: &TickReport) {
         let pool = r.pool.clone();
-        metrics::histogram!("slotd_tick_seconds", "pool" => pool.clone())
-            .record(r.duration.as_secs_f64());
-        metrics::gauge!("slotd_pool_slots_used", "pool" => pool.clone())
-            .set(f64::from(r.used_after));
-        metrics::gauge!("slotd_pool_slots_max", "pool" => pool.clone()).set(f64::from(r.max_slots));
+        self.services.metrics.record(|| {
+            metrics::histogram!("slotd_tick_seconds", "pool" => pool.clone())
+                .record(r.duration.as_secs_f64())
+        });
+        self.services.metrics.record(|| {
+            metrics::gauge!("slotd_pool_slots_used", "pool" => pool.clone())
+                .set(f64::from(r.used_after))
+        });
+        self.services.metrics.record(|| {
+            metrics::gauge!("slotd_pool_slots_max", "pool" => pool.clone())
+                .set(f64::from(r.max_slots))
+        });
         if r.max_slots > 0 {
-            metrics::gauge!("slotd_pool_utilization", "pool" => pool)
-                .set(f64::from(r.used_after) / f64::from(r.max_slots));
+            self.services.metrics.record(|| {
+                metrics::gauge!("slotd_pool_utilization", "pool" => pool)
+                    .set(f64::from(r.used_after) / f64::from(r.max_slots))
+            });
         }
     }
 }

@@ -57,7 +57,7 @@ pub struct TickSteps {
 }
 
 impl TickSteps {
-    pub(super) fn publish(&self, pool: &str) {
+    pub(super) fn publish(&self, metrics: &slotd_core::telemetry::Metrics, pool: &str) {
         for (step, d) in [
             ("claim", self.claim),
             ("collect", self.collect),
@@ -65,8 +65,8 @@ impl TickSteps {
             ("commit", self.commit),
             ("finish", self.finish),
         ] {
-            metrics::histogram!("slotd_tick_step_seconds", "pool" => pool.to_string(), "step" => step)
-                .record(d.as_secs_f64());
+            metrics.record(|| metrics::histogram!("slotd_tick_step_seconds", "pool" => pool.to_string(), "step" => step)
+                .record(d.as_secs_f64()));
         }
     }
 }
