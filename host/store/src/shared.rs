@@ -77,14 +77,17 @@ pub(crate) const SLOT_LOG_SQL: &str = "SELECT e.id, e.unit_id, e.task_id, u.tena
 /// SQL list of the terminal statuses, for `status NOT IN (…)`.
 pub(crate) const TERMINAL_SQL: &str = "('completed', 'failed', 'cancelled')";
 
+// These spell `Result<_, StoreError>` rather than `StoreResult`: cargo-mutants only builds
+// `Ok(...)` replacements for a return type it recognizes as a `Result`.
+
 /// Parse a stored status, naming `what` (e.g. "unit u1") if it is not one we know.
-pub(crate) fn parse_status(what: &str, raw: &str) -> StoreResult<UnitStatus> {
+pub(crate) fn parse_status(what: &str, raw: &str) -> Result<UnitStatus, StoreError> {
     raw.parse()
         .map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
 /// A stored counter as `u32`; negative or oversized values are corruption, named.
-pub(crate) fn counter(unit_id: &str, column: &str, value: i64) -> StoreResult<u32> {
+pub(crate) fn counter(unit_id: &str, column: &str, value: i64) -> Result<u32, StoreError> {
     u32::try_from(value).map_err(|_| {
         StoreError::Corrupt(format!(
             "unit {unit_id}: column {column} holds {value}, not a count"
@@ -100,7 +103,7 @@ pub(crate) fn add_count(
     status: &str,
     parked: bool,
     n: i64,
-) -> StoreResult<()> {
+) -> Result<(), StoreError> {
     let status = parse_status(&format!("a unit of task {task_id}"), status)?;
     let n = u32::try_from(n)
         .map_err(|_| StoreError::Corrupt(format!("task {task_id}: unit count {n} out of range")))?;

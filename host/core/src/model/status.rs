@@ -179,6 +179,8 @@ mod tests {
     fn names_round_trip() {
         for st in UnitStatus::ALL {
             assert_eq!(st.as_str().parse::<UnitStatus>().ok(), Some(st));
+            // What logs, errors and event details print is the stored name.
+            assert_eq!(st.to_string(), st.as_str());
         }
         assert!("succeed".parse::<UnitStatus>().is_err());
     }
