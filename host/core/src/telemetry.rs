@@ -53,7 +53,6 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Counts every counter increment it is given.
-    #[derive(Default)]
     struct Counting(Arc<AtomicU64>);
 
     struct Inc(Arc<AtomicU64>);
