@@ -77,6 +77,12 @@ impl SimHandle {
         self.sim.jobs()
     }
 
+    /// When the first task was created: [`SimHandle::jobs`] counts its times from there, in
+    /// simulated seconds (`wall = first_create + started × time_scale`).
+    pub fn first_create(&self) -> Option<std::time::Instant> {
+        self.sim.first_create().map(tokio::time::Instant::into_std)
+    }
+
     /// Stops accepting, cancels task timers and callbacks, waits for the server to drain.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         self.sim.cancel.cancel();

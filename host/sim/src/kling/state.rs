@@ -375,6 +375,11 @@ impl Sim {
         ok
     }
 
+    /// When the first task was created (the origin of [`Sim::jobs`]' times), if any was.
+    pub(crate) fn first_create(&self) -> Option<Instant> {
+        self.inner.lock().first_create
+    }
+
     /// Every task ever created, oldest first, with times in simulated seconds since the first
     /// create: what a benchmark needs to compare a run with an ideal scheduler.
     pub(crate) fn jobs(&self) -> Vec<SimJob> {

@@ -21,14 +21,14 @@ impl Drop for Cluster {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
 /// The Redis to use: `SLOTD_TEST_REDIS_URL` or the local server, if it answers.
-async fn redis_url() -> Option<String> {
+pub async fn redis_url() -> Option<String> {
     let url =
         std::env::var("SLOTD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let client = redis::Client::open(url.as_str()).ok()?;
@@ -69,22 +69,40 @@ pub async fn start(
         public: callbacks.then(|| format!("http://{api_listen}")),
     };
     let file = write_config(dir, &servers, handler, limit, tick)?;
+    Ok(Some(start_with(dir, &file, &api_listen, 2).await?))
+}
+
+/// One API process listening on `api_listen` and `schedulers` scheduler processes, all
+/// reading `file`; ready once every process answers and `kling:video` has a lease holder.
+pub async fn start_with(
+    dir: &Path,
+    file: &Path,
+    api_listen: &str,
+    schedulers: usize,
+) -> anyhow::Result<Cluster> {
     let log = dir.join("cluster.log");
     let mut cluster = Cluster {
         base: format!("http://{api_listen}"),
         children: Vec::new(),
     };
     let mut bases = Vec::new();
-    for (role, listen) in [
-        ("api", api_listen.clone()),
-        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
-        ("scheduler", format!("127.0.0.1:{}", free_port()?)),
-    ] {
-        cluster.children.push(spawn(&file, &log, role, &listen)?);
+    let mut roles = vec![("api", api_listen.to_string())];
+    for _ in 0..schedulers {
+        roles.push(("scheduler", format!("127.0.0.1:{}", free_port()?)));
+    }
+    for (role, listen) in roles {
+        cluster.children.push(spawn(file, &log, role, &listen)?);
         bases.push(format!("http://{listen}"));
     }
     wait_ready(&cluster.base, &bases, &log).await?;
-    Ok(Some(cluster))
+    Ok(cluster)
+}
+
+impl Cluster {
+    /// Process ids: the API process first, then the schedulers.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
 }
 
 /// What a cluster's processes connect to.

@@ -12,7 +12,9 @@
 //! `kling` (slot fullness against the Kling simulator, polling and callbacks, embedded and in
 //! cluster mode), `eta` (the error of `estimated_completion_at` against the Kling simulator),
 //! `routes` (routed shots over the Kling and fal simulators against the ideal FIFO makespan,
-//! and the fill tick at 10,000 units pending on a route).
+//! and the fill tick at 10,000 units pending on a route), `scale` (one API and 1–4 scheduler
+//! processes over PostgreSQL and Redis against 10–100 simulated Kling accounts: per-unit costs
+//! of the shared parts and throughput, `scale.rs`).
 
 mod cluster;
 mod common;
@@ -22,13 +24,14 @@ mod memory;
 mod report;
 mod routes;
 mod runtime;
+mod scale;
 mod submit;
 mod tick;
 
 use std::path::PathBuf;
 
 const GROUPS: &[&str] = &[
-    "runtime", "tick", "submit", "memory", "kling", "eta", "routes",
+    "runtime", "tick", "submit", "memory", "kling", "eta", "routes", "scale",
 ];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
@@ -82,6 +85,9 @@ fn main() {
         }
         if wanted("routes") {
             routes::run(&mut report).await;
+        }
+        if wanted("scale") {
+            scale::run(&mut report).await;
         }
     });
     report.print();

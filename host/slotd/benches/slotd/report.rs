@@ -72,7 +72,7 @@ impl Report {
     pub fn print(&self) {
         let mut rows: BTreeMap<usize, (&str, BTreeMap<&str, &Record>)> = BTreeMap::new();
         let mut order: Vec<&str> = Vec::new();
-        for r in &self.records {
+        for r in self.records.iter().filter(|r| !is_scale(r)) {
             let i = match order.iter().position(|n| *n == r.name) {
                 Some(i) => i,
                 None => {
@@ -134,6 +134,7 @@ impl Report {
                 any.map(|r| r.unit.as_str()).unwrap_or("")
             );
         }
+        self.print_scale();
         let missed: Vec<String> = self
             .records
             .iter()
@@ -148,6 +149,76 @@ impl Report {
         }
     }
 
+    /// The scale group's figures: a column per deployment (`accounts=N,schedulers=M`), and for
+    /// per-unit costs the spread (largest over smallest) across them.
+    fn print_scale(&self) {
+        let scale: Vec<&Record> = self.records.iter().filter(|r| is_scale(r)).collect();
+        if scale.is_empty() {
+            return;
+        }
+        let mut columns: Vec<&str> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for r in &scale {
+            if !columns.contains(&r.backend.as_str()) {
+                columns.push(&r.backend);
+            }
+            if !names.contains(&r.name.as_str()) {
+                names.push(&r.name);
+            }
+        }
+        let short = |b: &str| b.replace("accounts=", "N=").replace(",schedulers=", " M=");
+        println!();
+        print!("{:<38}", "scale figure");
+        for c in &columns {
+            print!(" {:>13}", short(c));
+        }
+        println!(" {:>9} {:>10}  unit", "max/min", "target");
+        println!("{}", "-".repeat(38 + 14 * columns.len() + 28));
+        for name in names {
+            let row: Vec<Option<&&Record>> = columns
+                .iter()
+                .map(|c| scale.iter().find(|r| r.name == name && r.backend == *c))
+                .collect();
+            print!("{name:<38}");
+            for cell in &row {
+                match cell {
+                    Some(r) => {
+                        let mark = if r.met() == Some(false) { "✗" } else { "" };
+                        print!(" {:>13}", format!("{}{mark}", fmt_value(r.value)));
+                    }
+                    None => print!(" {:>13}", ""),
+                }
+            }
+            let values: Vec<f64> = row.iter().flatten().map(|r| r.value).collect();
+            let spread = match (
+                values.iter().copied().reduce(f64::min),
+                values.iter().copied().reduce(f64::max),
+            ) {
+                (Some(lo), Some(hi)) if name.ends_with("_per_unit") && lo > 0.0 => {
+                    format!("{:.2}", hi / lo)
+                }
+                _ => String::new(),
+            };
+            let any = row.iter().flatten().next();
+            let target = any
+                .and_then(|r| {
+                    r.target.map(|t| {
+                        let op = if r.better == Better::Lower {
+                            "≤"
+                        } else {
+                            "≥"
+                        };
+                        format!("{op} {}", fmt_value(t))
+                    })
+                })
+                .unwrap_or_default();
+            println!(
+                " {spread:>9} {target:>10}  {}",
+                any.map(|r| r.unit.as_str()).unwrap_or("")
+            );
+        }
+    }
+
     /// `[{name, backend, value, unit, target, better}]`, for scripts that compare runs.
     pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
@@ -156,6 +227,11 @@ impl Report {
         let text = serde_json::to_string_pretty(&self.records).map_err(std::io::Error::other)?;
         std::fs::write(path, text + "\n")
     }
+}
+
+/// A figure of the scale group (its backend names a deployment).
+fn is_scale(r: &Record) -> bool {
+    r.backend.starts_with("accounts=")
 }
 
 /// A figure's docs/testing.md target.
