@@ -3,7 +3,9 @@
 //! `webhook-signature` with `[webhooks] secret`), from a durable outbox.
 //!
 //! - Queueing: a sweep finds tasks with a `callback_url` whose end is not queued yet (the
-//!   `webhook_done` flag), and queues a delivery for each that has ended, setting the flag in
+//!   `webhook_done` flag) and whose units have all settled (one statement; a running task
+//!   costs it one index probe, so the sweep's cost follows the tasks that ended, not the open
+//!   ones), and queues a delivery for each that has ended, setting the flag in
 //!   the same transaction. A crash anywhere leaves either the flag unset (the next sweep queues
 //!   it) or the delivery queued.
 //! - Delivering: deliveries are claimed under a lease, attempted, and recorded with what comes
@@ -61,7 +63,7 @@ pub fn retry_delay(cfg: &WebhooksConfig, attempts: i64) -> Duration {
 pub async fn sweep(services: &Services, now: i64) -> Result<usize, StoreError> {
     let store = &services.store;
     let mut queued = 0;
-    // Every open task, page by page: tasks still running must not hide newer ones that ended.
+    // Every ended task, page by page.
     let mut after = 0;
     loop {
         let page = store.webhook_open_tasks(after, SWEEP_PAGE).await?;

@@ -600,8 +600,11 @@ pub trait TaskStore: Send + Sync + 'static {
     /// not yet settled (a task stream ends only once there are none).
     async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool>;
 
-    /// Tasks with a `callback_url` whose end is not queued for delivery yet, after task `seq`
-    /// `after`, oldest first, as `(seq, tenant, task id)`.
+    /// Tasks with a `callback_url` whose end is not queued for delivery yet and whose every
+    /// unit has settled (completed, failed, cancelled, or parked after its finalization gave
+    /// up): the tasks that have ended, after task `seq` `after`, oldest first, as `(seq,
+    /// tenant, task id)`. A task still running costs one index probe, so a sweep reads the
+    /// ended tasks, not every open one.
     async fn webhook_open_tasks(
         &self,
         after: i64,

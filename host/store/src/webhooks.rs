@@ -109,12 +109,16 @@ on_both_drivers! {
         limit: u32,
     ) -> StoreResult<Vec<(i64, String, String)>> {
         Ok(sqlx::query_as(
-            "SELECT seq, tenant, id FROM tasks \
+            "SELECT seq, tenant, id FROM tasks t \
              WHERE callback_url IS NOT NULL AND webhook_done = 0 AND seq > $1 \
+               AND NOT EXISTS (SELECT 1 FROM units u WHERE u.task_id = t.id \
+                   AND u.status NOT IN ('completed', 'failed', 'cancelled') \
+                   AND NOT (u.status = 'succeeded' AND u.next_at = $3)) \
              ORDER BY seq LIMIT $2",
         )
         .bind(after)
         .bind(i64::from(limit))
+        .bind(slotd_core::model::FINALIZE_PARKED_AT)
         .fetch_all(pool)
         .await?)
     }

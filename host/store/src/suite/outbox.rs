@@ -3,14 +3,26 @@
 //! owner, only that owner records the attempt, a retry comes due again, and the list shows
 //! every attempt.
 
-use super::{POOL, T0, VIDEO, create, task};
+use super::{POOL, T0, VIDEO, apply, create, succeed, task, unit, update};
 use crate::{AttemptNext, AttemptOutcome, DynStore, NewDelivery};
+use slotd_core::model::UnitStatus;
 
 pub(crate) async fn webhook_outbox(store: DynStore) {
     let mut with_hook = task("t1", "acme", VIDEO, POOL, 1, 0);
     with_hook.callback_url = Some("https://example.com/hook".into());
     create(&store, with_hook).await;
     create(&store, task("t2", "acme", VIDEO, POOL, 1, 0)).await;
+    // Running: not listed (a sweep reads the tasks that ended, not every open one).
+    assert!(store.webhook_open_tasks(0, 10).await.unwrap().is_empty());
+    let u = unit(&store, "t1", 0).await;
+    succeed(&store, &u.id).await;
+    assert!(
+        store.webhook_open_tasks(0, 10).await.unwrap().is_empty(),
+        "succeeded and not finalized yet is not an end"
+    );
+    let mut parked = update(&u.id, UnitStatus::Succeeded, UnitStatus::Succeeded);
+    parked.next_at = Some(slotd_core::model::FINALIZE_PARKED_AT);
+    apply(&store, parked, T0 + 3).await;
     let open = store.webhook_open_tasks(0, 10).await.unwrap();
     assert_eq!(open.len(), 1);
     assert_eq!((open[0].1.as_str(), open[0].2.as_str()), ("acme", "t1"));
