@@ -7,6 +7,11 @@
 //! half-written entry under a real name. An entry that fails to deserialize (other engine, a
 //! damaged file) is deleted and the component compiled again: the cache can only make loading
 //! faster, never make it fail.
+//!
+//! The runtime's two engines (the pooling one and the on-demand fallback, `engine.rs`) share
+//! one compile configuration: the instance allocator is not part of compiled code nor of the
+//! compatibility hash, so one entry serves both, and which engine a component runs on is
+//! decided each time it is placed (`Shared::place`), never stored.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -49,12 +54,22 @@ impl DiskCache {
 
     /// The cached component, if there is a usable entry (blocking: call off the async runtime).
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+        self.load_with(sha256, |artifact| artifact.deserialize(engine))
+    }
+
+    /// The cached compiled code for this content hash, as `place` makes it (blocking). An entry
+    /// `place` refuses (a damaged file, another engine's code) is deleted: compile again.
+    pub(crate) fn load_with<T>(
+        &self,
+        sha256: &str,
+        place: impl FnOnce(Artifact<'_>) -> anyhow::Result<T>,
+    ) -> Option<T> {
         let path = self.entry(sha256);
         if !path.is_file() {
             return None;
         }
-        match deserialize(engine, &path) {
-            Ok(component) => Some(component),
+        match place(Artifact::File(&path)) {
+            Ok(placed) => Some(placed),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "unusable compiled-handler cache entry; recompiling");
                 let _ = std::fs::remove_file(&path);
@@ -65,37 +80,77 @@ impl DiskCache {
 
     /// Store a compiled component (blocking). Failures are logged, never fatal.
     pub fn store(&self, sha256: &str, component: &Component) {
-        if let Err(e) = self.store_inner(sha256, component) {
+        match component.serialize() {
+            Ok(bytes) => self.store_bytes(sha256, &bytes),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "could not serialize a compiled handler for the cache");
+            }
+        }
+    }
+
+    /// Store compiled code as `Engine::precompile_component` made it (blocking). Failures are
+    /// logged, never fatal.
+    pub(crate) fn store_bytes(&self, sha256: &str, bytes: &[u8]) {
+        if let Err(e) = self.store_inner(sha256, bytes) {
             tracing::warn!(dir = %self.dir.display(), error = %format!("{e:#}"), "could not write the compiled-handler cache");
         }
     }
 
-    fn store_inner(&self, sha256: &str, component: &Component) -> anyhow::Result<()> {
-        let bytes = component
-            .serialize()
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .context("serializing the compiled component")?;
+    fn store_inner(&self, sha256: &str, bytes: &[u8]) -> anyhow::Result<()> {
         let path = self.entry(sha256);
         let tmp = self.dir.join(format!(
             ".{sha256}-{}.{}.tmp",
             self.engine_tag,
             std::process::id()
         ));
-        std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &path)
             .with_context(|| format!("renaming {} into place", tmp.display()))?;
         Ok(())
     }
 }
 
-/// Map a cache entry as a component.
-#[allow(unsafe_code)]
-fn deserialize(engine: &Engine, path: &Path) -> anyhow::Result<Component> {
-    // SAFETY: `deserialize_file` trusts the file to be native code wasmtime produced. Entries
-    // are written only by `DiskCache::store` (from `Component::serialize` of this engine
-    // configuration, renamed into place whole) in a directory as trusted as the database;
-    // wasmtime itself checks the header and the engine's compatibility before mapping it.
-    unsafe { Component::deserialize_file(engine, path) }.map_err(|e| anyhow::anyhow!("{e:#}"))
+/// Compiled code of one component, ready to become a [`Component`] of an engine with the compile
+/// configuration it was made with. Only this crate makes them, from code it compiled itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Artifact<'a> {
+    /// In memory, straight from `Engine::precompile_component` or `Component::serialize`.
+    Bytes(&'a [u8]),
+    /// A cache entry ([`DiskCache::entry`]).
+    File(&'a Path),
+}
+
+impl Artifact<'_> {
+    /// This code as a component of `engine`. Fails when the code does not fit the engine: a
+    /// damaged entry, another compile configuration, or (the pooling engine) a component
+    /// larger than a pool slot.
+    #[allow(unsafe_code)]
+    pub(crate) fn deserialize(self, engine: &Engine) -> anyhow::Result<Component> {
+        let component = match self {
+            // SAFETY: `deserialize` trusts the bytes to be native code wasmtime produced. These
+            // come from `Engine::precompile_component` or `Component::serialize` in this
+            // process (see `Artifact::Bytes`), never from outside it; wasmtime itself checks
+            // the header and the engine's compatibility.
+            Artifact::Bytes(bytes) => unsafe { Component::deserialize(engine, bytes) },
+            // SAFETY: `deserialize_file` trusts the file to be native code wasmtime produced.
+            // Entries are written only by `DiskCache::store_inner` (compiled code of this
+            // compile configuration, renamed into place whole) in a directory as trusted as
+            // the database; wasmtime itself checks the header and the engine's compatibility
+            // before mapping it.
+            Artifact::File(path) => unsafe { Component::deserialize_file(engine, path) },
+        };
+        component.map_err(|e| anyhow::anyhow!("{e:#}"))
+    }
+}
+
+/// `component` as a component of `engine`, which has the same compile configuration (the
+/// on-demand twin of the pooling engine): its code serialized and mapped again (blocking).
+pub(crate) fn rehome(component: &Component, engine: &Engine) -> anyhow::Result<Component> {
+    let bytes = component
+        .serialize()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .context("serializing the compiled component")?;
+    Artifact::Bytes(&bytes).deserialize(engine)
 }
 
 #[cfg(test)]

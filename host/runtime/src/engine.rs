@@ -1,5 +1,9 @@
-//! The engine, its epoch ticker, and the per-call store: the one place where the sandbox
+//! The engines, their epoch ticker, and the per-call store: the one place where the sandbox
 //! budgets of docs/handlers.md are applied (memory cap, guest CPU via epochs, wall deadline).
+//!
+//! Two engines of one compile configuration: calls run on the pooling one (`pool.rs`), and on
+//! the on-demand one when the component does not fit a pool slot or the pool is full. Compiled
+//! code is made once and placed on either ([`Shared::place`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,13 +12,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, InstanceAllocationStrategy, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::SlotdHandler;
+use super::cache::Artifact;
 use super::limiter::CallLimiter;
 use super::output::GuestOutput;
+use super::pool::{Pool, PoolPlan};
 use super::quarantine::Tripped;
 use super::tape::{Redactor, Tape};
 use slotd_core::config::{HandlerConfig, RuntimeLimits};
@@ -28,8 +34,16 @@ const OUTPUT_CAP: usize = 16 * 1024;
 
 /// What every handler call needs from the host, shared by the runtime and every loaded handler.
 pub(crate) struct Shared {
+    /// The engine handlers are compiled with, and run on when they fit: its instances come
+    /// from [`Shared::pool`] (when there is one).
     pub engine: Engine,
     pub linker: Linker<CallState>,
+    /// The on-demand engine, of the same compile configuration: components that do not fit a
+    /// pool slot, and calls that find the pool full, run here. `engine` itself without a pool.
+    pub on_demand: Engine,
+    pub on_demand_linker: Linker<CallState>,
+    /// The pool's shape and call permits; `None`: `engine` allocates on demand.
+    pub pool: Option<Pool>,
     pub limits: RuntimeLimits,
     pub handlers: BTreeMap<String, HandlerConfig>,
     /// One HTTP client for every handler: connection pools are reused across calls.
@@ -48,45 +62,93 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Calls on a pool shaped by `limits` ([`PoolPlan::for_limits`]), falling back on demand.
     pub fn new(
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     ) -> anyhow::Result<Shared> {
-        Shared::build(limits, handlers, tripped, false)
+        Shared::assemble(limits, handlers, tripped, false, Some(PoolPlan::for_limits))
     }
 
-    /// [`Shared::new`], with fuel metering when `fuel` (every store starts with `u64::MAX`
-    /// fuel, so the instructions a call ran are read back; used by `slotd plugin replay`).
+    /// [`Shared::new`] on a pool of another shape (tests squeeze it).
+    #[cfg(test)]
+    pub fn with_pool(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+        tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
+        plan: PoolPlan,
+    ) -> anyhow::Result<Shared> {
+        Shared::assemble(
+            limits,
+            handlers,
+            tripped,
+            false,
+            Some(move |_: &RuntimeLimits, _: u64| plan),
+        )
+    }
+
+    /// One engine allocating on demand, with fuel metering when `fuel` (every store starts
+    /// with `u64::MAX` fuel, so the instructions a call ran are read back): `slotd plugin
+    /// replay` runs one call at a time, no pool is worth its reserved address space.
     pub fn build(
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
         fuel: bool,
     ) -> anyhow::Result<Shared> {
+        Shared::assemble(
+            limits,
+            handlers,
+            tripped,
+            fuel,
+            None::<fn(&RuntimeLimits, u64) -> PoolPlan>,
+        )
+    }
+
+    /// The engines (the pooling one shaped by `plan` from the limits and the engine's memory
+    /// reservation, when given), their linkers and ticker, and the HTTP client.
+    fn assemble(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+        tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
+        fuel: bool,
+        plan: Option<impl FnOnce(&RuntimeLimits, u64) -> PoolPlan>,
+    ) -> anyhow::Result<Shared> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
         config.consume_fuel(fuel);
         config.wasm_component_model(true);
-        let engine = Engine::new(&config)
+        let on_demand = Engine::new(&config)
             .map_err(anyhow::Error::from)
             .context("creating the wasm engine")?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(anyhow::Error::from)
-            .context("adding WASI to the linker")?;
-        SlotdHandler::add_to_linker::<_, wasmtime::component::HasSelf<CallState>>(
-            &mut linker,
-            |state| state,
-        )
-        .map_err(anyhow::Error::from)
-        .context("adding the slotd imports to the linker")?;
+        let on_demand_linker = linker(&on_demand)?;
+        let (engine, linker, pool) = match plan {
+            Some(plan) => {
+                let plan = plan(&limits, on_demand.get_memory_reservation());
+                // The same compile configuration (compiled code moves between the two), the
+                // pool as allocator, and fiber stacks zeroed before reuse: a fresh mapping
+                // used to give every call zeroed stacks, and a pooled one must too.
+                config.allocation_strategy(InstanceAllocationStrategy::Pooling(plan.config()));
+                config.async_stack_zeroing(true);
+                let engine = Engine::new(&config)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("creating the pooling wasm engine ({plan:?})"))?;
+                let linker = linker(&engine)?;
+                (engine, linker, Some(Pool::new(plan)))
+            }
+            None => (on_demand.clone(), on_demand_linker.clone(), None),
+        };
         let http = reqwest::Client::builder()
             // A redirect could lead outside the allowlist: handlers see 3xx answers instead.
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .context("building the handlers' HTTP client")?;
-        let ticker = EpochTicker::start(engine.clone())?;
+        let mut ticked = vec![engine.clone()];
+        if pool.is_some() {
+            ticked.push(on_demand.clone());
+        }
+        let ticker = EpochTicker::start(ticked)?;
         Ok(Shared {
             _ticker: ticker,
             fuel,
@@ -94,6 +156,9 @@ impl Shared {
             metrics: Default::default(),
             engine,
             linker,
+            on_demand,
+            on_demand_linker,
+            pool,
             limits,
             handlers,
             http,
@@ -101,10 +166,53 @@ impl Shared {
         })
     }
 
-    /// A fresh store for one call of `handler`: memory cap over the whole store, no preopens, env, args or sockets,
-    /// captured stdio, and an epoch callback that yields every tick and traps past `deadline`.
+    /// Make compiled code a component: of the pooling engine when it fits a pool slot, else of
+    /// the on-demand engine, with the reason it does not fit (blocking: maps the code).
+    pub fn place(&self, artifact: Artifact<'_>) -> anyhow::Result<Placed> {
+        let misfit = match artifact.deserialize(&self.engine) {
+            Ok(component) => {
+                return Ok(Placed {
+                    component,
+                    misfit: None,
+                });
+            }
+            Err(e) if self.pool.is_some() => e,
+            Err(e) => return Err(e),
+        };
+        let component = artifact.deserialize(&self.on_demand).with_context(|| {
+            format!("placing the compiled code (the pool refused it: {misfit:#})")
+        })?;
+        Ok(Placed {
+            component,
+            misfit: Some(Arc::from(format!("{misfit:#}"))),
+        })
+    }
+
+    /// The linker of the engine `component` belongs to.
+    pub fn linker_for(&self, component: &Component) -> &Linker<CallState> {
+        if Engine::same(component.engine(), &self.engine) {
+            &self.linker
+        } else {
+            &self.on_demand_linker
+        }
+    }
+
+    /// [`Shared::new_store_on`] the engine handlers are compiled with.
     pub fn new_store(
         self: &Arc<Self>,
+        handler: &Arc<str>,
+        config: &Arc<HandlerConfig>,
+        deadline: Instant,
+    ) -> Store<CallState> {
+        self.new_store_on(&self.engine, handler, config, deadline)
+    }
+
+    /// A fresh store of `engine` for one call of `handler`: memory cap over the whole store, no
+    /// preopens, env, args or sockets, captured stdio, and an epoch callback that yields every
+    /// tick and traps past `deadline`.
+    pub fn new_store_on(
+        self: &Arc<Self>,
+        engine: &Engine,
         handler: &Arc<str>,
         config: &Arc<HandlerConfig>,
         deadline: Instant,
@@ -138,7 +246,7 @@ impl Shared {
                 .then(|| Arc::new(Redactor::new(config))),
             queued: Default::default(),
         };
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(engine, state);
         if self.fuel {
             // Fails only on an engine without fuel, which `self.fuel` rules out.
             let _ = store.set_fuel(u64::MAX);
@@ -161,6 +269,30 @@ impl Shared {
         });
         store
     }
+}
+
+/// Compiled code made a component of one of the engines ([`Shared::place`]).
+#[derive(Clone)]
+pub(crate) struct Placed {
+    pub component: Component,
+    /// Why it does not fit a pool slot, when it runs on the on-demand engine for that.
+    pub misfit: Option<Arc<str>>,
+}
+
+/// A linker of `engine` with every import a handler may use: WASI (no sockets, no files) and
+/// the slotd interfaces.
+fn linker(engine: &Engine) -> anyhow::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+        .map_err(anyhow::Error::from)
+        .context("adding WASI to the linker")?;
+    SlotdHandler::add_to_linker::<_, wasmtime::component::HasSelf<CallState>>(
+        &mut linker,
+        |state| state,
+    )
+    .map_err(anyhow::Error::from)
+    .context("adding the slotd imports to the linker")?;
+    Ok(linker)
 }
 
 /// How many epoch ticks of guest execution a CPU budget allows (at least one).
@@ -217,14 +349,14 @@ impl WasiView for CallState {
     }
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] on a small thread until dropped.
+/// Advances the engines' epochs every [`EPOCH_TICK`] on a small thread until dropped.
 pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    pub fn start(engine: Engine) -> anyhow::Result<EpochTicker> {
+    pub fn start(engines: Vec<Engine>) -> anyhow::Result<EpochTicker> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -232,7 +364,9 @@ impl EpochTicker {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
+                    for engine in &engines {
+                        engine.increment_epoch();
+                    }
                 }
             })
             .context("starting the epoch ticker thread")?;

@@ -4,11 +4,17 @@
 //! pre-instantiated component, runs under the wall deadline, and turns traps, deadlines and
 //! guest `err`s into a [`HandlerFault`]. Calls record `slotd_handler_call_seconds` and
 //! `slotd_handler_faults_total`; captured guest stdout/stderr is logged under the handler name.
+//!
+//! A call runs on the instance pool (`pool.rs`) with one of its permits; a call of a pooled
+//! handler that finds none free runs on the on-demand engine instead, from the component's
+//! code mapped there the first time it is needed ([`Handler::overflow`]), counted and logged.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use anyhow::Context;
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 
 use super::bindings::{SlotdHandlerPre, costs, extensions, provider, routes};
@@ -28,6 +34,83 @@ use slotd_core::model::{Change, Unit};
 
 /// Characters of guest stderr appended to a trap message (where a panic message lands).
 const TRAP_STDERR_TAIL: usize = 600;
+
+/// Least time between two warnings that calls of one handler found the pool full (each such
+/// call is counted; the warning says how many since the last one).
+const POOL_FULL_WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The instance allocator a loaded handler's calls run on (docs/handlers.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocator {
+    /// The instance pool; a call that finds it full runs on demand.
+    Pooling,
+    /// wasmtime's on-demand allocator: the component does not fit a pool slot.
+    OnDemand,
+}
+
+/// A compiled component linked for one engine: its pre-instantiated form and where its optional
+/// exports live (export indices belong to one engine's copy of the component).
+pub(crate) struct Linked {
+    pub pre: SlotdHandlerPre<CallState>,
+    pub ext: Option<extensions::GuestIndices>,
+    pub cost: Option<costs::GuestIndices>,
+    pub prov: Option<provider::GuestIndices>,
+    pub route: Option<routes::GuestIndices>,
+}
+
+/// An optional export's indices, found in another engine's [`Linked`] copy of the component.
+pub(crate) trait Export: Sized {
+    fn of(linked: &Linked) -> Option<&Self>;
+}
+
+impl Export for extensions::GuestIndices {
+    fn of(linked: &Linked) -> Option<&Self> {
+        linked.ext.as_ref()
+    }
+}
+
+impl Export for costs::GuestIndices {
+    fn of(linked: &Linked) -> Option<&Self> {
+        linked.cost.as_ref()
+    }
+}
+
+impl Export for provider::GuestIndices {
+    fn of(linked: &Linked) -> Option<&Self> {
+        linked.prov.as_ref()
+    }
+}
+
+impl Export for routes::GuestIndices {
+    fn of(linked: &Linked) -> Option<&Self> {
+        linked.route.as_ref()
+    }
+}
+
+/// Where one call runs: on the handler's own engine (holding a pool permit when that is the
+/// pooling one), or on its on-demand copy. Dropped after the call's store, which gives the
+/// permit back once the store's instances are back in the pool.
+struct Lane<'a> {
+    /// The on-demand copy; `None`: the handler's own `pre` and indices.
+    alt: Option<&'a Linked>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Lane<'_> {
+    fn pre<'p>(&'p self, own: &'p SlotdHandlerPre<CallState>) -> &'p SlotdHandlerPre<CallState> {
+        self.alt.map_or(own, |l| &l.pre)
+    }
+
+    /// The lane's indices of the export whose own indices are `own`.
+    fn export<'p, E: Export>(&'p self, own: &'p E) -> wasmtime::Result<&'p E> {
+        match self.alt {
+            None => Ok(own),
+            Some(linked) => E::of(linked).ok_or_else(|| {
+                wasmtime::Error::msg("the on-demand copy of the component lacks an export")
+            }),
+        }
+    }
+}
 
 /// One loaded version of a handler.
 pub struct Handler {
@@ -61,6 +144,13 @@ pub struct Handler {
     shared: Arc<Shared>,
     /// Consecutive crashing calls of this version (quarantine).
     health: Health,
+    /// The allocator `pre` instantiates with: the pool when it was placed on the pooling engine.
+    allocator: Allocator,
+    /// The component linked for the on-demand engine, made the first time a call of this
+    /// pooled handler finds the pool full.
+    overflow: tokio::sync::OnceCell<Linked>,
+    /// Calls that found the pool full since the last warning, and when that was.
+    pool_full: parking_lot::Mutex<(u64, Option<Instant>)>,
 }
 
 impl std::fmt::Debug for Handler {
@@ -94,12 +184,14 @@ macro_rules! guest_call {
     ($self:ident, $function:literal, config = $config:expr, |$bindings:ident, $store:ident| $call:expr) => {{
         let started = Instant::now();
         let deadline = $self.shared.limits.call_deadline;
-        let mut store = $self
-            .shared
-            .new_store(&$self.name, $config, started + deadline);
+        let lane = $self.lane($function).await;
+        let pre = lane.pre(&$self.pre);
+        let mut store =
+            $self
+                .shared
+                .new_store_on(pre.engine(), &$self.name, $config, started + deadline);
         let answer = tokio::time::timeout(deadline, async {
-            let $bindings = $self
-                .pre
+            let $bindings = pre
                 .instantiate_async(&mut store)
                 .await
                 .map_err(Failure::Instantiate)?;
@@ -108,7 +200,11 @@ macro_rules! guest_call {
         })
         .await;
         let settled = $self.settle($function, started, &store, answer);
-        (settled, Taken::from(&store))
+        let taken = Taken::from(&store);
+        // The store's instances go back to the pool before its permit does.
+        drop(store);
+        drop(lane);
+        (settled, taken)
     }};
 }
 
@@ -127,25 +223,32 @@ macro_rules! ext_call {
     ($self:ident, $ext:ident, $function:literal, config = $config:expr, |$guest:ident, $store:ident| $call:expr) => {{
         let started = Instant::now();
         let deadline = $self.shared.limits.call_deadline;
-        let mut store = $self
-            .shared
-            .new_store(&$self.name, $config, started + deadline);
+        let lane = $self.lane($function).await;
+        let pre = lane.pre(&$self.pre);
+        let mut store =
+            $self
+                .shared
+                .new_store_on(pre.engine(), &$self.name, $config, started + deadline);
         let answer = tokio::time::timeout(deadline, async {
-            let instance = $self
-                .pre
+            let instance = pre
                 .instance_pre()
                 .instantiate_async(&mut store)
                 .await
                 .map_err(Failure::Instantiate)?;
-            let $guest = $ext
-                .load(&mut store, &instance)
+            let $guest = lane
+                .export($ext)
+                .and_then(|indices| indices.load(&mut store, &instance))
                 .map_err(Failure::Instantiate)?;
             let $store = &mut store;
             $call.await.map_err(Failure::Call)
         })
         .await;
         let settled = $self.settle($function, started, &store, answer);
-        (settled, Taken::from(&store))
+        let taken = Taken::from(&store);
+        // The store's instances go back to the pool before its permit does.
+        drop(store);
+        drop(lane);
+        (settled, taken)
     }};
 }
 
@@ -184,6 +287,13 @@ impl Handler {
         // the file may serve it: `describe` of an unchecked file sees no settings, no secrets
         // and no hosts, whatever the file is called.
         let config = Arc::new(HandlerConfig::default());
+        // A component placed on the pooling engine ([`Shared::place`]) runs on the pool.
+        let allocator =
+            if shared.pool.is_some() && wasmtime::Engine::same(pre.engine(), &shared.engine) {
+                Allocator::Pooling
+            } else {
+                Allocator::OnDemand
+            };
         Handler {
             info,
             sha256,
@@ -201,7 +311,94 @@ impl Handler {
             route_models: Vec::new(),
             shared,
             health: Health::default(),
+            allocator,
+            overflow: tokio::sync::OnceCell::new(),
+            pool_full: Default::default(),
         }
+    }
+
+    /// The instance allocator this version's calls run on: the pool, unless the component does
+    /// not fit a pool slot (a call that finds the pool full still runs, on demand).
+    pub fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    /// Where the next call runs: a pooled handler's call takes a pool permit, or, with none
+    /// free, runs on the on-demand copy (counted, and logged at most once a minute).
+    async fn lane(&self, function: &'static str) -> Lane<'_> {
+        let own = Lane {
+            alt: None,
+            _permit: None,
+        };
+        let Some(pool) = self.shared.pool.as_ref() else {
+            return own;
+        };
+        if self.allocator != Allocator::Pooling {
+            return own;
+        }
+        if let Some(permit) = pool.try_enter() {
+            return Lane {
+                alt: None,
+                _permit: Some(permit),
+            };
+        }
+        match self.overflow().await {
+            Ok(linked) => {
+                self.pool_full_fallback(function);
+                Lane {
+                    alt: Some(linked),
+                    _permit: None,
+                }
+            }
+            Err(e) => {
+                // Not seen in practice (the code was mapped on this engine's twin already);
+                // a call must not fail for it: it waits for a pool slot instead.
+                tracing::warn!(handler = %self.name, function, error = %format!("{e:#}"), "the instance pool is full and the on-demand engine cannot take this handler; waiting for a pool slot");
+                Lane {
+                    alt: None,
+                    _permit: pool.enter().await,
+                }
+            }
+        }
+    }
+
+    /// The component linked for the on-demand engine (made once, off the async runtime).
+    async fn overflow(&self) -> anyhow::Result<&Linked> {
+        self.overflow
+            .get_or_try_init(|| async {
+                let component = self.pre.instance_pre().component().clone();
+                let engine = self.shared.on_demand.clone();
+                let moved =
+                    tokio::task::spawn_blocking(move || super::cache::rehome(&component, &engine))
+                        .await
+                        .context("the task mapping the component on demand did not finish")??;
+                super::load::link(&self.shared.on_demand_linker, &moved)
+            })
+            .await
+    }
+
+    /// Count a call that found the pool full, and warn (at most once a minute per version).
+    fn pool_full_fallback(&self, function: &'static str) {
+        self.shared.metrics.record(|| {
+            metrics::counter!(
+                "slotd_handler_fallbacks_total",
+                "handler" => self.name.to_string(),
+                "reason" => "pool_full",
+            )
+            .increment(1)
+        });
+        let calls = {
+            let mut state = self.pool_full.lock();
+            let (unwarned, warned_at) = &mut *state;
+            *unwarned += 1;
+            if warned_at.is_some_and(|at| at.elapsed() < POOL_FULL_WARN_EVERY) {
+                return;
+            }
+            *warned_at = Some(Instant::now());
+            std::mem::take(unwarned)
+        };
+        let pooled = self.shared.pool.as_ref().map_or(0, |p| p.plan.calls);
+        tracing::warn!(handler = %self.name, function, calls, pooled, reason = "pool_full", "the instance pool is full: calls run on the on-demand allocator (slower; counted in slotd_handler_fallbacks_total)");
     }
 
     /// The component's `costs` export (contract 1.2), found at load; `None` before 1.2.

@@ -1,12 +1,15 @@
-//! The wasm runtime: one engine, handler components loaded from the plugins directory, and the
+//! The wasm runtime: the engines, handler components loaded from the plugins directory, and the
 //! host side of the WIT imports (`http`, `log`, `config`, `signing`).
 //!
-//! Each call runs in a fresh `Store` with a memory cap and a deadline (docs/handlers.md); a trap,
-//! a deadline or an `err` comes back as a [`HandlerFault`] and never takes the host down.
+//! Each call runs in a fresh `Store` with a memory cap and a deadline (docs/handlers.md), its
+//! instances taken from a pool shaped by `[limits]`; a trap, a deadline or an `err` comes back
+//! as a [`HandlerFault`] and never takes the host down.
 //!
 //! # Layout
 //! - `bindings.rs`: the only `bindgen!`, fenced in its own module.
-//! - `engine.rs`: the `Engine`, its epoch ticker and the per-call store setup.
+//! - `engine.rs`: the engines (pooling, and on demand), their epoch ticker and the per-call store
+//!   setup.
+//! - `pool.rs`: the instance pool's shape, derived from `[limits]`, and its call permits.
 //! - `host_impl/`: the imports a guest sees.
 //! - `handler.rs`: [`Handler`], a loaded component with typed async calls.
 //! - `registry.rs`: [`Registry`], the current set of handlers behind an `ArcSwap`.
@@ -304,6 +307,9 @@ mod limiter;
 mod load;
 mod output;
 mod ownership;
+mod pool;
+#[cfg(test)]
+mod pooling_tests;
 pub mod quarantine;
 pub mod registry;
 pub mod replay;
@@ -322,7 +328,7 @@ pub mod watcher;
 
 pub use cache::DiskCache;
 pub use engine::EPOCH_TICK;
-pub use handler::Handler;
+pub use handler::{Allocator, Handler};
 pub use load::{CheckReport, check_file, sha256_hex};
 pub use quarantine::Tripped;
 pub use registry::{LoadSummary, Registry, Snapshot};
@@ -346,8 +352,9 @@ pub struct Runtime {
     /// Each handler's `[handlers.<name>]` section.
     pub handlers: BTreeMap<String, HandlerConfig>,
     shared: Arc<Shared>,
-    /// Compiled components by sha256 of the file: reloading an unchanged file skips compiling.
-    compiled: Mutex<HashMap<String, wasmtime::component::Component>>,
+    /// Compiled components by sha256 of the file, placed on their engine: reloading an
+    /// unchanged file skips compiling.
+    compiled: Mutex<HashMap<String, engine::Placed>>,
     /// Compiled components on disk by sha256, so a restart skips compiling too.
     disk: Option<DiskCache>,
     /// Versions that crossed their quarantine threshold; taken once by the watcher.
@@ -382,8 +389,44 @@ impl Runtime {
         metrics: slotd_core::telemetry::Metrics,
     ) -> anyhow::Result<Arc<Runtime>> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut shared = Shared::new(limits.clone(), handlers.clone(), tx)?;
+        let shared = Shared::new(limits.clone(), handlers.clone(), tx)?;
+        Runtime::assemble(shared, rx, cache_dir, metrics)
+    }
+
+    /// [`Runtime::new`] without the instance pool: every call on wasmtime's on-demand allocator,
+    /// as a handler that does not fit the pool runs (benchmarks compare the two).
+    pub fn on_demand(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Shared::build(limits, handlers, tx, false)?;
+        Runtime::assemble(shared, rx, None, Default::default())
+    }
+
+    /// [`Runtime::for_instance`] on a pool of another shape (tests squeeze it).
+    #[cfg(test)]
+    pub(crate) fn with_pool(
+        limits: RuntimeLimits,
+        handlers: BTreeMap<String, HandlerConfig>,
+        cache_dir: Option<&std::path::Path>,
+        metrics: slotd_core::telemetry::Metrics,
+        plan: pool::PoolPlan,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Shared::with_pool(limits, handlers, tx, plan)?;
+        Runtime::assemble(shared, rx, cache_dir, metrics)
+    }
+
+    fn assemble(
+        mut shared: Shared,
+        tripped: tokio::sync::mpsc::UnboundedReceiver<Tripped>,
+        cache_dir: Option<&std::path::Path>,
+        metrics: slotd_core::telemetry::Metrics,
+    ) -> anyhow::Result<Arc<Runtime>> {
         shared.metrics = metrics;
+        let limits = shared.limits.clone();
+        let handlers = shared.handlers.clone();
         let shared = Arc::new(shared);
         let disk = match cache_dir {
             Some(dir) => Some(DiskCache::open(dir, &shared.engine)?),
@@ -395,7 +438,7 @@ impl Runtime {
             shared,
             compiled: Mutex::new(HashMap::new()),
             disk,
-            tripped: Mutex::new(Some(rx)),
+            tripped: Mutex::new(Some(tripped)),
         }))
     }
 

@@ -1,6 +1,7 @@
 //! Loading one component file: read, hash, compile off the async runtime (cached by content
-//! hash), check it targets `slotd:handler@1.x`, pre-instantiate, `describe`, validate.
-//! Every error names the file.
+//! hash), place it on the pooling engine or, when it does not fit a pool slot, the on-demand one
+//! (counted and logged), check it targets `slotd:handler@1.x`, pre-instantiate, `describe`,
+//! validate. Every error names the file.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -9,12 +10,15 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, Linker};
 
 use super::bindings::{
     ACCEPTED_MAJOR, COSTS_INTERFACE, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE,
     PROVIDER_INTERFACE, ROUTES_INTERFACE, SlotdHandlerPre, costs, extensions, provider, routes,
 };
+use super::cache::Artifact;
+use super::engine::{CallState, Placed, Shared};
+use super::handler::Linked;
 use super::{Handler, HandlerInfo, Runtime, StagePool};
 
 impl Runtime {
@@ -42,21 +46,15 @@ impl Runtime {
     async fn load_bytes_inner(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<Arc<Handler>> {
         check_header(&bytes)?;
         let sha256 = sha256_hex(&bytes);
-        let component = self.compile(&sha256, bytes).await?;
-        let contract = check_contract(&self.shared.engine, &component)?;
-        let pre = self
-            .shared
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| anyhow!("{e:#}"))
-            .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
-        let ext = extension_indices(&pre)?;
-        let cost = cost_indices(&pre)?;
-        let prov = provider_indices(&pre)?;
-        let route = route_indices(&pre)?;
-        let pre = SlotdHandlerPre::new(pre)
-            .map_err(|e| anyhow!("{e:#}"))
-            .context("finding the handler exports")?;
+        let Placed { component, misfit } = self.compile(&sha256, bytes).await?;
+        let contract = check_contract(component.engine(), &component)?;
+        let Linked {
+            pre,
+            ext,
+            cost,
+            prov,
+            route,
+        } = link(self.shared.linker_for(&component), &component)?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -86,40 +84,86 @@ impl Runtime {
             .map_err(|fault| anyhow!("describe failed: {fault}"))?;
         validate_info(&info).context("describe returned an invalid declaration")?;
         let (handler, info) = extend(handler, info).await?;
-        Ok(Arc::new(handler.with_info(info)))
+        let handler = handler.with_info(info);
+        if let Some(reason) = misfit {
+            self.shared.metrics.record(|| {
+                metrics::counter!(
+                    "slotd_handler_fallbacks_total",
+                    "handler" => handler.info.name.clone(),
+                    "reason" => "does_not_fit",
+                )
+                .increment(1)
+            });
+            tracing::warn!(handler = %handler.info.name, version = %handler.info.version, path = %path.display(), %reason, "the component does not fit the instance pool: its calls run on the on-demand allocator (slower; counted in slotd_handler_fallbacks_total)");
+        }
+        Ok(Arc::new(handler))
     }
 
-    /// Compile in `spawn_blocking`; an unchanged file (same sha256) reuses the compiled code,
-    /// from memory or else from the disk cache.
-    async fn compile(&self, sha256: &str, bytes: Vec<u8>) -> anyhow::Result<Component> {
+    /// Compile in `spawn_blocking` and place the code on an engine; an unchanged file (same
+    /// sha256) reuses the compiled code, from memory or else from the disk cache.
+    async fn compile(&self, sha256: &str, bytes: Vec<u8>) -> anyhow::Result<Placed> {
         if let Some(hit) = self.compiled.lock().get(sha256) {
             return Ok(hit.clone());
         }
-        let engine = self.shared.engine.clone();
+        let shared = self.shared.clone();
         let disk = self.disk.clone();
         let sha = sha256.to_string();
-        let component = tokio::task::spawn_blocking(move || {
-            if let Some(hit) = disk.as_ref().and_then(|d| d.load(&engine, &sha)) {
+        let placed = tokio::task::spawn_blocking(move || {
+            if let Some(hit) = disk
+                .as_ref()
+                .and_then(|d| d.load_with(&sha, |code| shared.place(code)))
+            {
                 tracing::debug!(sha256 = %sha, "compiled handler taken from the disk cache");
                 return Ok(hit);
             }
             let started = std::time::Instant::now();
-            let component = Component::new(&engine, &bytes)?;
+            let code = precompile(&shared, &bytes)?;
             tracing::info!(sha256 = %sha, elapsed = ?started.elapsed(), "handler compiled");
             if let Some(d) = &disk {
-                d.store(&sha, &component);
+                d.store_bytes(&sha, &code);
             }
-            Ok::<_, wasmtime::Error>(component)
+            shared.place(Artifact::Bytes(&code))
         })
         .await
-        .context("the compile task did not finish")?
-        .map_err(|e| anyhow!("{e:#}"))
-        .context("not a valid WebAssembly component")?;
+        .context("the compile task did not finish")??;
         self.compiled
             .lock()
-            .insert(sha256.to_string(), component.clone());
-        Ok(component)
+            .insert(sha256.to_string(), placed.clone());
+        Ok(placed)
     }
+}
+
+/// Compile a component for the runtime's engines (blocking). Compiling does not depend on the
+/// instance allocator: the code is placed afterwards ([`Shared::place`]).
+fn precompile(shared: &Shared, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+    shared
+        .engine
+        .precompile_component(bytes)
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("not a valid WebAssembly component")
+}
+
+/// Link a component with `linker` (of the component's engine): pre-instantiate it and find its
+/// exports, the required ones and the optional ones of later 1.x minors.
+pub(crate) fn link(linker: &Linker<CallState>, component: &Component) -> anyhow::Result<Linked> {
+    let pre = linker
+        .instantiate_pre(component)
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
+    let ext = extension_indices(&pre)?;
+    let cost = cost_indices(&pre)?;
+    let prov = provider_indices(&pre)?;
+    let route = route_indices(&pre)?;
+    let pre = SlotdHandlerPre::new(pre)
+        .map_err(|e| anyhow!("{e:#}"))
+        .context("finding the handler exports")?;
+    Ok(Linked {
+        pre,
+        ext,
+        cost,
+        prov,
+        route,
+    })
 }
 
 /// The content hash that names a version of a handler file.
@@ -476,14 +520,15 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
         report.problems.push(format!("{e:#}"));
         return report;
     }
-    let engine = runtime.shared.engine.clone();
-    let compiled = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes)).await;
-    let component = match compiled {
-        Ok(Ok(c)) => c,
+    let shared = runtime.shared.clone();
+    let compiled = tokio::task::spawn_blocking(move || {
+        precompile(&shared, &bytes).and_then(|code| shared.place(Artifact::Bytes(&code)))
+    })
+    .await;
+    let Placed { component, misfit } = match compiled {
+        Ok(Ok(placed)) => placed,
         Ok(Err(e)) => {
-            report
-                .problems
-                .push(format!("not a valid WebAssembly component: {e:#}"));
+            report.problems.push(format!("{e:#}"));
             return report;
         }
         Err(e) => {
@@ -493,14 +538,24 @@ pub async fn check_file(runtime: &Runtime, path: &Path) -> CheckReport {
             return report;
         }
     };
-    let contract = match check_contract(&runtime.shared.engine, &component) {
+    if let Some(reason) = &misfit {
+        report.notes.push(format!(
+            "it does not fit the instance pool ({reason}): its calls would run on the slower \
+             on-demand allocator"
+        ));
+    }
+    let contract = match check_contract(component.engine(), &component) {
         Ok(v) => v,
         Err(e) => {
             report.problems.push(format!("{e:#}"));
             String::new()
         }
     };
-    let pre = match runtime.shared.linker.instantiate_pre(&component) {
+    let pre = match runtime
+        .shared
+        .linker_for(&component)
+        .instantiate_pre(&component)
+    {
         Ok(pre) => pre,
         Err(e) => {
             report.problems.push(format!(

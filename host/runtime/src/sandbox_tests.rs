@@ -343,7 +343,9 @@ async fn compiled_code_is_cached_on_disk_across_runtimes() {
 }
 
 /// Instantiate a hand-written component in a store set up exactly as a handler call's, with a
-/// memory cap of `memory_mb`, and classify how it failed as a handler call would.
+/// memory cap of `memory_mb`, on the engine its code is placed on (these components, with their
+/// many memories or huge tables, do not fit a pool slot: on demand), and classify how it failed
+/// as a handler call would.
 async fn instantiate_odd(memory_mb: usize, wat: &str) -> Result<(), HandlerFault> {
     let limits = RuntimeLimits {
         memory_bytes: memory_mb * 1024 * 1024,
@@ -351,17 +353,27 @@ async fn instantiate_odd(memory_mb: usize, wat: &str) -> Result<(), HandlerFault
     };
     let runtime = Runtime::new(limits.clone(), BTreeMap::new()).expect("runtime");
     let bytes = wat::parse_str(wat).expect("the test component parses");
-    let component = wasmtime::component::Component::new(&runtime.shared.engine, bytes)
+    let code = runtime
+        .shared
+        .engine
+        .precompile_component(&bytes)
         .expect("the test component compiles");
+    let component = runtime
+        .shared
+        .place(super::cache::Artifact::Bytes(&code))
+        .expect("the test component is placed on an engine")
+        .component;
     let name: Arc<str> = Arc::from("odd");
     let config = Arc::new(HandlerConfig::default());
-    let mut store =
-        runtime
-            .shared
-            .new_store(&name, &config, Instant::now() + Duration::from_secs(30));
+    let mut store = runtime.shared.new_store_on(
+        component.engine(),
+        &name,
+        &config,
+        Instant::now() + Duration::from_secs(30),
+    );
     match runtime
         .shared
-        .linker
+        .linker_for(&component)
         .instantiate_async(&mut store, &component)
         .await
     {
