@@ -231,6 +231,14 @@ async fn runway_discovered_limits_below_the_configuration_are_obeyed_and_shown()
         }
     })
     .await;
+    // slotd's read at start comes first (under load the handler may load after the other
+    // client's creates, and that one read would see them all, leaving no period read to show).
+    eventually(
+        Duration::from_secs(30),
+        "slotd reads the organization at start",
+        async || (run.sim.stats().organization_gets >= 1).then_some(()),
+    )
+    .await;
     // Another client of the key creates 3 tasks.
     another_client_creates(&run, 3).await;
     // slotd reads the organization again on its period and sees them.
