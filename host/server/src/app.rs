@@ -148,6 +148,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         metrics,
         prometheus: Some(prometheus),
         discovered: Default::default(),
+        events: Default::default(),
     })
 }
 

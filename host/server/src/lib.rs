@@ -33,6 +33,7 @@ pub mod app;
 pub mod check;
 pub mod completion_webhooks;
 pub mod eta;
+pub mod event_feed;
 pub mod hot;
 pub mod keyspace;
 pub mod lease;

@@ -51,4 +51,7 @@ pub struct Services {
     pub discovered: Arc<crate::pool_state::Discovered>,
     /// Task creation through group commit (what `POST /v1/tasks` uses).
     pub tasks: slotd_store::group_commit::TaskWriter,
+    /// The one reader of the event log that wakes this instance's live event streams; idle
+    /// until a stream opens.
+    pub events: crate::event_feed::EventFeed,
 }

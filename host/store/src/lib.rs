@@ -274,6 +274,19 @@ pub struct EventPage {
     pub next: EventCursor,
 }
 
+/// Which tasks got events in a stretch of the whole log ([`TaskStore::unit_event_scopes_after`]):
+/// what one reader of the log tells the streams it serves, so that each reads its own scope
+/// only when there is something in it.
+#[derive(Clone, Debug, Default)]
+pub struct ScopePage {
+    /// `(tenant, task id)` of every task with events in the page, each once, in no order.
+    pub scopes: Vec<(String, String)>,
+    /// Where to read on (the same cursor a stream of every tenant would have reached).
+    pub next: EventCursor,
+    /// The page was full: more events may follow right away.
+    pub more: bool,
+}
+
 /// What a cancellation did. No slot is freed by it: a `submitted` unit's job keeps running at
 /// the provider, so the unit keeps its slot until the scheduler sees the job end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -594,6 +607,12 @@ pub trait TaskStore: Send + Sync + 'static {
         after: EventCursor,
         limit: u32,
     ) -> StoreResult<EventPage>;
+    /// Which tasks (with their tenant) have events among the next `limit` events of the whole
+    /// log after `after`, every tenant's, read in the same order and with the same cursor as
+    /// [`TaskStore::unit_events_after`]: a reader following the log with it learns which
+    /// streams have something to read without reading the events themselves.
+    async fn unit_event_scopes_after(&self, after: EventCursor, limit: u32)
+    -> StoreResult<ScopePage>;
     /// The cursor at the log's end now: a stream starting there sees only what comes next.
     async fn unit_events_head(&self) -> StoreResult<EventCursor>;
     /// Whether task `task_id` has events a stream at `cursor` has not read yet, committed or

@@ -323,6 +323,14 @@ macro_rules! impl_task_store {
                 events::unit_events_after(self.reader(), scope, after, limit).await
             }
 
+            async fn unit_event_scopes_after(
+                &self,
+                after: EventCursor,
+                limit: u32,
+            ) -> StoreResult<crate::ScopePage> {
+                events::unit_event_scopes_after(self.reader(), after, limit).await
+            }
+
             async fn unit_events_head(&self) -> StoreResult<EventCursor> {
                 events::unit_events_head(self.reader()).await
             }

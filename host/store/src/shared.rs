@@ -46,6 +46,14 @@ pub(crate) const EVENT_COLS: &str = "e.id, e.unit_id, e.task_id, e.at, e.from_st
 pub(crate) const EVENT_TENANT: &str =
     "EXISTS (SELECT 1 FROM tasks t WHERE t.id = e.task_id AND t.tenant = $2)";
 
+/// Which tasks a page of events belongs to, with their tenant: `{page}` selects `id, task_id`
+/// of the page's events (in log order, limited); each task comes once, with how many of the
+/// page's events are its and the last one's id (so the caller knows where the page ended and
+/// whether it was full). Events of a task no longer in `tasks` come with a NULL tenant.
+pub(crate) const EVENT_SCOPES: &str = "SELECT p.task_id, t.tenant, MAX(p.id) AS last, \
+     COUNT(*) AS n FROM ({page}) p LEFT JOIN tasks t ON t.id = p.task_id \
+     GROUP BY p.task_id, t.tenant";
+
 /// The scope condition of a tenant-wide event stream: `$3` (the task) is bound as NULL.
 pub(crate) const EVENT_SCOPE_ALL: &str = "CAST($3 AS TEXT) IS NULL";
 

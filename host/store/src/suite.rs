@@ -58,7 +58,7 @@ pub(crate) use reads::{
 };
 pub(crate) use routes::routed_units_bind_once_and_go_back_to_their_route;
 pub(crate) use standing::queue_standing_follows_the_fill_order;
-pub(crate) use streams::event_streams_page_and_resume;
+pub(crate) use streams::{event_scopes_page_and_resume, event_streams_page_and_resume};
 pub(crate) use tasks::{
     cancel_keeps_submitted_until_the_job_ends, create_batch_resolves_keys_in_order,
     retry_bumps_submit_attempt,
@@ -111,6 +111,7 @@ macro_rules! store_suite {
             illegal_moves_are_refused,
             provider_queue_is_written_and_counted,
             event_streams_page_and_resume,
+            event_scopes_page_and_resume,
             webhook_outbox,
             console_reads,
             queue_standing_follows_the_fill_order,

@@ -6,10 +6,18 @@
 //!
 //! Each event is `event: unit`, `id:` the cursor that resumes right after it, `data:` the event
 //! as JSON; a task stream ends with `event: end` and the task's status.
+//!
+//! A stream does not poll: it reads its scope once when it opens, then again each time the
+//! process's one reader of the log ([`EventFeed`](crate::event_feed::EventFeed)) says its
+//! tenant (or its task) got events. A task stream also checks every half minute whether its
+//! task ended, should the end ever come without an event to wake it.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -25,11 +33,16 @@ use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
+use crate::event_feed::{POLL, Subscription};
 use crate::services::Services;
 use slotd_store::{EventCursor, EventScope, UnitEvent};
 
-/// How often a stream looks for new events when it has none to send.
-pub const POLL: Duration = Duration::from_millis(200);
+/// How often a task stream checks whether its task ended when no event woke it (give or take
+/// a fifth, so that streams opened together do not check together). A safety net: every unit
+/// transition writes an event in its own transaction, so the move that ends a task wakes its
+/// streams, which then see it ended; this only bounds how long a stream could outlive its task
+/// should an end ever come without one.
+const END_CHECK: Duration = Duration::from_secs(30);
 /// Events read per query.
 const PAGE: u32 = 500;
 /// A comment line this often keeps proxies from closing an idle stream.
@@ -166,6 +179,11 @@ pub fn stream(
     start: EventCursor,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     services.metrics.record(|| metrics::counter!("slotd_event_streams_total", "scope" => if task.is_some() { "task" } else { "tenant" }).increment(1));
+    // Subscribed before the first read: whatever the feed sees after it wakes this stream.
+    let feed =
+        services
+            .events
+            .subscribe(&services.store, &services.metrics, &tenant, task.as_deref());
     let state = Reader {
         services,
         tenant,
@@ -173,12 +191,22 @@ pub fn stream(
         cursor: start,
         queued: VecDeque::new(),
         done: false,
+        feed,
+        stale: true,
+        check_end: true,
+        settling: false,
+        next_check: Instant::now() + end_check(),
     };
     let events = futures::stream::unfold(state, |mut r| async move {
         let event = r.next().await?;
         Some((Ok(event), r))
     });
     Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+/// [`END_CHECK`], jittered.
+fn end_check() -> Duration {
+    END_CHECK.mul_f64(rand::rng().random_range(0.8..1.2))
 }
 
 /// One stream's reading state.
@@ -189,6 +217,27 @@ struct Reader {
     cursor: EventCursor,
     queued: VecDeque<(EventCursor, UnitEvent)>,
     done: bool,
+    /// What wakes the stream when its scope got events.
+    feed: Subscription,
+    /// Read the scope before waiting again: the stream just opened, or was woken.
+    stale: bool,
+    /// A task stream checks whether its task ended before waiting again.
+    check_end: bool,
+    /// The task ended but its last events are not all read yet: check (and read) again soon.
+    settling: bool,
+    /// When a task stream checks whether its task ended, whatever the feed says.
+    next_check: Instant,
+}
+
+/// Where a task stream's task stands.
+enum Ending {
+    /// Not ended (or not a task stream).
+    Open,
+    /// Ended, with events the stream has not read yet (on PostgreSQL the last ones may still
+    /// be settling when the task shows ended).
+    Settling,
+    /// Ended and every event read: the stream ends with this status.
+    Ended(&'static str),
 }
 
 impl Reader {
@@ -201,68 +250,122 @@ impl Reader {
             if let Some((cursor, e)) = self.queued.pop_front() {
                 return Some(unit_event(cursor, &e));
             }
-            match self.read().await {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(message) => {
-                    // The stream says why it stops; the client resumes from its last id.
-                    self.done = true;
-                    return Some(
-                        Event::default()
-                            .event("error")
-                            .data(json!({ "message": message }).to_string()),
-                    );
+            if self.stale {
+                match self.read().await {
+                    // Sent, then read on until a read brings nothing.
+                    Ok(true) => continue,
+                    Ok(false) => self.stale = false,
+                    Err(message) => {
+                        // The stream says why it stops; the client resumes from its last id.
+                        self.done = true;
+                        return Some(
+                            Event::default()
+                                .event("error")
+                                .data(json!({ "message": message }).to_string()),
+                        );
+                    }
                 }
             }
-            if let Some(status) = self.ended().await {
-                self.done = true;
-                return Some(
-                    Event::default()
-                        .event("end")
-                        .data(json!({ "task_id": self.task, "status": status }).to_string()),
-                );
+            if self.check_end && self.task.is_some() {
+                self.check_end = false;
+                match self.ended().await {
+                    Ending::Ended(status) => {
+                        self.done = true;
+                        return Some(
+                            Event::default().event("end").data(
+                                json!({ "task_id": self.task, "status": status }).to_string(),
+                            ),
+                        );
+                    }
+                    Ending::Settling => {
+                        self.settling = true;
+                        self.next_check = Instant::now() + POLL;
+                    }
+                    Ending::Open => self.settling = false,
+                }
             }
-            tokio::time::sleep(POLL).await;
+            self.wait().await;
         }
     }
 
-    /// Read a page into the queue; whether it brought events.
-    async fn read(&mut self) -> Result<bool, String> {
-        let scope = EventScope {
-            tenant: &self.tenant,
-            task_id: self.task.as_deref(),
-        };
-        let page = self
-            .services
-            .store
-            .unit_events_after(scope, self.cursor, PAGE)
-            .await
-            .map_err(|e| format!("reading events: {e}"))?;
-        self.cursor = page.next;
-        let any = !page.events.is_empty();
-        self.queued.extend(page.events);
-        Ok(any)
+    /// Until there may be something to read: the feed wakes the stream, or (a task stream)
+    /// it is time to check whether the task ended.
+    async fn wait(&mut self) {
+        if self.task.is_none() {
+            self.feed.woken().await;
+            self.stale = true;
+            return;
+        }
+        tokio::select! {
+            () = self.feed.woken() => {
+                self.stale = true;
+                self.check_end = true;
+            }
+            () = tokio::time::sleep_until(self.next_check) => {
+                self.check_end = true;
+                // Still settling: read too, as the events may have settled since.
+                self.stale |= self.settling;
+                self.next_check = Instant::now() + end_check();
+            }
+        }
     }
 
-    /// For a task stream: the task's status once it has ended and every one of its events has
-    /// been read (on PostgreSQL the last ones may still be settling when the task shows ended).
-    async fn ended(&self) -> Option<&'static str> {
+    /// Read a page into the queue; whether it brought events. A read that brings none has
+    /// read everything committed before it (on PostgreSQL, what is settled at its horizon).
+    async fn read(&mut self) -> Result<bool, String> {
+        loop {
+            let scope = EventScope {
+                tenant: &self.tenant,
+                task_id: self.task.as_deref(),
+            };
+            let before = self.cursor;
+            self.feed.count_read();
+            let page = self
+                .services
+                .store
+                .unit_events_after(scope, self.cursor, PAGE)
+                .await
+                .map_err(|e| format!("reading events: {e}"))?;
+            self.cursor = page.next;
+            if !page.events.is_empty() {
+                self.queued.extend(page.events);
+                return Ok(true);
+            }
+            // An empty end of a batch (PostgreSQL) read what was settled at an older horizon:
+            // read once more, from a horizon taken now.
+            if before.horizon == 0 {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// For a task stream: whether the task has ended and every one of its events has been
+    /// read.
+    async fn ended(&self) -> Ending {
         use slotd_core::model::TaskStatus;
-        let id = self.task.as_deref()?;
+        let Some(id) = self.task.as_deref() else {
+            return Ending::Open;
+        };
         let store = &self.services.store;
-        let task = store.task_get(&self.tenant, id).await.ok()??;
+        let Ok(Some(task)) = store.task_get(&self.tenant, id).await else {
+            return Ending::Open;
+        };
         let status = task.counts.task_status();
         if !matches!(
             status,
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
         ) {
-            return None;
+            return Ending::Open;
         }
         let behind = store
             .unit_events_behind(id, self.cursor)
             .await
             .unwrap_or(true);
-        (!behind && self.queued.is_empty()).then(|| status.as_str())
+        if behind || !self.queued.is_empty() {
+            Ending::Settling
+        } else {
+            Ending::Ended(status.as_str())
+        }
     }
 }
 
@@ -285,3 +388,7 @@ pub async fn task_stream(
     let start = resume_from(headers, after)?.unwrap_or_default();
     Ok(stream(services, tenant, Some(id), start).into_response())
 }
+
+#[cfg(test)]
+#[path = "events_tests.rs"]
+mod tests;

@@ -99,6 +99,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         durations: Default::default(),
         discovered: Default::default(),
         tasks: slotd_store::group_commit::TaskWriter::start(store.clone(), Default::default()),
+        events: Default::default(),
     };
     Harness {
         app: router(services.clone()),

@@ -14,7 +14,8 @@
 //! `routes` (routed shots over the Kling and fal simulators against the ideal FIFO makespan,
 //! and the fill tick at 10,000 units pending on a route), `scale` (one API and 1–4 scheduler
 //! processes over PostgreSQL and Redis against 10–100 simulated Kling accounts: per-unit costs
-//! of the shared parts and throughput, `scale.rs`).
+//! of the shared parts and throughput, `scale.rs`), `sse` (the CPU 1,000 idle live event
+//! streams add to a real `slotd serve`, `sse.rs`).
 
 mod cluster;
 mod common;
@@ -25,13 +26,14 @@ mod report;
 mod routes;
 mod runtime;
 mod scale;
+mod sse;
 mod submit;
 mod tick;
 
 use std::path::PathBuf;
 
 const GROUPS: &[&str] = &[
-    "runtime", "tick", "submit", "memory", "kling", "eta", "routes", "scale",
+    "runtime", "tick", "submit", "memory", "kling", "eta", "routes", "scale", "sse",
 ];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
@@ -85,6 +87,9 @@ fn main() {
         }
         if wanted("routes") {
             routes::run(&mut report).await;
+        }
+        if wanted("sse") {
+            sse::run(&mut report).await;
         }
         if wanted("scale") {
             scale::run(&mut report).await;

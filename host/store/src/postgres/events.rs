@@ -1,11 +1,12 @@
 //! Event streams on PostgreSQL: events are read in batches of settled transactions (those
 //! below the snapshot's `xmin`), each batch in id order (see `store/events.rs`).
 
+use sqlx::Row;
 use sqlx::postgres::PgPool;
 
 use crate::shared::postgres::event_from_row;
-use crate::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
-use crate::{EventCursor, EventPage, EventScope, StoreResult};
+use crate::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_SCOPES, EVENT_TENANT};
+use crate::{EventCursor, EventPage, EventScope, ScopePage, StoreResult};
 
 /// The horizon now: every transaction below it has committed or rolled back.
 const HORIZON_SQL: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
@@ -70,6 +71,66 @@ pub(super) async fn unit_events_after(
         },
     };
     Ok(EventPage { events, next })
+}
+
+/// [`unit_events_after`] over every tenant's events, reading only which tasks they belong to:
+/// the same batches, the same pages, the same cursor.
+pub(super) async fn unit_event_scopes_after(
+    pool: &PgPool,
+    after: EventCursor,
+    limit: u32,
+) -> StoreResult<ScopePage> {
+    let (horizon, from_id) = if after.horizon != 0 {
+        (after.horizon, after.id)
+    } else {
+        let now: i64 = sqlx::query_scalar(HORIZON_SQL).fetch_one(pool).await?;
+        (now, 0)
+    };
+    if horizon <= after.settled {
+        return Ok(ScopePage {
+            scopes: Vec::new(),
+            next: after,
+            more: false,
+        });
+    }
+    let rows = sqlx::query(&EVENT_SCOPES.replace(
+        "{page}",
+        "SELECT e.id, e.task_id FROM unit_events e \
+         WHERE e.tx >= $2 AND e.tx < $3 AND e.id > $1 ORDER BY e.id LIMIT $4",
+    ))
+    .bind(from_id)
+    .bind(after.settled)
+    .bind(horizon)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut scopes = Vec::with_capacity(rows.len());
+    let (mut last, mut read) = (0_i64, 0_i64);
+    for row in &rows {
+        last = last.max(row.try_get::<i64, _>("last")?);
+        read += row.try_get::<i64, _>("n")?;
+        // A task gone from `tasks` has no tenant, and no stream that could read its events.
+        if let Some(tenant) = row.try_get::<Option<String>, _>("tenant")? {
+            scopes.push((tenant, row.try_get("task_id")?));
+        }
+    }
+    let more = read >= i64::from(limit) && read > 0;
+    let next = if more {
+        // More of this batch may follow.
+        EventCursor {
+            settled: after.settled,
+            horizon,
+            id: last,
+        }
+    } else {
+        // The batch is read: everything below its horizon is.
+        EventCursor {
+            settled: horizon,
+            horizon: 0,
+            id: 0,
+        }
+    };
+    Ok(ScopePage { scopes, next, more })
 }
 
 pub(super) async fn unit_events_head(pool: &PgPool) -> StoreResult<EventCursor> {

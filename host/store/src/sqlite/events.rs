@@ -1,11 +1,12 @@
 //! Event streams on SQLite: one writer, so ids are in commit order and the cursor is the last
 //! id read (see `store/events.rs`).
 
+use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 
 use crate::shared::sqlite::event_from_row;
-use crate::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_TENANT};
-use crate::{EventCursor, EventPage, EventScope, StoreResult};
+use crate::shared::{EVENT_COLS, EVENT_SCOPE_ALL, EVENT_SCOPES, EVENT_TENANT};
+use crate::{EventCursor, EventPage, EventScope, ScopePage, StoreResult};
 
 pub(super) async fn unit_events_after(
     pool: &SqlitePool,
@@ -41,6 +42,41 @@ pub(super) async fn unit_events_after(
         .collect::<StoreResult<Vec<_>>>()?;
     let next = events.last().map_or(after, |(c, _)| *c);
     Ok(EventPage { events, next })
+}
+
+/// [`unit_events_after`] over every tenant's events, reading only which tasks they belong to
+/// (the id range of the primary key, then each task's tenant by its key).
+pub(super) async fn unit_event_scopes_after(
+    pool: &SqlitePool,
+    after: EventCursor,
+    limit: u32,
+) -> StoreResult<ScopePage> {
+    let rows = sqlx::query(&EVENT_SCOPES.replace(
+        "{page}",
+        "SELECT e.id, e.task_id FROM unit_events e WHERE e.id > $1 ORDER BY e.id LIMIT $2",
+    ))
+    .bind(after.id)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut scopes = Vec::with_capacity(rows.len());
+    let (mut last, mut read) = (after.id, 0_i64);
+    for row in &rows {
+        last = last.max(row.try_get::<i64, _>("last")?);
+        read += row.try_get::<i64, _>("n")?;
+        // A task gone from `tasks` has no tenant, and no stream that could read its events.
+        if let Some(tenant) = row.try_get::<Option<String>, _>("tenant")? {
+            scopes.push((tenant, row.try_get("task_id")?));
+        }
+    }
+    Ok(ScopePage {
+        scopes,
+        next: EventCursor {
+            id: last,
+            ..EventCursor::default()
+        },
+        more: read >= i64::from(limit) && read > 0,
+    })
 }
 
 pub(super) async fn unit_events_head(pool: &SqlitePool) -> StoreResult<EventCursor> {

@@ -154,3 +154,147 @@ async fn store_ids(store: &DynStore, task: &str) -> Vec<i64> {
         .map(|e| e.id)
         .collect()
 }
+
+/// Read the whole log's scopes from `from` to the end, `limit` events a page: each page's
+/// scopes, and the cursor after it.
+async fn scope_pages(
+    store: &DynStore,
+    mut from: EventCursor,
+    limit: u32,
+) -> Vec<(Vec<(String, String)>, EventCursor)> {
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        let page = store.unit_event_scopes_after(from, limit).await.unwrap();
+        let done = !page.more;
+        let mut scopes = page.scopes;
+        scopes.sort();
+        if !scopes.is_empty() {
+            out.push((scopes, page.next));
+        }
+        from = page.next;
+        if done {
+            return out;
+        }
+    }
+    panic!("the log never ended");
+}
+
+fn scope(tenant: &str, task: &str) -> (String, String) {
+    (tenant.to_string(), task.to_string())
+}
+
+/// `unit_event_scopes_after` (what the API's one reader of the log uses to wake streams): every
+/// tenant's tasks with events, each once a page; paged in the log's order, one event at a time
+/// naming that event's task; resumed from any page's cursor; from the head only what comes
+/// after, naming only the task that moved.
+pub(crate) async fn event_scopes_page_and_resume(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    create(&store, task("t2", "acme", VIDEO, POOL, 2, 0)).await;
+    create(&store, task("t3", "other", VIDEO, POOL, 2, 0)).await;
+    store
+        .unit_apply(
+            &[
+                update("t1-u0", UnitStatus::Pending, UnitStatus::Cancelled),
+                update("t3-u1", UnitStatus::Pending, UnitStatus::Cancelled),
+            ],
+            T0 + 1,
+            None,
+        )
+        .await
+        .unwrap();
+    // Every event of the three tasks, in id order, by task.
+    let mut log: Vec<(i64, String)> = Vec::new();
+    for t in ["t1", "t2", "t3"] {
+        log.extend(
+            store_ids(&store, t)
+                .await
+                .into_iter()
+                .map(|id| (id, t.into())),
+        );
+    }
+    log.sort();
+    let everyone = vec![
+        scope("acme", "t1"),
+        scope("acme", "t2"),
+        scope("other", "t3"),
+    ];
+    // On PostgreSQL an event shows once every older write transaction on the server has ended
+    // (other tests' too): wait until all of them show.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let pages = scope_pages(&store, EventCursor::default(), 1000).await;
+        let mut seen: Vec<_> = pages.into_iter().flat_map(|(s, _)| s).collect();
+        seen.sort();
+        seen.dedup();
+        if seen == everyone {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the events never all showed: {seen:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // All at once: each task once.
+    let pages = scope_pages(&store, EventCursor::default(), 1000).await;
+    assert_eq!(pages.len(), 1, "{pages:?}");
+    assert_eq!(pages[0].0, everyone);
+    // One event a page: that event's task, in the log's order, no event skipped or doubled.
+    let ones = scope_pages(&store, EventCursor::default(), 1).await;
+    let tasks: Vec<&str> = ones
+        .iter()
+        .map(|(s, _)| {
+            assert_eq!(s.len(), 1, "{s:?}");
+            s[0].1.as_str()
+        })
+        .collect();
+    let expected: Vec<&str> = log.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(tasks, expected);
+    // Pages of three: the tasks of those events.
+    let threes = scope_pages(&store, EventCursor::default(), 3).await;
+    let mut at = 0;
+    for (scopes, _) in &threes {
+        let mut want: Vec<_> = log[at..(at + 3).min(log.len())]
+            .iter()
+            .map(|(_, t)| scope(if t == "t3" { "other" } else { "acme" }, t))
+            .collect();
+        want.sort();
+        want.dedup();
+        assert_eq!(scopes, &want, "page from event {at}");
+        at += 3;
+    }
+    assert!(at >= log.len());
+    // Resumed from any page's cursor: exactly the pages after it.
+    for (k, (_, cursor)) in ones.iter().enumerate() {
+        let rest = scope_pages(&store, *cursor, 1).await;
+        let rest: Vec<&str> = rest.iter().map(|(s, _)| s[0].1.as_str()).collect();
+        assert_eq!(rest, expected[k + 1..], "resumed after event {k}");
+    }
+    // From the head: nothing, then only the task that moved.
+    let head = store.unit_events_head().await.unwrap();
+    assert!(scope_pages(&store, head, 10).await.is_empty());
+    store
+        .unit_apply(
+            &[update("t2-u1", UnitStatus::Pending, UnitStatus::Cancelled)],
+            T0 + 2,
+            None,
+        )
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        let got = scope_pages(&store, head, 10).await;
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new event never showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0].0, vec![scope("acme", "t2")]);
+    // And read on from there: nothing more.
+    assert!(scope_pages(&store, after[0].1, 10).await.is_empty());
+}
