@@ -611,8 +611,11 @@ pub trait TaskStore: Send + Sync + 'static {
     /// log after `after`, every tenant's, read in the same order and with the same cursor as
     /// [`TaskStore::unit_events_after`]: a reader following the log with it learns which
     /// streams have something to read without reading the events themselves.
-    async fn unit_event_scopes_after(&self, after: EventCursor, limit: u32)
-    -> StoreResult<ScopePage>;
+    async fn unit_event_scopes_after(
+        &self,
+        after: EventCursor,
+        limit: u32,
+    ) -> StoreResult<ScopePage>;
     /// The cursor at the log's end now: a stream starting there sees only what comes next.
     async fn unit_events_head(&self) -> StoreResult<EventCursor>;
     /// Whether task `task_id` has events a stream at `cursor` has not read yet, committed or
