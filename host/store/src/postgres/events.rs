@@ -11,25 +11,47 @@ use crate::{EventCursor, EventPage, EventScope, ScopePage, StoreResult};
 /// The horizon now: every transaction below it has committed or rolled back.
 const HORIZON_SQL: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
 
-pub(super) async fn unit_events_after(
-    pool: &PgPool,
-    scope: EventScope<'_>,
-    after: EventCursor,
-    limit: u32,
-) -> StoreResult<EventPage> {
-    // Go on with the batch being read, or start the next one at the horizon now.
+/// The batch a read after `after` goes on with: the one being read, or the next one, up to
+/// the horizon now; as `(horizon, id to read after)`, `None` when nothing has settled since.
+async fn batch(pool: &PgPool, after: EventCursor) -> StoreResult<Option<(i64, i64)>> {
     let (horizon, from_id) = if after.horizon != 0 {
         (after.horizon, after.id)
     } else {
         let now: i64 = sqlx::query_scalar(HORIZON_SQL).fetch_one(pool).await?;
         (now, 0)
     };
-    if horizon <= after.settled {
+    Ok((horizon > after.settled).then_some((horizon, from_id)))
+}
+
+/// Where a read of the batch up to `horizon` leaves off: at `last` when the page was full
+/// (more of this batch may follow), else past the batch (everything below its horizon is read).
+fn next_cursor(after: EventCursor, horizon: i64, full_at: Option<i64>) -> EventCursor {
+    match full_at {
+        Some(last) => EventCursor {
+            settled: after.settled,
+            horizon,
+            id: last,
+        },
+        None => EventCursor {
+            settled: horizon,
+            horizon: 0,
+            id: 0,
+        },
+    }
+}
+
+pub(super) async fn unit_events_after(
+    pool: &PgPool,
+    scope: EventScope<'_>,
+    after: EventCursor,
+    limit: u32,
+) -> StoreResult<EventPage> {
+    let Some((horizon, from_id)) = batch(pool, after).await? else {
         return Ok(EventPage {
             events: Vec::new(),
             next: after,
         });
-    }
+    };
     let scoped = match scope.task_id {
         Some(_) => "e.task_id = $3",
         None => EVENT_SCOPE_ALL,
@@ -60,16 +82,8 @@ pub(super) async fn unit_events_after(
             Ok((cursor, e))
         })
         .collect::<StoreResult<Vec<_>>>()?;
-    let next = match events.last() {
-        // More of this batch may follow.
-        Some((c, _)) if full => *c,
-        // The batch is read: everything below its horizon is.
-        _ => EventCursor {
-            settled: horizon,
-            horizon: 0,
-            id: 0,
-        },
-    };
+    let full_at = events.last().filter(|_| full).map(|(c, _)| c.id);
+    let next = next_cursor(after, horizon, full_at);
     Ok(EventPage { events, next })
 }
 
@@ -80,19 +94,13 @@ pub(super) async fn unit_event_scopes_after(
     after: EventCursor,
     limit: u32,
 ) -> StoreResult<ScopePage> {
-    let (horizon, from_id) = if after.horizon != 0 {
-        (after.horizon, after.id)
-    } else {
-        let now: i64 = sqlx::query_scalar(HORIZON_SQL).fetch_one(pool).await?;
-        (now, 0)
-    };
-    if horizon <= after.settled {
+    let Some((horizon, from_id)) = batch(pool, after).await? else {
         return Ok(ScopePage {
             scopes: Vec::new(),
             next: after,
             more: false,
         });
-    }
+    };
     let rows = sqlx::query(&EVENT_SCOPES.replace(
         "{page}",
         "SELECT e.id, e.task_id FROM unit_events e \
@@ -115,21 +123,7 @@ pub(super) async fn unit_event_scopes_after(
         }
     }
     let more = read >= i64::from(limit) && read > 0;
-    let next = if more {
-        // More of this batch may follow.
-        EventCursor {
-            settled: after.settled,
-            horizon,
-            id: last,
-        }
-    } else {
-        // The batch is read: everything below its horizon is.
-        EventCursor {
-            settled: horizon,
-            horizon: 0,
-            id: 0,
-        }
-    };
+    let next = next_cursor(after, horizon, more.then_some(last));
     Ok(ScopePage { scopes, next, more })
 }
 
