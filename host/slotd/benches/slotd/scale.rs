@@ -30,6 +30,7 @@ use crate::cluster;
 use crate::report::{Better, Report, Target};
 
 mod analysis;
+mod figures;
 mod servers;
 
 use analysis::{fifo_latencies, jobs_wall, quantile, utilization_while_waiting};
@@ -164,117 +165,6 @@ struct Measured {
     peak_per_account: u32,
 }
 
-impl Measured {
-    fn per_unit(&self, v: f64) -> f64 {
-        v / self.units.max(1) as f64
-    }
-
-    fn cpu_of(&self, prefix: &str) -> f64 {
-        self.delta
-            .cpu
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v)
-            .sum()
-    }
-
-    fn record_costs(&self, report: &mut Report, shape: &Shape, prefix: &str) {
-        let b = shape.backend();
-        if let Some(s) = self.delta.pg_statements {
-            report.add(
-                &format!("{prefix}_pg_statements_per_unit"),
-                &b,
-                self.per_unit(s),
-                "1",
-                Target::None(Better::Lower),
-            );
-        }
-        for (name, v, unit) in [
-            ("pg_wal_bytes_per_unit", self.delta.pg_wal_bytes, "B"),
-            ("pg_rows_per_unit", self.delta.pg_rows, "1"),
-            ("redis_commands_per_unit", self.delta.redis_commands, "1"),
-            (
-                "scheduler_cpu_ms_per_unit",
-                self.cpu_of("scheduler") * 1e3,
-                "ms",
-            ),
-            ("api_cpu_ms_per_unit", self.cpu_of("api") * 1e3, "ms"),
-            (
-                "postgres_cpu_ms_per_unit",
-                self.cpu_of("postgres") * 1e3,
-                "ms",
-            ),
-        ] {
-            report.add(
-                &format!("{prefix}_{name}"),
-                &b,
-                self.per_unit(v),
-                unit,
-                Target::None(Better::Lower),
-            );
-        }
-    }
-
-    fn record_steady(&self, report: &mut Report, shape: &Shape) {
-        let b = shape.backend();
-        self.record_costs(report, shape, "scale");
-        let target = if shape.accounts >= 100 {
-            Target::AtLeast(0.99)
-        } else {
-            Target::None(Better::Higher)
-        };
-        report.add("scale_backlog_util", &b, self.backlog_util, "ratio", target);
-        report.add(
-            "scale_submit_latency_p50",
-            &b,
-            self.latency_p50_ms,
-            "ms",
-            Target::None(Better::Lower),
-        );
-        report.add(
-            "scale_submit_latency_p99",
-            &b,
-            self.latency_p99_ms,
-            "ms",
-            Target::None(Better::Lower),
-        );
-        report.add(
-            "scale_steady_units_per_s",
-            &b,
-            self.units_per_s,
-            "1/s",
-            Target::None(Better::Higher),
-        );
-        report.add(
-            "scale_account_peak",
-            &b,
-            f64::from(self.peak_per_account),
-            "jobs",
-            Target::AtMost(f64::from(SLOTS_PER_ACCOUNT)),
-        );
-    }
-
-    /// The resource that saturated first: the host's CPU when it was nearly all busy, else
-    /// the busiest process (in cores).
-    fn saturated_by(&self) -> (String, f64) {
-        let secs = self.wall.as_secs_f64().max(1e-9);
-        let host = if self.delta.host_total > 0.0 {
-            self.delta.host_busy / self.delta.host_total * self.cores as f64
-        } else {
-            0.0
-        };
-        if host >= 0.9 * self.cores as f64 {
-            return (format!("host_cpu_cores_busy_of_{}", self.cores), host);
-        }
-        self.delta
-            .cpu
-            .iter()
-            .map(|(k, v)| (format!("{k}_cpu_cores"), v / secs))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .unwrap_or_else(|| ("unknown".into(), 0.0))
-    }
-}
-
 /// One run, `None` when PostgreSQL or Redis is not there to run it on.
 async fn measure(shape: &Shape) -> anyhow::Result<Option<Measured>> {
     let b = shape.backend();
@@ -306,35 +196,11 @@ async fn run_on(
     db: &PrivateDb,
     redis: &PrivateRedis,
 ) -> anyhow::Result<Measured> {
-    let mut sims = Vec::new();
-    for i in 0..shape.accounts {
-        sims.push(
-            slotd_sim::kling::start(SimOptions {
-                listen: "127.0.0.1:0".parse()?,
-                concurrency: SLOTS_PER_ACCOUNT,
-                time_scale: shape.time_scale,
-                seed: 2026 + i as u64,
-                access_key: format!("AK{i}"),
-                secret_key: format!("SK{i}"),
-                ..SimOptions::default()
-            })
-            .await?,
-        );
-    }
+    let sims = start_sims(shape).await?;
     let api_listen = format!("127.0.0.1:{}", cluster::free_port()?);
     let file = write_config(dir, shape, &db.url, &redis.url, &api_listen, &sims)?;
     let cluster = cluster::start_with(dir, &file, &api_listen, shape.schedulers).await?;
-    let mut pids: BTreeMap<String, u32> = BTreeMap::new();
-    for (i, pid) in cluster.pids().into_iter().enumerate() {
-        let name = if i == 0 {
-            "api".to_string()
-        } else {
-            format!("scheduler-{}", i - 1)
-        };
-        pids.insert(name, pid);
-    }
-    pids.insert("redis".into(), redis.child.id());
-    pids.insert("bench".into(), std::process::id());
+    let pids = process_ids(&cluster, redis);
     let client = reqwest::Client::new();
     let started = Instant::now();
     let (before, after, window, arrivals, wall) = match shape.load {
@@ -403,47 +269,47 @@ async fn run_on(
         latency_p99_ms: quantile(&latencies, 0.99),
         peak_per_account: peak,
     };
-    eprintln!(
-        "scale {}: {} units in {:.1} s ({:.1}/s); per unit: {} statements, {:.0} WAL bytes, \
-         {:.1} rows, {:.1} Redis commands, scheduler {:.2} ms, API {:.2} ms, PostgreSQL {:.2} ms \
-         CPU; util while waiting {:.4}; submit latency p50 {:.0} ms p99 {:.0} ms; CPU by \
-         process (s): {:?}",
-        shape.backend(),
-        m.units,
-        wall.as_secs_f64(),
-        m.units_per_s,
-        m.delta
-            .pg_statements
-            .map_or("?".into(), |s| format!("{:.1}", m.per_unit(s))),
-        m.per_unit(m.delta.pg_wal_bytes),
-        m.per_unit(m.delta.pg_rows),
-        m.per_unit(m.delta.redis_commands),
-        m.per_unit(m.cpu_of("scheduler")) * 1e3,
-        m.per_unit(m.cpu_of("api")) * 1e3,
-        m.per_unit(m.cpu_of("postgres")) * 1e3,
-        m.backlog_util,
-        m.latency_p50_ms,
-        m.latency_p99_ms,
-        m.delta
-            .cpu
-            .iter()
-            .map(|(k, v)| format!("{k}={v:.1}"))
-            .collect::<Vec<_>>(),
-    );
-    let mut top: Vec<(&String, &f64)> = m.delta.redis_by_command.iter().collect();
-    top.sort_by(|a, b| b.1.total_cmp(a.1));
-    eprintln!(
-        "  Redis commands per unit: {}",
-        top.iter()
-            .take(10)
-            .map(|(k, v)| format!("{k} {:.1}", m.per_unit(**v)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    m.print(shape);
     for sim in sims {
         let _ = sim.shutdown().await;
     }
     Ok(m)
+}
+
+/// One Kling simulator per account: 20 jobs at once, its own keys.
+async fn start_sims(shape: &Shape) -> anyhow::Result<Vec<SimHandle>> {
+    let mut sims = Vec::new();
+    for i in 0..shape.accounts {
+        sims.push(
+            slotd_sim::kling::start(SimOptions {
+                listen: "127.0.0.1:0".parse()?,
+                concurrency: SLOTS_PER_ACCOUNT,
+                time_scale: shape.time_scale,
+                seed: 2026 + i as u64,
+                access_key: format!("AK{i}"),
+                secret_key: format!("SK{i}"),
+                ..SimOptions::default()
+            })
+            .await?,
+        );
+    }
+    Ok(sims)
+}
+
+/// The processes whose CPU is read, by name: the API first, then each scheduler.
+fn process_ids(cluster: &cluster::Cluster, redis: &PrivateRedis) -> BTreeMap<String, u32> {
+    let mut pids: BTreeMap<String, u32> = BTreeMap::new();
+    for (i, pid) in cluster.pids().into_iter().enumerate() {
+        let name = if i == 0 {
+            "api".to_string()
+        } else {
+            format!("scheduler-{}", i - 1)
+        };
+        pids.insert(name, pid);
+    }
+    pids.insert("redis".into(), redis.child.id());
+    pids.insert("bench".into(), std::process::id());
+    pids
 }
 
 fn write_config(
