@@ -256,6 +256,14 @@ async fn run_on(
             arrivals.len()
         }
     };
+    if units == 0 {
+        anyhow::bail!(
+            "no job ended in the {:.1} s measuring window: the arrivals are too short for jobs \
+             at time × {} (raise SLOTD_SCALE_SECONDS); nothing to divide the costs by",
+            wall.as_secs_f64(),
+            shape.time_scale
+        );
+    }
     let (backlog_util, peak) = utilization_while_waiting(&arrivals, &jobs, shape, window);
     let latencies = fifo_latencies(&arrivals, &jobs, window);
     let m = Measured {
