@@ -1,0 +1,161 @@
+//! A scale run's figures: its records in the report, its printed line, and what saturated.
+
+use super::{Measured, SLOTS_PER_ACCOUNT, Shape};
+use crate::report::{Better, Report, Target};
+
+impl Measured {
+    pub(super) fn per_unit(&self, v: f64) -> f64 {
+        v / self.units.max(1) as f64
+    }
+
+    pub(super) fn cpu_of(&self, prefix: &str) -> f64 {
+        self.delta
+            .cpu
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    pub(super) fn record_costs(&self, report: &mut Report, shape: &Shape, prefix: &str) {
+        let b = shape.backend();
+        if let Some(s) = self.delta.pg_statements {
+            report.add(
+                &format!("{prefix}_pg_statements_per_unit"),
+                &b,
+                self.per_unit(s),
+                "1",
+                Target::None(Better::Lower),
+            );
+        }
+        for (name, v, unit) in [
+            ("pg_wal_bytes_per_unit", self.delta.pg_wal_bytes, "B"),
+            ("pg_rows_per_unit", self.delta.pg_rows, "1"),
+            ("redis_commands_per_unit", self.delta.redis_commands, "1"),
+            (
+                "scheduler_cpu_ms_per_unit",
+                self.cpu_of("scheduler") * 1e3,
+                "ms",
+            ),
+            ("api_cpu_ms_per_unit", self.cpu_of("api") * 1e3, "ms"),
+            (
+                "postgres_cpu_ms_per_unit",
+                self.cpu_of("postgres") * 1e3,
+                "ms",
+            ),
+        ] {
+            report.add(
+                &format!("{prefix}_{name}"),
+                &b,
+                self.per_unit(v),
+                unit,
+                Target::None(Better::Lower),
+            );
+        }
+    }
+
+    pub(super) fn record_steady(&self, report: &mut Report, shape: &Shape) {
+        let b = shape.backend();
+        self.record_costs(report, shape, "scale");
+        let target = if shape.accounts >= 100 {
+            Target::AtLeast(0.99)
+        } else {
+            Target::None(Better::Higher)
+        };
+        report.add("scale_backlog_util", &b, self.backlog_util, "ratio", target);
+        report.add(
+            "scale_submit_latency_p50",
+            &b,
+            self.latency_p50_ms,
+            "ms",
+            Target::None(Better::Lower),
+        );
+        report.add(
+            "scale_submit_latency_p99",
+            &b,
+            self.latency_p99_ms,
+            "ms",
+            Target::None(Better::Lower),
+        );
+        report.add(
+            "scale_steady_units_per_s",
+            &b,
+            self.units_per_s,
+            "1/s",
+            Target::None(Better::Higher),
+        );
+        report.add(
+            "scale_account_peak",
+            &b,
+            f64::from(self.peak_per_account),
+            "jobs",
+            Target::AtMost(f64::from(SLOTS_PER_ACCOUNT)),
+        );
+    }
+
+    /// The resource that saturated first: the host's CPU when it was nearly all busy, else
+    /// the busiest process (in cores).
+    pub(super) fn saturated_by(&self) -> (String, f64) {
+        let secs = self.wall.as_secs_f64().max(1e-9);
+        let host = if self.delta.host_total > 0.0 {
+            self.delta.host_busy / self.delta.host_total * self.cores as f64
+        } else {
+            0.0
+        };
+        if host >= 0.9 * self.cores as f64 {
+            return (format!("host_cpu_cores_busy_of_{}", self.cores), host);
+        }
+        self.delta
+            .cpu
+            .iter()
+            .map(|(k, v)| (format!("{k}_cpu_cores"), v / secs))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or_else(|| ("unknown".into(), 0.0))
+    }
+}
+
+impl Measured {
+    /// The run's line: per-unit costs, utilization, latency, CPU by process, the top Redis
+    /// commands.
+    pub(super) fn print(&self, shape: &Shape) {
+        let m = self;
+        let wall = m.wall;
+        eprintln!(
+            "scale {}: {} units in {:.1} s ({:.1}/s); per unit: {} statements, {:.0} WAL bytes, \
+         {:.1} rows, {:.1} Redis commands, scheduler {:.2} ms, API {:.2} ms, PostgreSQL {:.2} ms \
+         CPU; util while waiting {:.4}; submit latency p50 {:.0} ms p99 {:.0} ms; CPU by \
+         process (s): {:?}",
+            shape.backend(),
+            m.units,
+            wall.as_secs_f64(),
+            m.units_per_s,
+            m.delta
+                .pg_statements
+                .map_or("?".into(), |s| format!("{:.1}", m.per_unit(s))),
+            m.per_unit(m.delta.pg_wal_bytes),
+            m.per_unit(m.delta.pg_rows),
+            m.per_unit(m.delta.redis_commands),
+            m.per_unit(m.cpu_of("scheduler")) * 1e3,
+            m.per_unit(m.cpu_of("api")) * 1e3,
+            m.per_unit(m.cpu_of("postgres")) * 1e3,
+            m.backlog_util,
+            m.latency_p50_ms,
+            m.latency_p99_ms,
+            m.delta
+                .cpu
+                .iter()
+                .map(|(k, v)| format!("{k}={v:.1}"))
+                .collect::<Vec<_>>(),
+        );
+        let mut top: Vec<(&String, &f64)> = m.delta.redis_by_command.iter().collect();
+        top.sort_by(|a, b| b.1.total_cmp(a.1));
+        eprintln!(
+            "  Redis commands per unit: {}",
+            top.iter()
+                .take(10)
+                .map(|(k, v)| format!("{k} {:.1}", m.per_unit(**v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
