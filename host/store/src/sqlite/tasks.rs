@@ -40,28 +40,33 @@ struct UnitJson<'a> {
     now: i64,
 }
 
+/// Each row is read out of `json_each` once, as JSONB (`r`): `json_each` renders its `value`
+/// afresh on every reference, so taking each field from it directly rendered and parsed the
+/// row once per field.
+///
 /// The tasks of a batch, in order; a task whose tenant's idempotency key is taken (by a stored
 /// task or an earlier one of the batch) is not inserted. `WHERE true` tells the parser the
 /// `ON CONFLICT` belongs to the insert, not to a join of the select.
-const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
+const TASKS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value) AS v FROM json_each(?1)) \
+     INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
          priority, callback_url, created_at, updated_at) \
-     SELECT value ->> '$.id', value ->> '$.tenant', value ->> '$.task_type', \
-         value ->> '$.payload', value ->> '$.idempotency_key', value ->> '$.priority', \
-         value ->> '$.callback_url', value ->> '$.now', value ->> '$.now' \
-     FROM json_each(?1) WHERE true ORDER BY key \
+     SELECT v ->> '$.id', v ->> '$.tenant', v ->> '$.task_type', \
+         v ->> '$.payload', v ->> '$.idempotency_key', v ->> '$.priority', \
+         v ->> '$.callback_url', v ->> '$.now', v ->> '$.now' \
+     FROM r WHERE true ORDER BY key \
      ON CONFLICT (tenant, idempotency_key) DO NOTHING \
      RETURNING id";
 
 /// The units of the tasks inserted, with the task's tenant, type, priority and seq copied.
-const UNITS_INSERT_SQL: &str = "INSERT INTO units (id, task_id, idx, tenant, task_type, \
+const UNITS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value) AS v FROM json_each(?1)) \
+     INSERT INTO units (id, task_id, idx, tenant, task_type, \
          task_seq, priority, pool, stage, status, spec, state, routes, routing, next_at, \
          created_at, updated_at) \
-     SELECT u.value ->> '$.id', t.id, u.value ->> '$.idx', t.tenant, t.type, t.seq, t.priority, \
-         u.value ->> '$.pool', u.value ->> '$.stage', 'pending', u.value ->> '$.spec', \
-         u.value ->> '$.state', u.value ->> '$.routes', u.value ->> '$.routing', \
-         u.value ->> '$.now', \
-         u.value ->> '$.now', u.value ->> '$.now' \
-     FROM json_each(?1) AS u JOIN tasks AS t ON t.id = u.value ->> '$.task_id' \
+     SELECT u.v ->> '$.id', t.id, u.v ->> '$.idx', t.tenant, t.type, t.seq, t.priority, \
+         u.v ->> '$.pool', u.v ->> '$.stage', 'pending', u.v ->> '$.spec', \
+         u.v ->> '$.state', u.v ->> '$.routes', u.v ->> '$.routing', \
+         u.v ->> '$.now', u.v ->> '$.now', u.v ->> '$.now' \
+     FROM r AS u JOIN tasks AS t ON t.id = u.v ->> '$.task_id' \
      ORDER BY u.key";
 
 /// One "created" event per unit of the tasks inserted.
