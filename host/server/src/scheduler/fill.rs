@@ -340,10 +340,10 @@ impl Scheduler {
     ) -> Result<Vec<Room>, SchedulerError> {
         let s = &self.services;
         let mut rooms = Vec::with_capacity(limit.accounts.len());
-        for account in &limit.accounts {
-            let key = account.slot_key(pool);
+        let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
+        let used_now = self.slots_used_many(&keys).await?;
+        for ((account, key), used) in limit.accounts.iter().zip(keys).zip(used_now) {
             let max = s.capacity.effective(&key, account.max_slots);
-            let used = self.slots_used(&key).await?;
             let mut free = max.saturating_sub(used);
             let mut probe = false;
             let mut closed_until = None;

@@ -189,6 +189,20 @@ impl Scheduler {
         }
     }
 
+    /// [`Scheduler::slots_used`] of each of `keys` (a pool's accounts), read in one call; a
+    /// lost set is rebuilt and read again on its own.
+    async fn slots_used_many(&self, keys: &[String]) -> Result<Vec<u32>, SchedulerError> {
+        let counts = self.services.slots.used_many(keys).await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (key, n) in keys.iter().zip(counts) {
+            out.push(match n {
+                Some(n) => n,
+                None => self.slots_used(key).await?,
+            });
+        }
+        Ok(out)
+    }
+
     /// Grant slots; a lost slot set is rebuilt from the database before anything is granted.
     async fn acquire_slots(
         &self,

@@ -227,9 +227,9 @@ impl Scheduler {
         let pool = report.pool.clone();
         let now = s.clock.now_ms();
         let mut used_total = 0;
-        for account in &limit.accounts {
-            let key = account.slot_key(&pool);
-            let used = self.slots_used(&key).await?;
+        let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(&pool)).collect();
+        let used_now = self.slots_used_many(&keys).await?;
+        for ((account, key), used) in limit.accounts.iter().zip(keys).zip(used_now) {
             used_total += used;
             let seen = seen.get(&account.name).cloned().unwrap_or_default();
             if seen.capacity_rejected > 0 || seen.quota.is_some() {

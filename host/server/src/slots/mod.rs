@@ -108,6 +108,19 @@ pub trait SlotStore: Send + Sync + 'static {
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError>;
     /// Slots in use ([`SlotError::NotReconciled`] if the set must be rebuilt first).
     async fn used(&self, pool: &str) -> Result<u32, SlotError>;
+    /// [`SlotStore::used`] of each of `pools`, in order, in one call where the store can (a
+    /// tick reads every account of its pool); `None` where that set must be rebuilt first.
+    async fn used_many(&self, pools: &[String]) -> Result<Vec<Option<u32>>, SlotError> {
+        let mut out = Vec::with_capacity(pools.len());
+        for pool in pools {
+            out.push(match self.used(pool).await {
+                Ok(n) => Some(n),
+                Err(SlotError::NotReconciled(_)) => None,
+                Err(e) => return Err(e),
+            });
+        }
+        Ok(out)
+    }
     /// Make the holder set equal to `submitted` (the database's submitted units of the pool).
     async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError>;
 }

@@ -3,9 +3,11 @@
 //! seed section 3.2). Scripts are loaded once and called by SHA (`redis::Script` sends
 //! `EVALSHA` and falls back to loading the script when Redis lost it, e.g. after a restart).
 //!
-//! Keys, under the configured prefix: `slots:{pool}` (the holders) and `slots:{pool}:ok`
-//! (written by reconciliation). A flush or a Redis restart removes both; while the marker is
-//! missing the set is not trusted: `used` and `acquire` answer [`SlotError::NotReconciled`]
+//! Keys, under the configured prefix: `slots:{pool}` (the holders), `slots:{pool}:ok`
+//! (written by reconciliation) and `slots:counts` (a hash of every set's size, written by the
+//! scripts that change a set, so that a tick reads all its accounts' counts with one `HMGET`
+//! instead of a script call per account). A flush or a Redis restart removes them all; while
+//! the marker is missing the set is not trusted: `used` and `acquire` answer [`SlotError::NotReconciled`]
 //! and the scheduler rebuilds the set from the database before granting anything. No blanket
 //! TTL: leaks are freed by reconciliation, not by expiry.
 
@@ -63,6 +65,12 @@ impl RedisSlots {
         self.keys.key(&format!("slots:{pool}:ok"))
     }
 
+    /// The hash of every set's size (field: the set's key), kept by the scripts that change a
+    /// set: a tick reads all its accounts' counts with one `HMGET`.
+    fn counts_key(&self) -> String {
+        self.keys.key("slots:counts")
+    }
+
     fn log_key(&self, key: &str) -> String {
         self.keys.key(&format!("creates:{key}"))
     }
@@ -92,6 +100,7 @@ impl RedisSlots {
             for l in logs {
                 call.key(self.log_key(&l.key));
             }
+            call.key(self.counts_key());
             call.arg(max).arg(now).arg(logs.len());
             for l in logs {
                 call.arg(l.keep_since).arg(l.checks.len());
@@ -193,6 +202,7 @@ impl SlotStore for RedisSlots {
             let _: i64 = self
                 .release
                 .key(self.set_key(pool))
+                .key(self.counts_key())
                 .arg(chunk)
                 .invoke_async(&mut conn)
                 .await?;
@@ -214,6 +224,43 @@ impl SlotStore for RedisSlots {
         Ok(u32::try_from(used).unwrap_or(u32::MAX))
     }
 
+    /// One `HMGET` of the counts hash, whatever the number of sets. A set with no count there
+    /// (never reconciled, lost, or last changed by a slotd before the hash) is asked on its
+    /// own, with its marker: the counts are a fast path, the marker stays the word on trust.
+    async fn used_many(&self, pools: &[String]) -> Result<Vec<Option<u32>>, SlotError> {
+        let mut out = Vec::with_capacity(pools.len());
+        if pools.is_empty() {
+            return Ok(out);
+        }
+        let mut conn = self.keys.conn().await?;
+        for chunk in pools.chunks(IDS_PER_CALL) {
+            let fields: Vec<String> = chunk.iter().map(|p| self.set_key(p)).collect();
+            let counts: Vec<Option<i64>> = redis::cmd("HMGET")
+                .arg(self.counts_key())
+                .arg(&fields)
+                .query_async(&mut conn)
+                .await?;
+            if counts.len() != chunk.len() {
+                return Err(SlotError::Unavailable(format!(
+                    "HMGET of the slot counts answered {} values for {} sets",
+                    counts.len(),
+                    chunk.len()
+                )));
+            }
+            for (pool, count) in chunk.iter().zip(counts) {
+                out.push(match count {
+                    Some(n) => Some(u32::try_from(n.max(0)).unwrap_or(u32::MAX)),
+                    None => match self.used(pool).await {
+                        Ok(n) => Some(n),
+                        Err(SlotError::NotReconciled(_)) => None,
+                        Err(e) => return Err(e),
+                    },
+                });
+            }
+        }
+        Ok(out)
+    }
+
     async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
         let mut conn = self.keys.conn().await?;
         // One script call keeps the rebuild atomic. A pool has at most `max` submitted units,
@@ -222,6 +269,7 @@ impl SlotStore for RedisSlots {
             .reconcile
             .key(self.set_key(pool))
             .key(self.marker_key(pool))
+            .key(self.counts_key())
             .arg(submitted)
             .invoke_async(&mut conn)
             .await?;

@@ -126,6 +126,60 @@ async fn a_flushed_set_refuses_grants_until_reconciled() {
     testing::flush(&keys).await;
 }
 
+/// A tick reads every account's set in one call (the counts hash): each count as `used` gives
+/// it, a set never reconciled (or lost) as `None`, in the order asked.
+#[tokio::test]
+async fn used_many_reads_each_set_in_one_call() {
+    let keys = testing::fresh();
+    let s = ready(&keys).await;
+    s.reconcile("p@b", &ids(10..12)).await.expect("reconcile b");
+    s.acquire("p", &ids(0..3), 10).await.expect("acquire");
+    let pools = vec!["p@b".to_string(), "p@never".to_string(), "p".to_string()];
+    assert_eq!(
+        s.used_many(&pools).await.expect("used_many"),
+        vec![Some(2), None, Some(3)]
+    );
+    assert_eq!(
+        s.used_many(&[]).await.expect("none"),
+        Vec::<Option<u32>>::new()
+    );
+    // A release moves the count read in one call.
+    s.release("p", &ids(0..2)).await.expect("release");
+    assert_eq!(
+        s.used_many(&pools).await.expect("after release")[2],
+        Some(1)
+    );
+    // A set changed before the counts hash existed (a slotd before it): read on its own.
+    let mut conn = keys.conn().await.expect("conn");
+    redis::cmd("HDEL")
+        .arg(keys.key("slots:counts"))
+        .arg(keys.key("slots:p"))
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("hdel");
+    assert_eq!(s.used_many(&pools).await.expect("fallback")[2], Some(1));
+    // Beyond one call's worth of keys, the answer is still one count per set in order.
+    let many: Vec<String> = (0..(IDS_PER_CALL as u32))
+        .map(|i| format!("q{i}"))
+        .collect();
+    s.reconcile(&many[7], &ids(0..5))
+        .await
+        .expect("reconcile q7");
+    let counts = s.used_many(&many).await.expect("many");
+    assert_eq!(counts.len(), many.len());
+    assert_eq!(counts[7], Some(5));
+    assert_eq!(
+        counts.iter().filter(|c| c.is_none()).count(),
+        many.len() - 1
+    );
+    // A flush loses the counts with the sets: nothing is trusted until reconciled.
+    testing::flush(&keys).await;
+    assert_eq!(
+        s.used_many(&pools).await.expect("after flush"),
+        vec![None, None, None]
+    );
+}
+
 #[tokio::test]
 async fn unreachable_redis_is_unavailable_not_a_hang() {
     // Nothing listens on port 1.

@@ -2,7 +2,8 @@
 -- quota window of every create log given has room (the pool's, an account's), counted in each
 -- log in the same step (docs/accounts-deadlines-budgets.md "Quotas").
 -- KEYS[1] holder set, KEYS[2] "reconciled" marker, KEYS[3..] create logs (sorted sets of
--- "{unit id}@{ms}" scored by ms).
+-- "{unit id}@{ms}" scored by ms), the last KEYS the counts hash (field KEYS[1]: the set's size,
+-- what a tick reads for every account in one HMGET).
 -- ARGV[1] max, ARGV[2] now (ms), ARGV[3] number of logs L, then per log: keep-since (ms),
 -- number of checks n, n pairs (limit, since); then the unit ids in fill order.
 -- Returns {used_after, {granted ids}}; {-1, {}} when the marker is missing: the set was lost
@@ -55,4 +56,5 @@ for i = a, #ARGV do
     end
   end
 end
+redis.call('HSET', KEYS[#KEYS], KEYS[1], used)
 return {used, granted}

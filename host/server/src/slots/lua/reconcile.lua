@@ -1,5 +1,6 @@
 -- Make a pool's holder set equal to the database's submitted units, atomically, and mark the
--- set as reconciled. KEYS[1] holder set, KEYS[2] marker; ARGV the submitted unit ids.
+-- set as reconciled. KEYS[1] holder set, KEYS[2] marker, KEYS[3] counts hash (field KEYS[1]:
+-- the set's size, written here afresh); ARGV the submitted unit ids.
 -- Returns {{freed ids}, {restored ids}}.
 local want = {}
 for i = 1, #ARGV do
@@ -19,4 +20,5 @@ for i = 1, #ARGV do
   end
 end
 redis.call('SET', KEYS[2], '1')
+redis.call('HSET', KEYS[3], KEYS[1], redis.call('SCARD', KEYS[1]))
 return {freed, restored}
