@@ -33,6 +33,30 @@ pub async fn backends(dir: &Path) -> Vec<(&'static str, String)> {
     out
 }
 
+/// The schemas [`pg_schema_url`] made in this process (server URL, schema), dropped at the end
+/// of the run by [`drop_schemas`]: a run writes hundreds of megabytes into them.
+static SCHEMAS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Drop the schemas this run made (best effort: one that will not go is named and left).
+pub async fn drop_schemas() {
+    let made = std::mem::take(&mut *SCHEMAS.lock().unwrap_or_else(|e| e.into_inner()));
+    for (url, name) in made {
+        let dropped = match sqlx::PgPool::connect(&url).await {
+            Ok(pool) => {
+                let r = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .execute(&pool)
+                    .await;
+                pool.close().await;
+                r.map(|_| ()).map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = dropped {
+            eprintln!("left the bench schema {name} in place: {e}");
+        }
+    }
+}
+
 /// A fresh PostgreSQL schema for one run (`SLOTD_TEST_DATABASE_URL` or the local server).
 pub async fn pg_schema_url() -> Option<String> {
     let base = std::env::var("SLOTD_TEST_DATABASE_URL").ok();
@@ -54,6 +78,10 @@ pub async fn pg_schema_url() -> Option<String> {
             .is_ok();
         pool.close().await;
         if ok {
+            SCHEMAS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((url.clone(), name.clone()));
             let sep = if url.contains('?') { '&' } else { '?' };
             return Some(format!("{url}{sep}options[search_path]={name}"));
         }

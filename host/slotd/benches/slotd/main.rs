@@ -94,6 +94,7 @@ fn main() {
         if wanted("scale") {
             scale::run(&mut report).await;
         }
+        common::drop_schemas().await;
     });
     report.print();
     let json = target_dir().join("slotd-bench.json");
