@@ -161,6 +161,59 @@ impl Scheduler {
             .await
     }
 
+    /// The last look before a grant: of `pending` (about to be granted a slot now), the units
+    /// whose deadline or start-by time a start now cannot meet. The sweep at the tick's start
+    /// only saw the units stored by then; a task stored between the sweep and the fill would
+    /// otherwise reach the provider unchecked. Refused units (policy `refuse`) are failed here
+    /// and taken out of `pending`; best-effort ones go on (the sweep notes them next tick).
+    pub(super) async fn refuse_unreachable_at_grant(
+        &self,
+        pool: &str,
+        pending: &mut Vec<Unit>,
+        now: i64,
+        fence: Option<&Fence>,
+    ) -> Result<(), SchedulerError> {
+        let s = &self.services;
+        let pool_p95 = s
+            .durations
+            .pool_distribution(pool)
+            .map(|d| d.quantile(0.95));
+        let mut updates = Vec::new();
+        for unit in pending.iter() {
+            if unit.terms.best_effort
+                || (unit.terms.deadline_at.is_none() && unit.terms.start_by.is_none())
+            {
+                continue;
+            }
+            let p95 = s
+                .durations
+                .distribution(pool, &class_of(unit))
+                .map(|d| d.quantile(0.95))
+                .or(pool_p95);
+            if let Some(why) = verdict(unit, Projection { start: now, p95 }, now) {
+                updates.push(refuse(unit, &why));
+            }
+        }
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let refused: HashSet<String> = updates.iter().map(|u| u.unit_id.clone()).collect();
+        let origins: HashMap<&str, Origin<'_>> = pending
+            .iter()
+            .filter(|u| refused.contains(&u.id))
+            .map(|u| (u.id.as_str(), Origin::from(u)))
+            .collect();
+        let written = apply_changes(s, &updates, &origins, now, fence).await?;
+        tracing::info!(
+            pool,
+            units = written.applied,
+            "deadline check at grant: units failed before submission"
+        );
+        // Whether written or moved by another writer meanwhile, none of them is granted now.
+        pending.retain(|u| !refused.contains(&u.id));
+        Ok(())
+    }
+
     /// The sweep of the routes whose first target pool (by name) is `pool` (docs/routes.md):
     /// their waiting units drain into every target pool at once, so they are projected over
     /// the target pools' slots and durations together.

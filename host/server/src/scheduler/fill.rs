@@ -239,7 +239,7 @@ impl Scheduler {
         &self,
         step: &Step<'_>,
         rooms: &mut [Room],
-        pending: Vec<Unit>,
+        mut pending: Vec<Unit>,
         filled: &mut Filled,
         except: &mut Vec<String>,
         mut binds: Binds,
@@ -252,6 +252,11 @@ impl Scheduler {
         // of it) dated at the tick's start would look older than the create really is by the
         // time the tick took to get here, and a window would free that much too early.
         let now = s.clock.now_ms().max(step.now);
+        self.refuse_unreachable_at_grant(step.pool, &mut pending, now, step.fence)
+            .await?;
+        if pending.is_empty() {
+            return Ok((0, 0));
+        }
         let grants = self
             .grant(step.pool, rooms, pending, step.log, now, &mut binds.binds)
             .await?;
