@@ -446,6 +446,10 @@ fn note(unit: &Unit, why: &str) -> UnitUpdate {
 }
 
 #[cfg(test)]
+#[path = "deadlines_grant_tests.rs"]
+mod grant_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
