@@ -89,6 +89,35 @@ pub async fn pg_schema_url() -> Option<String> {
     None
 }
 
+/// A `slotd serve` child of the real binary, killed when dropped.
+pub struct Serve {
+    pub child: std::process::Child,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Write `config` to `dir/slotd.toml` and start `slotd serve` on it (logs at `warn` to this
+/// process's stderr).
+pub fn serve(dir: &Path, config: &str) -> Serve {
+    let file = dir.join("slotd.toml");
+    std::fs::write(&file, config).expect("config");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .arg("--config")
+        .arg(&file)
+        .arg("serve")
+        .env("SLOTD_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start slotd");
+    Serve { child }
+}
+
 /// The fixture handler (no HTTP with the `idle`/`quick` behaviors) on `database_url`, its pool
 /// holding `slots`.
 pub fn fixture_config(dir: &Path, slots: u32, database_url: &str) -> Config {

@@ -3,24 +3,16 @@
 //! `/proc/PID/status` (`VmRSS` now, `VmHWM` the peak), so Linux only.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::report::{Better, Report, Target};
 
-/// A `slotd serve` child, killed when dropped.
+/// A `slotd serve` child (killed when dropped) and where it listens.
 struct Server {
-    child: Child,
+    serve: crate::common::Serve,
     base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `VmRSS` and `VmHWM` of `pid`, in MB.
@@ -45,10 +37,7 @@ fn start(dir: &Path) -> Server {
     ] {
         std::fs::copy(built.join(from), plugins.join(to)).expect("copy handler");
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = crate::cluster::free_port().expect("free port");
     let config = format!(
         r#"listen = "127.0.0.1:{port}"
 database_url = "sqlite://{db}"
@@ -80,19 +69,8 @@ secret_key = "SK"
         cache = dir.join("cache").display(),
         objects = dir.join("objects").display(),
     );
-    let file = dir.join("slotd.toml");
-    std::fs::write(&file, config).expect("config");
-    let child = Command::new(env!("CARGO_BIN_EXE_slotd"))
-        .arg("--config")
-        .arg(&file)
-        .arg("serve")
-        .env("SLOTD_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start slotd");
     Server {
-        child,
+        serve: crate::common::serve(dir, &config),
         base: format!("http://127.0.0.1:{port}"),
     }
 }
@@ -114,7 +92,7 @@ async fn until<F: Fn(&Value) -> bool>(client: &reqwest::Client, url: &str, done:
 pub async fn run(report: &mut Report) {
     let dir = tempfile::TempDir::new().expect("tmp");
     let server = start(dir.path());
-    let pid = server.child.id();
+    let pid = server.serve.child.id();
     let client = reqwest::Client::new();
     let handlers = until(&client, &format!("{}/v1/handlers", server.base), |v| {
         v.as_array().is_some_and(|a| a.len() >= 3)

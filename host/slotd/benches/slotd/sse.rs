@@ -5,7 +5,7 @@
 //! `/proc/PID/stat`, so Linux only; the figure is the added share of one core.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,17 +20,10 @@ const TASKS: usize = 100;
 /// Each CPU figure is measured over this long.
 const WINDOW: Duration = Duration::from_secs(10);
 
-/// A `slotd serve` child, killed when dropped.
+/// A `slotd serve` child (killed when dropped) and where it listens.
 struct Server {
-    child: Child,
+    serve: crate::common::Serve,
     addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start(dir: &Path, database_url: &str) -> Server {
@@ -38,10 +31,7 @@ fn start(dir: &Path, database_url: &str) -> Server {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     std::fs::copy(built.join("fixture.wasm"), plugins.join("fixture.wasm")).expect("copy handler");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = crate::cluster::free_port().expect("free port");
     let config = format!(
         r#"listen = "127.0.0.1:{port}"
 role = "api"
@@ -54,19 +44,8 @@ object_store = "file://{objects}"
         cache = dir.join("cache").display(),
         objects = dir.join("objects").display(),
     );
-    let file = dir.join("slotd.toml");
-    std::fs::write(&file, config).expect("config");
-    let child = Command::new(env!("CARGO_BIN_EXE_slotd"))
-        .arg("--config")
-        .arg(&file)
-        .arg("serve")
-        .env("SLOTD_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start slotd");
     Server {
-        child,
+        serve: crate::common::serve(dir, &config),
         addr: format!("127.0.0.1:{port}"),
     }
 }
@@ -167,7 +146,7 @@ async fn submit(addr: &str) -> String {
 async fn run_one(report: &mut Report, backend: &str, database_url: &str, ticks: f64) {
     let dir = tempfile::TempDir::new().expect("tmp");
     let server = start(dir.path(), database_url);
-    let pid = server.child.id();
+    let pid = server.serve.child.id();
     let deadline = Instant::now() + Duration::from_secs(120);
     while TcpStream::connect(&server.addr).await.is_err() {
         assert!(Instant::now() < deadline, "slotd serve never listened");
