@@ -151,14 +151,21 @@ impl Scheduler {
         let kinds: Vec<_> = units.iter().map(Into::into).collect();
         crate::pool_state::durations::ask_unknown(s, &kinds).await;
         let slots = self.effective_max(pool, limit).max(1);
-        let mut used = 0;
-        for a in &limit.accounts {
-            used += self.slots_used(&a.slot_key(pool)).await?;
-        }
+        let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
+        let used: u32 = self.slots_used_many(&keys).await?.iter().sum();
         let free = slots.saturating_sub(used);
         let pool_durations = s.durations.pool_distribution(pool);
         self.sweep_units(pool, units, (slots, free), pool_durations, now, fence)
             .await
+    }
+
+    /// The p95 duration of `unit`'s class of job in `pool`, else the pool's (`pool_p95`).
+    fn p95_of(&self, pool: &str, unit: &Unit, pool_p95: Option<i64>) -> Option<i64> {
+        self.services
+            .durations
+            .distribution(pool, &class_of(unit))
+            .map(|d| d.quantile(0.95))
+            .or(pool_p95)
     }
 
     /// The last look before a grant: of `pending` (about to be granted a slot now), the units
@@ -185,11 +192,7 @@ impl Scheduler {
             {
                 continue;
             }
-            let p95 = s
-                .durations
-                .distribution(pool, &class_of(unit))
-                .map(|d| d.quantile(0.95))
-                .or(pool_p95);
+            let p95 = self.p95_of(pool, unit, pool_p95);
             if let Some(why) = verdict(unit, Projection { start: now, p95 }, now) {
                 updates.push(refuse(unit, &why));
             }
@@ -306,11 +309,7 @@ impl Scheduler {
         let mut updates = Vec::new();
         let mut tasks: HashSet<String> = HashSet::new();
         for (unit, &ahead) in units.iter().zip(&ahead) {
-            let p95 = s
-                .durations
-                .distribution(pool, &class_of(unit))
-                .map(|d| d.quantile(0.95))
-                .or(pool_p95);
+            let p95 = self.p95_of(pool, unit, pool_p95);
             let p = Projection {
                 start: projected_start(now, ahead, free, slots, wave),
                 p95,
