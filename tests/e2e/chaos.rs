@@ -14,14 +14,26 @@
 //! of creates is the units plus the retries the unit log records (less the units that failed
 //! before the provider accepted them).
 //!
-//! Eight disruptions by default; `SLOTD_CHAOS_DISRUPTIONS=50` for a long run,
-//! `SLOTD_CHAOS_SEED` to replay one (the seed is printed).
+//! Every disruption lands while jobs are in flight: before each one the test tops the backlog
+//! up (more tasks per tenant when fewer than five pools' worth of units wait or run) and
+//! waits until the provider runs jobs. The provider's own count of running jobs and the units
+//! `submitted` in the database are read just before the disruption and just after it took
+//! effect (the process dead or frozen, Redis down, PostgreSQL cut), and both must be above
+//! zero.
+//!
+//! Eight disruptions by default, a seeded shuffle of every kind (API SIGKILL, scheduler
+//! SIGKILL, scheduler SIGSTOP past its lease, PostgreSQL cut, Redis restart) followed by kinds
+//! drawn at random; the run asserts each kind happened. `SLOTD_CHAOS_DISRUPTIONS=50` for a
+//! long run (every kind drawn at random, as the short run did before), `SLOTD_CHAOS_SEED` to
+//! replay one (the seed is printed). Both print a tally: per kind, how many and the jobs in
+//! flight at each.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use slotd_sim::kling::{SimHandle, SimOptions};
@@ -37,10 +49,86 @@ const LEASE_TTL_MS: u64 = 400;
 const TENANTS: [&str; 3] = ["studio-a", "studio-b", "studio-c"];
 const SHOTS_PER_TASK: usize = 20;
 const DISRUPTIONS_DEFAULT: usize = 8;
+/// Units kept waiting or running before each disruption: five pools' worth.
+const BACKLOG: i64 = 5 * POOL_LIMIT as i64;
 /// How long a slot set may name units released in the database after a process died between
 /// the two: the lease lapses (400 ms), the next holder takes the pool and reconciles at its
 /// first tick; ten times that on a loaded two-core machine.
 const SLOT_RECOVERY: Duration = Duration::from_secs(10);
+
+/// The kinds of disruption, in the order the tally prints them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    ApiKill,
+    SchedulerKill,
+    SchedulerStop,
+    PostgresCut,
+    RedisRestart,
+}
+
+impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::ApiKill,
+        Kind::SchedulerKill,
+        Kind::SchedulerStop,
+        Kind::PostgresCut,
+        Kind::RedisRestart,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::ApiKill => "API SIGKILL",
+            Kind::SchedulerKill => "scheduler SIGKILL",
+            Kind::SchedulerStop => "scheduler SIGSTOP past its lease",
+            Kind::PostgresCut => "PostgreSQL connections cut",
+            Kind::RedisRestart => "Redis restart (data lost)",
+        }
+    }
+
+    /// One kind at random, with the weights (and the one draw) the long run always had, so
+    /// an old seed replays the same kinds.
+    fn draw(rng: &mut rand::rngs::StdRng) -> Kind {
+        match rng.random_range(0..10) {
+            0..=2 => Kind::SchedulerKill,
+            3 => Kind::ApiKill,
+            4..=5 => Kind::SchedulerStop,
+            6..=7 => Kind::RedisRestart,
+            _ => Kind::PostgresCut,
+        }
+    }
+}
+
+/// Work in flight at one instant: jobs running at the provider (its own count) and units
+/// `submitted` in slotd's database.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    provider: u32,
+    submitted: i64,
+}
+
+impl std::fmt::Display for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} running/{} submitted", self.provider, self.submitted)
+    }
+}
+
+/// One disruption as it landed: the work in flight just before it and just after it took
+/// effect (before the process was started again, resumed or the cut healed).
+#[derive(Clone, Copy, Debug)]
+struct Landed {
+    kind: Kind,
+    before: InFlight,
+    after: InFlight,
+}
+
+impl Landed {
+    fn in_flight(&self) -> bool {
+        self.before.provider > 0
+            && self.before.submitted > 0
+            && self.after.provider > 0
+            && self.after.submitted > 0
+    }
+}
 
 fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
@@ -130,10 +218,14 @@ impl Proc {
         assert!(ok, "kill -{sig} {}", self.child.id());
     }
 
-    /// SIGKILL, reaped, and the same role started again on the same address.
-    async fn kill_and_restart(&mut self, config: &Path, log: &Path, client: &reqwest::Client) {
+    /// SIGKILL, reaped.
+    fn kill(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
+    }
+
+    /// The same role started again on the same address (after [`Proc::kill`]).
+    async fn restart(&mut self, config: &Path, log: &Path, client: &reqwest::Client) {
         *self = Proc::spawn(config, log, self.role, self.listen.clone());
         wait_healthy(client, &self.base()).await;
     }
@@ -142,7 +234,7 @@ impl Proc {
 /// What a run did, for the summary line and the closing assertions.
 #[derive(Debug, Default)]
 struct Tally {
-    by_kind: BTreeMap<&'static str, usize>,
+    landed: Vec<Landed>,
     checks: usize,
     /// The longest a slot set took to agree with the database again after a disruption.
     slot_recovery: Duration,
@@ -159,6 +251,9 @@ struct Chaos {
     log: PathBuf,
     prefix: String,
     objects: String,
+    /// The test's own connections to the database, straight (not through the proxy): the
+    /// count of `submitted` units stays readable while slotd's connections are cut.
+    direct: sqlx::PgPool,
     /// Dropped after the processes (fields drop in order): the schema outlives its users.
     db: crate::pg::PgSchema,
     _dir: tempfile::TempDir,
@@ -197,6 +292,11 @@ impl Chaos {
         .expect("simulator");
         let redis = OwnRedis::start(free_port()).await;
         let db = crate::pg::PgSchema::create().await;
+        let direct = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&db.url())
+            .await
+            .expect("connect to the test's schema");
         let mut url = url::Url::parse(&db.url()).expect("database url");
         let target = format!(
             "{}:{}",
@@ -238,6 +338,7 @@ impl Chaos {
             log,
             prefix,
             objects,
+            direct,
             db,
             _dir: dir,
         }
@@ -249,14 +350,24 @@ impl Chaos {
         for i in 0..tasks {
             for (t, tenant) in TENANTS.iter().enumerate() {
                 let api = &self.apis[(i + t) % self.apis.len()];
-                let r = self
-                    .client
-                    .post(format!("{}/v1/tasks/video", api.base()))
-                    .bearer_auth(api_key(tenant))
-                    .json(&json!({"payload": video_payload(SHOTS_PER_TASK)}))
-                    .send()
-                    .await
-                    .expect("submit");
+                // Just after a PostgreSQL cut an API may still answer 503 (nothing stored):
+                // ask again until it takes the task.
+                let r = eventually(
+                    Duration::from_secs(30),
+                    "an API accepting a task",
+                    async || {
+                        let r = self
+                            .client
+                            .post(format!("{}/v1/tasks/video", api.base()))
+                            .bearer_auth(api_key(tenant))
+                            .json(&json!({"payload": video_payload(SHOTS_PER_TASK)}))
+                            .send()
+                            .await
+                            .expect("submit");
+                        (r.status() != 503).then_some(r)
+                    },
+                )
+                .await;
                 assert_eq!(r.status(), 202, "submit as {tenant}");
                 let v: Value = r.json().await.expect("json");
                 let id = v["task_id"].as_str().expect("task id").to_string();
@@ -264,6 +375,77 @@ impl Chaos {
             }
         }
         ids
+    }
+
+    /// Units of the video pool in each status, read straight from the database.
+    async fn unit_counts(&self) -> BTreeMap<String, i64> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT status, count(*) FROM units WHERE pool = 'kling:video' GROUP BY status",
+        )
+        .fetch_all(&self.direct)
+        .await
+        .expect("count units by status");
+        rows.into_iter().collect()
+    }
+
+    /// The work in flight now; the provider's count is read last (the instant that matters
+    /// is the disruption's, which follows or precedes this call).
+    async fn in_flight(&self) -> InFlight {
+        let submitted = self
+            .unit_counts()
+            .await
+            .get("submitted")
+            .copied()
+            .unwrap_or(0);
+        InFlight {
+            provider: self.sim.stats().running,
+            submitted,
+        }
+    }
+
+    /// The provider's count first, then the database's: for just after a disruption.
+    async fn in_flight_after(&self) -> InFlight {
+        let provider = self.sim.stats().running;
+        let submitted = self
+            .unit_counts()
+            .await
+            .get("submitted")
+            .copied()
+            .unwrap_or(0);
+        InFlight {
+            provider,
+            submitted,
+        }
+    }
+
+    /// Keep work coming so no disruption finds an idle cluster: when fewer than
+    /// [`BACKLOG`] units wait or run (about three seconds of work, the time from one
+    /// disruption to the next), enough tasks per tenant to make up the difference (added to
+    /// `ids`). Then wait, bounded, until the provider runs jobs and units are `submitted` (a
+    /// pool just taken over after a disruption fills again within a lease period or two).
+    /// Returns how long it waited.
+    async fn ensure_in_flight(&self, ids: &mut Vec<(String, String)>) -> Duration {
+        let started = Instant::now();
+        let counts = self.unit_counts().await;
+        let waiting: i64 = ["pending", "submitted"]
+            .iter()
+            .filter_map(|s| counts.get(*s))
+            .sum();
+        if waiting < BACKLOG {
+            let per_round = SHOTS_PER_TASK * TENANTS.len();
+            let short = usize::try_from(BACKLOG - waiting).unwrap_or(0);
+            ids.extend(self.submit(short.div_ceil(per_round)).await);
+        }
+        eventually(
+            Duration::from_secs(30),
+            "jobs in flight before a disruption",
+            async || {
+                let now = self.in_flight().await;
+                (now.provider > 0 && now.submitted > 0).then_some(())
+            },
+        )
+        .await;
+        started.elapsed()
     }
 
     /// What must hold at every instant, checked after each disruption: on the provider's
@@ -349,43 +531,56 @@ impl Chaos {
         report.findings
     }
 
-    /// One disruption drawn at random; returns its kind.
-    async fn disrupt(&mut self, rng: &mut rand::rngs::StdRng) -> &'static str {
+    /// One disruption of `kind` (which process, how long a cut: drawn from `rng`), with the
+    /// work in flight just before it and just after it took effect.
+    async fn disrupt(&mut self, kind: Kind, rng: &mut rand::rngs::StdRng) -> Landed {
         let (config, log) = (self.config.clone(), self.log.clone());
-        match rng.random_range(0..10) {
-            0..=2 => {
+        let (before, after);
+        match kind {
+            Kind::SchedulerKill => {
                 let i = rng.random_range(0..self.schedulers.len());
+                before = self.in_flight().await;
+                self.schedulers[i].kill();
+                after = self.in_flight_after().await;
                 self.schedulers[i]
-                    .kill_and_restart(&config, &log, &self.client)
+                    .restart(&config, &log, &self.client)
                     .await;
-                "scheduler SIGKILL"
             }
-            3 => {
+            Kind::ApiKill => {
                 let i = rng.random_range(0..self.apis.len());
-                self.apis[i]
-                    .kill_and_restart(&config, &log, &self.client)
-                    .await;
-                "API SIGKILL"
+                before = self.in_flight().await;
+                self.apis[i].kill();
+                after = self.in_flight_after().await;
+                self.apis[i].restart(&config, &log, &self.client).await;
             }
-            4..=5 => {
+            Kind::SchedulerStop => {
                 let i = rng.random_range(0..self.schedulers.len());
-                let p = &self.schedulers[i];
-                p.signal("STOP");
+                before = self.in_flight().await;
+                self.schedulers[i].signal("STOP");
+                after = self.in_flight_after().await;
                 // Past its lease: another scheduler takes its pools over meanwhile.
                 tokio::time::sleep(Duration::from_millis(LEASE_TTL_MS * 3)).await;
-                p.signal("CONT");
-                "scheduler SIGSTOP past its lease"
+                self.schedulers[i].signal("CONT");
             }
-            6..=7 => {
+            Kind::RedisRestart => {
+                before = self.in_flight().await;
+                self.redis.child.kill().ok();
+                self.redis.child.wait().ok();
+                after = self.in_flight_after().await;
                 self.redis.restart().await;
-                "Redis restart (data lost)"
             }
-            _ => {
+            Kind::PostgresCut => {
+                before = self.in_flight().await;
                 self.proxy.set_up(false);
+                after = self.in_flight_after().await;
                 tokio::time::sleep(Duration::from_millis(rng.random_range(100..800))).await;
                 self.proxy.set_up(true);
-                "PostgreSQL connections cut"
             }
+        }
+        Landed {
+            kind,
+            before,
+            after,
         }
     }
 
@@ -479,22 +674,46 @@ allowed_hosts = ["{host}"]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_under_chaos_keeps_every_invariant() {
-    let disruptions =
-        env_number("SLOTD_CHAOS_DISRUPTIONS").map_or(DISRUPTIONS_DEFAULT, |n| n as usize);
+    let long_run = env_number("SLOTD_CHAOS_DISRUPTIONS");
+    let disruptions = long_run.map_or(DISRUPTIONS_DEFAULT, |n| n as usize);
     let seed = env_number("SLOTD_CHAOS_SEED").unwrap_or(20261203);
     eprintln!("chaos: {disruptions} disruptions, seed {seed} (SLOTD_CHAOS_SEED={seed} replays it)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    // The default run: every kind once, in a seeded order, then kinds at random. A long run
+    // draws every kind at random, as it always has (an old seed replays its kinds).
+    let mut cover: Vec<Kind> = Vec::new();
+    if long_run.is_none() {
+        cover = Kind::ALL.to_vec();
+        cover.shuffle(&mut rng);
+    }
     let mut c = Chaos::start(seed).await;
     // 300 shots from three tenants; more for a long run, so disruptions keep landing mid-run.
     let per_tenant = 5 * disruptions.div_ceil(DISRUPTIONS_DEFAULT).max(1);
-    let ids = c.submit(per_tenant).await;
+    let mut ids = c.submit(per_tenant).await;
     let started = Instant::now();
     let mut tally = Tally::default();
     for n in 1..=disruptions {
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..1_200))).await;
-        let kind = c.disrupt(&mut rng).await;
-        *tally.by_kind.entry(kind).or_default() += 1;
-        c.assert_invariants(&format!("after disruption {n} ({kind})"), &mut tally)
+        let kind = cover
+            .get(n - 1)
+            .copied()
+            .unwrap_or_else(|| Kind::draw(&mut rng));
+        let waited = c.ensure_in_flight(&mut ids).await;
+        let landed = c.disrupt(kind, &mut rng).await;
+        let when = format!("disruption {n} ({})", kind.name());
+        eprintln!(
+            "chaos: {when}: {} before, {} after (waited {waited:.2?} for work in flight)",
+            landed.before, landed.after
+        );
+        assert!(
+            landed.in_flight(),
+            "{when} landed while nothing was in flight: {} just before, {} just after \
+             (provider running/units submitted)",
+            landed.before,
+            landed.after
+        );
+        tally.landed.push(landed);
+        c.assert_invariants(&format!("after {when}"), &mut tally)
             .await;
     }
     eprintln!(
@@ -502,6 +721,35 @@ async fn a_cluster_under_chaos_keeps_every_invariant() {
         started.elapsed().as_secs_f64(),
         c.sim.stats().creates
     );
+    let mut by_kind: BTreeMap<Kind, Vec<&Landed>> = BTreeMap::new();
+    for l in &tally.landed {
+        by_kind.entry(l.kind).or_default().push(l);
+    }
+    for (kind, all) in &by_kind {
+        let in_flight = all.iter().filter(|l| l.in_flight()).count();
+        let at: Vec<String> = all
+            .iter()
+            .map(|l| format!("{}->{}", l.before.provider, l.after.provider))
+            .collect();
+        eprintln!(
+            "chaos: tally: {:<34} {} ({in_flight} in flight); jobs running before->after: {}",
+            kind.name(),
+            all.len(),
+            at.join(", ")
+        );
+    }
+    if long_run.is_none() {
+        let missing: Vec<&str> = Kind::ALL
+            .iter()
+            .filter(|k| !by_kind.contains_key(k))
+            .map(|k| k.name())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "the default run left out {missing:?}; it made {:?}",
+            by_kind.keys().map(|k| k.name()).collect::<Vec<_>>()
+        );
+    }
     let views = c.wait_terminal(&ids).await;
     c.assert_invariants("at the end", &mut tally).await;
 
@@ -541,12 +789,11 @@ async fn a_cluster_under_chaos_keeps_every_invariant() {
         "{never} of {units} units failed before the provider accepted them"
     );
     eprintln!(
-        "chaos: {} disruptions {:?}; {units} units: {completed} completed, {failed} failed \
+        "chaos: {} disruptions; {units} units: {completed} completed, {failed} failed \
          ({never} before acceptance); provider: {} creates, max {} at once (pool {POOL_LIMIT}, \
          account {ACCOUNT_LIMIT}), faults {:?}; slotd check clean {} times (slot sets agreed \
          again within {:?} at worst)",
         disruptions,
-        tally.by_kind,
         stats.creates,
         stats.max_running,
         stats.faults,
