@@ -120,11 +120,16 @@ pub fn config(dir: &Path, sims: &Sims, slots: (u32, u32, u32), route: RouteConfi
     c
 }
 
+/// The prompt of shot `i` of [`shots`]`(tag, …)`.
+pub fn prompt(tag: &str, i: u64) -> String {
+    format!("{tag} shot {i}: a paper boat drifts down a gutter")
+}
+
 /// `n` canonical image-to-video shots, each prompt naming `tag` and the shot's index.
 pub fn shots(tag: &str, n: usize) -> Value {
     let shots: Vec<Value> = (0..n)
         .map(|i| {
-            json!({"prompt": format!("{tag} shot {i}: a paper boat drifts down a gutter"),
+            json!({"prompt": prompt(tag, i as u64),
                    "image_url": format!("https://example.com/{tag}/{i}.png"),
                    "duration": 5, "aspect_ratio": "16:9"})
         })
@@ -235,7 +240,7 @@ pub async fn unit_rows(run: &Run, task: &str, tag: &str) -> Vec<(String, String,
             let i = u["index"].as_u64().expect("index");
             (
                 u["id"].as_str().expect("id").to_string(),
-                format!("{tag} shot {i}: a paper boat drifts down a gutter"),
+                prompt(tag, i),
                 u["provider_job_id"].as_str().map(str::to_string),
             )
         })
@@ -244,8 +249,9 @@ pub async fn unit_rows(run: &Run, task: &str, tag: &str) -> Vec<(String, String,
 
 /// Every provider job the simulators created, by the unit it belongs to: Kling's by its
 /// `external_task_id` (the unit's idempotency key), fal's by the job id the unit recorded or
-/// else its prompt, Runway's by the job id the unit recorded (Runway has no client id). A job
-/// no unit can be found for is listed under `None`.
+/// else its prompt, Runway's by its `promptText` (Runway has no client id) or else the job id
+/// the unit recorded. A job whose answer slotd never saw is so still found. A job no unit can
+/// be found for is listed under `None`.
 pub fn jobs_by_unit(
     sims: &Sims,
     units: &[(String, String, Option<String>)],
@@ -271,7 +277,13 @@ pub fn jobs_by_unit(
             .push(format!("kling {}", j.task_id));
     }
     for j in sims.runway.jobs() {
-        out.entry(by_job.get(j.task_id.as_str()).map(|u| u.to_string()))
+        let unit = j
+            .prompt_text
+            .as_deref()
+            .and_then(|p| by_prompt.get(p))
+            .or_else(|| by_job.get(j.task_id.as_str()))
+            .map(|u| u.to_string());
+        out.entry(unit)
             .or_default()
             .push(format!("runway {}", j.task_id));
     }
@@ -449,10 +461,15 @@ async fn routes_ordered_fills_the_first_target_and_cheapest_the_cheapest() {
 }
 
 /// A create answer the Runway simulator drops (the job exists, slotd never heard) keeps the
-/// unit bound to Runway until its handler resolves it: no unit ever has a job at a second
-/// provider. Runway is first in the route so it takes every shot it has room for.
+/// unit bound to Runway: it holds its slot for the model's longest run and then fails
+/// `submission_unknown`, never created again, least of all at a second provider. Every job at
+/// the three simulators is tied to its unit by what its request carried (Kling's
+/// `external_task_id`, Runway's and fal's prompt), so an orphan Runway job counts: exactly one
+/// job per unit in all, the orphans exactly the lost create answers and the failed units.
+/// Runway is first in the route so it takes every shot it has room for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_a_lost_create_answer_never_leads_to_a_second_providers_job() {
+    const SHOTS: usize = 20;
     let mut runway = crate::runway::sim_options(29);
     runway.lost_answer_rate = 0.3;
     let sims = Sims::start(
@@ -463,24 +480,109 @@ async fn routes_a_lost_create_answer_never_leads_to_a_second_providers_job() {
     .await;
     // Runway first, so it takes every shot it has room for.
     let run = Run::start(sims, (6, 5, 4), route(RoutePolicy::Ordered, [1, 0, 2])).await;
-    let id = run.submit(shots("l", 20)).await;
+    let id = run.submit(shots("l", SHOTS)).await;
     let views = run
         .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(180))
         .await;
-    assert!(!views.is_empty());
-    let lost = run.sims.runway.stats().faults.lost_answers;
-    assert!(lost > 0, "no answer was lost; the test proves nothing");
-    let jobs = jobs_by_unit(&run.sims, &unit_rows(&run, &id, "l").await);
-    let mut providers: HashMap<String, HashSet<&str>> = HashMap::new();
-    for (unit, js) in &jobs {
-        let Some(unit) = unit else { continue };
-        for j in js {
-            let p = j.split(' ').next().unwrap_or("");
-            providers.entry(unit.clone()).or_default().insert(p);
-        }
+    let lost = run.sims.runway.stats().faults.lost_create_answers;
+    assert!(
+        lost > 0,
+        "no create answer was lost; the test proves nothing"
+    );
+    // Every unit ended: completed, or failed `submission_unknown` at Runway, one per lost
+    // create answer.
+    let results = views[0]["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), SHOTS, "{}", views[0]);
+    let completed = results
+        .iter()
+        .filter(|r| r["status"] == "completed")
+        .count();
+    let failed: Vec<&Value> = results.iter().filter(|r| r["status"] == "failed").collect();
+    assert_eq!(completed + failed.len(), SHOTS, "{}", views[0]);
+    assert_eq!(
+        failed.len() as u64,
+        lost,
+        "one failed unit per lost create answer: {}",
+        views[0]
+    );
+    for r in &failed {
+        assert_eq!(r["error"]["code"], "submission_unknown", "{r}");
+        let message = r["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("the outcome of Runway's create is unknown"),
+            "{r}"
+        );
+        assert_eq!(r["route"]["handler"], "runway-video", "{r}");
+        assert!(r["provider_task_id"].is_null(), "{r}");
     }
-    for (unit, ps) in &providers {
-        assert_eq!(ps.len(), 1, "unit {unit} has jobs at {ps:?}");
+    // Every job at every simulator, by the unit its request names.
+    let units = unit_rows(&run, &id, "l").await;
+    let jobs = jobs_by_unit(&run.sims, &units);
+    assert!(
+        !jobs.contains_key(&None),
+        "a job no unit's request names: {jobs:?}"
+    );
+    let total: usize = jobs.values().map(Vec::len).sum();
+    let at = |p: &str| {
+        jobs.values()
+            .flatten()
+            .filter(|j| j.starts_with(&format!("{p} ")))
+            .count()
+    };
+    assert_eq!(
+        (at("kling"), at("runway"), at("fal"), total),
+        (
+            run.sims.kling.jobs().len(),
+            run.sims.runway.jobs().len(),
+            run.sims.fal.jobs().len(),
+            SHOTS
+        ),
+        "one job per unit across the three providers: {jobs:?}"
+    );
+    eprintln!(
+        "lost create answers {lost}: {completed} completed, {} failed; jobs at Kling {}, \
+         Runway {}, fal {}",
+        failed.len(),
+        at("kling"),
+        at("runway"),
+        at("fal")
+    );
+    for (unit, _, _) in &units {
+        let js = jobs.get(&Some(unit.clone())).cloned().unwrap_or_default();
+        assert_eq!(js.len(), 1, "unit {unit} has jobs {js:?}");
+    }
+    // The orphans: Runway jobs no unit recorded, one per lost create answer, each of a failed
+    // unit.
+    let recorded: HashSet<&str> = units.iter().filter_map(|(_, _, j)| j.as_deref()).collect();
+    let orphans: Vec<String> = run
+        .sims
+        .runway
+        .jobs()
+        .into_iter()
+        .filter(|j| !recorded.contains(j.task_id.as_str()))
+        .map(|j| j.task_id)
+        .collect();
+    assert_eq!(orphans.len() as u64, lost, "{orphans:?}");
+    let failed_prompts: HashSet<String> = failed
+        .iter()
+        .filter_map(|r| r["index"].as_u64().map(|i| prompt("l", i)))
+        .collect();
+    let failed_units: HashSet<String> = units
+        .iter()
+        .filter(|(_, p, _)| failed_prompts.contains(p))
+        .map(|(u, _, _)| u.clone())
+        .collect();
+    assert_eq!(failed_units.len(), failed.len(), "{failed_units:?}");
+    for (unit, js) in &jobs {
+        let orphaned = js
+            .iter()
+            .any(|j| orphans.iter().any(|o| j == &format!("runway {o}")));
+        let unit = unit.clone().unwrap_or_default();
+        assert_eq!(
+            orphaned,
+            failed_units.contains(&unit),
+            "unit {unit}: jobs {js:?}, failed {failed_units:?}"
+        );
     }
     run.stop().await;
 }

@@ -31,6 +31,7 @@ pub(crate) async fn inject(State(sim): State<Sim>, req: Request, next: Next) -> 
         let message = format!("Service unavailable ({}), try again later", status.as_u16());
         return ApiError::new(status, message).into_response();
     }
+    let create = is_create(&req);
     let resp = next.run(req).await;
     if draw.slow {
         sim.count(|s| s.faults.slow += 1);
@@ -40,7 +41,11 @@ pub(crate) async fn inject(State(sim): State<Sim>, req: Request, next: Next) -> 
         }
     }
     if draw.lost {
-        sim.count(|s| s.faults.lost_answers += 1);
+        let made = create && resp.status().is_success();
+        sim.count(|s| {
+            s.faults.lost_answers += 1;
+            s.faults.lost_create_answers += u64::from(made);
+        });
         return lost(resp);
     }
     resp

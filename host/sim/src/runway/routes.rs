@@ -18,7 +18,7 @@ use super::faults::inject;
 use super::model::Endpoint;
 use super::state::Sim;
 use super::task::unix_ms_now;
-use super::validate::create_request;
+use super::validate::{create_request, prompt_text};
 use crate::files::{file_len, file_stream};
 
 /// Create bodies may carry data URIs up to 5 MB; larger bodies get a JSON 413.
@@ -60,9 +60,9 @@ async fn create(
                 format!("Request body could not be read: {}", e.body_text()),
             )
         })
-        .and_then(|b| create_request(endpoint, content_type, &b));
+        .and_then(|b| Ok((create_request(endpoint, content_type, &b)?, prompt_text(&b))));
     match checked {
-        Ok(req) => match sim.create(req) {
+        Ok((req, prompt)) => match sim.create(req, prompt) {
             Ok(answer) => Json(answer).into_response(),
             Err(e) => e.into_response(),
         },

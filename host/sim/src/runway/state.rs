@@ -172,7 +172,12 @@ impl Sim {
 
     /// Accepts a validated create unless the model's daily limit is reached: the task exists,
     /// `THROTTLED` behind the model's queue, and takes a slot at once if one is free.
-    pub(crate) fn create(&self, req: CreateRequest) -> Result<Value, ApiError> {
+    /// `prompt_text` is kept for `/_sim/jobs`.
+    pub(crate) fn create(
+        &self,
+        req: CreateRequest,
+        prompt_text: Option<String>,
+    ) -> Result<Value, ApiError> {
         let now = Instant::now();
         let (id, starts) = {
             let mut guard = self.inner.lock();
@@ -219,9 +224,10 @@ impl Sim {
             }
             inner.first_create.get_or_insert(now);
             inner.order.push(id.clone());
-            inner
-                .tasks
-                .insert(id.clone(), Task::new(id.clone(), req, plan, now));
+            inner.tasks.insert(
+                id.clone(),
+                Task::new(id.clone(), req, prompt_text, plan, now),
+            );
             let starts = inner.enqueue(req.model, &id, now);
             (id, starts)
         };
@@ -380,6 +386,7 @@ impl Sim {
                 failure_code: t.plan.failure.map(|f| f.code.to_owned()),
                 credits: t.cost(),
                 reads_too_soon: t.reads_too_soon,
+                prompt_text: t.prompt_text.clone(),
             })
             .collect()
     }

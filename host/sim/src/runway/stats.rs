@@ -99,6 +99,9 @@ pub struct FaultStats {
     pub http_5xx: u64,
     /// Requests that took effect and then lost their answer.
     pub lost_answers: u64,
+    /// Of those, creates that made a task: tasks the client was never told about.
+    #[serde(default)]
+    pub lost_create_answers: u64,
     /// Answers delayed by `slow_ms`.
     pub slow: u64,
     /// Accepted tasks drawn to end `FAILED`.
@@ -143,4 +146,8 @@ pub struct RunwayJob {
     /// Its reads sooner than Runway's pace (see [`RunwayStats::polls_too_soon`]).
     #[serde(default)]
     pub reads_too_soon: u32,
+    /// The create's `promptText`, if any: what ties a task to the client's request (Runway
+    /// has no client id), even a task whose create answer was lost.
+    #[serde(default)]
+    pub prompt_text: Option<String>,
 }

@@ -157,6 +157,8 @@ pub(crate) struct Task {
     pub last_read: Option<Instant>,
     /// Reads sooner than Runway's pace after the create or the previous read.
     pub reads_too_soon: u32,
+    /// The create's `promptText`, if any.
+    pub prompt_text: Option<String>,
 }
 
 /// ISO 8601 UTC with milliseconds, e.g. `2026-08-11T06:12:01.171Z`.
@@ -172,7 +174,13 @@ pub(crate) fn unix_ms_now() -> u64 {
 }
 
 impl Task {
-    pub(crate) fn new(id: String, req: CreateRequest, plan: Plan, now: Instant) -> Task {
+    pub(crate) fn new(
+        id: String,
+        req: CreateRequest,
+        prompt_text: Option<String>,
+        plan: Plan,
+        now: Instant,
+    ) -> Task {
         Task {
             id,
             req,
@@ -189,6 +197,7 @@ impl Task {
             stop: CancellationToken::new(),
             last_read: None,
             reads_too_soon: 0,
+            prompt_text,
         }
     }
 

@@ -101,6 +101,12 @@ pub(crate) fn create_request(
     })
 }
 
+/// The `promptText` of a create body that passed [`create_request`], for `/_sim/jobs`.
+pub(crate) fn prompt_text(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    value.get("promptText")?.as_str().map(str::to_owned)
+}
+
 /// `application/json`, with or without parameters (`; charset=utf-8`).
 fn is_json(content_type: Option<&str>) -> bool {
     content_type
