@@ -11,7 +11,8 @@
 //! `<target>/console/` (`pools.png`, `task.png`, `routes.png`, …).
 //!
 //! Without chromium and chromedriver the test fails, naming them (`.ci/test` installs them),
-//! unless the run sets `SLOTD_SKIP_TOOL_TESTS=1` to skip it on purpose.
+//! unless the tests were built with `SLOTD_SKIP_TOOL_TESTS=1` to skip it on purpose (then the
+//! runner lists it as ignored, with the reason).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,7 +24,7 @@ use slotd_core::model::UnitStatus;
 use slotd_store::{Field, NewDelivery, NewTask, NewUnit, UnitUpdate};
 
 use crate::kling::{Run, sim_options, video_payload};
-use crate::support::{eventually, free_port, skip_for_missing_tool};
+use crate::support::{eventually, fail_for_missing_tool, free_port};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -52,19 +53,20 @@ impl Drop for Driver {
     }
 }
 
-/// Whether the browser tools are installed; without them the test fails, unless the run
-/// skips such tests on purpose ([`skip_for_missing_tool`]).
-fn browser_available() -> bool {
+/// Fails the test, naming them, when the browser tools are not installed
+/// ([`fail_for_missing_tool`]); a run without them skips this test at build time instead.
+fn require_browser() {
     let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
         .collect();
-    missing.is_empty()
-        || !skip_for_missing_tool(
+    if !missing.is_empty() {
+        fail_for_missing_tool(
             "console_browser",
             &format!("{missing:?}"),
             "apt-get install -y chromium chromium-driver",
-        )
+        );
+    }
 }
 
 /// Where screenshots go: `<target>/console/`.
@@ -249,10 +251,12 @@ async fn route_refusal(run: &Run) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    slotd_skip_tool_tests,
+    ignore = "SLOTD_SKIP_TOOL_TESTS=1: the chromium test is skipped on purpose"
+)]
 async fn console_in_a_browser() {
-    if !browser_available() {
-        return;
-    }
+    require_browser();
     let _quiet = crate::support::QUIET.lock().await;
     // Clips of 30 s – 2 min simulated take 1.5 – 6 s: 80 shots on 4 slots would run for over a
     // minute, long enough for a loaded machine to reach the cancel while the task runs; the

@@ -7,7 +7,8 @@
 //!
 //! Schemathesis comes from PyPI into a virtual environment that `.ci/test` makes
 //! (`target/venv`); `SLOTD_SCHEMATHESIS` names another `st`. Without one the test fails,
-//! unless the run sets `SLOTD_SKIP_TOOL_TESTS=1` to skip it on purpose.
+//! unless the tests were built with `SLOTD_SKIP_TOOL_TESTS=1` to skip it on purpose (then the
+//! runner lists it as ignored, with the reason).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,15 +27,18 @@ fn schemathesis() -> Option<PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    slotd_skip_tool_tests,
+    ignore = "SLOTD_SKIP_TOOL_TESTS=1: the schemathesis test is skipped on purpose"
+)]
 async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
     let Some(st) = schemathesis() else {
-        skip_for_missing_tool(
+        fail_for_missing_tool(
             "openapi_fuzz",
             "schemathesis",
             "python3 -m venv target/venv && target/venv/bin/pip install schemathesis, or set \
              SLOTD_SCHEMATHESIS to an `st`",
         );
-        return;
     };
     let _quiet = QUIET.lock().await;
     let dir = tempfile::TempDir::new().expect("tmp");
