@@ -1,7 +1,9 @@
 //! The deadline check at grant time ([`Scheduler::refuse_unreachable_at_grant`]): a unit stored
-//! after the tick's sweep is looked at again just before its slot is granted.
+//! after the tick's sweep is looked at again just before its slot is granted. Called directly,
+//! and through a whole tick (`run_once`) whose grant comes later than its sweep.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -35,10 +37,10 @@ async fn post(services: &Services, body: Value) -> String {
     v["task_id"].as_str().expect("task id").to_string()
 }
 
-#[tokio::test]
-async fn a_unit_stored_after_the_sweep_is_refused_before_its_grant() {
-    let dir = tempfile::TempDir::new().expect("tmp");
-    let plugins = dir.path().join("plugins");
+/// Services on a fresh SQLite file in `dir` with the fixture handler and a pool `fixture` of
+/// ten slots, on a manual clock at 1,000,000 ms.
+async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
+    let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     std::fs::copy(
         Path::new(slotd_testkit::BUILT_PLUGINS).join("fixture.wasm"),
@@ -46,7 +48,7 @@ async fn a_unit_stored_after_the_sweep_is_refused_before_its_grant() {
     )
     .expect("copy the fixture");
     let mut config = Config {
-        database_url: format!("sqlite://{}", dir.path().join("grant.db").display()),
+        database_url: format!("sqlite://{}", dir.join("grant.db").display()),
         plugins_dir: plugins,
         ..Config::default()
     };
@@ -56,6 +58,13 @@ async fn a_unit_stored_after_the_sweep_is_refused_before_its_grant() {
     let services = crate::app::build_with_clock(config, dyn_clock)
         .await
         .expect("build");
+    (services, clock)
+}
+
+#[tokio::test]
+async fn a_unit_stored_after_the_sweep_is_refused_before_its_grant() {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let (services, clock) = build(dir.path()).await;
     let sched = Scheduler::new(services.clone());
     // Ten seconds from the clock's now.
     let deadline = "1970-01-01T00:16:50Z";
@@ -117,4 +126,78 @@ async fn a_unit_stored_after_the_sweep_is_refused_before_its_grant() {
         let units = services.store.task_units(id).await.expect("units");
         assert_eq!(units[0].status, UnitStatus::Pending, "{id}");
     }
+}
+
+/// Through a whole tick: its sweep projects at the tick's start, its grant at the clock's
+/// instant when the fill gets there. Here the clock has moved 20 s past the tick's start (a
+/// sweep that took that long, or a unit the sweep never saw): a refuse-policy unit whose
+/// deadline a start at the tick's start could still meet (p95 of about 60 s, deadline 70 s
+/// away) but a start 20 s later cannot is failed at the grant, never marked nor handed to the
+/// handler, and holds no slot; a best-effort unit in the same place is granted and submitted.
+#[tokio::test]
+async fn a_tick_whose_grant_comes_after_its_sweep_refuses_what_the_sweep_let_through() {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let (services, clock) = build(dir.path()).await;
+    let sched = Scheduler::new(services.clone());
+    let start = clock.now_ms();
+    // 70 s after the tick's start (1,070,000 ms).
+    let deadline = "1970-01-01T00:17:50Z";
+    let unit = json!({"count": 1, "behavior": "quick"});
+    let refused = post(&services, json!({"payload": unit, "deadline": deadline})).await;
+    let kept = post(
+        &services,
+        json!({"payload": unit, "deadline": deadline, "deadline_policy": "best_effort"}),
+    )
+    .await;
+    let types = vec!["fixture".to_string()];
+    let pending = services
+        .store
+        .unit_list_fill("fixture", &types, start, 10, &[])
+        .await
+        .expect("pending");
+    assert_eq!(pending.len(), 2);
+    for u in &pending {
+        services
+            .durations
+            .state("fixture", &class_of(u), 30_000, 60_000);
+    }
+
+    // The tick starts at `start`; by its grant the clock reads 20 s later.
+    clock.advance(20_000);
+    let report = sched.run_once("fixture", start).await.expect("tick");
+    assert_eq!(
+        report.claimed, 1,
+        "only the best-effort unit is granted: {report:?}"
+    );
+    assert_eq!(report.accepted, 1, "{report:?}");
+
+    let r = services.store.task_units(&refused).await.expect("units");
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, UnitStatus::Failed, "{:?}", r[0]);
+    let error = r[0].error.clone().unwrap_or_default();
+    assert!(error.contains("deadline_unreachable"), "{error}");
+    // Projected from the grant's instant, not the sweep's (which would say 00:16:40).
+    assert!(
+        error.contains("(start 1970-01-01T00:17:00.000Z"),
+        "judged at the grant: {error}"
+    );
+    assert_eq!(r[0].provider_job_id, None, "{:?}", r[0]);
+    assert_eq!(r[0].submitted_at, None, "never marked: {:?}", r[0]);
+    let events = services.store.unit_events(&refused).await.expect("events");
+    assert!(
+        events.iter().all(|e| e.to_status != "submitted"),
+        "no submit marker: {events:?}"
+    );
+
+    let k = services.store.task_units(&kept).await.expect("units");
+    assert_eq!(k[0].status, UnitStatus::Submitted, "{:?}", k[0]);
+    assert!(
+        k[0].provider_job_id
+            .as_deref()
+            .is_some_and(|j| j.starts_with("quick-")),
+        "the handler created it: {:?}",
+        k[0]
+    );
+    // One slot held: the best-effort unit's.
+    assert_eq!(services.slots.used("fixture").await.expect("slots"), 1);
 }
