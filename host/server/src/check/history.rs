@@ -243,3 +243,7 @@ pub fn resubmits(snap: &Snapshot) -> Vec<Finding> {
 #[cfg(test)]
 #[path = "history_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "history_store_tests.rs"]
+mod store_tests;
