@@ -466,8 +466,8 @@ async fn runway_expired_output_links_are_refreshed_at_finalization() {
 /// Durations from the first second (contract 1.3 `provider.durations`): on a fresh slotd whose
 /// pool has never seen a job end, the handler's statement of how long a Runway task takes
 /// (6–15 s of generation per clip second) gives a backlog task an ETA at once, and a task whose
-/// deadline no job can meet fails `deadline_unreachable` before any create, while not one
-/// Runway task has ended yet.
+/// deadline no job can meet fails `deadline_unreachable` before any create (none of its clips
+/// is in Runway's own job list), while not one Runway task has ended yet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runway_a_fresh_slotd_has_etas_and_refuses_unreachable_deadlines_from_the_first_second() {
     // 5 s clips at 0.05: 1.5–3.75 s of generation each; the tick is 500 ms.
@@ -492,11 +492,15 @@ async fn runway_a_fresh_slotd_has_etas_and_refuses_unreachable_deadlines_from_th
     };
     assert_eq!(ended(&run), 0);
     let deadline = unix_ms() + 1_200;
+    // 10 s clips (3–7.5 s of generation): the simulator's job list tells its tasks from the
+    // backlog's 5 s ones.
+    let mut late_payload = payload("late", 3);
+    late_payload["duration"] = json!(10);
     let late = post_task(
         &run.client,
         &run.base,
         TASK_TYPE,
-        json!({"payload": payload("late", 3),
+        json!({"payload": late_payload,
                "deadline": crate::deadlines::rfc3339(deadline as i64)}),
     )
     .await;
@@ -518,5 +522,12 @@ async fn runway_a_fresh_slotd_has_etas_and_refuses_unreachable_deadlines_from_th
         .wait_terminal(&[backlog], Duration::from_secs(120))
         .await;
     assert_eq!(views[0]["status"], "completed");
+    // Runway's own record: every task it made is one of the backlog's 5 s clips, none of the
+    // late task's 10 s ones, and each create it accepted is one of those tasks.
+    let jobs = run.sim.jobs();
+    let clips = |secs: u32| jobs.iter().filter(|j| j.duration == secs).count();
+    assert_eq!(clips(10), 0, "the late task reached Runway: {jobs:?}");
+    assert!(clips(5) >= 30, "the backlog's tasks: {jobs:?}");
+    assert_eq!(run.sim.stats().creates, jobs.len() as u64);
     run.stop(&[(POOL, 5)]).await;
 }
