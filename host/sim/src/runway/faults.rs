@@ -1,13 +1,14 @@
 //! Fault injection in front of the `/v1/…` routes, behind the key and version checks: 5xx
-//! before the effect; slow and lost answers after it (see
-//! [`RunwayOptions`](super::RunwayOptions) for why each sits where it does).
+//! (and, on task reads, 429) before the effect; slow and lost answers after it (see
+//! [`RunwayOptions`](super::RunwayOptions) for why each sits where it does). Every task read
+//! that reaches this layer goes into the request log with the status it was answered.
 
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::http::header::CONTENT_LENGTH;
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -17,18 +18,41 @@ use super::error::ApiError;
 use super::state::Sim;
 
 pub(crate) async fn inject(State(sim): State<Sim>, req: Request, next: Next) -> Response {
+    let arrived = tokio::time::Instant::now();
+    let read = (req.method() == Method::GET)
+        .then(|| req.uri().path().strip_prefix("/v1/tasks/"))
+        .flatten()
+        .filter(|id| !id.is_empty() && !id.contains('/'))
+        .map(str::to_owned);
+    let resp = faulted(&sim, req, next, read.is_some()).await;
+    if let Some(id) = read {
+        sim.log_read(id, arrived, resp.status().as_u16());
+    }
+    resp
+}
+
+async fn faulted(sim: &Sim, req: Request, next: Next, read: bool) -> Response {
     let draw = sim.draw_faults();
-    if let Some(status) = draw.fail {
+    let read_fault = if read { sim.draw_read_fault() } else { None };
+    if let Some(status) = draw.fail.or(read_fault) {
         let create = is_create(&req);
         sim.count(|s| {
-            s.faults.http_5xx += 1;
+            if status == StatusCode::TOO_MANY_REQUESTS {
+                s.faults.http_429 += 1;
+            } else {
+                s.faults.http_5xx += 1;
+            }
             if create {
                 *s.creates_refused
                     .entry(status.as_u16().to_string())
                     .or_default() += 1;
             }
         });
-        let message = format!("Service unavailable ({}), try again later", status.as_u16());
+        let message = if status == StatusCode::TOO_MANY_REQUESTS {
+            "Too many requests, try again later".to_owned()
+        } else {
+            format!("Service unavailable ({}), try again later", status.as_u16())
+        };
         return ApiError::new(status, message).into_response();
     }
     let create = is_create(&req);

@@ -18,7 +18,8 @@
 //!   drawn timing and its JSON.
 //! - `links`: signed, expiring output links. The file bytes are the Kling simulator's
 //!   deterministic content keyed by task id ([`file_content`], [`file_sha256`]).
-//! - `stats`: [`RunwayStats`] at `GET /_sim/stats`, [`RunwayJob`] at `GET /_sim/jobs`.
+//! - `stats`: [`RunwayStats`] at `GET /_sim/stats`, [`RunwayJob`] at `GET /_sim/jobs`, the
+//!   request log of task reads ([`RunwayRead`]) at `GET /_sim/reads`.
 
 mod auth;
 mod error;
@@ -51,7 +52,7 @@ pub use options::{
     OUTPUT_TTL_MS_DEFAULT, RUNWAY_VERSION, RunwayOptions, TIME_SCALE_DEFAULT,
 };
 pub use state::MAX_MONTHLY_CREDIT_SPEND;
-pub use stats::{FaultStats, ModelStats, RunwayJob, RunwayStats};
+pub use stats::{FaultStats, ModelStats, RunwayJob, RunwayRead, RunwayStats};
 pub use validate::{Issue, PROMPT_TEXT_MAX_UTF16};
 
 use state::Sim;
@@ -83,6 +84,12 @@ impl RunwaySimHandle {
     /// Every task so far, as `GET /_sim/jobs` would answer now.
     pub fn jobs(&self) -> Vec<RunwayJob> {
         self.sim.jobs()
+    }
+
+    /// Every task read so far, as `GET /_sim/reads` would answer now: the request log, faulted
+    /// reads included.
+    pub fn reads(&self) -> Vec<RunwayRead> {
+        self.sim.reads()
     }
 
     /// Sets `lost_answer_rate` for the requests from now on, e.g. to lose the answer of one

@@ -74,6 +74,10 @@ impl FromStr for ModelLimit {
 ///   kills the client, and fast answers after it. It consumes no randomness.
 /// - `failure_after_accept_rate`: an accepted task ends `FAILED` with a `failureCode` drawn
 ///   from the documented codes (drawn with the task's timing, not per request).
+/// - `read_429_rate`, `read_5xx_rate`: a `GET /v1/tasks/{id}` is answered 429 ("too many
+///   requests") or 502/503/504 before it takes effect; reads only, drawn from a stream of
+///   their own (read n's faults depend on the seed and n only), so creates are never refused
+///   by them and the other faults' draws are unchanged.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunwayOptions {
     /// Address to listen on (port 0 picks a free port).
@@ -120,6 +124,12 @@ pub struct RunwayOptions {
     /// Share of accepted tasks that end FAILED with a failureCode (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub failure_after_accept_rate: f64,
+    /// Share of task reads (`GET /v1/tasks/{id}`) answered 429 before taking effect (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub read_429_rate: f64,
+    /// Share of task reads answered 502/503/504 before taking effect (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub read_5xx_rate: f64,
     /// Share of `/v1/…` answers delayed by `--slow-ms` after taking effect (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub slow_rate: f64,
@@ -163,6 +173,8 @@ impl Default for RunwayOptions {
             fail_5xx_rate: 0.0,
             lost_answer_rate: 0.0,
             failure_after_accept_rate: 0.0,
+            read_429_rate: 0.0,
+            read_5xx_rate: 0.0,
             slow_rate: 0.0,
             slow_ms: SLOW_MS_DEFAULT,
             slow_first: 0,
@@ -223,6 +235,8 @@ impl RunwayOptions {
                 self.failure_after_accept_rate,
             ),
             ("--slow-rate", self.slow_rate),
+            ("--read-429-rate", self.read_429_rate),
+            ("--read-5xx-rate", self.read_5xx_rate),
         ] {
             if !(0.0..=1.0).contains(&rate) {
                 bail!("{flag} must be between 0 and 1 (got {rate})");

@@ -1,5 +1,6 @@
 //! The simulator's HTTP surface: Runway's `/v1/…` paths behind the key/version checks and the
-//! fault layer, signed output files under `/_files/`, and `/_sim/stats`, `/_sim/jobs`.
+//! fault layer, signed output files under `/_files/`, and `/_sim/stats`, `/_sim/jobs`,
+//! `/_sim/reads`.
 //! Handlers only parse and answer; the organization's logic lives in `state` and `lifecycle`.
 
 use axum::body::{Body, Bytes};
@@ -41,6 +42,7 @@ pub(crate) fn router(sim: Sim) -> Router {
         .route("/_files/{task}/video.mp4", get(download))
         .route("/_sim/stats", get(stats))
         .route("/_sim/jobs", get(jobs))
+        .route("/_sim/reads", get(reads))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(sim)
@@ -126,6 +128,10 @@ async fn stats(State(sim): State<Sim>) -> Response {
 
 async fn jobs(State(sim): State<Sim>) -> Response {
     Json(sim.jobs()).into_response()
+}
+
+async fn reads(State(sim): State<Sim>) -> Response {
+    Json(sim.reads()).into_response()
 }
 
 async fn no_route() -> Response {

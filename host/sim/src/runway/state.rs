@@ -21,7 +21,7 @@ use super::lifecycle::Start;
 use super::links::Signer;
 use super::model::Model;
 use super::options::RunwayOptions;
-use super::stats::{ModelStats, RunwayJob, RunwayStats};
+use super::stats::{ModelStats, RunwayJob, RunwayRead, RunwayStats};
 use super::task::{Task, draw_plan, unix_ms_now};
 use super::validate::CreateRequest;
 
@@ -57,6 +57,13 @@ pub(super) struct Inner {
     /// Faults, a stream of its own: request n's faults depend on the seed and n only, not on
     /// how many tasks were drawn in between.
     pub fault_rng: StdRng,
+    /// Faults of task reads only (`read_429_rate`, `read_5xx_rate`), a stream of its own:
+    /// read n's faults depend on the seed and n only, and the other draws stay those of the
+    /// seed whatever these rates.
+    pub read_fault_rng: StdRng,
+    /// Every `GET /v1/tasks/{id}` past the key and version checks, in arrival order, with
+    /// the status it was answered (faults included): the request log of reads.
+    pub reads: Vec<(String, Instant, u16)>,
     pub tasks: HashMap<String, Task>,
     /// Task ids in creation order (`/_sim/jobs`).
     pub order: Vec<String>,
@@ -120,6 +127,8 @@ impl Sim {
         let inner = Inner {
             plan_rng: StdRng::seed_from_u64(opts.seed),
             fault_rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed_fa17_5eed_fa17),
+            read_fault_rng: StdRng::seed_from_u64(opts.seed ^ 0x4ead_fa17_4ead_fa17),
+            reads: Vec::new(),
             tasks: HashMap::new(),
             order: Vec::new(),
             models,
@@ -168,6 +177,48 @@ impl Sim {
             lost: lost < lost_rate,
             slow: slow < o.slow_rate || draws <= u64::from(o.slow_first),
         }
+    }
+
+    /// Draws a task read's own faults: 429, else 502/503/504, else none (always two
+    /// numbers, whatever the rates).
+    pub(crate) fn draw_read_fault(&self) -> Option<StatusCode> {
+        let o = &self.opts;
+        let [fault, which]: [f64; 2] = self.inner.lock().read_fault_rng.random();
+        if fault < o.read_429_rate {
+            return Some(StatusCode::TOO_MANY_REQUESTS);
+        }
+        let status = match (which * 3.0) as u32 {
+            0 => StatusCode::BAD_GATEWAY,
+            1 => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::GATEWAY_TIMEOUT,
+        };
+        (fault < o.read_429_rate + o.read_5xx_rate).then_some(status)
+    }
+
+    /// Logs a task read that arrived at `at` and was answered `status`.
+    pub(crate) fn log_read(&self, task_id: String, at: Instant, status: u16) {
+        self.inner.lock().reads.push((task_id, at, status));
+    }
+
+    /// Every task read so far (the request log), in arrival order, times in simulated seconds
+    /// since the first create, as in [`Sim::jobs`] (a read before any create is at 0).
+    pub(crate) fn reads(&self) -> Vec<RunwayRead> {
+        let inner = self.inner.lock();
+        let scale = self.opts.time_scale;
+        let secs = |t: Instant| {
+            inner.first_create.map_or(0.0, |o| {
+                t.saturating_duration_since(o).as_secs_f64() / scale
+            })
+        };
+        inner
+            .reads
+            .iter()
+            .map(|(task_id, at, status)| RunwayRead {
+                task_id: task_id.clone(),
+                at: secs(*at),
+                status: *status,
+            })
+            .collect()
     }
 
     /// Accepts a validated create unless the model's daily limit is reached: the task exists,

@@ -95,8 +95,11 @@ pub struct ModelStats {
 /// Faults injected so far.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FaultStats {
-    /// Requests answered 502/503/504 before taking effect.
+    /// Requests answered 502/503/504 before taking effect (task reads' own 5xx included).
     pub http_5xx: u64,
+    /// Task reads answered 429 before taking effect (`read_429_rate`).
+    #[serde(default)]
+    pub http_429: u64,
     /// Requests that took effect and then lost their answer.
     pub lost_answers: u64,
     /// Of those, creates that made a task: tasks the client was never told about.
@@ -150,4 +153,15 @@ pub struct RunwayJob {
     /// has no client id), even a task whose create answer was lost.
     #[serde(default)]
     pub prompt_text: Option<String>,
+}
+
+/// One task read of the request log (`GET /_sim/reads`), in arrival order: every
+/// `GET /v1/tasks/{id}` past the key and version checks, whatever it was answered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunwayRead {
+    pub task_id: String,
+    /// When it arrived, in simulated seconds since the first create (as `RunwayJob` times).
+    pub at: f64,
+    /// The status it was answered: 200, 404, or an injected 429/5xx.
+    pub status: u16,
 }

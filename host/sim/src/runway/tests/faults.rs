@@ -163,3 +163,64 @@ async fn slow_first_delays_only_the_first_answers() -> anyhow::Result<()> {
     assert_eq!((stats.creates, stats.faults.slow), (2, 1), "{stats:?}");
     handle.shutdown().await
 }
+
+/// `read_429_rate` and `read_5xx_rate` answer task reads only, before they take effect; every
+/// read is in the request log with the status it got, the same for the same seed.
+#[tokio::test]
+async fn read_faults_answer_reads_only_and_the_log_holds_every_read() -> anyhow::Result<()> {
+    let run = |seed| async move {
+        let handle = sim(RunwayOptions {
+            seed,
+            read_429_rate: 0.3,
+            read_5xx_rate: 0.3,
+            ..frozen()
+        })
+        .await?;
+        let c = Client::new(&handle)?;
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(c.create("/v1/image_to_video", &i2v("gen4_turbo")).await?);
+        }
+        let mut answered = Vec::new();
+        for i in 0..40 {
+            let id = &ids[i % ids.len()];
+            let (status, body) = c.task(id).await?;
+            match status.as_u16() {
+                200 => assert_eq!(body["id"], json!(id), "{body}"),
+                429 | 502..=504 => assert!(body["error"].is_string(), "{body}"),
+                other => bail!("unexpected {other}: {body}"),
+            }
+            answered.push((id.clone(), status.as_u16()));
+        }
+        let stats = handle.stats();
+        let reads = handle.reads();
+        handle.shutdown().await?;
+        anyhow::Ok((answered, stats, reads))
+    };
+    let (answered, stats, reads) = run(3).await?;
+    let (again, _, _) = run(3).await?;
+    assert_eq!(answered, again, "same seed, same read faults");
+    let logged: Vec<(String, u16)> = reads
+        .iter()
+        .map(|r| (r.task_id.clone(), r.status))
+        .collect();
+    assert_eq!(logged, answered, "the log holds every read and its answer");
+    assert!(reads.windows(2).all(|w| w[0].at <= w[1].at), "{reads:?}");
+    let count = |f: fn(u16) -> bool| answered.iter().filter(|(_, s)| f(*s)).count() as u64;
+    let (too_many, failed, ok) = (
+        count(|s| s == 429),
+        count(|s| (502..=504).contains(&s)),
+        count(|s| s == 200),
+    );
+    assert!(too_many > 0 && failed > 0 && ok > 0, "{answered:?}");
+    // A faulted read never reached the task: only the answered ones were counted as reads.
+    assert_eq!(stats.gets, ok, "{stats:?}");
+    assert_eq!(
+        (stats.faults.http_429, stats.faults.http_5xx),
+        (too_many, failed)
+    );
+    // Creates are never refused by read faults.
+    assert_eq!(stats.creates, 5);
+    assert!(stats.creates_refused.is_empty(), "{stats:?}");
+    Ok(())
+}
