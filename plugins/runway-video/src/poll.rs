@@ -30,8 +30,19 @@ pub struct Poll<'a> {
 }
 
 impl Poll<'_> {
-    /// The change the answer means.
+    /// The change the answer means. A read answered with an error (a 429, a 5xx, an answer
+    /// that cannot be read, none at all) was a read all the same: the next one waits Runway's
+    /// five-second pace too, or longer when Runway says so (`Retry-After`).
     pub fn change(&self, answer: &Result<Response, HttpError>) -> Change {
+        let mut change = self.judge(answer);
+        if let Outcome::RetryAfter { after_ms, .. } = &mut change.outcome {
+            let pace = self.cfg.scaled_ms(MIN_POLL_SECS).max(1);
+            *after_ms = Some(after_ms.map_or(pace, |ms| ms.max(pace)));
+        }
+        change
+    }
+
+    fn judge(&self, answer: &Result<Response, HttpError>) -> Change {
         let r = match answer {
             Ok(r) => r,
             Err(e) => return self.change_of(Outcome::retry(transport_error(e))),

@@ -160,18 +160,33 @@ fn cancelled_and_unknown_tasks_fail() {
 
 #[test]
 fn a_slow_or_failing_runway_is_retried_and_a_timeout_costs_no_budget() {
+    // Every failed read is still a read: the next one waits Runway's five seconds at least.
+    let paced = |outcome: &Outcome| {
+        matches!(
+            outcome,
+            Outcome::RetryAfter {
+                after_ms: Some(5_000),
+                ..
+            }
+        )
+    };
     let host = keyed_host().on_any(|_| Err(HttpError::Timeout));
     let change = poll(&host, NOW);
-    assert!(matches!(
-        change.outcome,
-        Outcome::RetryAfter { after_ms: None, .. }
-    ));
+    assert!(paced(&change.outcome), "{:?}", change.outcome);
     assert_eq!(code(&change.outcome), Some("timeout"));
-    for status in [500, 502, 503, 504] {
+    for status in [429, 500, 502, 503, 504] {
         let host = answering(status, json!({"error": "busy"}));
         let expected = format!("http_{status}");
-        assert_eq!(code(&poll(&host, NOW).outcome), Some(expected.as_str()));
+        let change = poll(&host, NOW);
+        assert_eq!(code(&change.outcome), Some(expected.as_str()));
+        assert!(paced(&change.outcome), "{status}: {:?}", change.outcome);
     }
+    let soon =
+        keyed_host().on_any(|_| Ok(Response::new(503, "{}").with_header("retry-after", "1")));
+    assert!(
+        paced(&poll(&soon, NOW).outcome),
+        "a Retry-After shorter than the pace"
+    );
     let limited =
         keyed_host().on_any(|_| Ok(Response::new(429, "{}").with_header("retry-after", "7")));
     assert!(matches!(
@@ -189,7 +204,7 @@ fn a_slow_or_failing_runway_is_retried_and_a_timeout_costs_no_budget() {
     // A refused key (contract 1.2): the task runs on; the account is refused, not the job.
     let refused = poll(&answering(401, json!({"error": "Invalid API key"})), NOW);
     assert_eq!(code(&refused.outcome), Some("account_refused"));
-    assert!(matches!(refused.outcome, Outcome::RetryAfter { .. }));
+    assert!(paced(&refused.outcome), "{:?}", refused.outcome);
     let bad_request = answering(400, json!({"error": "bad id"}));
     assert!(matches!(poll(&bad_request, NOW).outcome, Outcome::Fail(_)));
 }
