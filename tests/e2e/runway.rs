@@ -353,6 +353,97 @@ async fn runway_reads_keep_runways_pace_with_a_backlog() {
     run.stop(&[(POOL, 5)]).await;
 }
 
+/// The pace test with Runway's faults on task reads: a tenth of reads answered 429 and a tenth
+/// 502/503/504 (before taking effect). From the simulator's own log of every read (faulted
+/// ones included), no task is read sooner than the pace after its create or its previous read
+/// of any outcome (less the few milliseconds between a tick's clock and its reads going out):
+/// a read retried after a 429 or a 5xx waits the pace too. Faults were
+/// injected (at least 5 of each) and reads did follow them. Every unit still completes (the
+/// retry budget is raised: each faulted read spends one, and this test is about the pace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_reads_keep_runways_pace_after_429_and_5xx_answers() {
+    const SHOTS: usize = 20;
+    const TIME_SCALE_PACE: f64 = 0.02;
+    let run = Run::start(
+        RunwayOptions {
+            time_scale: TIME_SCALE_PACE,
+            read_429_rate: 0.1,
+            read_5xx_rate: 0.1,
+            ..sim_options(6)
+        },
+        |c, _| c.scheduler.retry_budget = 1_000,
+    )
+    .await;
+    let ids = vec![run.submit(payload("pace-faults", SHOTS)).await];
+    let views = run.wait_terminal(&ids, Duration::from_secs(90)).await;
+    for v in &views {
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    // Runway's five seconds, in the simulator's seconds (the log's unit).
+    const PACE: f64 = 5.0;
+    // slotd paces a unit's reads on its tick's clock (the tick's start, before the fill and the
+    // due query), while the log has each read's arrival: a read can arrive that much sooner
+    // after the previous one than slotd scheduled it. 10 real ms (0.5 s here, 10 % of the
+    // pace; 0.2 % of it at Runway's real speed) covers that; a retry on the host's backoff
+    // instead of the pace comes 60 real ms (3 s here) early.
+    const SLACK: f64 = 0.010 / TIME_SCALE_PACE;
+    let jobs = run.sim.jobs();
+    let reads = run.sim.reads();
+    let mut early = Vec::new();
+    let (mut after_fault, mut checked) = (0, 0);
+    for job in &jobs {
+        // (time, status) of the previous request that counts: the create, then each read.
+        let mut prev = (job.created, 200);
+        for r in reads.iter().filter(|r| r.task_id == job.task_id) {
+            checked += 1;
+            if prev.1 != 200 {
+                after_fault += 1;
+            }
+            if r.at - prev.0 < PACE - SLACK {
+                early.push(format!(
+                    "task {} read at {:.3} s ({}), {:.3} s after the {} at {:.3} s",
+                    job.task_id,
+                    r.at,
+                    r.status,
+                    r.at - prev.0,
+                    if prev.1 == 200 {
+                        "create or read answered 200".to_string()
+                    } else {
+                        format!("read answered {}", prev.1)
+                    },
+                    prev.0
+                ));
+            }
+            prev = (r.at, r.status);
+        }
+    }
+    assert!(
+        early.is_empty(),
+        "{} of {checked} reads came sooner than Runway's pace:\n{}",
+        early.len(),
+        early.join("\n")
+    );
+    let faults = |f: fn(u16) -> bool| reads.iter().filter(|r| f(r.status)).count();
+    let (too_many, failed) = (faults(|s| s == 429), faults(|s| (502..=504).contains(&s)));
+    assert!(
+        too_many >= 5 && failed >= 5,
+        "faults injected on reads: {too_many} 429s, {failed} 5xx of {} reads",
+        reads.len()
+    );
+    assert!(
+        after_fault >= 10,
+        "reads that followed a faulted read: {after_fault}"
+    );
+    assert_eq!(checked, reads.len(), "every read was of one of our tasks");
+    assert_eq!(jobs.len(), SHOTS, "one Runway task per unit");
+    assert_eq!(run.sim.stats().downloads, SHOTS as u64);
+    eprintln!(
+        "{} reads: {too_many} answered 429, {failed} 5xx, {after_fault} after a faulted read",
+        reads.len()
+    );
+    run.stop(&[(POOL, 5)]).await;
+}
+
 /// The statuses of a task's units, by index.
 pub fn statuses(view: &Value) -> Vec<String> {
     results(view)
