@@ -154,9 +154,11 @@ const LOG_EVERYTHING: &str = "trace,wasmtime=info,wasmtime_internal_cranelift=in
 /// The key as the handler's README shows it configured (a secret named `api_key`), in a whole
 /// run of the real `slotd` binary logging at `trace`, with webhooks on: fal accepted every
 /// request (the host inserted `Authorization: Key …`), yet neither the key nor its secret half
-/// is in slotd's log, in the recording of every call (its inputs, settings and each request as
-/// the guest handed it to the host: none carries an `Authorization` header) or in the task
-/// view with its unit records.
+/// (plain, base64 or percent-encoded) is in slotd's log, in the recording of every call (its
+/// inputs, settings and each request as the guest handed it to the host: none carries an
+/// `Authorization` header) or in any view a tenant or an operator can read
+/// ([`readable_views`]: the task and its units, the task list, pools and their timeline,
+/// routes, handlers, the event log as JSON and as live streams, the console's API, `/metrics`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fal_the_key_stays_out_of_the_guest_the_logs_the_recording_and_the_views() {
     let sim = slotd_sim::fal::spawn(FalOptions {
@@ -226,14 +228,7 @@ record = "{recordings}"
         Duration::from_secs(60),
     )
     .await;
-    let view: serde_json::Value = client
-        .get(format!("{base}/v1/tasks/{id}?units=true"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let views = readable_views(&client, &base, &id).await;
     assert_check_clean(&db_url, Some(&objects), &[(POOL, 2)]).await;
     child.kill().expect("stop slotd");
     child.wait().expect("reap slotd");
@@ -256,17 +251,15 @@ record = "{recordings}"
     );
     let recording = recordings.join(format!("{HANDLER}.jsonl"));
     let raw = std::fs::read_to_string(&recording).expect("the recording");
-    let secret_half = KEY.split(':').nth(1).expect("secret");
-    for (what, text) in [
-        ("slotd's log", logged),
-        ("the recording", raw),
-        ("the task view", view.to_string()),
-    ] {
-        assert!(!text.contains(KEY), "the key leaked into {what}");
-        assert!(
-            !text.contains(secret_half),
-            "the key's secret leaked into {what}"
-        );
+    let mut texts = vec![
+        ("slotd's log".to_string(), logged),
+        ("the recording".to_string(), raw),
+    ];
+    texts.extend(views);
+    for (what, text) in &texts {
+        for (form, needle) in key_forms() {
+            assert!(!text.contains(&needle), "{form} leaked into {what}");
+        }
     }
     let records = slotd_runtime::tape::read(&recording).expect("the recording parses");
     let mut requests = 0;
@@ -292,4 +285,144 @@ record = "{recordings}"
         "submits, status and result reads: {requests}"
     );
     sim.shutdown().await.expect("sim stop");
+}
+
+/// The key and its secret half as they could show in a text: plain, base64 (standard and
+/// URL-safe, with and without padding) and percent-encoded; each with what it is.
+fn key_forms() -> Vec<(String, String)> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let secret = KEY.split(':').nth(1).expect("secret");
+    let mut forms = Vec::new();
+    for (what, plain) in [("the key", KEY), ("the key's secret", secret)] {
+        forms.push((what.to_string(), plain.to_string()));
+        for (name, engine) in [
+            ("base64", &STANDARD),
+            ("base64 (no padding)", &STANDARD_NO_PAD),
+            ("base64url", &URL_SAFE),
+            ("base64url (no padding)", &URL_SAFE_NO_PAD),
+        ] {
+            forms.push((format!("{what} as {name}"), engine.encode(plain)));
+        }
+        let escaped: String = url::form_urlencoded::byte_serialize(plain.as_bytes()).collect();
+        if escaped != plain {
+            forms.push((format!("{what} percent-encoded"), escaped));
+        }
+    }
+    forms
+}
+
+/// Every view a tenant or an operator can read of a run whose one task `id` has ended (an
+/// unauthenticated loopback caller is an admin: it sees what both see), each named, as text:
+/// the task with and without its units, the task list, `/v1/pools` and each pool's timeline,
+/// `/v1/routes`, `/v1/handlers` (and `?all=true`) and their history, the task's event log as
+/// JSON and as its live stream (which ends with the task), the tenant's event log as JSON and
+/// as a live stream replayed from the start up to the log's last event, the console's other
+/// calls (`/v1/me`, webhooks, the tenant's usage), `/metrics`, `/readyz` and `/openapi.json`.
+async fn readable_views(client: &reqwest::Client, base: &str, id: &str) -> Vec<(String, String)> {
+    let get = async |path: &str, accept: &str| -> String {
+        let r = client
+            .get(format!("{base}{path}"))
+            .header("accept", accept)
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.text()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: body: {e}"))
+    };
+    let json = "application/json";
+    let me: serde_json::Value =
+        serde_json::from_str(&get("/v1/me", json).await).expect("/v1/me is JSON");
+    let tenant = me["tenant"].as_str().expect("tenant").to_string();
+    let pools: serde_json::Value =
+        serde_json::from_str(&get("/v1/pools", json).await).expect("/v1/pools is JSON");
+    let pool_names: Vec<String> = pools
+        .as_array()
+        .expect("pools")
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(pool_names.iter().any(|p| p == POOL), "{pools}");
+    let mut paths = vec![
+        format!("/v1/tasks/{id}"),
+        format!("/v1/tasks/{id}?units=true"),
+        "/v1/tasks".to_string(),
+        format!("/v1/tasks?type={TASK_TYPE}"),
+        "/v1/pools".to_string(),
+        "/v1/routes".to_string(),
+        "/v1/handlers".to_string(),
+        "/v1/handlers?all=true".to_string(),
+        "/v1/handlers/history?limit=100".to_string(),
+        format!("/v1/tasks/{id}/events"),
+        "/v1/events".to_string(),
+        format!("/v1/tasks/{id}/webhooks"),
+        "/v1/webhooks".to_string(),
+        "/v1/me".to_string(),
+        format!("/v1/tenants/{tenant}/usage"),
+        "/metrics".to_string(),
+        "/readyz".to_string(),
+        "/openapi.json".to_string(),
+    ];
+    paths.extend(
+        pool_names
+            .iter()
+            .map(|p| format!("/v1/pools/{}/timeline?minutes=60", url_path(p))),
+    );
+    let mut views = Vec::new();
+    for path in paths {
+        let text = get(&path, json).await;
+        views.push((format!("GET {path}"), text));
+    }
+    // The task's live stream replays its events from the first and ends with the task.
+    let path = format!("/v1/tasks/{id}/events");
+    let stream = get(&path, "text/event-stream").await;
+    assert!(
+        stream.contains("event: end"),
+        "the task stream ended: {stream}"
+    );
+    views.push((format!("GET {path} (event stream)"), stream));
+    // The tenant's stream never ends: replayed from the log's start until it has sent the
+    // last event the JSON log holds.
+    let page: serde_json::Value =
+        serde_json::from_str(&get("/v1/events", json).await).expect("/v1/events is JSON");
+    assert!(
+        page["events"].as_array().is_some_and(|e| !e.is_empty()),
+        "the event log holds the run: {page}"
+    );
+    let last = page["next"].as_str().expect("next").to_string();
+    let mut r = client
+        .get(format!("{base}/v1/events?after=0.0.0"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("/v1/events stream");
+    assert!(r.status().is_success(), "/v1/events stream: {}", r.status());
+    let mut stream = String::new();
+    let want = format!("id: {last}");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !stream.contains(&want) {
+            match r.chunk().await.expect("/v1/events stream chunk") {
+                Some(bytes) => stream.push_str(&String::from_utf8_lossy(&bytes)),
+                None => break,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the tenant stream never sent {want}: {stream}"));
+    assert!(
+        stream.contains(&want),
+        "the tenant stream ended early: {stream}"
+    );
+    views.push(("GET /v1/events (event stream)".to_string(), stream));
+    views
+}
+
+/// `s` as one percent-encoded path segment.
+fn url_path(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
 }
