@@ -340,7 +340,7 @@ async fn a_kill_between_the_end_and_the_delivery_loses_nothing() {
         // Sent until a 2xx, and nothing after it: 503 (not ready), then 200.
         let answers: Vec<u16> = hits.iter().map(|h| h.answered).collect();
         assert_eq!(answers, [503, 200], "task {id}: {hits:#?}");
-        assert_eq!(acted_on(&hits), [id.clone()], "task {id}: {hits:#?}");
+        assert_eq!(acted_on(&hits), [id.as_str()], "task {id}: {hits:#?}");
         // Each of those requests is a recorded attempt (the ones before were refused
         // connections: no answer, an error).
         let attempts = d["attempts"].as_array().expect("attempts");
@@ -441,7 +441,7 @@ async fn a_kill_before_the_2xx_is_recorded_redelivers_the_same_id_once() {
     assert_eq!(answers, [200, 200], "{received:#?}");
     assert_eq!(
         acted_on(&received),
-        [id.clone()],
+        [id.as_str()],
         "a deduplicating receiver acts on the end once: {received:#?}"
     );
     let attempts = d["attempts"].as_array().expect("attempts");
