@@ -80,6 +80,7 @@ pub async fn run(report: &mut Report) {
                     Target::None(Better::Higher),
                 );
                 m.record_costs(report, &shape, "scale_burst");
+                m.record_refusals(report, &shape, "scale_burst_account_refusals");
                 throughput.insert(schedulers, m);
             }
             Ok(None) => return,
@@ -162,7 +163,37 @@ struct Measured {
     backlog_util: f64,
     latency_p50_ms: f64,
     latency_p99_ms: f64,
+    /// The most jobs one account's provider ran at once, from the simulators' job lists. It
+    /// cannot pass the account's limit (a simulator refuses beyond it), so it is read beside
+    /// [`Measured::refusals`].
     peak_per_account: u32,
+    /// Creates the simulators refused over the whole run, every account summed: 429/1303
+    /// (account full) and 429/1102 (balance). A grant past an account's room shows here, not
+    /// in the peak.
+    refusals: Refusals,
+}
+
+/// Creates the simulators refused, by Kling's code.
+#[derive(Clone, Copy, Debug, Default)]
+struct Refusals {
+    full_1303: u64,
+    balance_1102: u64,
+}
+
+impl Refusals {
+    /// Summed over every account's simulator.
+    fn of(sims: &[SimHandle]) -> Refusals {
+        sims.iter()
+            .map(SimHandle::stats)
+            .fold(Refusals::default(), |r, s| Refusals {
+                full_1303: r.full_1303 + s.rate_limited_1303,
+                balance_1102: r.balance_1102 + s.balance_refusals,
+            })
+    }
+
+    fn total(&self) -> u64 {
+        self.full_1303 + self.balance_1102
+    }
 }
 
 /// One run, `None` when PostgreSQL or Redis is not there to run it on.
@@ -276,6 +307,7 @@ async fn run_on(
         latency_p50_ms: quantile(&latencies, 0.5),
         latency_p99_ms: quantile(&latencies, 0.99),
         peak_per_account: peak,
+        refusals: Refusals::of(&sims),
     };
     m.print(shape);
     for sim in sims {

@@ -91,6 +91,20 @@ impl Measured {
             "jobs",
             Target::AtMost(f64::from(SLOTS_PER_ACCOUNT)),
         );
+        self.record_refusals(report, shape, "scale_account_refusals");
+    }
+
+    /// The creates the simulators refused (1303 and 1102, every account), beside the peak: the
+    /// peak cannot pass the limit because the simulator refuses beyond it, so a grant past an
+    /// account's room shows here. The target is zero.
+    pub(super) fn record_refusals(&self, report: &mut Report, shape: &Shape, name: &str) {
+        report.add(
+            name,
+            &shape.backend(),
+            self.refusals.total() as f64,
+            "creates",
+            Target::AtMost(0.0),
+        );
     }
 
     /// The resource that saturated first: the host's CPU when it was nearly all busy, else
@@ -123,8 +137,8 @@ impl Measured {
         eprintln!(
             "scale {}: {} units in {:.1} s ({:.1}/s); per unit: {} statements, {:.0} WAL bytes, \
          {:.1} rows, {:.1} Redis commands, scheduler {:.2} ms, API {:.2} ms, PostgreSQL {:.2} ms \
-         CPU; util while waiting {:.4}; submit latency p50 {:.0} ms p99 {:.0} ms; CPU by \
-         process (s): {:?}",
+         CPU; util while waiting {:.4}; submit latency p50 {:.0} ms p99 {:.0} ms; account \
+         peak {} jobs, creates refused {} (1303) + {} (1102); CPU by process (s): {:?}",
             shape.backend(),
             m.units,
             wall.as_secs_f64(),
@@ -141,6 +155,9 @@ impl Measured {
             m.backlog_util,
             m.latency_p50_ms,
             m.latency_p99_ms,
+            m.peak_per_account,
+            m.refusals.full_1303,
+            m.refusals.balance_1102,
             m.delta
                 .cpu
                 .iter()
