@@ -446,7 +446,7 @@ fn note(unit: &Unit, why: &str) -> UnitUpdate {
 
 #[cfg(test)]
 #[path = "deadlines_grant_tests.rs"]
-mod grant_tests;
+pub(super) mod grant_tests;
 
 #[cfg(test)]
 mod tests {

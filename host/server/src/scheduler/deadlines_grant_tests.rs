@@ -17,7 +17,7 @@ use crate::pool_state::durations::class_of;
 use crate::services::Services;
 
 /// `POST /v1/tasks/fixture` through the real router; the task id.
-async fn post(services: &Services, body: Value) -> String {
+pub(in crate::scheduler) async fn post(services: &Services, body: Value) -> String {
     let req = axum::http::Request::builder()
         .method("POST")
         .uri("/v1/tasks/fixture")
@@ -39,7 +39,7 @@ async fn post(services: &Services, body: Value) -> String {
 
 /// Services on a fresh SQLite file in `dir` with the fixture handler and a pool `fixture` of
 /// ten slots, on a manual clock at 1,000,000 ms.
-async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
+pub(in crate::scheduler) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     std::fs::copy(

@@ -387,3 +387,7 @@ impl Scheduler {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "reconcile_race_tests.rs"]
+mod reconcile_race_tests;

@@ -1,0 +1,133 @@
+//! The slot set's rebuild racing a release (found by a long chaos run, fixed in c2efaf9): a
+//! unit that leaves `submitted` between the rebuild's read of the database and the set's
+//! rebuild had its slot released before the rebuild put it back, so without the rebuild's
+//! second read it would hold a slot nobody releases until the next reconciliation. Made
+//! deterministic here: the slot store's `reconcile` first lets the unit end (its change
+//! commits, then its slot is released, as the lifecycle does) and only then rebuilds the set
+//! from the list read before.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use slotd_core::clock::Clock;
+use slotd_core::model::UnitStatus;
+use slotd_store::{DynStore, UnitUpdate};
+
+use super::Scheduler;
+use super::deadlines::grant_tests::{build, post};
+use crate::slots::local::LocalSlots;
+use crate::slots::{CreateLog, DynSlots, LogCount, Reconciled, SlotError, SlotStore};
+
+/// The in-process slot store, but the first `reconcile` of a pool lets `unit` end in the
+/// database and releases its slot before rebuilding the set from the list it was given.
+struct EndsDuringTheRebuild {
+    inner: DynSlots,
+    store: DynStore,
+    unit: String,
+    now: i64,
+    fired: AtomicBool,
+}
+
+#[async_trait]
+impl SlotStore for EndsDuringTheRebuild {
+    async fn acquire_within(
+        &self,
+        pool: &str,
+        unit_ids: &[String],
+        max: u32,
+        logs: &[CreateLog],
+        now: i64,
+    ) -> Result<Vec<String>, SlotError> {
+        self.inner
+            .acquire_within(pool, unit_ids, max, logs, now)
+            .await
+    }
+    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
+        self.inner.log_count(key, since).await
+    }
+    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
+        self.inner.log_forget(key, entries).await
+    }
+    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
+        self.inner.log_restore(key, entries).await
+    }
+    async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
+        self.inner.release(pool, unit_ids).await
+    }
+    async fn used(&self, pool: &str) -> Result<u32, SlotError> {
+        self.inner.used(pool).await
+    }
+    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
+        if !self.fired.swap(true, Ordering::SeqCst) {
+            let ended = UnitUpdate {
+                unit_id: self.unit.clone(),
+                from: Some(UnitStatus::Submitted),
+                to: Some(UnitStatus::Failed),
+                detail: Some("ended while the slot set was rebuilt".into()),
+                ..UnitUpdate::default()
+            };
+            let report = self
+                .store
+                .unit_apply(&[ended], self.now, None)
+                .await
+                .map_err(|e| SlotError::Unavailable(format!("ending the unit: {e}")))?;
+            assert_eq!(report.applied.len(), 1, "{report:?}");
+            self.inner
+                .release(pool, std::slice::from_ref(&self.unit))
+                .await?;
+        }
+        self.inner.reconcile(pool, submitted).await
+    }
+}
+
+#[tokio::test]
+async fn a_unit_released_during_the_rebuild_holds_no_slot_after_it() {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let (services, clock) = build(dir.path()).await;
+    let unit = json!({"count": 1, "behavior": "quick"});
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(post(&services, json!({ "payload": unit })).await);
+    }
+    let report = Scheduler::new(services.clone())
+        .run_once("fixture", clock.now_ms())
+        .await
+        .expect("tick");
+    assert_eq!(report.accepted, 3, "{report:?}");
+    let first = services.store.task_units(&tasks[0]).await.expect("units");
+    assert_eq!(first[0].status, UnitStatus::Submitted, "{:?}", first[0]);
+
+    // The slot set is lost (a fresh store: Redis restarted empty) and rebuilt; one of the
+    // three ends between the rebuild's read and the set's rebuild.
+    let mut lost = services.clone();
+    lost.slots = Arc::new(EndsDuringTheRebuild {
+        inner: Arc::new(LocalSlots::new()),
+        store: services.store.clone(),
+        unit: first[0].id.clone(),
+        now: clock.now_ms() + 1,
+        fired: AtomicBool::new(false),
+    });
+    let reconciled = Scheduler::new(lost.clone())
+        .reconcile("fixture")
+        .await
+        .expect("reconcile");
+
+    let still = services
+        .store
+        .unit_list_submitted_accounts("fixture")
+        .await
+        .expect("submitted");
+    assert_eq!(still.len(), 2, "{still:?}");
+    assert_eq!(
+        lost.slots.used("fixture").await.expect("used"),
+        2,
+        "the set holds exactly the submitted units after the rebuild ({reconciled:?})"
+    );
+    assert!(
+        !reconciled.restored.contains(&first[0].id),
+        "the ended unit is not reported restored: {reconciled:?}"
+    );
+}
