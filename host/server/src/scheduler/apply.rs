@@ -40,10 +40,12 @@ pub struct Decided {
     /// Indexes into `updates` of units that stay `submitted` with an ordinary poll scheduled
     /// (a new job, or "still running"): the ones a poll round may reschedule.
     pub polling: Vec<usize>,
-    /// The units of `polling` that may not be read again before a time (by index into
-    /// `updates`): a handler's poll hint, or a new job's first poll (`poll_initial`). A
-    /// provider's pace ("no more than one read per task every 5 s") is a floor that a poll round
-    /// never brings forward.
+    /// The units that may not be read again before a time (by index into `updates`): those of
+    /// `polling` with a handler's poll hint or a new job's first poll (`poll_initial`), and a
+    /// unit whose read the provider answered with an error when the handler paced the retry
+    /// (`retry-after` with a delay, [`paced_retry`]). A provider's pace ("no more than one read
+    /// per task every 5 s") is a floor that a poll round never brings forward, and it counts
+    /// from the provider's answer ([`super::rounds::floors_from_answer`]).
     pub not_before: HashMap<usize, i64>,
     /// The first error that named the account rather than the job (`account_refused`,
     /// `account_exhausted`): (code, message). See `accounts.rs`.
@@ -154,6 +156,9 @@ pub fn decide_updates_in(
             out.route_refusals
                 .extend(back_to_route(cfg, unit, &change, doubt, &mut update, now));
             honour_cancel(unit, &mut update);
+            if let Some(at) = paced_retry(&change.outcome, &update) {
+                out.not_before.insert(out.updates.len(), at);
+            }
             out.updates.push(update);
             continue;
         }
@@ -166,6 +171,13 @@ pub fn decide_updates_in(
             _ => (false, false),
         };
         let queue = change.provider_queue;
+        let retry_paced = matches!(
+            change.outcome,
+            Outcome::RetryAfter {
+                after_ms: Some(_),
+                ..
+            }
+        );
         let doubt = in_doubt.contains(unit.id.as_str());
         let routed = unit.routing.is_some().then(|| change.clone());
         let mut update = update_for(cfg, handler, unit, change, now);
@@ -182,10 +194,27 @@ pub fn decide_updates_in(
                 out.not_before.insert(out.updates.len(), at);
             }
             out.polling.push(out.updates.len());
+        } else if retry_paced && update.to == Some(UnitStatus::Submitted) {
+            if let Some(at) = update.next_at {
+                out.not_before.insert(out.updates.len(), at);
+            }
         }
         out.updates.push(update);
     }
     out
+}
+
+/// When a unit that stays `submitted` may be read again, for a `retry-after` the handler gave
+/// a delay (a read the provider answered 429 or 5xx, paced by the handler): that read was a
+/// read all the same, so the delay is a floor that counts from the answer, as a poll hint's
+/// does. `None` for anything else.
+fn paced_retry(outcome: &Outcome, update: &UnitUpdate) -> Option<i64> {
+    match outcome {
+        Outcome::RetryAfter {
+            after_ms: Some(_), ..
+        } if update.to == Some(UnitStatus::Submitted) => update.next_at,
+        _ => None,
+    }
 }
 
 impl Decided {

@@ -394,3 +394,34 @@ fn jobs_queued_at_the_provider_show_it_and_count_once_they_truly_wait() {
         .map(UnitUpdate::is_pure_poll);
     assert_eq!(pure, Some(true));
 }
+
+/// A read the provider answered with an error and the handler retries after a delay (its
+/// pace) is held to that delay counted from the answer, like a poll hint: it gets a floor that
+/// `floors_from_answer` moves by the call's time. A retry without a delay gets none.
+#[test]
+fn paced_retries_of_a_read_count_from_the_answer() {
+    let cfg = SchedulerConfig::default();
+    let (u, v) = (unit("u1", Some("job1"), "b"), unit("u2", Some("job2"), "b"));
+    let err = ProviderError {
+        code: Some("5000".into()),
+        message: "busy".into(),
+    };
+    let retry = |id: &str, after_ms: Option<u64>| {
+        ch(
+            id,
+            Outcome::RetryAfter {
+                after_ms,
+                error: err.clone(),
+            },
+        )
+    };
+    let changes = vec![retry("u1", Some(5_000)), retry("u2", None)];
+    let mut p = decide_updates(&cfg, &info(), &[&u, &v], changes, 1_000);
+    let at = p.updates[0].next_at.expect("next read");
+    assert!(at >= 6_000, "the pace from the tick: {at}");
+    assert_eq!(p.not_before.get(&0), Some(&at));
+    assert_eq!(p.not_before.get(&1), None, "{:?}", p.not_before);
+    // The call was answered 700 ms after the tick began: the pace counts from there.
+    super::super::rounds::floors_from_answer(&mut p, 700);
+    assert_eq!(p.updates[0].next_at, Some(at + 701));
+}
