@@ -194,10 +194,11 @@ pub fn decide_updates_in(
                 out.not_before.insert(out.updates.len(), at);
             }
             out.polling.push(out.updates.len());
-        } else if retry_paced && update.to == Some(UnitStatus::Submitted) {
-            if let Some(at) = update.next_at {
-                out.not_before.insert(out.updates.len(), at);
-            }
+        } else if retry_paced
+            && update.to == Some(UnitStatus::Submitted)
+            && let Some(at) = update.next_at
+        {
+            out.not_before.insert(out.updates.len(), at);
         }
         out.updates.push(update);
     }
