@@ -85,14 +85,14 @@ impl Handler for FalVideoHandler {
 
     /// US dollars by fal's listed Pika prices (FAL_API.md "Cost").
     fn estimate(task_type: &str, spec: &str) -> Option<f64> {
-        (task_type == payload::TASK_TYPE)
+        (task_type == models::TASK_TYPE)
             .then(|| spec::Spec::read(spec).ok().map(|s| s.usd()))
             .flatten()
     }
 
     /// Contract 1.3: the clip's expected run by model, resolution and length, × scale.
     fn expected_duration(host: &dyn Host, task_type: &str, spec: &str) -> Option<ExpectedDuration> {
-        if task_type != payload::TASK_TYPE {
+        if task_type != models::TASK_TYPE {
             return None;
         }
         let cfg = settings::Config::read(host).ok()?;

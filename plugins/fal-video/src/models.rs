@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+/// The task type served: every model's units have it.
+pub const TASK_TYPE: &str = "fal_video";
+
 /// A Pika model on fal that this handler serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Model {

@@ -7,12 +7,10 @@ use serde_json::Value;
 use slotd_sdk::PlanError;
 use slotd_sdk::fields::{known_only, payload, type_name};
 
-use crate::models::Model;
+use crate::models::{Model, TASK_TYPE};
 use crate::shot;
 use crate::spec::Spec;
 
-/// The task type served.
-pub const TASK_TYPE: &str = "fal_video";
 /// Most shots one task may hold.
 pub const MAX_SHOTS: usize = 100;
 

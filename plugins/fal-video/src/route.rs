@@ -20,8 +20,7 @@ use serde_json::{Map, Value, json};
 use slotd_sdk::route::{self, RoutedShot, Shot};
 use slotd_sdk::{PlanError, fields};
 
-use crate::models::{ASPECT_RATIOS, Model, RESOLUTIONS};
-use crate::payload::TASK_TYPE;
+use crate::models::{ASPECT_RATIOS, Model, RESOLUTIONS, TASK_TYPE};
 use crate::settings::HANDLER;
 use crate::shot;
 use crate::spec::Spec;

@@ -5,8 +5,7 @@
 use slotd_sdk::settings::Settings;
 use slotd_sdk::{Credential, HandlerInfo, Host, PoolInfo, StageInfo, StagePool, TaskTypeInfo};
 
-use crate::models::Model;
-use crate::payload::TASK_TYPE;
+use crate::models::{Model, TASK_TYPE};
 
 pub const HANDLER: &str = "fal-video";
 /// The handler's own version.

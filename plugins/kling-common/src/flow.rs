@@ -22,6 +22,7 @@ use slotd_sdk::{Change, Host, Outcome, ProviderError, TickContext, Unit};
 
 use crate::answer::{CAPACITY_RETRY_MS, Class, Problem};
 use crate::client::Client;
+use crate::job::Job;
 use crate::list;
 use crate::task::{self, Success, TaskObject};
 
@@ -29,19 +30,6 @@ use crate::task::{self, Success, TaskObject};
 const MAX_ROUNDS: usize = 6;
 /// Units of one collection due together from which the list endpoint is used.
 pub const LIST_MIN_UNITS: usize = 2;
-
-/// One unit of the batch with what the flow needs to know about its provider job.
-pub struct Job<'u> {
-    pub unit: &'u Unit,
-    /// The collection path, e.g. `/v1/videos/text2video`.
-    pub collection: &'static str,
-    /// The create body without `external_task_id` and `callback_url`.
-    pub body: Value,
-    /// Shortest and longest expected duration in seconds (for poll hints).
-    pub expected_secs: (u64, u64),
-    /// Largest `pageSize` the collection's list accepts.
-    pub page_size_max: u32,
-}
 
 /// Per-call settings.
 pub struct Settings<'a> {

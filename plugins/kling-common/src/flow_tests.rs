@@ -11,7 +11,8 @@ use slotd_sdk::{Change, HttpError, Outcome, ProviderError, Response, Unit};
 
 use crate::answer::{ACCOUNT_EXHAUSTED, ACCOUNT_REFUSED, NOT_CREATED};
 use crate::client::Client;
-use crate::flow::{self, Job, Settings};
+use crate::flow::{self, Settings};
+use crate::job::Job;
 use crate::testing::{kling, kling_host};
 use crate::video;
 

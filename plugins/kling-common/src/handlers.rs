@@ -18,7 +18,8 @@ use slotd_sdk::{
     settings,
 };
 
-use crate::flow::{self, Job};
+use crate::flow;
+use crate::job::Job;
 use crate::{avatar, price, video, video_route, webhook};
 
 /// `kling-video`: text-to-video and image-to-video, one unit per shot on `kling:video`.

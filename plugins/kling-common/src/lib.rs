@@ -9,7 +9,8 @@
 //! - `client`: the JWT and one authenticated round of requests, re-signing once on 1003/1004.
 //! - `answer`: Kling's envelope and the classification of every code.
 //! - `task`: the task object and what its status means for a unit.
-//! - `flow`: a tick: in-doubt lookups, submits, duplicate adoption, polls; `list`: list polling.
+//! - `flow`: a tick: in-doubt lookups, submits, duplicate adoption, polls; `list`: list polling;
+//!   `job`: a unit of the batch as both see it.
 //! - `fields`: payload validation (the SDK's helpers and Kling's image rule).
 //! - `video`, `avatar`: the two handlers' payloads, bodies and results.
 //! - `video_route`: `kling-video` as a route target (contract 1.5 `routes`): a canonical shot
@@ -23,6 +24,7 @@ pub mod client;
 pub mod fields;
 pub mod flow;
 pub mod handlers;
+pub mod job;
 mod list;
 pub mod price;
 pub mod task;

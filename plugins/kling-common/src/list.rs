@@ -8,7 +8,7 @@ use slotd_sdk::client::Call;
 use slotd_sdk::polling::{Entry, ListLimits, ListPoll, Waiting};
 
 use crate::answer::Problem;
-use crate::flow::Job;
+use crate::job::Job;
 use crate::task::TaskObject;
 
 /// Kling's paging: up to 3 pages of at least 50 entries, 4 per unit due (other tasks of the

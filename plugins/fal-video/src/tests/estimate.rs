@@ -8,7 +8,7 @@ use slotd_sdk::{ExpectedDuration, Handler};
 use super::plan::{FRAMES, I2V, IMG, SCENES};
 use super::support::*;
 use crate::FalVideoHandler;
-use crate::payload::TASK_TYPE;
+use crate::models::TASK_TYPE;
 
 #[test]
 fn costs_follow_the_price_table() {

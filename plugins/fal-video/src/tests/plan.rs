@@ -7,7 +7,7 @@ use slotd_sdk::testing::ScriptedHost;
 
 use super::support::*;
 use crate::FalVideoHandler;
-use crate::payload::TASK_TYPE;
+use crate::models::TASK_TYPE;
 
 pub const I2V: &str = "fal-ai/pika/v2.2/image-to-video";
 pub const SCENES: &str = "fal-ai/pika/v2.2/pikascenes";

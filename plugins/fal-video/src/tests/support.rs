@@ -12,7 +12,8 @@ use slotd_sdk::{
 };
 
 use crate::FalVideoHandler;
-use crate::payload::{TASK_TYPE, plan};
+use crate::models::TASK_TYPE;
+use crate::payload::plan;
 
 /// The key the scripted host holds; the guest never sees it.
 pub const KEY: &str = "key-id-1234:key-secret-abcdef";
