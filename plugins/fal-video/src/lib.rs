@@ -42,6 +42,7 @@ pub mod webhook;
 #[cfg(test)]
 mod tests;
 
+use slotd_sdk::jobs;
 use slotd_sdk::{
     CallbackChange, CancelChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
     LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedShot, RoutedUnit, StagePool,
@@ -67,20 +68,10 @@ impl Handler for FalVideoHandler {
     /// payloads are taken.
     fn plan(_: &dyn Host, task_type: &str, payload: &str) -> Result<Vec<PlannedUnit>, PlanError> {
         let shots = payload::plan(task_type, payload)?;
-        if let Some(other) = shots.iter().find(|s| s.model != DEFAULT_MODEL) {
-            return Err(PlanError::at(
-                "model",
-                format!(
-                    "model {} needs its own pool, which this host cannot route units to (it \
-                     called plan, not plan-routed); only {DEFAULT_MODEL} is served here",
-                    other.model
-                ),
-            ));
-        }
-        Ok(shots
-            .into_iter()
-            .map(|s| PlannedUnit::new(s.spec))
-            .collect())
+        jobs::plan_default_pool(
+            shots.into_iter().map(|s| (s.model, s.spec)).collect(),
+            DEFAULT_MODEL,
+        )
     }
 
     /// US dollars by fal's listed Pika prices (FAL_API.md "Cost").
@@ -110,14 +101,10 @@ impl Handler for FalVideoHandler {
         payload: &str,
     ) -> Result<Vec<RoutedUnit>, PlanError> {
         let shots = payload::plan(task_type, payload)?;
-        Ok(shots
-            .into_iter()
-            .map(|s| RoutedUnit {
-                spec: s.spec,
-                state: "{}".into(),
-                pools: vec![(STAGE.into(), s.model.pool())],
-            })
-            .collect())
+        Ok(jobs::routed(
+            STAGE,
+            shots.into_iter().map(|s| (s.model.pool(), s.spec)),
+        ))
     }
 
     fn stage_pools(host: &dyn Host) -> Vec<StagePool> {

@@ -2,8 +2,9 @@
 //! (`[handlers.fal-video]`): where fal's queue, request history and webhook keys are, how the
 //! key is sent, the account's concurrency, the scale of times, and optional submit headers.
 
+use slotd_sdk::jobs;
 use slotd_sdk::settings::Settings;
-use slotd_sdk::{Credential, HandlerInfo, Host, PoolInfo, StageInfo, StagePool, TaskTypeInfo};
+use slotd_sdk::{Credential, HandlerInfo, Host, StagePool};
 
 use crate::models::{Model, TASK_TYPE};
 
@@ -28,15 +29,7 @@ pub const CONCURRENCY_DEFAULT: u32 = 2;
 /// `stage-pools` proposes every model's pool (this one included) sized by `concurrency`, and
 /// the host refuses a pool proposed twice with different sizes.
 pub fn describe() -> HandlerInfo {
-    HandlerInfo {
-        name: HANDLER.into(),
-        version: VERSION.into(),
-        task_types: vec![TaskTypeInfo {
-            name: TASK_TYPE.into(),
-            stages: vec![StageInfo::new(STAGE, DEFAULT_MODEL.pool())],
-        }],
-        pools: Vec::new(),
-    }
+    jobs::one_stage(HANDLER, VERSION, TASK_TYPE, STAGE, &DEFAULT_MODEL.pool())
 }
 
 /// `stage-pools`: every model's pool with the account's concurrency as its default size (the
@@ -52,14 +45,8 @@ pub fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
             CONCURRENCY_DEFAULT
         }
     };
-    Model::ALL
-        .into_iter()
-        .map(|model| StagePool {
-            task_type: TASK_TYPE.into(),
-            stage: STAGE.into(),
-            pool: PoolInfo::new(model.pool(), slots),
-        })
-        .collect()
+    let pools = Model::ALL.into_iter().map(Model::pool);
+    jobs::stage_pools(TASK_TYPE, STAGE, pools, slots)
 }
 
 fn concurrency(s: &Settings) -> Result<u32, String> {
@@ -187,6 +174,7 @@ fn url(s: &Settings, key: &str, default: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slotd_sdk::StageInfo;
     use slotd_sdk::testing::ScriptedHost;
 
     #[test]

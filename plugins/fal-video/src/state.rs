@@ -5,8 +5,8 @@
 //! gave them on the base URL's host, whether a webhook was asked for, and the last status and
 //! queue position seen.
 //!
-//! Before that, what became of the current submission's submit: `submission` names it
-//! (`<idempotency key>@<submitted-at ms>`, new for every submit marker) and either
+//! Before that, what became of the current submission's submit, as the SDK's submission record
+//! ([`slotd_sdk::jobs::Record`]): `submission` names it and either
 //! `refused_at_ms` (fal answered "not created": submitting again is safe) or `unknown_since`
 //! with `unknown_reason` and `checked_at_ms` (the answer was lost: a request may exist; see
 //! [`crate::unknown`]). `found_request_id`: a request the history showed for such a unit
@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 use slotd_sdk::Unit;
+use slotd_sdk::jobs::Record;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -34,30 +35,15 @@ pub struct State {
     pub status: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_position: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub submission: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused_at_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown_since: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown_reason: Option<String>,
+    /// What became of the current submission's submit (the SDK's record, its fields written
+    /// in place: `submission`, `refused_at_ms`, `unknown_since`, `unknown_reason`).
+    #[serde(flatten)]
+    pub record: Record,
     /// When the request history was last read for the unknown outcome.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checked_at_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub found_request_id: Option<String>,
-}
-
-/// What became of the current submission's submit, as far as the state records it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SubmitRecord {
-    /// Nothing recorded for this submission.
-    None,
-    /// Answered "not created": submitting again is safe.
-    Refused,
-    /// The answer was lost at `since` (slotd's clock), for `reason`.
-    Unknown { since: u64, reason: String },
 }
 
 impl State {
@@ -71,26 +57,10 @@ impl State {
         serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
     }
 
-    /// What the state records about `unit`'s current submission.
-    pub fn record_for(&self, unit: &Unit) -> SubmitRecord {
-        if self.submission.as_deref() != Some(submission(unit).as_str()) {
-            return SubmitRecord::None;
-        }
-        match (self.unknown_since, self.refused_at_ms) {
-            (Some(since), _) => SubmitRecord::Unknown {
-                since,
-                reason: self.unknown_reason.clone().unwrap_or_default(),
-            },
-            (None, Some(_)) => SubmitRecord::Refused,
-            (None, None) => SubmitRecord::None,
-        }
-    }
-
     /// State after a submit answered "not created" at `now_ms`.
     pub fn refused(unit: &Unit, now_ms: u64) -> State {
         State {
-            submission: Some(submission(unit)),
-            refused_at_ms: Some(now_ms),
+            record: Record::refused(unit, now_ms),
             ..State::default()
         }
     }
@@ -99,9 +69,7 @@ impl State {
     /// at `checked_at_ms`.
     pub fn unknown(unit: &Unit, since: u64, reason: &str, checked_at_ms: Option<u64>) -> State {
         State {
-            submission: Some(submission(unit)),
-            unknown_since: Some(since),
-            unknown_reason: Some(reason.to_string()),
+            record: Record::unknown(unit, since, reason),
             checked_at_ms,
             found_request_id: State::of(unit).found_request_id,
             ..State::default()
@@ -109,19 +77,10 @@ impl State {
     }
 }
 
-/// The current submission of a unit: its idempotency key (unit, stage and submit attempt) and
-/// the time the host marked it submitted.
-pub fn submission(unit: &Unit) -> String {
-    format!(
-        "{}@{}",
-        unit.idempotency_key,
-        unit.submitted_at_ms.unwrap_or_default()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slotd_sdk::jobs::Said;
 
     fn unit(state: &str, submitted_at_ms: u64) -> Unit {
         Unit {
@@ -135,24 +94,18 @@ mod tests {
     #[test]
     fn records_belong_to_one_submission() {
         let u = unit("{}", 1_000);
-        assert_eq!(
-            State::refused(&u, 2_000).record_for(&u),
-            SubmitRecord::Refused
-        );
+        assert_eq!(State::refused(&u, 2_000).record.said(&u), Said::Refused);
         let unknown = State::unknown(&u, 1_000, "HTTP 504", None).to_json();
         let again = unit(&unknown, 1_000);
         assert_eq!(
-            State::of(&again).record_for(&again),
-            SubmitRecord::Unknown {
+            State::of(&again).record.said(&again),
+            Said::Unknown {
                 since: 1_000,
                 reason: "HTTP 504".into()
             }
         );
         let remarked = unit(&unknown, 9_000);
-        assert_eq!(
-            State::of(&remarked).record_for(&remarked),
-            SubmitRecord::None
-        );
+        assert_eq!(State::of(&remarked).record.said(&remarked), Said::Nothing);
         assert_eq!(State::of(&unit("not json", 1)), State::default());
         assert_eq!(State::default().to_json(), "{}");
     }

@@ -14,33 +14,27 @@
 //! 3. nothing found once the hold has passed (after one last look): it fails with code
 //!    [`SUBMISSION_UNKNOWN`]; a retry of the task resubmits on purpose.
 //!
-//! The hold is said as `retry-after` with error code `timeout` (the host refuses `running`
-//! for a unit without a provider job id): the unit stays `submitted` with its slot, spends no
-//! retry budget, and its state (with `unknown_since`) is stored.
+//! The record, the rule and how the hold is said to the host (`retry-after` with error code
+//! `timeout`) are the SDK's ([`slotd_sdk::jobs`]); this file says how long a fal submit is
+//! held, how its request is looked for, and in fal's words.
 
 use serde_json::Value;
+use slotd_sdk::jobs::{self, SUBMISSION_UNKNOWN};
 use slotd_sdk::polling::path_segment;
-use slotd_sdk::{Change, Host, Level, Outcome, ProviderError, Unit};
+use slotd_sdk::{Change, Host, Level, Outcome, Unit};
 
 use crate::fal::{self, Answer, Call};
 use crate::settings::Config;
 use crate::spec::Spec;
-use crate::state::{State, SubmitRecord};
+use crate::state::State;
 use crate::time;
 
-/// The error code of a unit whose submit outcome stayed unknown.
-pub const SUBMISSION_UNKNOWN: &str = "submission_unknown";
 /// How often the history is read for an unknown outcome (seconds of fal time).
 pub const RECONCILE_SECS: f64 = 30.0;
 /// Clock skew tolerated between slotd and fal when matching `sent_at`.
 pub const SKEW_MS: u64 = 60_000;
 /// Items asked for per history read (fal's maximum).
 pub const HISTORY_LIMIT: u32 = 100;
-/// The contract's code for "the provider did not answer in time" (no retry budget spent).
-const TIMEOUT: &str = "timeout";
-/// Why an in-doubt unit with nothing recorded has an unknown outcome.
-const LOST_BY_SLOTD: &str = "slotd lost track of the submit call (a crash, trap or timeout \
-                             between sending it and recording the request id)";
 
 /// A submission whose outcome is unknown.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,16 +55,14 @@ impl Unknown {
     /// (fresh, or fal answered its last submit "not created").
     pub fn of(unit: &Unit, spec: &Spec, cfg: &Config, now_ms: u64) -> Option<Unknown> {
         let state = State::of(unit);
-        let (since, reason, checked_at) = match state.record_for(unit) {
-            SubmitRecord::Refused => return None,
-            SubmitRecord::Unknown { since, reason } => (since, reason, state.checked_at_ms),
-            SubmitRecord::None if unit.in_doubt => (
-                unit.submitted_at_ms.unwrap_or(now_ms),
-                LOST_BY_SLOTD.to_string(),
-                None,
-            ),
-            SubmitRecord::None => return None,
+        let lost = jobs::lost_by_slotd("submit", "request id");
+        let doubt = state.record.doubt(unit, now_ms, &lost)?;
+        let checked_at = if doubt.recorded {
+            state.checked_at_ms
+        } else {
+            None
         };
+        let (since, reason) = (doubt.since, doubt.reason);
         Some(Unknown::new(unit, spec, cfg, since, reason, checked_at))
     }
 
@@ -221,45 +213,40 @@ pub fn hold(
         Some(Err(why)) => format!(" (the last history read failed: {why})"),
         _ => String::new(),
     };
-    if State::of(unit).unknown_since != Some(u.since) {
+    if State::of(unit).record.first_seen(u.since) {
         host.warn(&format!(
             "unit {} (task {}): {lost}; it is never submitted again automatically. Its slot \
              stays held for up to {hold_s} s while fal's request history is searched for it.",
             unit.id, unit.task_id
         ));
     }
-    let outcome = if now_ms >= u.until && looked.is_some() {
-        Outcome::Fail(ProviderError::new(
-            Some(SUBMISSION_UNKNOWN),
+    if now_ms >= u.until && looked.is_some() {
+        return jobs::give_up(
+            unit,
+            state.to_json(),
             format!(
                 "{lost}. fal's request history showed no matching request within {hold_s} s, \
                  the longest such a clip is expected to take{read_failed}. A retry of this \
                  task resubmits the unit on purpose, possibly generating (and paying for) the \
                  video twice."
             ),
-        ))
-    } else {
-        let next = Unknown {
-            checked_at,
-            ..u.clone()
-        }
-        .next_check(cfg)
-        .min(u.until);
-        let remaining = u.until.saturating_sub(now_ms).div_ceil(1000);
-        Outcome::RetryAfter {
-            after_ms: Some(next.saturating_sub(now_ms).max(1)),
-            error: ProviderError::new(
-                Some(TIMEOUT),
-                format!(
-                    "{lost}; it is never submitted again automatically. Looking for it in \
-                     fal's request history{read_failed}; the slot stays held {remaining} s \
-                     more at most, then the unit fails with {SUBMISSION_UNKNOWN}."
-                ),
-            ),
-        }
-    };
-    Change {
-        state: Some(state.to_json()),
-        ..Change::of(unit, outcome)
+        );
     }
+    let next = Unknown {
+        checked_at,
+        ..u.clone()
+    }
+    .next_check(cfg)
+    .min(u.until);
+    let remaining = u.until.saturating_sub(now_ms).div_ceil(1000);
+    jobs::hold(
+        unit,
+        state.to_json(),
+        next.saturating_sub(now_ms).max(1),
+        format!(
+            "{lost}; it is never submitted again automatically. Looking for it in fal's \
+             request history{read_failed}; the slot stays held {remaining} s more at most, \
+             then the unit fails with {SUBMISSION_UNKNOWN}."
+        ),
+    )
 }

@@ -13,6 +13,7 @@
 //! never sent) ends at once. No request is made for it.
 
 use slotd_sdk::client::{Call, transport_error};
+use slotd_sdk::jobs;
 use slotd_sdk::polling::Round;
 use slotd_sdk::retry_after::retry_after_ms;
 use slotd_sdk::{CancelChange, CancelOutcome, Host, HttpError, Response, TickContext, Unit};
@@ -71,12 +72,7 @@ fn without_task(unit: &Unit, cfg: &Config, now_ms: u64) -> CancelOutcome {
         // Answered "not created", or a spec no create was ever made of.
         return CancelOutcome::Ended;
     };
-    let until = unknown::hold_until(spec.model, cfg, since);
-    if now_ms >= until {
-        CancelOutcome::Ended
-    } else {
-        CancelOutcome::Running(Some(until - now_ms))
-    }
+    jobs::cancel_hold(now_ms, unknown::hold_until(spec.model, cfg, since))
 }
 
 /// What the task's state after a 204 means: ended, or asked again after `again_ms`.

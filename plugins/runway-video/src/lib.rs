@@ -40,6 +40,7 @@ pub mod unknown;
 #[cfg(test)]
 mod tests;
 
+use slotd_sdk::jobs;
 use slotd_sdk::{
     CallbackChange, CancelChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
     LimitsContext, PlanError, PlannedUnit, PoolLimits, RoutedShot, RoutedUnit, StagePool,
@@ -64,20 +65,10 @@ impl Handler for RunwayVideo {
     /// payloads are taken.
     fn plan(_: &dyn Host, task_type: &str, payload: &str) -> Result<Vec<PlannedUnit>, PlanError> {
         let shots = payload::plan(task_type, payload)?;
-        if let Some(other) = shots.iter().find(|s| s.model != DEFAULT_MODEL) {
-            return Err(PlanError::at(
-                "model",
-                format!(
-                    "model {} needs its own pool, which this host cannot route units to (it \
-                     called plan, not plan-routed); only {DEFAULT_MODEL} is served here",
-                    other.model
-                ),
-            ));
-        }
-        Ok(shots
-            .into_iter()
-            .map(|s| PlannedUnit::new(s.spec))
-            .collect())
+        jobs::plan_default_pool(
+            shots.into_iter().map(|s| (s.model, s.spec)).collect(),
+            DEFAULT_MODEL,
+        )
     }
 
     /// Credits by Runway's documented per-second rates (RUNWAY_API.md "Cost"), e.g.
@@ -113,14 +104,10 @@ impl Handler for RunwayVideo {
         payload: &str,
     ) -> Result<Vec<RoutedUnit>, PlanError> {
         let shots = payload::plan(task_type, payload)?;
-        Ok(shots
-            .into_iter()
-            .map(|s| RoutedUnit {
-                spec: s.spec,
-                state: "{}".into(),
-                pools: vec![(STAGE.into(), s.model.pool())],
-            })
-            .collect())
+        Ok(jobs::routed(
+            STAGE,
+            shots.into_iter().map(|s| (s.model.pool(), s.spec)),
+        ))
     }
 
     fn stage_pools(host: &dyn Host) -> Vec<StagePool> {

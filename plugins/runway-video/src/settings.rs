@@ -3,8 +3,9 @@
 //! the scale of poll hints.
 
 use slotd_sdk::client::Client;
+use slotd_sdk::jobs;
 use slotd_sdk::settings::Settings;
-use slotd_sdk::{Credential, HandlerInfo, Host, StageInfo, StagePool, TaskTypeInfo};
+use slotd_sdk::{Credential, HandlerInfo, Host, StagePool};
 
 use crate::models::Model;
 use crate::payload::TASK_TYPE;
@@ -35,29 +36,14 @@ const TIER_SLOTS: [u32; 5] = [1, 3, 5, 10, 20];
 /// included) sized by it. Proposing the default pool here too would conflict at tiers above 1,
 /// and the host refuses a pool proposed twice with different sizes.
 pub fn describe() -> HandlerInfo {
-    HandlerInfo {
-        name: HANDLER.into(),
-        version: VERSION.into(),
-        task_types: vec![TaskTypeInfo {
-            name: TASK_TYPE.into(),
-            stages: vec![StageInfo::new(STAGE, DEFAULT_MODEL.pool())],
-        }],
-        pools: Vec::new(),
-    }
+    jobs::one_stage(HANDLER, VERSION, TASK_TYPE, STAGE, &DEFAULT_MODEL.pool())
 }
 
 /// `stage-pools`: every model's pool for the stage, with the tier's concurrency as its
 /// default size (the operator's `[pools."runway:<model>"] max_slots` wins).
 pub fn stage_pools(host: &dyn Host) -> Vec<StagePool> {
-    let slots = tier_slots(tier(host));
-    Model::ALL
-        .into_iter()
-        .map(|model| StagePool {
-            task_type: TASK_TYPE.into(),
-            stage: STAGE.into(),
-            pool: slotd_sdk::PoolInfo::new(model.pool(), slots),
-        })
-        .collect()
+    let pools = Model::ALL.into_iter().map(Model::pool);
+    jobs::stage_pools(TASK_TYPE, STAGE, pools, tier_slots(tier(host)))
 }
 
 /// The configured tier (`tier`, 1 to 5); anything else is logged and read as tier 1.
@@ -158,8 +144,8 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slotd_sdk::Level;
     use slotd_sdk::testing::ScriptedHost;
+    use slotd_sdk::{Level, StageInfo};
 
     #[test]
     fn tiers_size_every_model_pool() {

@@ -3,15 +3,15 @@
 //! Once Runway accepted the create: when (`created_at_ms`), its price ceiling
 //! (`estimated_credits`) and the last status seen (`status`, `progress`).
 //!
-//! Before that, what became of the current submission's create: `submission` names the
-//! submission (`<idempotency key>@<submitted-at ms>`, new for every submit marker, so a record
-//! left by an earlier submission is never mistaken for this one's) and either
+//! Before that, what became of the current submission's create, as the SDK's submission record
+//! ([`slotd_sdk::jobs::Record`]): `submission` names the submission and either
 //! `refused_at_ms` (Runway answered "not created", e.g. 429 or 503: creating again is safe) or
 //! `unknown_since` with `unknown_reason` (the answer was lost: a task may exist; see
 //! [`crate::unknown`]).
 
 use serde::{Deserialize, Serialize};
 use slotd_sdk::Unit;
+use slotd_sdk::jobs::Record;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -31,29 +31,10 @@ pub struct State {
     /// slotd's clock when a read saw the task `SUCCEEDED` (its output link is fresh then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub succeeded_at_ms: Option<u64>,
-    /// The submission the next three fields are about.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub submission: Option<String>,
-    /// That submission's last create was answered "not created" at this time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused_at_ms: Option<u64>,
-    /// That submission's create has had an unknown outcome since this time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown_since: Option<u64>,
-    /// Why its outcome is unknown (e.g. `HTTP 504`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown_reason: Option<String>,
-}
-
-/// What became of the current submission's create, as far as the state records it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum CreateRecord {
-    /// Nothing recorded for this submission.
-    None,
-    /// Answered "not created": creating again is safe.
-    Refused,
-    /// The answer was lost at `since` (slotd's clock), for `reason`.
-    Unknown { since: u64, reason: String },
+    /// What became of the current submission's create (the SDK's record, its fields written
+    /// in place: `submission`, `refused_at_ms`, `unknown_since`, `unknown_reason`).
+    #[serde(flatten)]
+    pub record: Record,
 }
 
 impl State {
@@ -67,26 +48,10 @@ impl State {
         serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
     }
 
-    /// What the state records about `unit`'s current submission.
-    pub fn record_for(&self, unit: &Unit) -> CreateRecord {
-        if self.submission.as_deref() != Some(submission(unit).as_str()) {
-            return CreateRecord::None;
-        }
-        match (self.unknown_since, self.refused_at_ms) {
-            (Some(since), _) => CreateRecord::Unknown {
-                since,
-                reason: self.unknown_reason.clone().unwrap_or_default(),
-            },
-            (None, Some(_)) => CreateRecord::Refused,
-            (None, None) => CreateRecord::None,
-        }
-    }
-
     /// State after a create answered "not created" at `now_ms`.
     pub fn refused(unit: &Unit, now_ms: u64) -> State {
         State {
-            submission: Some(submission(unit)),
-            refused_at_ms: Some(now_ms),
+            record: Record::refused(unit, now_ms),
             ..State::default()
         }
     }
@@ -94,27 +59,16 @@ impl State {
     /// State of a submission whose create outcome is unknown since `since`.
     pub fn unknown(unit: &Unit, since: u64, reason: &str) -> State {
         State {
-            submission: Some(submission(unit)),
-            unknown_since: Some(since),
-            unknown_reason: Some(reason.to_string()),
+            record: Record::unknown(unit, since, reason),
             ..State::default()
         }
     }
 }
 
-/// The current submission of a unit: its idempotency key (unit, stage, submit attempt) and the
-/// time the host marked it submitted.
-pub fn submission(unit: &Unit) -> String {
-    format!(
-        "{}@{}",
-        unit.idempotency_key,
-        unit.submitted_at_ms.unwrap_or_default()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slotd_sdk::jobs::Said;
 
     fn unit(state: &str, submitted_at_ms: u64) -> Unit {
         Unit {
@@ -129,21 +83,18 @@ mod tests {
     fn records_belong_to_one_submission() {
         let u = unit("{}", 1_000);
         let refused = State::refused(&u, 2_000);
-        assert_eq!(refused.record_for(&u), CreateRecord::Refused);
+        assert_eq!(refused.record.said(&u), Said::Refused);
         let unknown = State::unknown(&u, 1_000, "HTTP 504");
         let again = unit(&unknown.to_json(), 1_000);
         assert_eq!(
-            State::of(&again).record_for(&again),
-            CreateRecord::Unknown {
+            State::of(&again).record.said(&again),
+            Said::Unknown {
                 since: 1_000,
                 reason: "HTTP 504".into()
             }
         );
         let remarked = unit(&unknown.to_json(), 9_000);
-        assert_eq!(
-            State::of(&remarked).record_for(&remarked),
-            CreateRecord::None
-        );
+        assert_eq!(State::of(&remarked).record.said(&remarked), Said::Nothing);
     }
 
     #[test]

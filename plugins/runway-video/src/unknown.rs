@@ -15,39 +15,27 @@
 //! `DELETE`, so [`crate::cancel`] answers `running` until the hold has passed (the slot stays
 //! held while the phantom may run), then `ended`.
 //!
-//! How the hold is said to the host: a unit without a provider job id cannot be `running`
-//! (the host refuses that change), so the hold is a `retry-after` with error code `timeout`
-//! and the remaining time as its delay. The contract defines that code as the provider's
-//! slowness: the unit stays `submitted` (keeping its slot), no retry budget is spent, the new
-//! state (with `unknown_since`) is stored, and `stage_deadline` still bounds it.
+//! The record, the rule and how the hold is said to the host (a `retry-after` with error code
+//! `timeout` and the remaining time as its delay) are the SDK's ([`slotd_sdk::jobs`]); this
+//! file says how long a Runway create is held and in Runway's words.
 
-use slotd_sdk::{Change, Host, Outcome, ProviderError, Unit};
+use slotd_sdk::jobs::{self, SUBMISSION_UNKNOWN};
+use slotd_sdk::{Change, Host, Unit};
 
 use crate::models::Model;
 use crate::settings::Config;
-use crate::state::{CreateRecord, State};
-
-/// The error code of a unit whose create outcome stayed unknown.
-pub const SUBMISSION_UNKNOWN: &str = "submission_unknown";
-/// The contract's code for "the provider did not answer in time" (no retry budget spent).
-const TIMEOUT: &str = "timeout";
-/// Why an in-doubt unit with nothing recorded has an unknown outcome.
-const LOST_BY_SLOTD: &str = "slotd lost track of the create call (a crash, trap or timeout \
-                             between sending it and recording the task id)";
+use crate::state::State;
 
 /// For a unit the host gives back `in-doubt` (submitted, no task id): since when, and why,
 /// its current submission's create has had an unknown outcome; `None` when Runway answered
-/// that create "not created" (nothing exists, creating again is safe).
+/// that create "not created" (nothing exists, creating again is safe). The SDK's rule
+/// ([`slotd_sdk::jobs::Record::doubt`]).
 pub fn in_doubt_since(unit: &Unit, now_ms: u64) -> Option<(u64, String)> {
-    match State::of(unit).record_for(unit) {
-        CreateRecord::Refused => None,
-        CreateRecord::Unknown { since, reason } => Some((since, reason)),
-        // The host marked it submitted in an earlier call that never reported back.
-        CreateRecord::None => Some((
-            unit.submitted_at_ms.unwrap_or(now_ms),
-            LOST_BY_SLOTD.to_string(),
-        )),
-    }
+    let lost = jobs::lost_by_slotd("create", "task id");
+    State::of(unit)
+        .record
+        .doubt(unit, now_ms, &lost)
+        .map(|d| (d.since, d.reason))
 }
 
 /// When the hold of a `model` create whose outcome has been unknown since `since` ends.
@@ -75,31 +63,7 @@ pub fn hold(
         "the outcome of Runway's create is unknown ({reason}): Runway has no idempotency key \
          and no task list, so a {model} task may exist (and be charged) that slotd cannot find"
     );
-    let outcome = if now_ms >= until {
-        Outcome::Fail(ProviderError::new(
-            Some(SUBMISSION_UNKNOWN),
-            format!(
-                "{lost}. The slot was held for {} s, the longest a {model} task is expected to \
-                 run. A retry of this task resubmits the unit on purpose, possibly generating \
-                 (and paying for) the video twice.",
-                hold_ms.div_ceil(1000)
-            ),
-        ))
-    } else {
-        let remaining = until - now_ms;
-        Outcome::RetryAfter {
-            after_ms: Some(remaining),
-            error: ProviderError::new(
-                Some(TIMEOUT),
-                format!(
-                    "{lost}; it is never created again automatically. The slot stays held \
-                     {} s more, then the unit fails with {SUBMISSION_UNKNOWN}.",
-                    remaining.div_ceil(1000)
-                ),
-            ),
-        }
-    };
-    if first_seen(unit, since) {
+    if State::of(unit).record.first_seen(since) {
         host.warn(&format!(
             "unit {} (task {}): {lost}; holding its slot in pool {} for {} s. Compare \
              GET /v1/organization usage.models[\"{model}\"].dailyGenerations with slotd's \
@@ -110,15 +74,27 @@ pub fn hold(
             hold_ms.div_ceil(1000)
         ));
     }
-    Change {
-        unit_id: unit.id.clone(),
-        outcome,
-        state: Some(state),
-        cost: None,
+    if now_ms >= until {
+        return jobs::give_up(
+            unit,
+            state,
+            format!(
+                "{lost}. The slot was held for {} s, the longest a {model} task is expected to \
+                 run. A retry of this task resubmits the unit on purpose, possibly generating \
+                 (and paying for) the video twice.",
+                hold_ms.div_ceil(1000)
+            ),
+        );
     }
-}
-
-/// Whether the unit's state does not record this unknown outcome yet.
-fn first_seen(unit: &Unit, since: u64) -> bool {
-    State::of(unit).unknown_since != Some(since)
+    let remaining = until - now_ms;
+    jobs::hold(
+        unit,
+        state,
+        remaining,
+        format!(
+            "{lost}; it is never created again automatically. The slot stays held {} s more, \
+             then the unit fails with {SUBMISSION_UNKNOWN}.",
+            remaining.div_ceil(1000)
+        ),
+    )
 }

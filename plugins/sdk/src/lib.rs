@@ -23,6 +23,9 @@
 //! - [`settings`]: configuration with errors naming the key; [`fields`]: payload validation.
 //! - [`signing`]: HMAC and HS256 JWTs signed by the host; [`webhook`]: Standard Webhooks.
 //! - [`polling`]: rounds of requests, list-endpoint paging, path segments.
+//! - [`jobs`]: submit → poll → result handlers: the submission record, the outcome-unknown
+//!   rule for providers without an idempotency key, units on their model's pool
+//!   ([`testing::jobs`]: their test support).
 //! - [`route`]: routes (contract 1.5): the canonical [`route::Shot`] a route hands a handler,
 //!   parsed once for every handler, and the [`RoutedShot`] it answers.
 
@@ -42,6 +45,7 @@ pub mod fields;
 mod handler;
 mod host;
 mod info;
+pub mod jobs;
 pub mod polling;
 pub mod retry_after;
 pub mod route;

@@ -3,6 +3,8 @@
 //! every request and batch, keeps fake configuration and secrets (HMAC computed as the real
 //! host does), inserts credential headers the way `send-authorized` does, and collects logs.
 //!
+//! [`jobs`]: units, ticks and a request spy for submit → poll → result handlers.
+//!
 //! Enable with the `testing` feature (typically in `[dev-dependencies]`).
 
 use std::cell::RefCell;
@@ -12,6 +14,9 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::host::{AuthorizedRequest, Host, HttpError, Level, NO_SECRET, Request, Response};
+
+#[path = "testing_jobs.rs"]
+pub mod jobs;
 
 /// HMAC-SHA256 of `data` keyed by `key`, as the host's `signing.hmac-sha256` computes it.
 pub fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {

@@ -1,19 +1,17 @@
 //! What the handler tests share: a scripted host with the key configured, units in each
-//! situation, fal's answers, webhook signing, and [`Spy`], which sees requests as the guest
-//! made them (before the host inserts credentials).
-
-use std::cell::RefCell;
+//! situation, fal's answers and webhook signing, over the SDK's test support for submit →
+//! poll → result handlers (`slotd_sdk::testing::jobs`: ticks, [`Spy`], which sees requests as
+//! the guest made them, and what a change says).
 
 use serde_json::{Value, json};
-use slotd_sdk::testing::{ScriptedHost, json_answer};
-use slotd_sdk::{
-    AuthorizedRequest, Change, Handler, Host, HttpError, Level, Outcome, Request, Response,
-    TickContext, Unit, UnitStatus,
-};
+use slotd_sdk::testing::{ScriptedHost, jobs};
+use slotd_sdk::{Change, Host, TickContext, Unit};
 
 use crate::FalVideoHandler;
 use crate::models::TASK_TYPE;
 use crate::payload::plan;
+
+pub use slotd_sdk::testing::jobs::{Spy, answer, code, sent, state, warnings};
 
 /// The key the scripted host holds; the guest never sees it.
 pub const KEY: &str = "key-id-1234:key-secret-abcdef";
@@ -60,37 +58,18 @@ pub fn t2v_input() -> Value {
 
 /// A unit the host just marked submitted (at [`NOW`]), with no request id.
 pub fn fresh(id: &str) -> Unit {
-    Unit {
-        id: id.into(),
-        task_id: "task-1".into(),
-        task_type: TASK_TYPE.into(),
-        tenant: "local".into(),
-        stage: "main".into(),
-        status: UnitStatus::Submitted,
-        spec: spec_of(T2V, json!({"prompt": "a cat surfing", "seed": 7})),
-        state: "{}".into(),
-        idempotency_key: format!("{id}-main-0"),
-        submitted_at_ms: Some(NOW),
-        ..Unit::default()
-    }
+    let spec = spec_of(T2V, json!({"prompt": "a cat surfing", "seed": 7}));
+    jobs::submitted(id, TASK_TYPE, spec, NOW)
 }
 
 /// A unit whose fal request `job` was accepted at [`NOW`].
 pub fn running(id: &str, job: &str) -> Unit {
-    Unit {
-        provider_job_id: Some(job.into()),
-        state: json!({"accepted_at_ms": NOW}).to_string(),
-        ..fresh(id)
-    }
+    jobs::with_job(fresh(id), job, &json!({"accepted_at_ms": NOW}))
 }
 
 /// A unit the host gives back `in-doubt` with `state`.
 pub fn in_doubt(id: &str, state: &str) -> Unit {
-    Unit {
-        in_doubt: true,
-        state: state.into(),
-        ..fresh(id)
-    }
+    jobs::in_doubt(fresh(id), state)
 }
 
 /// fal's submit answer for request `id`.
@@ -106,122 +85,14 @@ pub fn video() -> Value {
                      "file_size": 1_234_567}})
 }
 
-/// A JSON answer.
-pub fn answer(status: u16, body: Value) -> Result<Response, HttpError> {
-    json_answer(status, &body)
-}
-
 /// Run a tick and return the changes (an `Err` fails the test with its message).
 pub fn tick_with(host: &dyn Host, ctx: &TickContext, units: Vec<Unit>) -> Vec<Change> {
-    match FalVideoHandler::tick(host, ctx, units) {
-        Ok(changes) => changes,
-        Err(e) => panic!("tick failed: {e}"),
-    }
+    jobs::tick::<FalVideoHandler>(host, ctx, units)
 }
 
 /// The single change of a one-unit tick at `now_ms`.
 pub fn tick_one(host: &dyn Host, now_ms: u64, unit: Unit) -> Change {
-    let mut changes = tick_with(host, &ctx(now_ms), vec![unit]);
-    assert_eq!(changes.len(), 1, "{changes:?}");
-    changes.remove(0)
-}
-
-/// The error code of a failing or retried outcome.
-pub fn code(outcome: &Outcome) -> Option<&str> {
-    match outcome {
-        Outcome::Fail(e) | Outcome::RetryAfter { error: e, .. } => e.code.as_deref(),
-        _ => None,
-    }
-}
-
-/// The state of a change as JSON (`null` when unchanged).
-pub fn state(change: &Change) -> Value {
-    change
-        .state
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or(Value::Null)
-}
-
-/// The warnings logged.
-pub fn warnings(host: &ScriptedHost) -> Vec<String> {
-    host.logs()
-        .into_iter()
-        .filter(|(level, _)| *level == Level::Warn)
-        .map(|(_, m)| m)
-        .collect()
-}
-
-/// The requests sent with this method.
-pub fn sent(host: &ScriptedHost, method: &str) -> Vec<Request> {
-    host.requests()
-        .into_iter()
-        .filter(|r| r.method == method)
-        .collect()
-}
-
-/// A [`Host`] that passes everything to a [`ScriptedHost`] and records the requests as the
-/// guest asked for them, before the host inserts the credential headers.
-pub struct Spy<'h> {
-    pub inner: &'h ScriptedHost,
-    pub plain: RefCell<Vec<Request>>,
-    pub authorized: RefCell<Vec<AuthorizedRequest>>,
-}
-
-impl<'h> Spy<'h> {
-    pub fn new(inner: &'h ScriptedHost) -> Spy<'h> {
-        Spy {
-            inner,
-            plain: RefCell::new(Vec::new()),
-            authorized: RefCell::new(Vec::new()),
-        }
-    }
-}
-
-impl Host for Spy<'_> {
-    fn send_batch(&self, requests: Vec<Request>) -> Vec<Result<Response, HttpError>> {
-        self.plain.borrow_mut().extend(requests.iter().cloned());
-        self.inner.send_batch(requests)
-    }
-
-    fn send_authorized(
-        &self,
-        requests: Vec<AuthorizedRequest>,
-    ) -> Vec<Result<Response, HttpError>> {
-        self.authorized
-            .borrow_mut()
-            .extend(requests.iter().cloned());
-        self.inner.send_authorized(requests)
-    }
-
-    fn send(&self, request: Request) -> Result<Response, HttpError> {
-        self.plain.borrow_mut().push(request.clone());
-        self.inner.send(request)
-    }
-
-    fn hmac_sha256(&self, secret: &str, data: &[u8]) -> Result<Vec<u8>, String> {
-        self.inner.hmac_sha256(secret, data)
-    }
-
-    fn config(&self, key: &str) -> Option<String> {
-        self.inner.config(key)
-    }
-
-    fn log(&self, level: Level, message: &str) {
-        self.inner.log(level, message);
-    }
-
-    fn wall_clock_ms(&self) -> Option<u64> {
-        self.inner.wall_clock_ms()
-    }
-
-    fn verify_ed25519(&self, keys_url: &str, message: &[u8], sig: &[u8]) -> Result<bool, String> {
-        self.inner.verify_ed25519(keys_url, message, sig)
-    }
-
-    fn queued(&self, unit_id: &str, position: Option<u32>) {
-        self.inner.queued(unit_id, position);
-    }
+    jobs::tick_one::<FalVideoHandler>(host, &ctx(now_ms), unit)
 }
 
 /// Webhook signing as fal does it, with the test key `[7; 32]` (or another).

@@ -1,18 +1,16 @@
 //! What the handler tests share: a scripted host with the key configured, units in each
-//! situation, Runway's task objects, and [`Spy`], which sees requests as the guest made them
-//! (before the host inserts credentials).
-
-use std::cell::RefCell;
+//! situation and Runway's task objects, over the SDK's test support for submit → poll →
+//! result handlers (`slotd_sdk::testing::jobs`: ticks, [`Spy`], which sees requests as the
+//! guest made them, and what a change says).
 
 use serde_json::{Value, json};
-use slotd_sdk::testing::ScriptedHost;
-use slotd_sdk::{
-    AuthorizedRequest, Change, Handler, Host, HttpError, Level, Outcome, Request, Response,
-    TickContext, Unit, UnitStatus,
-};
+use slotd_sdk::testing::{ScriptedHost, jobs};
+use slotd_sdk::{Change, Host, TickContext, Unit};
 
 use crate::RunwayVideo;
 use crate::payload::{TASK_TYPE, plan};
+
+pub use slotd_sdk::testing::jobs::{Spy, code, state, warnings};
 
 /// The API key the scripted host holds; the guest never sees it.
 pub const KEY: &str = "key_0123456789abcdef";
@@ -52,37 +50,17 @@ pub fn turbo_spec() -> String {
 
 /// A unit the host just marked submitted (at [`NOW`]), with no job id.
 pub fn fresh(id: &str) -> Unit {
-    Unit {
-        id: id.into(),
-        task_id: "task-1".into(),
-        task_type: TASK_TYPE.into(),
-        tenant: "local".into(),
-        stage: "main".into(),
-        status: UnitStatus::Submitted,
-        spec: turbo_spec(),
-        state: "{}".into(),
-        idempotency_key: format!("{id}-main-0"),
-        submitted_at_ms: Some(NOW),
-        ..Unit::default()
-    }
+    jobs::submitted(id, TASK_TYPE, turbo_spec(), NOW)
 }
 
 /// A unit whose Runway task `job` was created at [`NOW`].
 pub fn running(id: &str, job: &str) -> Unit {
-    Unit {
-        provider_job_id: Some(job.into()),
-        state: json!({"created_at_ms": NOW}).to_string(),
-        ..fresh(id)
-    }
+    jobs::with_job(fresh(id), job, &json!({"created_at_ms": NOW}))
 }
 
 /// A unit the host gives back `in-doubt` with `state`.
 pub fn in_doubt(id: &str, state: &str) -> Unit {
-    Unit {
-        in_doubt: true,
-        state: state.into(),
-        ..fresh(id)
-    }
+    jobs::in_doubt(fresh(id), state)
 }
 
 /// A task object as `GET /v1/tasks/{id}` answers it.
@@ -96,98 +74,10 @@ pub fn task(id: &str, status: &str, extra: Value) -> Value {
 
 /// Run a tick and return the changes (an `Err` fails the test with its message).
 pub fn tick(host: &dyn Host, now_ms: u64, units: Vec<Unit>) -> Vec<Change> {
-    match RunwayVideo::tick(host, &ctx(now_ms), units) {
-        Ok(changes) => changes,
-        Err(e) => panic!("tick failed: {e}"),
-    }
+    jobs::tick::<RunwayVideo>(host, &ctx(now_ms), units)
 }
 
 /// The single change of a one-unit tick.
 pub fn tick_one(host: &dyn Host, now_ms: u64, unit: Unit) -> Change {
-    let mut changes = tick(host, now_ms, vec![unit]);
-    assert_eq!(changes.len(), 1, "{changes:?}");
-    changes.remove(0)
-}
-
-/// The error code of a failing or retried outcome.
-pub fn code(outcome: &Outcome) -> Option<&str> {
-    match outcome {
-        Outcome::Fail(e) | Outcome::RetryAfter { error: e, .. } => e.code.as_deref(),
-        _ => None,
-    }
-}
-
-/// The state of a change as JSON (`null` when unchanged).
-pub fn state(change: &Change) -> Value {
-    change
-        .state
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or(Value::Null)
-}
-
-/// The warnings logged.
-pub fn warnings(host: &ScriptedHost) -> Vec<String> {
-    host.logs()
-        .into_iter()
-        .filter(|(level, _)| *level == Level::Warn)
-        .map(|(_, m)| m)
-        .collect()
-}
-
-/// A [`Host`] that passes everything to a [`ScriptedHost`] and records the requests as the
-/// guest asked for them: those sent plainly and those sent with credentials, before the host
-/// inserts the credential headers (the scripted host records them after).
-pub struct Spy<'h> {
-    pub inner: &'h ScriptedHost,
-    pub plain: RefCell<Vec<Request>>,
-    pub authorized: RefCell<Vec<AuthorizedRequest>>,
-}
-
-impl<'h> Spy<'h> {
-    pub fn new(inner: &'h ScriptedHost) -> Spy<'h> {
-        Spy {
-            inner,
-            plain: RefCell::new(Vec::new()),
-            authorized: RefCell::new(Vec::new()),
-        }
-    }
-}
-
-impl Host for Spy<'_> {
-    fn send_batch(&self, requests: Vec<Request>) -> Vec<Result<Response, HttpError>> {
-        self.plain.borrow_mut().extend(requests.iter().cloned());
-        self.inner.send_batch(requests)
-    }
-
-    fn send_authorized(
-        &self,
-        requests: Vec<AuthorizedRequest>,
-    ) -> Vec<Result<Response, HttpError>> {
-        self.authorized
-            .borrow_mut()
-            .extend(requests.iter().cloned());
-        self.inner.send_authorized(requests)
-    }
-
-    fn send(&self, request: Request) -> Result<Response, HttpError> {
-        self.plain.borrow_mut().push(request.clone());
-        self.inner.send(request)
-    }
-
-    fn hmac_sha256(&self, secret: &str, data: &[u8]) -> Result<Vec<u8>, String> {
-        self.inner.hmac_sha256(secret, data)
-    }
-
-    fn config(&self, key: &str) -> Option<String> {
-        self.inner.config(key)
-    }
-
-    fn log(&self, level: Level, message: &str) {
-        self.inner.log(level, message);
-    }
-
-    fn wall_clock_ms(&self) -> Option<u64> {
-        self.inner.wall_clock_ms()
-    }
+    jobs::tick_one::<RunwayVideo>(host, &ctx(now_ms), unit)
 }
