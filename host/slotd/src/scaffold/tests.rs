@@ -41,6 +41,10 @@ fn writes_a_project_with_the_name_substituted_and_the_sdk_vendored() {
     assert!(lib.contains("pub const NAME: &str = \"echo-it\";"));
     assert!(lib.contains("pub struct EchoItHandler;"));
     assert!(lib.contains("slotd_sdk::export_handler!(EchoItHandler);"));
+    // Written on the SDK's piece for submit → poll → result handlers, tested on its support.
+    assert!(lib.contains("use slotd_sdk::jobs;"), "{lib}");
+    let tests = read(&dir, "src/tests.rs");
+    assert!(tests.contains("jobs::tick::<EchoItHandler>"), "{tests}");
     let readme = read(&dir, "README.md");
     assert!(readme.contains("slotd plugin check target/wasm32-wasip2/release/echo_it.wasm"));
     for (rel, _) in project.files() {
