@@ -4,7 +4,8 @@
 //! canonical field.
 
 use serde_json::{Value, json};
-use slotd_sdk::{Handler, Outcome, PlanError, RoutedShot, Unit};
+use slotd_sdk::testing::jobs::{self, with};
+use slotd_sdk::{Handler, Outcome, RoutedShot, Unit};
 
 use super::*;
 use crate::FalVideoHandler;
@@ -13,39 +14,22 @@ use crate::tests::support::{BASE, NOW, T2V, answer, fresh, keyed_host, queued, t
 const I2V: &str = "fal-ai/pika/v2.2/image-to-video";
 const IMG: &str = "https://v3b.fal.media/files/cat.png";
 
-fn routed(model: &str, shot: Value) -> Result<RoutedShot, PlanError> {
-    FalVideoHandler::plan_shot(&keyed_host(), model, &shot.to_string())
-}
-
 fn ok(model: &str, shot: Value) -> RoutedShot {
-    routed(model, shot).unwrap_or_else(|e| panic!("refused: {e:?}"))
+    jobs::routed::<FalVideoHandler>(&keyed_host(), model, &shot)
 }
 
 /// The spec and pool `plan-routed` gives the only shot of a payload of `model`.
 fn planned(model: &str, shot: Value) -> (String, String) {
-    let payload = json!({"model": model, "shots": [shot]}).to_string();
-    let units = FalVideoHandler::plan_routed(&keyed_host(), TASK_TYPE, &payload);
-    let mut units = units.unwrap_or_else(|e| panic!("plan refused: {e:?}"));
-    let unit = units.remove(0);
-    (unit.spec, unit.pools[0].1.clone())
+    let payload = json!({"model": model, "shots": [shot]});
+    jobs::planned::<FalVideoHandler>(&keyed_host(), TASK_TYPE, &payload)
 }
 
 fn refusal(model: &str, shot: Value) -> (Option<String>, String) {
-    match routed(model, shot) {
-        Ok(r) => panic!("routed: {r:?}"),
-        Err(e) => (e.field, e.message),
-    }
+    jobs::refusal::<FalVideoHandler>(&keyed_host(), model, &shot)
 }
 
 fn text() -> Value {
     json!({"prompt": "a cat surfing", "duration": 5, "aspect_ratio": "16:9"})
-}
-
-fn with(mut shot: Value, key: &str, value: Value) -> Value {
-    if let Some(map) = shot.as_object_mut() {
-        map.insert(key.into(), value);
-    }
-    shot
 }
 
 #[test]

@@ -3,26 +3,20 @@
 //! field.
 
 use serde_json::{Value, json};
-use slotd_sdk::{Handler, Outcome, PlanError, RoutedShot, Unit};
+use slotd_sdk::testing::jobs::{self, with};
+use slotd_sdk::{Handler, Outcome, RoutedShot, Unit};
 
 use super::*;
 use crate::RunwayVideo;
 use crate::tests::support::{IMAGE, NOW, fresh, keyed_host, tick_one, turbo_spec};
 
-fn routed(model: &str, shot: Value) -> Result<RoutedShot, PlanError> {
-    RunwayVideo::plan_shot(&keyed_host(), model, &shot.to_string())
-}
-
 fn ok(model: &str, shot: Value) -> RoutedShot {
-    routed(model, shot).unwrap_or_else(|e| panic!("refused: {e:?}"))
+    jobs::routed::<RunwayVideo>(&keyed_host(), model, &shot)
 }
 
 /// The spec and pool `plan-routed` gives the only shot of `payload`.
 fn planned(payload: Value) -> (String, String) {
-    let units = RunwayVideo::plan_routed(&keyed_host(), TASK_TYPE, &payload.to_string());
-    let mut units = units.unwrap_or_else(|e| panic!("plan refused: {e:?}"));
-    let unit = units.remove(0);
-    (unit.spec, unit.pools[0].1.clone())
+    jobs::planned::<RunwayVideo>(&keyed_host(), TASK_TYPE, &payload)
 }
 
 /// The create request of a spec: endpoint and body.
@@ -35,10 +29,7 @@ fn request(spec: &str) -> (String, Value) {
 }
 
 fn refusal(model: &str, shot: Value) -> (Option<String>, String) {
-    match routed(model, shot) {
-        Ok(r) => panic!("routed: {r:?}"),
-        Err(e) => (e.field, e.message),
-    }
+    jobs::refusal::<RunwayVideo>(&keyed_host(), model, &shot)
 }
 
 fn text() -> Value {
@@ -47,13 +38,6 @@ fn text() -> Value {
 
 fn image() -> Value {
     json!({"prompt": "a cat", "image_url": IMAGE, "duration": 5, "aspect_ratio": "16:9"})
-}
-
-fn with(mut shot: Value, key: &str, value: Value) -> Value {
-    if let Some(map) = shot.as_object_mut() {
-        map.insert(key.into(), value);
-    }
-    shot
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Test support for submit → poll → result handlers ([`crate::jobs`]) on a [`ScriptedHost`]:
 //! units in each situation ([`submitted`], [`with_job`], [`in_doubt`]), ticks that fail the
 //! test on an `Err` ([`tick`], [`tick_one`]), what a change says ([`code`], [`state`]), what
-//! the host saw ([`warnings`], [`sent`]), and [`Spy`], which sees requests as the guest made
-//! them (before the host inserts credentials).
+//! the host saw ([`warnings`], [`sent`]), [`Spy`], which sees requests as the guest made
+//! them (before the host inserts credentials), and routes (contract 1.5: [`routed`],
+//! [`refusal`], [`planned`], [`with`]).
 
 use std::cell::RefCell;
 
@@ -11,7 +12,8 @@ use serde_json::Value;
 use super::{ScriptedHost, json_answer};
 use crate::handler::Handler;
 use crate::host::{AuthorizedRequest, Host, HttpError, Level, Request, Response};
-use crate::types::{Change, Outcome, TickContext, Unit, UnitStatus};
+use crate::route::RoutedShot;
+use crate::types::{Change, Outcome, PlanError, TickContext, Unit, UnitStatus};
 
 /// A unit of `task_type` the host just marked submitted (at `submitted_at_ms`), stage `main`,
 /// task `task-1`, tenant `local`, idempotency key `<id>-main-0`, no job id, empty state.
@@ -170,4 +172,49 @@ impl Host for Spy<'_> {
     fn queued(&self, unit_id: &str, position: Option<u32>) {
         self.inner.queued(unit_id, position);
     }
+}
+
+/// `H`'s answer to one canonical shot for `model` (contract 1.5 `plan-shot`).
+pub fn plan_shot<H: Handler>(
+    host: &dyn Host,
+    model: &str,
+    shot: &Value,
+) -> Result<RoutedShot, PlanError> {
+    H::plan_shot(host, model, &shot.to_string())
+}
+
+/// The unit `H` makes of one canonical shot (a refusal fails the test).
+pub fn routed<H: Handler>(host: &dyn Host, model: &str, shot: &Value) -> RoutedShot {
+    plan_shot::<H>(host, model, shot).unwrap_or_else(|e| panic!("refused: {e:?}"))
+}
+
+/// The field and message of `H`'s refusal of one canonical shot (routing it fails the test).
+pub fn refusal<H: Handler>(host: &dyn Host, model: &str, shot: &Value) -> (Option<String>, String) {
+    match plan_shot::<H>(host, model, shot) {
+        Ok(r) => panic!("routed: {r:?}"),
+        Err(e) => (e.field, e.message),
+    }
+}
+
+/// The spec and pool `H`'s `plan-routed` gives the first unit of `payload` (a refusal fails
+/// the test).
+pub fn planned<H: Handler>(host: &dyn Host, task_type: &str, payload: &Value) -> (String, String) {
+    let units = H::plan_routed(host, task_type, &payload.to_string());
+    let mut units = units.unwrap_or_else(|e| panic!("plan refused: {e:?}"));
+    assert!(!units.is_empty(), "plan-routed made no unit");
+    let unit = units.remove(0);
+    let pool = unit
+        .pools
+        .first()
+        .map(|(_, p)| p.clone())
+        .unwrap_or_default();
+    (unit.spec, pool)
+}
+
+/// `shot` (an object) with `key` set to `value`.
+pub fn with(mut shot: Value, key: &str, value: Value) -> Value {
+    if let Some(map) = shot.as_object_mut() {
+        map.insert(key.into(), value);
+    }
+    shot
 }
