@@ -25,7 +25,7 @@
 //! - [`polling`]: rounds of requests, list-endpoint paging, path segments.
 //! - [`jobs`]: submit → poll → result handlers: the submission record, the outcome-unknown
 //!   rule for providers without an idempotency key, units on their model's pool
-//!   ([`testing::jobs`]: their test support).
+//!   (`testing::jobs`: their test support).
 //! - [`route`]: routes (contract 1.5): the canonical [`route::Shot`] a route hands a handler,
 //!   parsed once for every handler, and the [`RoutedShot`] it answers.
 
