@@ -20,7 +20,7 @@ use super::load::sha256_hex;
 use super::ownership::{HISTORY_ROWS_READ, check_claim, owners_from_history, removed_reason};
 use super::quarantine::Tripped;
 use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
-use slotd_store::{DynStore, HandlerVersionRow};
+use slotd_store::{DynServiceStore, HandlerVersionRow};
 
 /// Previous versions kept per handler for a quarantine to fall back on.
 const PREVIOUS_KEPT: usize = 4;
@@ -75,7 +75,7 @@ pub struct Registry {
     current: ArcSwap<Snapshot>,
     book: Mutex<Book>,
     /// Where state changes are journaled (`handler_versions`); unset in some tests.
-    history: OnceLock<DynStore>,
+    history: OnceLock<DynServiceStore>,
     /// Where loads, refusals and quarantines are counted; unset (nowhere) in some tests.
     metrics: OnceLock<slotd_core::telemetry::Metrics>,
 }
@@ -95,7 +95,7 @@ impl Registry {
     }
 
     /// Journal every version state change into `store` from now on.
-    pub fn attach_history(&self, store: DynStore) {
+    pub fn attach_history(&self, store: DynServiceStore) {
         let _ = self.history.set(store);
     }
 

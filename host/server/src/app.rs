@@ -80,6 +80,10 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
                 slotd_core::redact::redact_url(&config.database_url)
             )
         })?;
+    // The unit writes go to the lifecycle alone; the rest of the service gets the store
+    // without them (docs/architecture.md, "One writer of units").
+    let units = crate::lifecycle::UnitWriter::start(store.clone(), metrics.clone());
+    let store: slotd_store::DynServiceStore = store;
     // With Redis: shared slots, pool leases and hot snapshots. Redis need not answer yet (it
     // holds nothing the database cannot rebuild); the scheduler waits for it.
     let keyspace = match &config.redis_url {
@@ -125,7 +129,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
     seed_budgets(&config, &store, clock.now_ms()).await?;
     Ok(Services {
         config: Arc::new(config),
-        tasks: slotd_store::group_commit::TaskWriter::start(store.clone(), metrics.clone()),
+        units,
         store,
         slots,
         runtime,
@@ -153,10 +157,10 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
 }
 
 /// Write `[tenants.NAME] budget` into the database, where every instance reads budgets from.
-/// A budget last set through the API is kept (`TaskStore::budget_set`).
+/// A budget last set through the API is kept (`RecordWrite::budget_set`).
 async fn seed_budgets(
     config: &Config,
-    store: &slotd_store::DynStore,
+    store: &slotd_store::DynServiceStore,
     now: i64,
 ) -> anyhow::Result<()> {
     for (tenant, t) in &config.tenants {

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use slotd_core::telemetry::Metrics;
-use slotd_store::{DynStore, EventCursor};
+use slotd_store::{DynServiceStore, EventCursor};
 
 /// How often the feed looks for new events.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -101,7 +101,7 @@ pub struct Subscription {
     task: Option<String>,
     signal: Arc<Notify>,
     /// What the feed reads with, should it have to be started again.
-    store: DynStore,
+    store: DynServiceStore,
     metrics: Metrics,
 }
 
@@ -110,7 +110,7 @@ impl EventFeed {
     /// not running. Subscribe before the stream's first read.
     pub fn subscribe(
         &self,
-        store: &DynStore,
+        store: &DynServiceStore,
         metrics: &Metrics,
         tenant: &str,
         task: Option<&str>,
@@ -213,7 +213,12 @@ impl Drop for Subscription {
 }
 
 /// Start the feed task if streams are open and none runs (and a runtime is there to run it).
-fn start_locked(shared: &Arc<Shared>, state: &mut State, store: &DynStore, metrics: &Metrics) {
+fn start_locked(
+    shared: &Arc<Shared>,
+    state: &mut State,
+    store: &DynServiceStore,
+    metrics: &Metrics,
+) {
     if state.running.is_some() || state.streams == 0 {
         return;
     }
@@ -253,7 +258,7 @@ impl Drop for Running {
 }
 
 /// The feed task: follow the log until no stream is open.
-async fn feed(shared: Arc<Shared>, run: u64, store: DynStore, metrics: Metrics) {
+async fn feed(shared: Arc<Shared>, run: u64, store: DynServiceStore, metrics: Metrics) {
     let _running = Running {
         shared: shared.clone(),
         run,

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use slotd_core::model::{Unit, UnitStatus};
-use slotd_store::{DynStore, StoreError, StoreResult};
+use slotd_store::{DynServiceStore, StoreError, StoreResult};
 
 /// The name of the callback key in the host key table.
 pub const KEY_NAME: &str = "callbacks";
@@ -71,7 +71,7 @@ impl ProviderCallbackKey {
 
     /// The key every instance shares: read from the database, created there by the first
     /// instance that needs it.
-    pub async fn load(store: &DynStore, now: i64) -> StoreResult<ProviderCallbackKey> {
+    pub async fn load(store: &DynServiceStore, now: i64) -> StoreResult<ProviderCallbackKey> {
         let candidate = ProviderCallbackKey::random();
         let stored = store
             .host_key_get_or_create(KEY_NAME, candidate.0.as_slice(), now)

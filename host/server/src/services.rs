@@ -9,13 +9,18 @@ use crate::wake::Wake;
 use slotd_core::clock::DynClock;
 use slotd_core::config::Config;
 use slotd_runtime::{Registry, Runtime};
-use slotd_store::DynStore;
+use slotd_store::DynServiceStore;
 
 /// Shared handles. Cheap to clone.
 #[derive(Clone)]
 pub struct Services {
     pub config: Arc<Config>,
-    pub store: DynStore,
+    /// The store's reads and its records beside the units (budgets, fences, the webhook
+    /// outbox, keys, handler history). No unit write compiles through it: those are in
+    /// [`Services::units`], which only the lifecycle can use.
+    pub store: DynServiceStore,
+    /// The unit writes, usable by [`crate::lifecycle`] alone (its fields are private there).
+    pub units: crate::lifecycle::UnitWriter,
     pub slots: DynSlots,
     pub runtime: Arc<Runtime>,
     pub registry: Arc<Registry>,
@@ -49,8 +54,6 @@ pub struct Services {
     pub durations: Arc<crate::pool_state::durations::Durations>,
     /// Limits the providers published (contract 1.3), read by the scheduler.
     pub discovered: Arc<crate::pool_state::Discovered>,
-    /// Task creation through group commit (what `POST /v1/tasks` uses).
-    pub tasks: slotd_store::group_commit::TaskWriter,
     /// The one reader of the event log that wakes this instance's live event streams; idle
     /// until a stream opens.
     pub events: crate::event_feed::EventFeed,

@@ -13,7 +13,7 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Created, DynStore, NewTask, StoreError, StoreResult};
+use super::{Created, DynUnitWriter, NewTask, StoreError, StoreResult};
 
 /// The most tasks one batch holds.
 pub const MAX_BATCH_TASKS: usize = 512;
@@ -42,13 +42,13 @@ impl std::fmt::Debug for TaskWriter {
 
 impl TaskWriter {
     /// Start the writer on the current tokio runtime.
-    pub fn start(store: DynStore, metrics: slotd_core::telemetry::Metrics) -> TaskWriter {
+    pub fn start(store: DynUnitWriter, metrics: slotd_core::telemetry::Metrics) -> TaskWriter {
         let (queue, rx) = mpsc::channel(QUEUE);
         tokio::spawn(writer(store, rx, metrics));
         TaskWriter { queue }
     }
 
-    /// Store `task` (as [`super::TaskStore::task_create`]), in the next batch; returns once it
+    /// Store `task` (as [`super::UnitWrite::task_create`]), in the next batch; returns once it
     /// is committed.
     pub async fn create(&self, task: NewTask) -> StoreResult<Created> {
         let (done, answer) = oneshot::channel();
@@ -63,7 +63,7 @@ impl TaskWriter {
 }
 
 async fn writer(
-    store: DynStore,
+    store: DynUnitWriter,
     mut rx: mpsc::Receiver<Job>,
     metrics: slotd_core::telemetry::Metrics,
 ) {
@@ -92,7 +92,7 @@ async fn writer(
 }
 
 /// Write one batch and answer its callers.
-async fn write(store: &DynStore, batch: Vec<Job>, metrics: &slotd_core::telemetry::Metrics) {
+async fn write(store: &DynUnitWriter, batch: Vec<Job>, metrics: &slotd_core::telemetry::Metrics) {
     metrics
         .record(|| metrics::histogram!("slotd_task_commit_batch_size").record(batch.len() as f64));
     let (tasks, answers): (Vec<NewTask>, Vec<_>) =
@@ -141,7 +141,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::{NewUnit, TaskStore};
+    use crate::prelude::*;
+    use crate::{DynStore, NewUnit};
 
     fn task(id: usize, key: Option<&str>) -> NewTask {
         NewTask {

@@ -22,6 +22,11 @@ pub mod terms;
 mod update;
 mod webhooks;
 
+/// The store's traits, for `use slotd_store::prelude::*` where their methods are called.
+pub mod prelude {
+    pub use crate::{RecordWrite, ServiceStore, StoreRead, TaskStore, UnitWrite};
+}
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -152,7 +157,7 @@ pub struct NewUnit {
     pub cost_estimate: Option<f64>,
 }
 
-/// The result of [`TaskStore::task_create`].
+/// The result of [`UnitWrite::task_create`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Created {
     /// A new task was stored.
@@ -183,7 +188,7 @@ pub struct TaskRecord {
     pub terms: TaskTerms,
 }
 
-/// Filters and paging for [`TaskStore::task_list`].
+/// Filters and paging for [`StoreRead::task_list`].
 #[derive(Clone, Debug, Default)]
 pub struct TaskFilter {
     pub task_type: Option<String>,
@@ -194,13 +199,13 @@ pub struct TaskFilter {
     pub limit: u32,
 }
 
-/// Page size of [`TaskStore::task_list`] when the caller asks for 0.
+/// Page size of [`StoreRead::task_list`] when the caller asks for 0.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
-/// The largest page [`TaskStore::task_list`] serves, whoever asks: a guard on the store, not
+/// The largest page [`StoreRead::task_list`] serves, whoever asks: a guard on the store, not
 /// the API's bound (`GET /v1/tasks` accepts at most 500, its own `LIST_LIMIT_MAX`).
 pub const PAGE_ROWS_MAX: u32 = 1000;
 
-/// Longest idempotency key [`TaskStore::unit_find_by_provider`] considers (the key comes from
+/// Longest idempotency key [`StoreRead::unit_find_by_provider`] considers (the key comes from
 /// outside, and every prefix of it is a candidate unit id).
 pub const MAX_LOOKUP_KEY_BYTES: usize = 512;
 
@@ -228,7 +233,7 @@ pub struct UnitEvent {
 }
 
 /// One slot-relevant transition of a pool's unit (entering or leaving `submitted`), for the
-/// console's slot timeline ([`TaskStore::pool_slot_log`]).
+/// console's slot timeline ([`StoreRead::pool_slot_log`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotEvent {
     pub id: i64,
@@ -254,7 +259,7 @@ pub struct SlotHolder {
     pub since: i64,
 }
 
-/// What [`TaskStore::pool_slot_log`] reads: the window's transitions and the current holders.
+/// What [`StoreRead::pool_slot_log`] reads: the window's transitions and the current holders.
 #[derive(Clone, Debug, Default)]
 pub struct SlotLog {
     /// Transitions into or out of `submitted` at or after the window's start, oldest first.
@@ -265,7 +270,7 @@ pub struct SlotLog {
     pub truncated: bool,
 }
 
-/// A page of an event stream ([`TaskStore::unit_events_after`]).
+/// A page of an event stream ([`StoreRead::unit_events_after`]).
 #[derive(Clone, Debug, Default)]
 pub struct EventPage {
     /// The events, each with the cursor that resumes right after it.
@@ -274,7 +279,7 @@ pub struct EventPage {
     pub next: EventCursor,
 }
 
-/// Which tasks got events in a stretch of the whole log ([`TaskStore::unit_event_scopes_after`]):
+/// Which tasks got events in a stretch of the whole log ([`StoreRead::unit_event_scopes_after`]):
 /// what one reader of the log tells the streams it serves, so that each reads its own scope
 /// only when there is something in it.
 #[derive(Clone, Debug, Default)]
@@ -332,8 +337,7 @@ pub struct HandlerVersionRow {
     pub reason: Option<String>,
 }
 
-/// The durable store. Times are Unix milliseconds passed in by the caller (injected clock).
-/// What [`TaskStore::unit_finalize_release`] is asked to do.
+/// What [`UnitWrite::unit_finalize_release`] is asked to do.
 #[derive(Clone, Copy, Debug)]
 pub struct FinalizeRelease<'a> {
     pub id: &'a str,
@@ -347,33 +351,25 @@ pub struct FinalizeRelease<'a> {
     pub give_up: bool,
 }
 
+/// The durable store's reads. Times are Unix milliseconds passed in by the caller (injected
+/// clock). The store is three traits: these reads, the [`RecordWrite`]s beside the units and
+/// the [`UnitWrite`]s; [`TaskStore`] is all three (what a driver implements and a test
+/// holds), [`ServiceStore`] the first two (what the service holds), and the unit writes
+/// belong to one holder, the lifecycle.
 #[async_trait]
-pub trait TaskStore: Send + Sync + 'static {
-    /// Apply pending migrations.
-    async fn migrate(&self) -> StoreResult<()>;
+pub trait StoreRead: Send + Sync + 'static {
     /// Cheap liveness check for `/readyz`.
     async fn ping(&self) -> StoreResult<()>;
 
-    /// Store a task and its units in one transaction, unless the tenant's idempotency key
-    /// already names a task.
-    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
-        self.task_create_batch(std::slice::from_ref(&task))
-            .await?
-            .pop()
-            .ok_or_else(|| {
-                StoreError::Other(format!("task {}: the store answered nothing", task.id))
-            })
-    }
-    /// Store many tasks in one transaction (group commit, see [`group_commit`]), each as
-    /// [`TaskStore::task_create`] would, in order: a task whose tenant's idempotency key an
-    /// earlier task of the batch took is `Existing` of that one. One answer per task, in order.
-    async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>>;
     /// A tenant's task, or `None` (also for another tenant's task).
     async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>>;
+
     /// The units of a task, by index.
     async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>>;
+
     /// A tenant's tasks, newest first.
     async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage>;
+
     /// Tasks newest first: of one tenant, or of every tenant with `None` (the console's
     /// admin view).
     async fn task_list_any(
@@ -381,21 +377,9 @@ pub trait TaskStore: Send + Sync + 'static {
         tenant: Option<&str>,
         filter: &TaskFilter,
     ) -> StoreResult<TaskPage>;
+
     /// The tenant that owns task `id`, if there is such a task (an admin acting on it).
     async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>>;
-    /// Cancel a tenant's task: record the request on the task (once), move its pending,
-    /// succeeded and finalizing units to `cancelled`, and mark its `submitted` units
-    /// cancel-requested (they keep their slots until their jobs end). Repeating it changes
-    /// nothing. `None` if there is no such task.
-    async fn task_cancel(&self, tenant: &str, id: &str, now: i64)
-    -> StoreResult<Option<Cancelled>>;
-    /// Move the failed units of a tenant's task back to pending with the next submit attempt,
-    /// and make its units whose finalization gave up (parked `succeeded` ones) due for
-    /// finalization again with their attempts reset, keeping their provider job and result;
-    /// none once the task was cancelled (cancel is final). Returns how many units moved, or
-    /// `None` if there is no such task.
-    async fn task_retry_failed(&self, tenant: &str, id: &str, now: i64)
-    -> StoreResult<Option<u32>>;
 
     /// Pending units of `pool` whose type is in `task_types` and whose `next_at <= now`, in
     /// fill order: priority (high first), then round-robin across tenants, FIFO within a tenant.
@@ -409,7 +393,8 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<Unit>> {
         self.unit_list_fill(pool, task_types, now, limit, &[]).await
     }
-    /// [`TaskStore::unit_list_pending`] leaving out the units of `except_tenants` (tenants
+
+    /// [`StoreRead::unit_list_pending`] leaving out the units of `except_tenants` (tenants
     /// found over budget earlier in the same fill).
     async fn unit_list_fill(
         &self,
@@ -419,11 +404,265 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: u32,
         except_tenants: &[String],
     ) -> StoreResult<Vec<Unit>>;
+
+    /// The creates recorded for `pool`'s quotas (grants with `quota_pool`) at or after
+    /// `since`, oldest first.
+    async fn quota_creates_since(&self, pool: &str, since: i64) -> StoreResult<Vec<Create>>;
+
+    /// Slots each tenant's units hold in `pool` now (tenants holding none are left out).
+    async fn unit_count_submitted_by_tenant(&self, pool: &str) -> StoreResult<Vec<(String, u64)>>;
+
+    /// Submitted units of `pool` and the accounts they were submitted on.
+    async fn unit_list_submitted_accounts(
+        &self,
+        pool: &str,
+    ) -> StoreResult<Vec<(String, Option<String>)>>;
+
+    /// Pending units of `pool` with a deadline or start-by time to enforce (not best effort),
+    /// earliest deadline first.
+    async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>>;
+
+    /// Pending units of `pool` per (priority, tenant), for the priorities at or above
+    /// `min_priority` (the deadline sweep's picture of the fill order ahead of its units).
+    async fn unit_pending_groups(
+        &self,
+        pool: &str,
+        min_priority: i32,
+    ) -> StoreResult<Vec<PendingGroup>>;
+
+    /// How many pending units of its own (pool, priority, tenant) group come before the unit
+    /// `unit_id` in fill order (deadline, task, index), counting no further than `cap`.
+    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64>;
+
+    /// A tenant's budget, if it has one.
+    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<Budget>>;
+
+    /// The reserved-or-spent cost of a pool's or an account's grants made at or after `since`
+    /// (a provider spend limit's period; see `terms/spend.rs`).
+    async fn spend_used(&self, scope: &SpendScope, since: i64) -> StoreResult<f64>;
+
+    /// A tenant's reserved and spent cost in the period of `period_ms` containing `now`.
+    async fn budget_usage(&self, tenant: &str, period_ms: i64, now: i64) -> StoreResult<Usage>;
+
+    /// Per tenant over every unit: (tenant, provider-reported cost, estimated cost, units
+    /// with a reported cost).
+    async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>>;
+
+    /// Submitted units of `pool` (types in `task_types`) whose poll is due, soonest first.
+    async fn unit_list_due(
+        &self,
+        pool: &str,
+        task_types: &[String],
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Unit>>;
+
+    /// The earliest `next_at` of `pool`'s units in `status` (when the pool's loop has
+    /// something to do next), or `None` if it has none.
+    async fn unit_next_due(&self, pool: &str, status: UnitStatus) -> StoreResult<Option<i64>>;
+
+    /// How many of `pool`'s `submitted` units on `account` the provider holds in its own
+    /// queue (`wait_reason` [`PROVIDER_QUEUE`], contract 1.4 `observe.queued`).
+    async fn unit_count_provider_queued(
+        &self,
+        pool: &str,
+        account: Option<&str>,
+    ) -> StoreResult<u32>;
+
+    /// Ids of the units of `pool` currently `submitted` (slot reconciliation).
+    async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>>;
+
+    /// Find the submitted unit a provider webhook refers to, by job id or idempotency key,
+    /// among units of the given task types.
+    async fn unit_find_by_provider(
+        &self,
+        task_types: &[String],
+        provider_job_id: Option<&str>,
+        idempotency_key: Option<&str>,
+    ) -> StoreResult<Option<Unit>>;
+
+    /// Unit counts per pool and status.
+    async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
+
+    /// Where the task's waiting units stand ([`QueueStanding`]); `None` when none of its units
+    /// waits for or holds a slot.
+    async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>>;
+
+    /// The event log of one task (every unit), oldest first.
+    async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
+
+    /// Among the last `scan` events of every task, those whose detail starts with `prefix`.
+    async fn unit_events_recent_with(&self, prefix: &str, scan: i64)
+    -> StoreResult<Vec<UnitEvent>>;
+
+    /// At most `limit` events of `scope` after `after`, in stream order, each with the cursor
+    /// that resumes after it; and the cursor to read on from (see `events.rs` for why this is
+    /// not simply "ids above").
+    async fn unit_events_after(
+        &self,
+        scope: EventScope<'_>,
+        after: EventCursor,
+        limit: u32,
+    ) -> StoreResult<EventPage>;
+
+    /// Which tasks (with their tenant) have events among the next `limit` events of the whole
+    /// log after `after`, every tenant's, read in the same order and with the same cursor as
+    /// [`StoreRead::unit_events_after`]: a reader following the log with it learns which
+    /// streams have something to read without reading the events themselves.
+    async fn unit_event_scopes_after(
+        &self,
+        after: EventCursor,
+        limit: u32,
+    ) -> StoreResult<ScopePage>;
+
+    /// The cursor at the log's end now: a stream starting there sees only what comes next.
+    async fn unit_events_head(&self) -> StoreResult<EventCursor>;
+
+    /// Whether task `task_id` has events a stream at `cursor` has not read yet, committed or
+    /// not yet settled (a task stream ends only once there are none).
+    async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool>;
+
+    /// Tasks with a `callback_url` whose end is not queued for delivery yet and whose every
+    /// unit has settled (completed, failed, cancelled, or parked after its finalization gave
+    /// up): the tasks that have ended, after task `seq` `after`, oldest first, as `(seq,
+    /// tenant, task id)`. A task still running costs one index probe, so a sweep reads the
+    /// ended tasks, not every open one.
+    async fn webhook_open_tasks(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, String, String)>>;
+
+    /// A task's deliveries, each with its attempts (oldest first).
+    async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>>;
+
+    /// The newest `limit` deliveries across tasks, newest first: of one tenant, or of every
+    /// tenant with `None`; only those in `status` if given.
+    async fn webhook_recent(
+        &self,
+        tenant: Option<&str>,
+        status: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>>;
+
+    /// The slot history of `pool` since `since` (Unix ms): at most `limit` transitions into
+    /// or out of `submitted`, plus the units holding a slot now. Read backwards from the log's
+    /// end by id, so a recent window costs the window, not the log.
+    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog>;
+
+    /// The newest `limit` history rows, newest first; only those of handler `name` if given.
+    async fn handler_version_list(
+        &self,
+        name: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<HandlerVersionRow>>;
+}
+
+/// The writes of records beside the units, which change no unit's status: the schema, quota
+/// bookkeeping, budgets, pool fences, the completion webhook outbox, host keys and the handler
+/// version history (docs/architecture.md, "One writer of units", says why each stays outside
+/// the lifecycle).
+#[async_trait]
+pub trait RecordWrite: Send + Sync + 'static {
+    /// Apply pending migrations.
+    async fn migrate(&self) -> StoreResult<()>;
+
+    /// Forget `pool`'s recorded creates older than `before`; returns how many.
+    async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64>;
+
+    /// Set a tenant's budget (`source` `config` does not replace one set through the API) and
+    /// make its units held back for budget due again.
+    async fn budget_set(&self, budget: &Budget) -> StoreResult<()>;
+
+    /// Remove budgets the configuration set for tenants it no longer names (`keep`: the ones
+    /// it does); returns the tenants whose budget went.
+    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>>;
+
+    /// Raise `pool`'s fencing token to `token` (a scheduler that just won the pool's lease calls
+    /// this before writing). Returns false, changing nothing, if the stored token is already
+    /// higher; raising to the current value is a no-op that returns true.
+    ///
+    /// A fenced write (`fence: Some`) also raises the stored token to its own, in its
+    /// transaction, and is refused with [`StoreError::Fenced`] (nothing written) if the stored
+    /// token is higher. The fence row stays locked until that transaction ends, so an advance
+    /// waits for a write in flight: every write of the old leader commits before the new
+    /// token is in place, or is refused after. `None` (embedded, single instance) skips it.
+    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool>;
+
+    /// Queue `d` and mark its task's webhook done, in one transaction; queuing the same id
+    /// again changes nothing.
+    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()>;
+
+    /// Take up to `limit` deliveries due at `now` whose lease is free, leased to `owner` until
+    /// `lease_until`.
+    async fn webhook_claim(
+        &self,
+        owner: &str,
+        lease_until: i64,
+        now: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>>;
+
+    /// Record an attempt and what comes next, if `a.owner` still holds the lease (false: it
+    /// does not, nothing changed).
+    async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool>;
+
+    /// The host key named `name` (docs/trust-model.md: one key shared by every instance, e.g. the
+    /// callback token key). Stores `candidate` first if there is none, atomically: of
+    /// concurrent callers one candidate wins and every caller gets the stored key.
+    async fn host_key_get_or_create(
+        &self,
+        name: &str,
+        candidate: &[u8],
+        now: i64,
+    ) -> StoreResult<Vec<u8>>;
+
+    /// Append one state change of a handler version to the history (hot reload,
+    /// docs/handlers.md: every loaded version is recorded; refusals and quarantines too, so an
+    /// operator can tell afterwards which build served when and why one was dropped).
+    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()>;
+}
+
+/// The writes of tasks and units: creation, the submit marker, guarded updates, cancel,
+/// retry and finalization. Only `slotd-server`'s lifecycle holds one (docs/architecture.md).
+#[async_trait]
+pub trait UnitWrite: Send + Sync + 'static {
+    /// Store a task and its units in one transaction, unless the tenant's idempotency key
+    /// already names a task.
+    async fn task_create(&self, task: NewTask) -> StoreResult<Created> {
+        self.task_create_batch(std::slice::from_ref(&task))
+            .await?
+            .pop()
+            .ok_or_else(|| {
+                StoreError::Other(format!("task {}: the store answered nothing", task.id))
+            })
+    }
+
+    /// Store many tasks in one transaction (group commit, see [`group_commit`]), each as
+    /// [`UnitWrite::task_create`] would, in order: a task whose tenant's idempotency key an
+    /// earlier task of the batch took is `Existing` of that one. One answer per task, in order.
+    async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>>;
+
+    /// Cancel a tenant's task: record the request on the task (once), move its pending,
+    /// succeeded and finalizing units to `cancelled`, and mark its `submitted` units
+    /// cancel-requested (they keep their slots until their jobs end). Repeating it changes
+    /// nothing. `None` if there is no such task.
+    async fn task_cancel(&self, tenant: &str, id: &str, now: i64)
+    -> StoreResult<Option<Cancelled>>;
+
+    /// Move the failed units of a tenant's task back to pending with the next submit attempt,
+    /// and make its units whose finalization gave up (parked `succeeded` ones) due for
+    /// finalization again with their attempts reset, keeping their provider job and result;
+    /// none once the task was cancelled (cancel is final). Returns how many units moved, or
+    /// `None` if there is no such task.
+    async fn task_retry_failed(&self, tenant: &str, id: &str, now: i64)
+    -> StoreResult<Option<u32>>;
+
     /// The write-ahead submit marker: move these units `pending -> submitted` (job id cleared,
     /// `submitted_at = now`, due again at `next_at` unless the call that follows says when:
     /// the scheduler passes the end of that call's deadline, after which an untouched unit is
     /// in doubt) and return the ones that moved, before anything is sent.
-    /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
+    /// With a `fence`, checked in the same transaction: see [`RecordWrite::pool_fence_advance`].
     async fn unit_mark_submitted(
         &self,
         ids: &[String],
@@ -450,7 +689,8 @@ pub trait TaskStore: Send + Sync + 'static {
             .await?
             .units)
     }
-    /// [`TaskStore::unit_mark_submitted`] for slot grants on accounts, in one transaction
+
+    /// [`UnitWrite::unit_mark_submitted`] for slot grants on accounts, in one transaction
     /// with the budget check and reservation (see `terms.rs`): grants their tenant's budget
     /// cannot cover are not marked and wait with `wait_reason = budget`.
     async fn unit_mark_granted(
@@ -460,83 +700,15 @@ pub trait TaskStore: Send + Sync + 'static {
         next_at: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<Marked>;
-    /// The creates recorded for `pool`'s quotas (grants with `quota_pool`) at or after
-    /// `since`, oldest first.
-    async fn quota_creates_since(&self, pool: &str, since: i64) -> StoreResult<Vec<Create>>;
-    /// Forget `pool`'s recorded creates older than `before`; returns how many.
-    async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64>;
-    /// Slots each tenant's units hold in `pool` now (tenants holding none are left out).
-    async fn unit_count_submitted_by_tenant(&self, pool: &str) -> StoreResult<Vec<(String, u64)>>;
-    /// Submitted units of `pool` and the accounts they were submitted on.
-    async fn unit_list_submitted_accounts(
-        &self,
-        pool: &str,
-    ) -> StoreResult<Vec<(String, Option<String>)>>;
-    /// Pending units of `pool` with a deadline or start-by time to enforce (not best effort),
-    /// earliest deadline first.
-    async fn unit_list_deadlined(&self, pool: &str, limit: u32) -> StoreResult<Vec<Unit>>;
-    /// Pending units of `pool` per (priority, tenant), for the priorities at or above
-    /// `min_priority` (the deadline sweep's picture of the fill order ahead of its units).
-    async fn unit_pending_groups(
-        &self,
-        pool: &str,
-        min_priority: i32,
-    ) -> StoreResult<Vec<PendingGroup>>;
-    /// How many pending units of its own (pool, priority, tenant) group come before the unit
-    /// `unit_id` in fill order (deadline, task, index), counting no further than `cap`.
-    async fn unit_rank_in_group(&self, unit_id: &str, cap: u32) -> StoreResult<u64>;
-    /// A tenant's budget, if it has one.
-    async fn budget_get(&self, tenant: &str) -> StoreResult<Option<Budget>>;
-    /// Set a tenant's budget (`source` `config` does not replace one set through the API) and
-    /// make its units held back for budget due again.
-    async fn budget_set(&self, budget: &Budget) -> StoreResult<()>;
-    /// Remove budgets the configuration set for tenants it no longer names (`keep`: the ones
-    /// it does); returns the tenants whose budget went.
-    async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>>;
-    /// The reserved-or-spent cost of a pool's or an account's grants made at or after `since`
-    /// (a provider spend limit's period; see `terms/spend.rs`).
-    async fn spend_used(&self, scope: &SpendScope, since: i64) -> StoreResult<f64>;
-    /// A tenant's reserved and spent cost in the period of `period_ms` containing `now`.
-    async fn budget_usage(&self, tenant: &str, period_ms: i64, now: i64) -> StoreResult<Usage>;
-    /// Per tenant over every unit: (tenant, provider-reported cost, estimated cost, units
-    /// with a reported cost).
-    async fn cost_by_tenant(&self) -> StoreResult<Vec<(String, f64, f64, i64)>>;
-    /// Submitted units of `pool` (types in `task_types`) whose poll is due, soonest first.
-    async fn unit_list_due(
-        &self,
-        pool: &str,
-        task_types: &[String],
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Unit>>;
-    /// The earliest `next_at` of `pool`'s units in `status` (when the pool's loop has
-    /// something to do next), or `None` if it has none.
-    async fn unit_next_due(&self, pool: &str, status: UnitStatus) -> StoreResult<Option<i64>>;
-    /// How many of `pool`'s `submitted` units on `account` the provider holds in its own
-    /// queue (`wait_reason` [`PROVIDER_QUEUE`], contract 1.4 `observe.queued`).
-    async fn unit_count_provider_queued(
-        &self,
-        pool: &str,
-        account: Option<&str>,
-    ) -> StoreResult<u32>;
+
     /// Apply guarded updates in one transaction, with an event row for each applied one.
-    /// With a `fence`, checked in the same transaction: see [`TaskStore::pool_fence_advance`].
+    /// With a `fence`, checked in the same transaction: see [`RecordWrite::pool_fence_advance`].
     async fn unit_apply(
         &self,
         updates: &[UnitUpdate],
         now: i64,
         fence: Option<&Fence>,
     ) -> StoreResult<ApplyReport>;
-    /// Ids of the units of `pool` currently `submitted` (slot reconciliation).
-    async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>>;
-    /// Find the submitted unit a provider webhook refers to, by job id or idempotency key,
-    /// among units of the given task types.
-    async fn unit_find_by_provider(
-        &self,
-        task_types: &[String],
-        provider_job_id: Option<&str>,
-        idempotency_key: Option<&str>,
-    ) -> StoreResult<Option<Unit>>;
 
     /// Claim up to `limit` units for finalization: `succeeded` ones whose `next_at <= now`, and
     /// `finalizing` ones whose lease expired (a dead finalizer's). Sets owner and lease expiry;
@@ -548,6 +720,7 @@ pub trait TaskStore: Send + Sync + 'static {
         now: i64,
         limit: u32,
     ) -> StoreResult<Vec<Unit>>;
+
     /// Finish a finalization: `finalizing -> completed` with the result, if `owner` still
     /// holds the lease. Returns whether it did.
     async fn unit_complete(
@@ -557,6 +730,7 @@ pub trait TaskStore: Send + Sync + 'static {
         result: &str,
         now: i64,
     ) -> StoreResult<bool>;
+
     /// Extend the finalization lease `owner` holds on unit `id` to `lease_until` (a finalizer
     /// whose download outlasts the lease renews it while streaming). Returns false, changing
     /// nothing, if `owner` no longer holds it: the finalizer then abandons its work.
@@ -566,127 +740,35 @@ pub trait TaskStore: Send + Sync + 'static {
         owner: &str,
         lease_until: i64,
     ) -> StoreResult<bool>;
+
     /// Give a finalization back, if `release.owner` still holds the lease: `finalizing ->
     /// succeeded` with the error recorded, due again at `next_at`; or, when `give_up` is set
     /// (attempts spent), parked at [`FINALIZE_PARKED_AT`](slotd_core::model::FINALIZE_PARKED_AT) so
-    /// no finalizer claims it until [`TaskStore::task_retry_failed`]. The provider result
+    /// no finalizer claims it until [`UnitWrite::task_retry_failed`]. The provider result
     /// stays.
     async fn unit_finalize_release(
         &self,
         release: FinalizeRelease<'_>,
         now: i64,
     ) -> StoreResult<bool>;
-
-    /// Raise `pool`'s fencing token to `token` (a scheduler that just won the pool's lease calls
-    /// this before writing). Returns false, changing nothing, if the stored token is already
-    /// higher; raising to the current value is a no-op that returns true.
-    ///
-    /// A fenced write (`fence: Some`) also raises the stored token to its own, in its
-    /// transaction, and is refused with [`StoreError::Fenced`] (nothing written) if the stored
-    /// token is higher. The fence row stays locked until that transaction ends, so an advance
-    /// waits for a write in flight: every write of the old leader commits before the new
-    /// token is in place, or is refused after. `None` (embedded, single instance) skips it.
-    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool>;
-
-    /// Unit counts per pool and status.
-    async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
-    /// Where the task's waiting units stand ([`QueueStanding`]); `None` when none of its units
-    /// waits for or holds a slot.
-    async fn task_queue_standing(&self, task_id: &str) -> StoreResult<Option<QueueStanding>>;
-    /// The event log of one task (every unit), oldest first.
-    async fn unit_events(&self, task_id: &str) -> StoreResult<Vec<UnitEvent>>;
-    /// Among the last `scan` events of every task, those whose detail starts with `prefix`.
-    async fn unit_events_recent_with(&self, prefix: &str, scan: i64)
-    -> StoreResult<Vec<UnitEvent>>;
-    /// At most `limit` events of `scope` after `after`, in stream order, each with the cursor
-    /// that resumes after it; and the cursor to read on from (see `events.rs` for why this is
-    /// not simply "ids above").
-    async fn unit_events_after(
-        &self,
-        scope: EventScope<'_>,
-        after: EventCursor,
-        limit: u32,
-    ) -> StoreResult<EventPage>;
-    /// Which tasks (with their tenant) have events among the next `limit` events of the whole
-    /// log after `after`, every tenant's, read in the same order and with the same cursor as
-    /// [`TaskStore::unit_events_after`]: a reader following the log with it learns which
-    /// streams have something to read without reading the events themselves.
-    async fn unit_event_scopes_after(
-        &self,
-        after: EventCursor,
-        limit: u32,
-    ) -> StoreResult<ScopePage>;
-    /// The cursor at the log's end now: a stream starting there sees only what comes next.
-    async fn unit_events_head(&self) -> StoreResult<EventCursor>;
-    /// Whether task `task_id` has events a stream at `cursor` has not read yet, committed or
-    /// not yet settled (a task stream ends only once there are none).
-    async fn unit_events_behind(&self, task_id: &str, cursor: EventCursor) -> StoreResult<bool>;
-
-    /// Tasks with a `callback_url` whose end is not queued for delivery yet and whose every
-    /// unit has settled (completed, failed, cancelled, or parked after its finalization gave
-    /// up): the tasks that have ended, after task `seq` `after`, oldest first, as `(seq,
-    /// tenant, task id)`. A task still running costs one index probe, so a sweep reads the
-    /// ended tasks, not every open one.
-    async fn webhook_open_tasks(
-        &self,
-        after: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<(i64, String, String)>>;
-    /// Queue `d` and mark its task's webhook done, in one transaction; queuing the same id
-    /// again changes nothing.
-    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()>;
-    /// Take up to `limit` deliveries due at `now` whose lease is free, leased to `owner` until
-    /// `lease_until`.
-    async fn webhook_claim(
-        &self,
-        owner: &str,
-        lease_until: i64,
-        now: i64,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>>;
-    /// Record an attempt and what comes next, if `a.owner` still holds the lease (false: it
-    /// does not, nothing changed).
-    async fn webhook_attempt(&self, a: &AttemptOutcome<'_>) -> StoreResult<bool>;
-    /// A task's deliveries, each with its attempts (oldest first).
-    async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>>;
-    /// The newest `limit` deliveries across tasks, newest first: of one tenant, or of every
-    /// tenant with `None`; only those in `status` if given.
-    async fn webhook_recent(
-        &self,
-        tenant: Option<&str>,
-        status: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<Delivery>>;
-
-    /// The slot history of `pool` since `since` (Unix ms): at most `limit` transitions into
-    /// or out of `submitted`, plus the units holding a slot now. Read backwards from the log's
-    /// end by id, so a recent window costs the window, not the log.
-    async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog>;
-
-    /// The host key named `name` (docs/trust-model.md: one key shared by every instance, e.g. the
-    /// callback token key). Stores `candidate` first if there is none, atomically: of
-    /// concurrent callers one candidate wins and every caller gets the stored key.
-    async fn host_key_get_or_create(
-        &self,
-        name: &str,
-        candidate: &[u8],
-        now: i64,
-    ) -> StoreResult<Vec<u8>>;
-
-    /// Append one state change of a handler version to the history (hot reload,
-    /// docs/handlers.md: every loaded version is recorded; refusals and quarantines too, so an
-    /// operator can tell afterwards which build served when and why one was dropped).
-    async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()>;
-    /// The newest `limit` history rows, newest first; only those of handler `name` if given.
-    async fn handler_version_list(
-        &self,
-        name: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<HandlerVersionRow>>;
 }
 
-/// The store as the rest of slotd holds it.
+/// The whole store: its reads, its record writes and its unit writes. What a driver is and
+/// what [`open`] returns; the service splits it into a [`DynServiceStore`] for everyone and a
+/// [`DynUnitWriter`] for the lifecycle.
+pub trait TaskStore: ServiceStore + UnitWrite {}
+impl<T: ServiceStore + UnitWrite + ?Sized> TaskStore for T {}
+
+/// The store without its unit writes: reads and the records beside the units.
+pub trait ServiceStore: StoreRead + RecordWrite {}
+impl<T: StoreRead + RecordWrite + ?Sized> ServiceStore for T {}
+
+/// The whole store, as [`open`] returns it.
 pub type DynStore = Arc<dyn TaskStore>;
+/// The store as the service holds it: no unit write compiles through it.
+pub type DynServiceStore = Arc<dyn ServiceStore>;
+/// The unit writes, held by the lifecycle only.
+pub type DynUnitWriter = Arc<dyn UnitWrite>;
 
 /// Open the store a database URL names (`sqlite://…` or `postgres://…`) and migrate it.
 /// Errors show the URL with its password redacted.

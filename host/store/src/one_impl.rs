@@ -1,4 +1,4 @@
-//! One `impl TaskStore` for both drivers. [`impl_task_store!`] writes every method whose body
+//! One implementation of the store's traits for both drivers. [`impl_task_store!`] writes every method whose body
 //! is the same on SQLite and PostgreSQL once, over four names each driver gives its store:
 //!
 //! - `reader()`: where reads that need no transaction go (SQLite: its reader pool beside the
@@ -19,21 +19,15 @@
 //! PostgreSQL locks rows (`FOR UPDATE`, `SKIP LOCKED`) and commits single statements without
 //! a transaction.
 
-/// `impl TaskStore for $store`, with the methods shared by both drivers written here and the
-/// driver's own (`$own`) passed in. `$driver` names the driver's module in `crate::terms`'s
+/// The three traits of [`crate::TaskStore`] for `$store` ([`crate::StoreRead`],
+/// [`crate::RecordWrite`], [`crate::UnitWrite`]), with the methods shared by both drivers
+/// written here and the driver's own passed in (`records`: the fence advance; `units`: the
+/// batch create, the batch apply and finalization's claim, completion and release). `$driver` names the driver's module in `crate::terms`'s
 /// concept modules (`sqlite` or `postgres`); `$dialect` names the database in messages.
 macro_rules! impl_task_store {
-    ($store:ty, $driver:ident, $dialect:literal, { $($own:tt)* }) => {
+    ($store:ty, $driver:ident, $dialect:literal, records: { $($records:tt)* }, units: { $($units:tt)* }) => {
         #[async_trait::async_trait]
-        impl crate::TaskStore for $store {
-            $($own)*
-
-            async fn migrate(&self) -> StoreResult<()> {
-                MIGRATOR.run(self.writer()).await.map_err(|e| {
-                    StoreError::Other(format!("migrating the {} schema: {e}", $dialect))
-                })
-            }
-
+        impl crate::StoreRead for $store {
             async fn ping(&self) -> StoreResult<()> {
                 sqlx::query("SELECT 1").execute(self.reader()).await?;
                 Ok(())
@@ -81,24 +75,6 @@ macro_rules! impl_task_store {
                 shared::pool_slot_log(self.reader(), pool, since, limit).await
             }
 
-            async fn task_cancel(
-                &self,
-                tenant: &str,
-                id: &str,
-                now: i64,
-            ) -> StoreResult<Option<Cancelled>> {
-                tasks::task_cancel(self.begin().await?, tenant, id, now).await
-            }
-
-            async fn task_retry_failed(
-                &self,
-                tenant: &str,
-                id: &str,
-                now: i64,
-            ) -> StoreResult<Option<u32>> {
-                tasks::task_retry_failed(self.begin().await?, tenant, id, now).await
-            }
-
             async fn unit_list_fill(
                 &self,
                 pool: &str,
@@ -109,49 +85,6 @@ macro_rules! impl_task_store {
             ) -> StoreResult<Vec<Unit>> {
                 units::unit_list_pending(self.reader(), pool, task_types, now, limit, except_tenants)
                     .await
-            }
-
-            async fn unit_mark_granted(
-                &self,
-                grants: &[crate::Grant],
-                now: i64,
-                next_at: i64,
-                fence: Option<&Fence>,
-            ) -> StoreResult<crate::Marked> {
-                use crate::terms::{self, budgets::$driver as budgets};
-                if grants.is_empty() {
-                    return Ok(crate::Marked::default());
-                }
-                let mut tx = self.begin().await?;
-                if let Some(fence) = fence
-                    && let Err(e) = shared::fence_check(&mut tx, fence).await
-                {
-                    return Err(crate::rollback(tx, e).await);
-                }
-                let budgeted = terms::budgeted(grants) || terms::spend::spending(grants);
-                let checked = if budgeted {
-                    budgets::budget_check(&mut tx, grants, now, BUDGET_ROW_LOCK).await?
-                } else {
-                    terms::Checked {
-                        fit: (0..grants.len()).collect(),
-                        ..terms::Checked::default()
-                    }
-                };
-                terms::routes::$driver::bind_routed(&mut tx, grants, &checked.fit, now).await?;
-                let mut moved = Vec::with_capacity(checked.fit.len());
-                for (account, ids) in terms::by_account(grants, &checked.fit) {
-                    moved.extend(
-                        units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?,
-                    );
-                }
-                if budgeted {
-                    let ids: std::collections::HashSet<&str> =
-                        moved.iter().map(|u| u.id.as_str()).collect();
-                    budgets::budget_record(&mut tx, grants, &ids, &checked, now).await?;
-                }
-                terms::creates::$driver::record_marked(&mut tx, grants, &moved, now).await?;
-                tx.commit().await?;
-                Ok(terms::marked(grants, moved, &checked))
             }
 
             async fn spend_used(
@@ -168,10 +101,6 @@ macro_rules! impl_task_store {
                 since: i64,
             ) -> StoreResult<Vec<crate::Create>> {
                 crate::terms::creates::$driver::since(self.reader(), pool, since).await
-            }
-
-            async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64> {
-                crate::terms::creates::$driver::prune(self.writer(), pool, before).await
             }
 
             async fn unit_count_submitted_by_tenant(
@@ -213,14 +142,6 @@ macro_rules! impl_task_store {
 
             async fn budget_get(&self, tenant: &str) -> StoreResult<Option<crate::Budget>> {
                 crate::terms::budgets::$driver::budget_get(self.reader(), tenant).await
-            }
-
-            async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
-                crate::terms::budgets::$driver::budget_set(self.writer(), budget).await
-            }
-
-            async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
-                crate::terms::budgets::$driver::budget_prune_config(self.writer(), keep).await
             }
 
             async fn budget_usage(
@@ -265,15 +186,6 @@ macro_rules! impl_task_store {
 
             async fn unit_list_submitted_ids(&self, pool: &str) -> StoreResult<Vec<String>> {
                 shared::unit_list_submitted_ids(self.reader(), pool).await
-            }
-
-            async fn unit_finalize_renew(
-                &self,
-                id: &str,
-                owner: &str,
-                lease_until: i64,
-            ) -> StoreResult<bool> {
-                shared::unit_finalize_renew(self.writer(), id, owner, lease_until).await
             }
 
             async fn unit_find_by_provider(
@@ -351,6 +263,44 @@ macro_rules! impl_task_store {
                 crate::webhooks::$driver::webhook_open_tasks(self.reader(), after, limit).await
             }
 
+            async fn webhook_list(
+                &self,
+                task_id: &str,
+            ) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
+                crate::webhooks::$driver::webhook_list(self.reader(), task_id).await
+            }
+
+            async fn handler_version_list(
+                &self,
+                name: Option<&str>,
+                limit: u32,
+            ) -> StoreResult<Vec<HandlerVersionRow>> {
+                shared::handler_version_list(self.reader(), name, limit).await
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl crate::RecordWrite for $store {
+            $($records)*
+
+            async fn migrate(&self) -> StoreResult<()> {
+                MIGRATOR.run(self.writer()).await.map_err(|e| {
+                    StoreError::Other(format!("migrating the {} schema: {e}", $dialect))
+                })
+            }
+
+            async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64> {
+                crate::terms::creates::$driver::prune(self.writer(), pool, before).await
+            }
+
+            async fn budget_set(&self, budget: &crate::Budget) -> StoreResult<()> {
+                crate::terms::budgets::$driver::budget_set(self.writer(), budget).await
+            }
+
+            async fn budget_prune_config(&self, keep: &[String]) -> StoreResult<Vec<String>> {
+                crate::terms::budgets::$driver::budget_prune_config(self.writer(), keep).await
+            }
+
             async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
                 crate::webhooks::$driver::webhook_enqueue(self.writer(), d).await
             }
@@ -369,13 +319,6 @@ macro_rules! impl_task_store {
                 crate::webhooks::$driver::webhook_attempt(self.writer(), a).await
             }
 
-            async fn webhook_list(
-                &self,
-                task_id: &str,
-            ) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>> {
-                crate::webhooks::$driver::webhook_list(self.reader(), task_id).await
-            }
-
             async fn host_key_get_or_create(
                 &self,
                 name: &str,
@@ -388,13 +331,80 @@ macro_rules! impl_task_store {
             async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
                 shared::handler_version_record(self.writer(), row).await
             }
+        }
 
-            async fn handler_version_list(
+        #[async_trait::async_trait]
+        impl crate::UnitWrite for $store {
+            $($units)*
+
+            async fn task_cancel(
                 &self,
-                name: Option<&str>,
-                limit: u32,
-            ) -> StoreResult<Vec<HandlerVersionRow>> {
-                shared::handler_version_list(self.reader(), name, limit).await
+                tenant: &str,
+                id: &str,
+                now: i64,
+            ) -> StoreResult<Option<Cancelled>> {
+                tasks::task_cancel(self.begin().await?, tenant, id, now).await
+            }
+
+            async fn task_retry_failed(
+                &self,
+                tenant: &str,
+                id: &str,
+                now: i64,
+            ) -> StoreResult<Option<u32>> {
+                tasks::task_retry_failed(self.begin().await?, tenant, id, now).await
+            }
+
+            async fn unit_mark_granted(
+                &self,
+                grants: &[crate::Grant],
+                now: i64,
+                next_at: i64,
+                fence: Option<&Fence>,
+            ) -> StoreResult<crate::Marked> {
+                use crate::terms::{self, budgets::$driver as budgets};
+                if grants.is_empty() {
+                    return Ok(crate::Marked::default());
+                }
+                let mut tx = self.begin().await?;
+                if let Some(fence) = fence
+                    && let Err(e) = shared::fence_check(&mut tx, fence).await
+                {
+                    return Err(crate::rollback(tx, e).await);
+                }
+                let budgeted = terms::budgeted(grants) || terms::spend::spending(grants);
+                let checked = if budgeted {
+                    budgets::budget_check(&mut tx, grants, now, BUDGET_ROW_LOCK).await?
+                } else {
+                    terms::Checked {
+                        fit: (0..grants.len()).collect(),
+                        ..terms::Checked::default()
+                    }
+                };
+                terms::routes::$driver::bind_routed(&mut tx, grants, &checked.fit, now).await?;
+                let mut moved = Vec::with_capacity(checked.fit.len());
+                for (account, ids) in terms::by_account(grants, &checked.fit) {
+                    moved.extend(
+                        units::unit_mark_submitted(&mut tx, &ids, now, next_at, account).await?,
+                    );
+                }
+                if budgeted {
+                    let ids: std::collections::HashSet<&str> =
+                        moved.iter().map(|u| u.id.as_str()).collect();
+                    budgets::budget_record(&mut tx, grants, &ids, &checked, now).await?;
+                }
+                terms::creates::$driver::record_marked(&mut tx, grants, &moved, now).await?;
+                tx.commit().await?;
+                Ok(terms::marked(grants, moved, &checked))
+            }
+
+            async fn unit_finalize_renew(
+                &self,
+                id: &str,
+                owner: &str,
+                lease_until: i64,
+            ) -> StoreResult<bool> {
+                shared::unit_finalize_renew(self.writer(), id, owner, lease_until).await
             }
         }
     };

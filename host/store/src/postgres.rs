@@ -132,7 +132,12 @@ const BUDGET_ROW_LOCK: &str = " FOR UPDATE";
 // PostgreSQL's differences: writers run side by side, so claims lock rows (`FOR UPDATE SKIP
 // LOCKED`), a refused fenced write rolls back at once to free the fence row, single statements
 // commit without a transaction, and a budget check locks its tenants' budget rows.
-crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", {
+crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records: {
+    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(shared::fence_raise(&mut conn, pool, token).await? <= token)
+    }
+}, units: {
     async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
         if tasks.is_empty() {
             return Ok(Vec::new());
@@ -206,10 +211,5 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", {
         now: i64,
     ) -> StoreResult<bool> {
         finalize::unit_finalize_release(&self.pool, release, now).await
-    }
-
-    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(shared::fence_raise(&mut conn, pool, token).await? <= token)
     }
 });

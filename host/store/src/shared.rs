@@ -291,7 +291,7 @@ on_both_drivers! {
             .collect()
     }
 
-    /// [`crate::TaskStore::task_queue_standing`]. Fill order ties between tenants at
+    /// [`crate::StoreRead::task_queue_standing`]. Fill order ties between tenants at
     /// the same rank go by who was served last, which this does not read: half of them are
     /// counted ahead.
     pub(crate) async fn task_queue_standing(
@@ -408,7 +408,7 @@ on_both_drivers! {
     }
 
     /// A task's unit events, oldest first.
-    /// See [`crate::TaskStore::unit_events_recent_with`]: a range of the primary key, then a
+    /// See [`crate::StoreRead::unit_events_recent_with`]: a range of the primary key, then a
     /// prefix test (no `LIKE`: a route name's `_` would be a wildcard).
     pub(crate) async fn unit_events_recent_with(
         pool: &Pool,
@@ -540,7 +540,7 @@ on_both_drivers! {
         Ok(())
     }
 
-    /// See [`crate::TaskStore::unit_list_submitted_ids`].
+    /// See [`crate::StoreRead::unit_list_submitted_ids`].
     pub(crate) async fn unit_list_submitted_ids(
         pool: &Pool,
         sched_pool: &str,
@@ -553,7 +553,7 @@ on_both_drivers! {
         )
     }
 
-    /// See [`crate::TaskStore::unit_finalize_renew`]: one guarded statement (on SQLite it
+    /// See [`crate::UnitWrite::unit_finalize_renew`]: one guarded statement (on SQLite it
     /// queues on the one writer like any write).
     pub(crate) async fn unit_finalize_renew(
         pool: &Pool,
@@ -598,7 +598,7 @@ on_both_drivers! {
         .rows_affected())
     }
 
-    /// See [`crate::TaskStore::unit_next_due`].
+    /// See [`crate::StoreRead::unit_next_due`].
     pub(crate) async fn unit_next_due(
         pool: &Pool,
         name: &str,
@@ -613,7 +613,7 @@ on_both_drivers! {
         )
     }
 
-    /// See [`crate::TaskStore::unit_count_provider_queued`].
+    /// See [`crate::StoreRead::unit_count_provider_queued`].
     pub(crate) async fn unit_count_provider_queued(
         pool: &Pool,
         name: &str,
@@ -633,7 +633,7 @@ on_both_drivers! {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// See [`crate::TaskStore::task_tenant`].
+    /// See [`crate::StoreRead::task_tenant`].
     pub(crate) async fn task_tenant(pool: &Pool, id: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar("SELECT tenant FROM tasks WHERE id = $1")
             .bind(id)
@@ -641,7 +641,7 @@ on_both_drivers! {
             .await?)
     }
 
-    /// See [`crate::TaskStore::pool_slot_log`].
+    /// See [`crate::StoreRead::pool_slot_log`].
     pub(crate) async fn pool_slot_log(
         pool: &Pool,
         name: &str,

@@ -131,7 +131,15 @@ const BUDGET_ROW_LOCK: &str = "";
 // SQLite's differences: every write transaction queues on the one writer, so the batch create,
 // finalization's moves and the fence advance each take one; a fenced write checks its fence
 // inside it and nothing else can interleave.
-crate::one_impl::impl_task_store!(SqliteStore, sqlite, "SQLite", {
+crate::one_impl::impl_task_store!(SqliteStore, sqlite, "SQLite", records: {
+    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
+        // One writer: the advance is serialized with every fenced write by the transaction.
+        let mut tx = self.begin().await?;
+        let current = shared::fence_raise(&mut tx, pool, token).await?;
+        tx.commit().await?;
+        Ok(current <= token)
+    }
+}, units: {
     async fn task_create_batch(&self, tasks: &[NewTask]) -> StoreResult<Vec<Created>> {
         if tasks.is_empty() {
             return Ok(Vec::new());
@@ -193,13 +201,5 @@ crate::one_impl::impl_task_store!(SqliteStore, sqlite, "SQLite", {
         now: i64,
     ) -> StoreResult<bool> {
         finalize::unit_finalize_release(self.begin().await?, release, now).await
-    }
-
-    async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool> {
-        // One writer: the advance is serialized with every fenced write by the transaction.
-        let mut tx = self.begin().await?;
-        let current = shared::fence_raise(&mut tx, pool, token).await?;
-        tx.commit().await?;
-        Ok(current <= token)
     }
 });

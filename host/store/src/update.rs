@@ -127,7 +127,7 @@ pub(crate) fn has_repeats(updates: &[UnitUpdate]) -> bool {
     !updates.iter().all(|u| seen.insert(u.unit_id.as_str()))
 }
 
-/// What [`TaskStore::unit_apply`] did.
+/// What [`UnitWrite::unit_apply`] did.
 #[derive(Clone, Debug, Default)]
 pub struct ApplyReport {
     /// Ids of the units updated.
@@ -138,7 +138,7 @@ pub struct ApplyReport {
     pub refused: Vec<RefusedWrite>,
 }
 
-/// An update [`TaskStore::unit_apply`] refused before writing it, and why.
+/// An update [`UnitWrite::unit_apply`] refused before writing it, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefusedWrite {
     pub unit_id: String,

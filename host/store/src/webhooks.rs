@@ -8,7 +8,7 @@ use sqlx::Row;
 use crate::StoreResult;
 use crate::shared::{on_both_drivers, tenant_scope};
 
-/// A delivery to queue (`TaskStore::webhook_enqueue`).
+/// A delivery to queue (`RecordWrite::webhook_enqueue`).
 #[derive(Clone, Debug)]
 pub struct NewDelivery {
     /// The `webhook-id`: stable across attempts, so receivers can deduplicate.
@@ -46,7 +46,7 @@ pub struct Delivery {
     pub delivered_at: Option<i64>,
 }
 
-/// One attempt's outcome, recorded by the lease's owner (`TaskStore::webhook_attempt`).
+/// One attempt's outcome, recorded by the lease's owner (`RecordWrite::webhook_attempt`).
 #[derive(Clone, Debug)]
 pub struct AttemptOutcome<'a> {
     pub delivery_id: &'a str,
@@ -101,7 +101,7 @@ on_both_drivers! {
         })
     }
 
-    /// See [`crate::TaskStore::webhook_open_tasks`]; the condition is the partial
+    /// See [`crate::StoreRead::webhook_open_tasks`]; the condition is the partial
     /// index's, word for word (SQLite uses a partial index only then).
     pub(crate) async fn webhook_open_tasks(
         pool: &Pool,
@@ -123,7 +123,7 @@ on_both_drivers! {
         .await?)
     }
 
-    /// See [`crate::TaskStore::webhook_enqueue`].
+    /// See [`crate::RecordWrite::webhook_enqueue`].
     pub(crate) async fn webhook_enqueue(pool: &Pool, d: &NewDelivery) -> StoreResult<()> {
         let mut tx = pool.begin().await?;
         sqlx::query(
@@ -148,7 +148,7 @@ on_both_drivers! {
         Ok(())
     }
 
-    /// See [`crate::TaskStore::webhook_claim`]. The lease condition is in the update's
+    /// See [`crate::RecordWrite::webhook_claim`]. The lease condition is in the update's
     /// own `WHERE` too: of two instances picking the same delivery, the second finds it taken.
     pub(crate) async fn webhook_claim(
         pool: &Pool,
@@ -174,7 +174,7 @@ on_both_drivers! {
         rows.iter().map(delivery_from_row).collect()
     }
 
-    /// See [`crate::TaskStore::webhook_attempt`].
+    /// See [`crate::RecordWrite::webhook_attempt`].
     pub(crate) async fn webhook_attempt(pool: &Pool, a: &AttemptOutcome<'_>) -> StoreResult<bool> {
         let (status, next_at, delivered_at) = match a.next {
             AttemptNext::Delivered => ("delivered", a.at, Some(a.at)),
@@ -217,7 +217,7 @@ on_both_drivers! {
         Ok(true)
     }
 
-    /// See [`crate::TaskStore::webhook_list`].
+    /// See [`crate::StoreRead::webhook_list`].
     pub(crate) async fn webhook_list(
         pool: &Pool,
         task_id: &str,
@@ -253,7 +253,7 @@ on_both_drivers! {
         Ok(out)
     }
 
-    /// See [`crate::TaskStore::webhook_recent`].
+    /// See [`crate::StoreRead::webhook_recent`].
     pub(crate) async fn webhook_recent(
         pool: &Pool,
         tenant: Option<&str>,

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use super::test_harness::{Harness, harness_with};
 use slotd_core::config::{ApiKey, Config, Secret};
 use slotd_core::model::UnitStatus;
-use slotd_store::{Field, NewDelivery, NewTask, NewUnit, TaskStore, UnitUpdate};
+use slotd_store::prelude::*;
+use slotd_store::{Field, NewDelivery, NewTask, NewUnit, UnitUpdate};
 
 const KEY_A: &str = "key-of-tenant-a";
 const KEY_B: &str = "key-of-tenant-b";

@@ -18,7 +18,8 @@ use crate::api::test_harness::{Harness, harness_with};
 use crate::event_feed::{FeedStats, POLL};
 use slotd_core::config::{ApiKey, Config, Secret};
 use slotd_core::model::UnitStatus;
-use slotd_store::{NewTask, NewUnit, TaskStore, UnitUpdate};
+use slotd_store::prelude::*;
+use slotd_store::{NewTask, NewUnit, UnitUpdate};
 
 const KEY_A: &str = "key-of-tenant-a";
 const KEY_B: &str = "key-of-tenant-b";

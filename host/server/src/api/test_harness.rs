@@ -19,8 +19,9 @@ use slotd_core::clock::ManualClock;
 use slotd_core::config::Config;
 use slotd_core::model::UnitStatus;
 use slotd_runtime::{Handler, Registry, Runtime};
+use slotd_store::UnitUpdate;
+use slotd_store::prelude::*;
 use slotd_store::sqlite::SqliteStore;
-use slotd_store::{TaskStore, UnitUpdate};
 
 /// Everything a test needs: the app and direct handles on what it changes.
 pub(super) struct Harness {
@@ -98,7 +99,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         closures: Default::default(),
         durations: Default::default(),
         discovered: Default::default(),
-        tasks: slotd_store::group_commit::TaskWriter::start(store.clone(), Default::default()),
+        units: crate::lifecycle::UnitWriter::start(store.clone(), Default::default()),
         events: Default::default(),
     };
     Harness {

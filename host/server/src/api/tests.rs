@@ -17,7 +17,8 @@ use crate::services::Services;
 use crate::slots::SlotStore;
 use slotd_core::config::{ApiKey, Config, Secret};
 use slotd_core::model::UnitStatus;
-use slotd_store::{Field, NewTask, NewUnit, TaskStore, UnitUpdate};
+use slotd_store::prelude::*;
+use slotd_store::{Field, NewTask, NewUnit, UnitUpdate};
 
 #[path = "tests_lifecycle.rs"]
 mod lifecycle;

@@ -205,3 +205,89 @@ async fn plan_rejection_is_422_and_stores_nothing() {
     assert_eq!(capped.task_count(crate::api::LOCAL_TENANT).await, 0);
     assert_eq!(h.task_count("a").await, 0);
 }
+
+/// A cancel that ends units wakes the completion-webhook loop at once (their task may have
+/// ended with them): before the lifecycle's follow-ups did, the webhook waited for the loop's
+/// interval.
+#[tokio::test]
+async fn a_cancel_that_ends_units_wakes_the_completion_webhooks() {
+    let h = harness().await;
+    let id = h.seed("a", 2).await;
+    let woken = h.wake.listener(crate::wake::WakeKey::Webhooks);
+    let r = h
+        .send("POST", &format!("/v1/tasks/{id}/cancel"), Some(KEY_A), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let wait = tokio::time::timeout(std::time::Duration::from_secs(5), woken.notified()).await;
+    assert!(
+        wait.is_ok(),
+        "a cancel that ended units must wake the completion webhooks"
+    );
+}
+
+/// The follow-ups of changes applied through the lifecycle: a unit that failed wakes the
+/// completion webhooks; a unit made due now (a provider callback's "read it now") wakes its
+/// pool. Both used to be the callers' to remember.
+#[tokio::test]
+async fn applied_changes_wake_the_completion_webhooks_and_the_pool_of_a_unit_due_now() {
+    let h = harness().await;
+    let id = h.seed("a", 2).await;
+    let units = h.unit_ids(&id).await;
+    match h
+        .store
+        .unit_mark_submitted(&units, 1_000_001, 1_000_001, None)
+        .await
+    {
+        Ok(moved) => assert_eq!(moved.len(), 2),
+        Err(e) => panic!("marking submitted: {e}"),
+    }
+    let origin = crate::lifecycle::Origin {
+        task_id: &id,
+        pool: FIXTURE_POOL,
+        account: None,
+    };
+    let origins = units.iter().map(|u| (u.as_str(), origin)).collect();
+    let now = 1_000_002;
+    let apply = async |update: UnitUpdate| match crate::lifecycle::apply_changes(
+        &h.services,
+        &[update],
+        &origins,
+        now,
+        None,
+    )
+    .await
+    {
+        Ok(c) => assert_eq!(c.applied, 1, "{c:?}"),
+        Err(e) => panic!("applying: {e}"),
+    };
+    let wait = async |n: std::sync::Arc<tokio::sync::Notify>| {
+        tokio::time::timeout(std::time::Duration::from_secs(5), n.notified())
+            .await
+            .is_ok()
+    };
+
+    let pool = h.wake.listener(crate::wake::WakeKey::Pool(FIXTURE_POOL));
+    apply(UnitUpdate {
+        unit_id: units[0].clone(),
+        from: Some(UnitStatus::Submitted),
+        to: Some(UnitStatus::Submitted),
+        next_at: Some(now),
+        ..Default::default()
+    })
+    .await;
+    assert!(wait(pool).await, "a unit made due now must wake its pool");
+
+    let webhooks = h.wake.listener(crate::wake::WakeKey::Webhooks);
+    apply(UnitUpdate {
+        unit_id: units[1].clone(),
+        from: Some(UnitStatus::Submitted),
+        to: Some(UnitStatus::Failed),
+        error: Field::Set(r#"{"code":"1201","message":"bad prompt"}"#.into()),
+        ..Default::default()
+    })
+    .await;
+    assert!(
+        wait(webhooks).await,
+        "a unit that failed must wake the completion webhooks"
+    );
+}

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::test_harness::{self, Harness};
 use slotd_core::config::{ApiKey, Config, RateLimit, Role, Secret};
-use slotd_store::TaskStore;
+use slotd_store::prelude::*;
 
 mod socket;
 

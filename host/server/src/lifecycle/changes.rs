@@ -2,8 +2,9 @@
 //! decided (the deadline sweep), one function for all: write the updates in one transaction
 //! (each under its guard), then act on what was written and only on that: count the
 //! transitions and run the [`FollowUps`] (the hot snapshots of the tasks changed, the slot of
-//! every unit that left `submitted` and a wake of its pool, the finalizer when units
-//! succeeded).
+//! every unit that left `submitted` and a wake of its pool, a wake of the pool of a unit made
+//! due now, the finalizer when units succeeded, the completion-webhook loop when units
+//! ended).
 //!
 //! An update whose guard no longer held frees nothing: it met a unit someone else moved out of
 //! `submitted` (who released it), or a cancel that landed during the call, whose unit keeps its
@@ -14,9 +15,9 @@ use std::collections::{HashMap, HashSet};
 use slotd_core::model::{Unit, UnitStatus};
 use slotd_store::{Fence, UnitUpdate};
 
+use super::LifecycleError;
 use super::follow_up::FollowUps;
 use crate::pool_state::slot_key;
-use crate::scheduler::SchedulerError;
 use crate::services::Services;
 
 /// What [`apply_changes`] wrote and freed.
@@ -59,12 +60,12 @@ pub(crate) async fn apply_changes(
     origins: &HashMap<&str, Origin<'_>>,
     now: i64,
     fence: Option<&Fence>,
-) -> Result<Committed, SchedulerError> {
+) -> Result<Committed, LifecycleError> {
     let mut done = Committed::default();
     if updates.is_empty() {
         return Ok(done);
     }
-    let written = match services.store.unit_apply(updates, now, fence).await {
+    let written = match services.units.store.unit_apply(updates, now, fence).await {
         Ok(w) => w,
         Err(e) => {
             if matches!(e, slotd_store::StoreError::IllegalTransition(_)) {
@@ -97,6 +98,17 @@ pub(crate) async fn apply_changes(
         if to == UnitStatus::Succeeded {
             done.succeeded += 1;
             follow.wake_finalizer();
+        }
+        if to.is_terminal() {
+            follow.task_ended();
+        }
+        // Made due now while its job runs (a provider callback's "read it now"): its pool
+        // reads it at once rather than at its next tick.
+        if to == UnitStatus::Submitted
+            && u.next_at.is_some_and(|at| at <= now)
+            && let Some(o) = origin
+        {
+            follow.wake_pool(o.pool);
         }
         if u.from == Some(UnitStatus::Submitted)
             && to != UnitStatus::Submitted

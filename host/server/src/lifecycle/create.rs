@@ -120,6 +120,7 @@ pub(super) async fn store_task(
         terms: request.terms,
     };
     let created = services
+        .units
         .tasks
         .create(new)
         .await

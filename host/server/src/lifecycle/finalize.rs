@@ -6,6 +6,7 @@
 use slotd_core::model::Unit;
 use slotd_store::{FinalizeRelease, StoreResult};
 
+use super::UnitWriter;
 use super::follow_up::FollowUps;
 use crate::services::Services;
 
@@ -20,6 +21,7 @@ pub async fn claim_finalize(
     limit: u32,
 ) -> StoreResult<Vec<Unit>> {
     services
+        .units
         .store
         .unit_claim_finalize(owner, lease_until, now, limit)
         .await
@@ -35,13 +37,29 @@ pub async fn complete_finalize(
     now: i64,
 ) -> StoreResult<bool> {
     let done = services
+        .units
         .store
         .unit_complete(&unit.id, owner, result, now)
         .await?;
     if done {
-        task_changed(services, &unit.task_id).await;
+        task_changed(services, &unit.task_id, true).await;
     }
     Ok(done)
+}
+
+/// Extend the finalization lease `owner` holds on unit `id` to `lease_until` (a finalizer
+/// still at work). `false`: the lease was lost and nothing was written. No follow-up: no
+/// reader sees a lease.
+pub async fn renew_finalize(
+    units: &UnitWriter,
+    id: &str,
+    owner: &str,
+    lease_until: i64,
+) -> StoreResult<bool> {
+    units
+        .store
+        .unit_finalize_renew(id, owner, lease_until)
+        .await
 }
 
 /// Give `unit`'s finalization up for now (back to `succeeded`, due at `release.next_at`) or
@@ -52,17 +70,26 @@ pub async fn release_finalize(
     release: FinalizeRelease<'_>,
     now: i64,
 ) -> StoreResult<bool> {
-    let done = services.store.unit_finalize_release(release, now).await?;
+    let done = services
+        .units
+        .store
+        .unit_finalize_release(release, now)
+        .await?;
     if done {
-        task_changed(services, &unit.task_id).await;
+        // A finalization given up for good parks its unit: its task may have ended.
+        task_changed(services, &unit.task_id, release.give_up).await;
     }
     Ok(done)
 }
 
-/// The follow-up of a finalization's end: the task's snapshot goes.
-async fn task_changed(services: &Services, task_id: &str) {
+/// The follow-ups of a finalization's end: the task's snapshot goes, and the completion
+/// webhooks look at the task when its unit `ended`.
+async fn task_changed(services: &Services, task_id: &str, ended: bool) {
     let mut follow = FollowUps::default();
     follow.task(task_id);
+    if ended {
+        follow.task_ended();
+    }
     if let Err(e) = follow.run(services).await {
         tracing::debug!(error = %e, "follow-ups of a finalization failed");
     }

@@ -2,9 +2,13 @@
 //! result is read and done in one place, so that no writer can forget one:
 //!
 //! 1. drop the hot status snapshots of the tasks changed (readers fall back to the database);
-//! 2. free the slots of the units that left `submitted`;
-//! 3. wake each pool whose units became pending or freed a slot, so it fills at once;
-//! 4. wake the finalizer when units reached `succeeded`.
+//! 2. free the slots of the units that left `submitted`, and give back the slots of grants
+//!    that did not become submit markers (without a wake: the granting tick goes on filling);
+//! 3. wake each pool whose units became pending, freed a slot or became due now (a provider
+//!    callback's "read it now"), so it acts at once; a route's wake reaches its target pools;
+//! 4. wake the finalizer when units reached `succeeded`;
+//! 5. wake the completion-webhook loop (everywhere it runs) when units ended or were parked,
+//!    since their task may have ended with them.
 //!
 //! Only facts the database confirmed go in: a writer adds a follow-up for an update the store
 //! reported applied, never for one it merely asked for.
@@ -24,8 +28,12 @@ pub(crate) struct FollowUps {
     release: BTreeMap<String, (String, Vec<String>)>,
     /// Pools to wake (units became pending, or slots freed).
     pools: BTreeSet<String>,
+    /// Slots of grants that never became submit markers, by slot set: freed without a wake.
+    give_back: BTreeMap<String, Vec<String>>,
     /// Units reached `succeeded`: the finalizer has work.
     finalizer: bool,
+    /// Units ended (or were parked): their tasks may have ended, with a webhook to send.
+    ended: bool,
 }
 
 impl FollowUps {
@@ -45,7 +53,13 @@ impl FollowUps {
             .push(unit);
     }
 
-    /// `pool` has pending units to fill.
+    /// A grant in `slot_set` did not become a submit marker: its slot goes back, and no pool
+    /// wakes for it (the tick that granted it goes on filling).
+    pub fn give_back(&mut self, slot_set: String, units: Vec<String>) {
+        self.give_back.entry(slot_set).or_default().extend(units);
+    }
+
+    /// `pool` has work now: pending units to fill, or units due now.
     pub fn wake_pool(&mut self, pool: &str) {
         if !self.pools.contains(pool) {
             self.pools.insert(pool.to_string());
@@ -57,6 +71,12 @@ impl FollowUps {
         self.finalizer = true;
     }
 
+    /// Units reached an end (`completed`, `failed`, `cancelled`) or were parked: their tasks
+    /// may have ended.
+    pub fn task_ended(&mut self) {
+        self.ended = true;
+    }
+
     /// Do every follow-up. Returns the slots freed. A slot store failure stops the rest (the
     /// pool's reconciliation with the database frees what was missed; the tick interval wakes
     /// what was not woken).
@@ -66,6 +86,9 @@ impl FollowUps {
                 .hot
                 .invalidate(self.tasks.iter().map(String::as_str))
                 .await;
+        }
+        for (slot_set, ids) in &self.give_back {
+            services.slots.release(slot_set, ids).await?;
         }
         let mut released = 0;
         let mut pools = self.pools;
@@ -85,6 +108,22 @@ impl FollowUps {
         if self.finalizer {
             services.wake.wake(WakeKey::Finalizer);
         }
+        if self.ended {
+            services.wake.wake(WakeKey::Webhooks);
+        }
         Ok(released)
+    }
+}
+
+/// A fill passed routed units over to `pools` (their route's pick named them, and they have
+/// room): they wake, as any follow-up wakes a pool, to take them at once. Nothing was written:
+/// the units wait on their route until one of those pools binds them.
+pub(crate) async fn routed_units_left(services: &Services, pools: &BTreeSet<String>) {
+    let mut follow = FollowUps::default();
+    for pool in pools {
+        follow.wake_pool(pool);
+    }
+    if let Err(e) = follow.run(services).await {
+        tracing::debug!(error = %e, "waking the pools routed units were left to failed");
     }
 }

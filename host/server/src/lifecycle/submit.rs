@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use slotd_store::{Fence, Grant, Marked};
 
+use super::LifecycleError;
+use super::follow_up::FollowUps;
 use crate::pool_state::slot_key;
-use crate::scheduler::SchedulerError;
 use crate::services::Services;
 
 /// What [`mark_submitted`] wrote and gave back.
@@ -21,9 +22,10 @@ pub(crate) struct Submitted {
 }
 
 /// Write the submit markers of `grants` (slots of `pool` already taken for them), due again
-/// at `hold` should the call that submits them never answer, fenced by `fence`. Slots of the
-/// grants that were not marked go back to their slot sets at once; no pool is woken (the
-/// tick that granted them goes on filling).
+/// at `hold` should the call that submits them never answer, fenced by `fence`, then run the
+/// follow-ups: the marked units' tasks are running now, so their snapshots go; the slots of
+/// the grants that were not marked go back to their slot sets at once, and no pool is woken
+/// (the tick that granted them goes on filling).
 pub(crate) async fn mark_submitted(
     services: &Services,
     pool: &str,
@@ -31,11 +33,16 @@ pub(crate) async fn mark_submitted(
     now: i64,
     hold: i64,
     fence: Option<&Fence>,
-) -> Result<Submitted, SchedulerError> {
+) -> Result<Submitted, LifecycleError> {
     let marked = services
+        .units
         .store
         .unit_mark_granted(grants, now, hold, fence)
         .await?;
+    let mut follow = FollowUps::default();
+    for u in &marked.units {
+        follow.task(&u.task_id);
+    }
     let moved: HashSet<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
     let mut unused: BTreeMap<Option<&str>, Vec<String>> = BTreeMap::new();
     for g in grants
@@ -49,15 +56,13 @@ pub(crate) async fn mark_submitted(
     }
     let mut counts = HashMap::new();
     for (account, ids) in unused {
-        services
-            .slots
-            .release(&slot_key(pool, account), &ids)
-            .await?;
         counts.insert(
             account.map(str::to_string),
             u32::try_from(ids.len()).unwrap_or(u32::MAX),
         );
+        follow.give_back(slot_key(pool, account), ids);
     }
+    follow.run(services).await?;
     Ok(Submitted {
         marked,
         unused: counts,

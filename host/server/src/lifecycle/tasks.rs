@@ -16,7 +16,7 @@ pub async fn cancel_task(
     id: &str,
     now: i64,
 ) -> StoreResult<Option<Cancelled>> {
-    let Some(cancelled) = services.store.task_cancel(tenant, id, now).await? else {
+    let Some(cancelled) = services.units.store.task_cancel(tenant, id, now).await? else {
         return Ok(None);
     };
     tracing::info!(
@@ -27,6 +27,10 @@ pub async fn cancel_task(
     );
     let mut follow = FollowUps::default();
     follow.task(id);
+    if cancelled.units > 0 {
+        // Units ended now: the task may have ended with them.
+        follow.task_ended();
+    }
     run(services, follow).await;
     Ok(Some(cancelled))
 }
@@ -40,7 +44,12 @@ pub async fn retry_task(
     id: &str,
     now: i64,
 ) -> StoreResult<Option<u32>> {
-    let Some(retried) = services.store.task_retry_failed(tenant, id, now).await? else {
+    let Some(retried) = services
+        .units
+        .store
+        .task_retry_failed(tenant, id, now)
+        .await?
+    else {
         return Ok(None);
     };
     if retried == 0 {

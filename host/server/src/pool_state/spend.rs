@@ -73,7 +73,7 @@ pub fn terms(pool: &str, limit: &PoolLimit, account: &PoolAccount) -> Option<Arc
 /// One scope's spend now, read from the ledger.
 pub async fn view(
     metrics: &slotd_core::telemetry::Metrics,
-    store: &slotd_store::DynStore,
+    store: &slotd_store::DynServiceStore,
     scope: &SpendScope,
     budget: &BudgetConfig,
     now: i64,
@@ -102,7 +102,7 @@ pub async fn view(
 /// The pool's own spend now, if it has a limit (a failed read is logged and shows none).
 pub async fn pool_view(
     metrics: &slotd_core::telemetry::Metrics,
-    store: &slotd_store::DynStore,
+    store: &slotd_store::DynServiceStore,
     limit: &PoolLimit,
     now: i64,
 ) -> Option<SpendView> {
@@ -114,7 +114,7 @@ pub async fn pool_view(
 /// A named account's spend now, if it has a limit.
 pub async fn account_view(
     metrics: &slotd_core::telemetry::Metrics,
-    store: &slotd_store::DynStore,
+    store: &slotd_store::DynServiceStore,
     account: &PoolAccount,
     now: i64,
 ) -> Option<SpendView> {

@@ -41,7 +41,7 @@ pub(super) struct CancelResult {
 }
 
 impl Scheduler {
-    /// Call the handler's `cancel` for `units` and plan their updates.
+    /// Call the handler's `cancel` for `units` and decide their updates.
     pub(super) async fn call_cancel(
         &self,
         h: Arc<Handler>,

@@ -10,3 +10,12 @@ pub enum SchedulerError {
     #[error(transparent)]
     Slots(#[from] crate::slots::SlotError),
 }
+
+impl From<crate::lifecycle::LifecycleError> for SchedulerError {
+    fn from(e: crate::lifecycle::LifecycleError) -> Self {
+        match e {
+            crate::lifecycle::LifecycleError::Store(e) => SchedulerError::Store(e),
+            crate::lifecycle::LifecycleError::Slots(e) => SchedulerError::Slots(e),
+        }
+    }
+}

@@ -226,9 +226,7 @@ impl Scheduler {
             }
         }
         // Pools left routed units this fill take them at once.
-        for p in &routes.wake {
-            s.wake.pool(p);
-        }
+        crate::lifecycle::routed_units_left(s, &routes.wake).await;
         Ok(filled)
     }
 

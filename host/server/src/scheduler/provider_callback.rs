@@ -174,7 +174,7 @@ pub async fn apply_provider_callback(
         .iter()
         .map(|u| (u.id.as_str(), Origin::from(u)))
         .collect();
-    let mut wake = std::collections::BTreeSet::new();
+    // Due now: the lifecycle's follow-ups wake its pool.
     for u in decided
         .updates
         .iter_mut()
@@ -182,15 +182,9 @@ pub async fn apply_provider_callback(
     {
         if u.to == Some(slotd_core::model::UnitStatus::Submitted) {
             u.next_at = Some(now);
-            if let Some(unit) = units.iter().find(|x| x.id == u.unit_id) {
-                wake.insert(unit.pool.clone());
-            }
         }
     }
     let committed = apply_changes(services, &decided.updates, &origins, now, None).await?;
     report.applied = committed.applied;
-    for pool in &wake {
-        services.wake.pool(pool);
-    }
     Ok(report)
 }

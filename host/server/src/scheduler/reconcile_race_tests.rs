@@ -105,7 +105,11 @@ async fn a_unit_released_during_the_rebuild_holds_no_slot_after_it() {
     let mut lost = services.clone();
     lost.slots = Arc::new(EndsDuringTheRebuild {
         inner: Arc::new(LocalSlots::new()),
-        store: services.store.clone(),
+        // The service holds no unit write; the test writes the end as a second process
+        // would, through a store of its own on the same database.
+        store: slotd_store::open(&services.config.database_url)
+            .await
+            .expect("the store, with its unit writes"),
         unit: first[0].id.clone(),
         now: clock.now_ms() + 1,
         fired: AtomicBool::new(false),

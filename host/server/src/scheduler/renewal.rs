@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
 use slotd_core::clock::DynClock;
-use slotd_store::DynStore;
 
 /// How a renewer ended.
 enum Renewal {
@@ -26,7 +25,7 @@ enum Renewal {
 
 /// What the renewer task needs (owned: it outlives no borrow).
 struct Renewer {
-    store: DynStore,
+    units: crate::lifecycle::UnitWriter,
     clock: DynClock,
     owner: String,
     unit_id: String,
@@ -47,9 +46,7 @@ impl Renewer {
                 _ = ticks.tick() => {}
             }
             let until = self.clock.now_ms().saturating_add(lease_ms);
-            match self
-                .store
-                .unit_finalize_renew(&self.unit_id, &self.owner, until)
+            match crate::lifecycle::renew_finalize(&self.units, &self.unit_id, &self.owner, until)
                 .await
             {
                 Ok(true) => {
@@ -80,7 +77,7 @@ impl Scheduler {
     ) -> Result<T, String> {
         let s = &self.services;
         let renewer = Renewer {
-            store: s.store.clone(),
+            units: s.units.clone(),
             clock: s.clock.clone(),
             owner: self.owner.clone(),
             unit_id: unit_id.to_string(),

@@ -161,8 +161,6 @@ impl Scheduler {
             if let Err(e) = self.finalize_once(now).await {
                 tracing::warn!(error = %e, "finalization claim failed; retrying");
             }
-            // Units that ended may have ended their task: its webhook is looked at now.
-            self.services.wake.local(WakeKey::Webhooks);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(cfg.tick_interval) => {}
@@ -171,9 +169,9 @@ impl Scheduler {
         }
     }
 
-    /// Completion webhooks (see `deliveries.rs`): queue the ends of tasks that have ended,
-    /// attempt the deliveries due; at every finalization round of this process and every
-    /// tick interval, until shutdown. Apart from finalization, so a slow receiver never holds
+    /// Completion webhooks (see `completion_webhooks.rs`): queue the ends of tasks that have
+    /// ended, attempt the deliveries due; when the lifecycle says units ended (anywhere in the
+    /// cluster) and every tick interval, until shutdown. Apart from finalization, so a slow receiver never holds
     /// up a download.
     async fn webhook_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();

@@ -4,11 +4,12 @@
 //!    slots atomically and write the submit marker (`pending -> submitted`, no job id) before
 //!    anything is sent;
 //! 2. collect the submitted units whose poll is due;
-//! 3. call each handler's `tick` with its batch, under the runtime's deadline, and plan the
+//! 3. call each handler's `tick` with its batch, under the runtime's deadline, and decide the
 //!    updates its changes ask for (validated against the state machine);
-//! 4. commit them in one transaction and act on what was written (`commit.rs`, shared with
-//!    callbacks): release the slots of units that left `submitted`, wake the pool and the
-//!    finalizer;
+//! 4. write them in one transaction through the lifecycle, which acts on what was written
+//!    (`lifecycle::apply_changes`, shared with provider callbacks and the deadline sweep):
+//!    release the slots of units that left `submitted`, wake the pool, the finalizer and the
+//!    completion webhooks;
 //! 5. tell adaptive capacity what the provider said.
 //!
 //! Finalization and publishing run elsewhere; this function does no waiting of its own.
@@ -150,10 +151,6 @@ impl Scheduler {
         report.quota_wait_until = quota_wait_until;
         report.released += unused;
         report.claimed = fresh.len();
-        // Their tasks are running now: no snapshot may say otherwise.
-        s.hot
-            .invalidate(fresh.iter().map(|u| u.task_id.as_str()))
-            .await;
 
         report.steps.claim = started.elapsed();
 
@@ -542,7 +539,7 @@ impl Scheduler {
         r
     }
 
-    /// Call `tick` and plan the updates. When a call over several units faults through the
+    /// Call `tick` and decide the updates. When a call over several units faults through the
     /// guest's own doing (trap, CPU budget, memory cap, deadline in guest code, error), the
     /// batch is split in halves and each half retried (units without a job id go `in-doubt`,
     /// so nothing is submitted twice) until the fault is pinned on single units: one poisonous

@@ -48,7 +48,7 @@ pub struct TickSteps {
     pub claim: Duration,
     /// The due-poll query.
     pub collect: Duration,
-    /// Handler calls and planning their updates.
+    /// Handler calls and deciding their updates.
     pub call: Duration,
     /// The batch write and what follows it (slots released, snapshots, wake-ups).
     pub commit: Duration,

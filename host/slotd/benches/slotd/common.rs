@@ -101,7 +101,7 @@ impl Drop for Serve {
     }
 }
 
-/// Write `config` to `dir/slotd.toml` and start `slotd serve` on it (logs at `warn` to this
+/// Write `config` to `slotd.toml` in `dir` and start `slotd serve` on it (logs at `warn` to this
 /// process's stderr).
 pub fn serve(dir: &Path, config: &str) -> Serve {
     let file = dir.join("slotd.toml");

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 use super::PostgresStore;
+use crate::prelude::*;
 use crate::suite::TestDb;
-use crate::{DynStore, StoreError, TaskStore, open};
+use crate::{DynStore, StoreError, open};
 
 /// The server URL that answered, found once per test binary.
 static BASE_URL: OnceCell<String> = OnceCell::const_new();

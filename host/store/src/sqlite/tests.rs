@@ -9,8 +9,9 @@ use std::sync::Arc;
 use sqlx::Row;
 
 use super::SqliteStore;
+use crate::prelude::*;
 use crate::suite::{TestDb, assert_corrupt_names, assert_moves_match_the_model};
-use crate::{DynStore, TaskStore, open};
+use crate::{DynStore, open};
 
 async fn sqlite_db() -> TestDb {
     let dir = tempfile::tempdir().unwrap();

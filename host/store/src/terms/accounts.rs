@@ -30,7 +30,7 @@ pub struct Grant {
     pub bind: Option<super::Bind>,
 }
 
-/// What [`crate::TaskStore::unit_mark_granted`] did.
+/// What [`crate::UnitWrite::unit_mark_granted`] did.
 #[derive(Clone, Debug, Default)]
 pub struct Marked {
     /// The units marked submitted, in the order of the grants.
