@@ -20,7 +20,7 @@ use super::bindings::SlotdHandler;
 use super::cache::Artifact;
 use super::limiter::CallLimiter;
 use super::output::GuestOutput;
-use super::pool::{Pool, PoolPlan};
+use super::pool::{Pool, PoolSizing};
 use super::quarantine::Tripped;
 use super::tape::{Redactor, Tape};
 use slotd_core::config::{HandlerConfig, RuntimeLimits};
@@ -62,13 +62,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Calls on a pool shaped by `limits` ([`PoolPlan::for_limits`]), falling back on demand.
+    /// Calls on a pool shaped by `limits` ([`PoolSizing::for_limits`]), falling back on demand.
     pub fn new(
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     ) -> anyhow::Result<Shared> {
-        Shared::assemble(limits, handlers, tripped, false, Some(PoolPlan::for_limits))
+        Shared::assemble(limits, handlers, tripped, false, Some(PoolSizing::for_limits))
     }
 
     /// [`Shared::new`] on a pool of another shape (tests squeeze it).
@@ -77,7 +77,7 @@ impl Shared {
         limits: RuntimeLimits,
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
-        plan: PoolPlan,
+        plan: PoolSizing,
     ) -> anyhow::Result<Shared> {
         Shared::assemble(
             limits,
@@ -102,7 +102,7 @@ impl Shared {
             handlers,
             tripped,
             fuel,
-            None::<fn(&RuntimeLimits, u64) -> PoolPlan>,
+            None::<fn(&RuntimeLimits, u64) -> PoolSizing>,
         )
     }
 
@@ -113,7 +113,7 @@ impl Shared {
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
         fuel: bool,
-        plan: Option<impl FnOnce(&RuntimeLimits, u64) -> PoolPlan>,
+        plan: Option<impl FnOnce(&RuntimeLimits, u64) -> PoolSizing>,
     ) -> anyhow::Result<Shared> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);

@@ -411,7 +411,7 @@ impl Runtime {
         handlers: BTreeMap<String, HandlerConfig>,
         cache_dir: Option<&std::path::Path>,
         metrics: slotd_core::telemetry::Metrics,
-        plan: pool::PoolPlan,
+        plan: pool::PoolSizing,
     ) -> anyhow::Result<Arc<Runtime>> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let shared = Shared::with_pool(limits, handlers, tx, plan)?;

@@ -62,7 +62,7 @@ const WASM_PAGE: usize = 64 * 1024;
 
 /// The shape of the pool: how many calls, and what one call may take from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PoolPlan {
+pub(crate) struct PoolSizing {
     /// Calls on the pool at once ([`POOLED_CALLS`]).
     pub calls: u32,
     pub core_instances_per_call: u32,
@@ -75,10 +75,10 @@ pub(crate) struct PoolPlan {
     pub table_elements: usize,
 }
 
-impl PoolPlan {
+impl PoolSizing {
     /// The pool for calls under `limits`, whose memories the engine reserves `reservation`
     /// bytes of address space for (a pooled memory cannot be larger).
-    pub fn for_limits(limits: &RuntimeLimits, reservation: u64) -> PoolPlan {
+    pub fn for_limits(limits: &RuntimeLimits, reservation: u64) -> PoolSizing {
         let reservation = usize::try_from(reservation).unwrap_or(usize::MAX);
         // A memory of more pages than the reservation holds could never be pooled anyway.
         let memory_bytes = limits
@@ -86,7 +86,7 @@ impl PoolPlan {
             .div_ceil(WASM_PAGE)
             .saturating_mul(WASM_PAGE)
             .min(reservation / WASM_PAGE * WASM_PAGE);
-        PoolPlan {
+        PoolSizing {
             calls: POOLED_CALLS,
             core_instances_per_call: CORE_INSTANCES_PER_CALL,
             memories_per_call: MEMORIES_PER_CALL,
@@ -125,14 +125,14 @@ impl PoolPlan {
     }
 }
 
-/// The pool's call permits: [`PoolPlan::calls`] of them.
+/// The pool's call permits: [`PoolSizing::calls`] of them.
 pub(crate) struct Pool {
-    pub plan: PoolPlan,
+    pub plan: PoolSizing,
     permits: Arc<Semaphore>,
 }
 
 impl Pool {
-    pub fn new(plan: PoolPlan) -> Pool {
+    pub fn new(plan: PoolSizing) -> Pool {
         let permits = Arc::new(Semaphore::new(plan.calls as usize));
         Pool { plan, permits }
     }
@@ -159,21 +159,21 @@ mod tests {
             ..RuntimeLimits::default()
         };
         let four_gib = 4u64 << 30;
-        let plan = PoolPlan::for_limits(&limits(64), four_gib);
+        let plan = PoolSizing::for_limits(&limits(64), four_gib);
         assert_eq!(plan.memory_bytes, 64 * 1024 * 1024 + WASM_PAGE);
         assert_eq!(plan.calls, POOLED_CALLS);
         // Beyond the reservation no memory can be pooled: the reservation bounds it.
-        let plan = PoolPlan::for_limits(&limits(8192), four_gib);
+        let plan = PoolSizing::for_limits(&limits(8192), four_gib);
         assert_eq!(plan.memory_bytes, 4 << 30);
-        let plan = PoolPlan::for_limits(&limits(8192), four_gib - 1);
+        let plan = PoolSizing::for_limits(&limits(8192), four_gib - 1);
         assert_eq!(plan.memory_bytes, (4 << 30) - WASM_PAGE);
     }
 
     #[test]
     fn permits_run_out_and_come_back() {
-        let pool = Pool::new(PoolPlan {
+        let pool = Pool::new(PoolSizing {
             calls: 2,
-            ..PoolPlan::for_limits(&RuntimeLimits::default(), 4 << 30)
+            ..PoolSizing::for_limits(&RuntimeLimits::default(), 4 << 30)
         });
         let a = pool.try_enter().expect("first");
         let _b = pool.try_enter().expect("second");

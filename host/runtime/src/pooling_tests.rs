@@ -13,7 +13,7 @@ use wasmtime::{PoolingAllocatorMetrics, Store};
 
 use super::cache::Artifact;
 use super::engine::{CallState, Placed};
-use super::pool::PoolPlan;
+use super::pool::PoolSizing;
 use super::{Allocator, BatchUnit, HandlerFault, Runtime, TickContext};
 use slotd_core::config::{HandlerConfig, RuntimeLimits};
 use slotd_core::model::{Outcome, Unit, UnitStatus};
@@ -96,8 +96,8 @@ impl metrics::Recorder for Counters {
 }
 
 /// The default pool, with `f` applied.
-fn plan(f: impl FnOnce(&mut PoolPlan)) -> PoolPlan {
-    let mut plan = PoolPlan::for_limits(&RuntimeLimits::default(), 4 << 30);
+fn plan(f: impl FnOnce(&mut PoolSizing)) -> PoolSizing {
+    let mut plan = PoolSizing::for_limits(&RuntimeLimits::default(), 4 << 30);
     f(&mut plan);
     plan
 }
@@ -475,7 +475,7 @@ async fn the_memory_cap_holds_on_the_pool() {
         BTreeMap::new(),
         None,
         Default::default(),
-        PoolPlan::for_limits(&limits, 4 << 30),
+        PoolSizing::for_limits(&limits, 4 << 30),
     )
     .expect("runtime");
     let grower = r#"

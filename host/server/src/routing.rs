@@ -115,7 +115,7 @@ pub fn candidates(
     routing: &UnitRouting,
     now: i64,
     room: &HashMap<String, u32>,
-    expected: impl Fn(&slotd_core::model::OptionPlan) -> Option<i64>,
+    expected: impl Fn(&slotd_core::model::TargetUnit) -> Option<i64>,
 ) -> Vec<Candidate> {
     let retried = !routing.options.iter().any(RouteOption::open);
     routing
@@ -176,11 +176,11 @@ mod tests {
 
     #[test]
     fn a_retried_unit_every_target_refused_gets_them_all_again() {
-        use slotd_core::model::{OptionPlan, Refusal};
+        use slotd_core::model::{Refusal, TargetUnit};
         let option = |pool: &str, until: Option<Option<i64>>| RouteOption {
             handler: "h".into(),
             model: pool.into(),
-            plan: Some(OptionPlan {
+            plan: Some(TargetUnit {
                 task_type: "t".into(),
                 stage: "main".into(),
                 pool: pool.into(),

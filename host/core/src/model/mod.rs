@@ -12,7 +12,7 @@ pub use change::{
     ProviderQueue, UnitView, validate,
 };
 pub use routing::{
-    OptionPlan, ROUTE_POOL_PREFIX, ROUTE_STAGE, Refusal, RouteOption, SHOT_FIELDS, ShotError,
+    TargetUnit, ROUTE_POOL_PREFIX, ROUTE_STAGE, Refusal, RouteOption, SHOT_FIELDS, ShotError,
     UnitRouting, canonical_shots, route_of_pool, route_pool,
 };
 pub use status::{UnitStatus, UnknownStatus};

@@ -42,7 +42,7 @@ pub struct RouteOption {
     pub model: String,
     /// What the target's handler planned; `None` when it refused the shot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<OptionPlan>,
+    pub plan: Option<TargetUnit>,
     /// The last time this target refused the unit, and until when it is left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
@@ -51,7 +51,7 @@ pub struct RouteOption {
 /// A target's unit for one shot: its handler's task type, first stage and pool, spec and
 /// initial state, and what the handler expects it to cost and take.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OptionPlan {
+pub struct TargetUnit {
     pub task_type: String,
     pub stage: String,
     pub pool: String,
@@ -413,7 +413,7 @@ mod tests {
         RouteOption {
             handler: "h".into(),
             model: "m".into(),
-            plan: Some(OptionPlan {
+            plan: Some(TargetUnit {
                 task_type: "t".into(),
                 stage: "main".into(),
                 pool: "p".into(),

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use slotd_core::config::RouteConfig;
 use slotd_core::model::{
-    OptionPlan, ROUTE_STAGE, Refusal, RouteOption, UnitRouting, canonical_shots, route_pool,
+    ROUTE_STAGE, Refusal, RouteOption, TargetUnit, UnitRouting, canonical_shots, route_pool,
 };
 use slotd_runtime::Handler;
 use slotd_store::NewUnit;
@@ -144,7 +144,7 @@ async fn plan_target(
             .collect());
     }
     let mut out = Vec::with_capacity(shots.len());
-    let mut planned: Vec<(usize, OptionPlan)> = Vec::new();
+    let mut planned: Vec<(usize, TargetUnit)> = Vec::new();
     for (i, shot) in shots.iter().enumerate() {
         match handler.plan_shot(&target.model, shot).await {
             Ok(Ok(r)) => match checked_plan(&handler, r) {
@@ -195,7 +195,7 @@ async fn plan_target(
 
 /// A routed shot checked against the handler's declaration: a task type it serves, a pool its
 /// first stage may use.
-fn checked_plan(handler: &Handler, r: slotd_runtime::RoutedShot) -> Result<OptionPlan, String> {
+fn checked_plan(handler: &Handler, r: slotd_runtime::RoutedShot) -> Result<TargetUnit, String> {
     let first = handler
         .info
         .stages(&r.task_type)
@@ -212,7 +212,7 @@ fn checked_plan(handler: &Handler, r: slotd_runtime::RoutedShot) -> Result<Optio
             r.pool, first.name, r.task_type
         ));
     }
-    Ok(OptionPlan {
+    Ok(TargetUnit {
         task_type: r.task_type,
         stage: first.name.clone(),
         pool: r.pool,
@@ -224,7 +224,7 @@ fn checked_plan(handler: &Handler, r: slotd_runtime::RoutedShot) -> Result<Optio
 }
 
 /// Each plan's estimate and stated duration (contracts 1.2 and 1.3), asked per task type.
-async fn annotate(handler: &Handler, planned: &mut [(usize, OptionPlan)]) {
+async fn annotate(handler: &Handler, planned: &mut [(usize, TargetUnit)]) {
     let types: BTreeSet<String> = planned.iter().map(|(_, p)| p.task_type.clone()).collect();
     for t in types {
         let idx: Vec<usize> = (0..planned.len())

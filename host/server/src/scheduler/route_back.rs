@@ -123,7 +123,7 @@ mod tests {
     use super::super::apply::{decide_updates, decide_updates_in};
     use slotd_core::config::SchedulerConfig;
     use slotd_core::model::{
-        OptionPlan, Outcome, ProviderError, RouteOption, UnitRouting, UnitStatus,
+        TargetUnit, Outcome, ProviderError, RouteOption, UnitRouting, UnitStatus,
     };
     use std::collections::HashSet;
 
@@ -131,7 +131,7 @@ mod tests {
         RouteOption {
             handler: handler.into(),
             model: "m".into(),
-            plan: Some(OptionPlan {
+            plan: Some(TargetUnit {
                 task_type: "t".into(),
                 stage: "a".into(),
                 pool: format!("{handler}:pool"),

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use slotd_core::model::{OptionPlan, UnitRouting, route_pool};
+use slotd_core::model::{TargetUnit, UnitRouting, route_pool};
 use slotd_store::Bind;
 
 use super::Scheduler;
@@ -156,7 +156,7 @@ impl Scheduler {
                 let Some(routing) = unit.routing() else {
                     continue;
                 };
-                let expected = |p: &OptionPlan| self.expected_ms(p);
+                let expected = |p: &TargetUnit| self.expected_ms(p);
                 let cands = candidates(route, &routing, now, &fill.room, expected);
                 let Some(i) = pick(route.policy, &unit.id, &cands) else {
                     continue;
@@ -179,7 +179,7 @@ impl Scheduler {
 
     /// An option's expected duration: what the pool's jobs of its kind took (or its handler
     /// stated), as the median.
-    fn expected_ms(&self, p: &OptionPlan) -> Option<i64> {
+    fn expected_ms(&self, p: &TargetUnit) -> Option<i64> {
         let class = crate::pool_state::durations::class_of_parts(&p.task_type, &p.stage, &p.spec);
         self.services
             .durations
@@ -193,7 +193,7 @@ fn bound(
     mut unit: slotd_core::model::Unit,
     mut routing: UnitRouting,
     i: usize,
-    plan: OptionPlan,
+    plan: TargetUnit,
 ) -> Taken {
     routing.bound = Some(i);
     let label = routing.options[i].label();

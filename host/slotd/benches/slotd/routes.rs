@@ -30,7 +30,7 @@ use slotd_core::config::{
     Config, HandlerConfig, PoolConfig, RouteConfig, RoutePolicy, RouteTarget, SchedulerConfig,
     Secret,
 };
-use slotd_core::model::{OptionPlan, ROUTE_STAGE, RouteOption, UnitRouting, route_pool};
+use slotd_core::model::{TargetUnit, ROUTE_STAGE, RouteOption, UnitRouting, route_pool};
 use slotd_sim::fal::{FalOptions, FalSimHandle};
 use slotd_sim::kling::{SimHandle, SimOptions};
 use slotd_store::{NewTask, NewUnit, TaskTerms};
@@ -458,7 +458,7 @@ fn fixture_option(model: &str, pool: &str, index: u32) -> RouteOption {
     RouteOption {
         handler: "fixture".into(),
         model: model.into(),
-        plan: Some(OptionPlan {
+        plan: Some(TargetUnit {
             task_type: pool.into(),
             stage: "main".into(),
             pool: pool.into(),
