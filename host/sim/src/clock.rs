@@ -1,12 +1,14 @@
-//! The simulator's clock: the queue model counts real milliseconds since the simulator started
-//! (tokio's clock, so a paused test runtime pauses it too); answers show wall-clock times
-//! (history, logs) and `/_sim/…` shows simulated seconds (real ones divided by `time_scale`).
+//! The simulators' one clock. Every simulated duration is a real one times `time_scale`
+//! ([`Clock::scaled`]), and `/_sim/…` shows real spans divided by it ([`Clock::simulated`]).
+//! The fal queue model also counts real milliseconds since the simulator started (tokio's
+//! clock, so a paused test runtime pauses it too) and shows them as wall-clock times (history,
+//! logs) through [`Clock::unix_ms`] and [`Clock::iso`].
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-pub(crate) struct Clock {
+pub struct Clock {
     epoch: Instant,
     epoch_unix_ms: i64,
     time_scale: f64,
@@ -19,6 +21,31 @@ impl Clock {
             epoch_unix_ms: unix_ms_now(),
             time_scale,
         }
+    }
+
+    /// The factor on every simulated duration.
+    pub(crate) fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    /// When the simulator started.
+    pub(crate) fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Simulated seconds as real time (`Duration::MAX` when too long to say).
+    pub(crate) fn scaled(&self, simulated_s: f64) -> Duration {
+        scaled(self.time_scale, simulated_s)
+    }
+
+    /// A real span in simulated seconds.
+    pub(crate) fn simulated(&self, real: Duration) -> f64 {
+        real.as_secs_f64() / self.time_scale
+    }
+
+    /// Simulated seconds from `origin` to `t` (0 when `t` is earlier).
+    pub(crate) fn simulated_since(&self, origin: Instant, t: Instant) -> f64 {
+        self.simulated(t.saturating_duration_since(origin))
     }
 
     /// Real milliseconds since the start: the queue model's `now`.
@@ -60,11 +87,26 @@ impl Clock {
     }
 }
 
+/// Simulated seconds as real time at `time_scale` (`Duration::MAX` when too long to say).
+pub(crate) fn scaled(time_scale: f64, simulated_s: f64) -> Duration {
+    Duration::try_from_secs_f64((simulated_s * time_scale).max(0.0)).unwrap_or(Duration::MAX)
+}
+
 /// Wall-clock Unix milliseconds now.
 pub(crate) fn unix_ms_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Wall-clock Unix seconds now (JWT checks, webhook timestamps).
+pub(crate) fn unix_secs_now() -> i64 {
+    unix_ms_now() / 1000
+}
+
+/// Wall-clock now, RFC 3339 UTC with milliseconds, e.g. `2026-08-11T06:12:01.171Z`.
+pub(crate) fn iso_now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
 /// Unix milliseconds of an RFC 3339 time, `Z` or with a `±HH:MM` offset.

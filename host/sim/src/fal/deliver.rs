@@ -8,8 +8,8 @@
 use axum::http::header::CONTENT_TYPE;
 use serde_json::Value;
 
-use super::clock::unix_ms_now;
 use super::state::Sim;
+use crate::clock::unix_ms_now;
 
 /// One webhook owed.
 pub(crate) struct Delivery {
@@ -66,7 +66,7 @@ impl Sim {
     /// Sends `d` in the background (twice when drawn as a duplicate).
     pub(crate) fn spawn_delivery(&self, d: Delivery) {
         let sim = self.clone();
-        self.tracker.spawn(async move {
+        self.base.tracker.spawn(async move {
             let copies = if d.duplicate { 2 } else { 1 };
             if d.duplicate {
                 sim.count(|s| s.webhooks_duplicated += 1);
@@ -83,11 +83,10 @@ impl Sim {
     async fn deliver(&self, d: &Delivery) -> bool {
         for attempt in 0..self.opts.webhook_attempts {
             if attempt > 0 {
-                let backoff = self
-                    .opts
-                    .scaled(BACKOFF_FIRST_S * 2f64.powi(attempt as i32 - 1));
+                let backoff =
+                    (self.base.clock).scaled(BACKOFF_FIRST_S * 2f64.powi(attempt as i32 - 1));
                 tokio::select! {
-                    _ = self.cancel.cancelled() => return false,
+                    _ = self.base.cancel.cancelled() => return false,
                     _ = tokio::time::sleep(backoff) => {}
                 }
             }
@@ -126,7 +125,7 @@ impl Sim {
             }
         });
         let sent = tokio::select! {
-            _ = self.cancel.cancelled() => return None,
+            _ = self.base.cancel.cancelled() => return None,
             r = req.body(d.body.clone()).send() => r,
         };
         let ok = match sent {

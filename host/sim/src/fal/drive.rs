@@ -142,17 +142,17 @@ impl Sim {
     /// looks again whenever a request changed what comes next.
     pub(crate) fn spawn_driver(&self) {
         let sim = self.clone();
-        self.tracker.spawn(async move {
+        self.base.tracker.spawn(async move {
             loop {
                 let next = sim.at_now(|inner, _| inner.next_wake());
                 let sleep = async {
                     match next {
-                        Some(ms) => sleep_until(sim.clock.instant(ms)).await,
+                        Some(ms) => sleep_until(sim.base.clock.instant(ms)).await,
                         None => pending().await,
                     }
                 };
                 tokio::select! {
-                    _ = sim.cancel.cancelled() => return,
+                    _ = sim.base.cancel.cancelled() => return,
                     _ = sim.wake.notified() => {}
                     _ = sleep => {}
                 }

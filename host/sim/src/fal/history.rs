@@ -14,10 +14,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::auth::authenticate;
-use super::clock::{parse_rfc3339_ms, unix_ms_now};
 use super::error::FalError;
 use super::job::Job;
 use super::state::Sim;
+use crate::clock::{parse_rfc3339_ms, unix_ms_now};
 
 /// Page size without `limit`.
 const LIMIT_DEFAULT: usize = 50;
@@ -179,7 +179,7 @@ impl Sim {
             // Sort key: the end (unfinished: after everything), then the id.
             let key = |j: &Job| {
                 (
-                    j.ended_ms.map_or(i64::MAX, |e| self.clock.unix_ms(e)),
+                    j.ended_ms.map_or(i64::MAX, |e| self.base.clock.unix_ms(e)),
                     j.id.clone(),
                 )
             };
@@ -188,7 +188,7 @@ impl Sim {
                 .values()
                 .filter(|j| j.account == account && j.endpoint == q.endpoint_id)
                 .filter(|j| q.request_id.as_ref().is_none_or(|r| *r == j.id))
-                .filter(|j| match j.ended_ms.map(|e| self.clock.unix_ms(e)) {
+                .filter(|j| match j.ended_ms.map(|e| self.base.clock.unix_ms(e)) {
                     Some(e) => (start..=end).contains(&e),
                     None => self.opts.history_includes_unfinished,
                 })
@@ -216,19 +216,19 @@ impl Sim {
     }
 
     fn history_item(&self, j: &Job, payloads: bool) -> Value {
-        let iso = |ms: Option<i64>| ms.map(|m| self.clock.iso(m));
+        let iso = |ms: Option<i64>| ms.map(|m| self.base.clock.iso(m));
         let mut item = json!({
             "request_id": j.id,
             "endpoint_id": j.endpoint,
-            "sent_at": self.clock.iso(j.submitted_ms),
+            "sent_at": self.base.clock.iso(j.submitted_ms),
             "started_at": iso(j.started_ms),
             "ended_at": iso(j.ended_ms),
             "status_code": j.outcome.as_ref().map(|o| o.status_code()),
             "duration": j.started_ms.zip(j.ended_ms)
-                .map(|(s, e)| (self.clock.simulated_s(e - s) * 1000.0).round() / 1000.0),
+                .map(|(s, e)| (self.base.clock.simulated_s(e - s) * 1000.0).round() / 1000.0),
         });
         if payloads {
-            let output = j.result(&self.base_url).map(|r| match r {
+            let output = j.result(&self.base.base_url).map(|r| match r {
                 Ok(v) => v,
                 Err(e) => e.body,
             });

@@ -14,7 +14,8 @@
 //! - [`schema`]: Pika's input schemas, checked when a runner picks a request up.
 //! - [`queue`]: the pure queue model (per-account concurrency, dispatch order, positions),
 //!   driven by the caller's clock; `drive` brings it to now event by event and runs the
-//!   driver task; `clock` maps its milliseconds to wall-clock and simulated time.
+//!   driver task; the simulators' clock ([`crate`]'s `clock`) maps its milliseconds to
+//!   wall-clock and simulated time.
 //! - `plan`: each request's drawn timing, failure and price; `job`: one request and how it
 //!   looks on the wire.
 //! - `auth`, `submit` (the submit checks in the contract's order), `routes`, `history`,
@@ -27,7 +28,6 @@
 //!   id ([`file_content`], [`file_sha256`]).
 
 mod auth;
-mod clock;
 mod deliver;
 mod drive;
 mod error;
@@ -48,11 +48,8 @@ pub mod webhook;
 mod tests;
 
 use std::future::Future;
-use std::net::{Ipv4Addr, SocketAddr};
 
-use anyhow::Context;
 use serde_json::Value;
-use tokio::task::JoinHandle;
 
 pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
 pub use options::{
@@ -64,28 +61,15 @@ pub use stats::{FalAccountStats, FalFaultStats, FalJob, FalStats};
 
 use state::Sim;
 
-/// A running simulator. Dropping it stops the background work too; [`FalSimHandle::shutdown`]
-/// also waits for it.
-pub struct FalSimHandle {
-    sim: Sim,
-    addr: SocketAddr,
-    server: Option<JoinHandle<std::io::Result<()>>>,
-}
+/// A running fal simulator ([`crate::Handle`]: its address, base URL (the queue, history and
+/// JWKS host at once) and shutdown, and below what is fal's own). Dropping it stops the
+/// background work too.
+pub type FalSimHandle = crate::Handle<Sim>;
 
 impl FalSimHandle {
-    /// `http://ip:port`: the queue base URL, the history host and the JWKS host at once.
-    pub fn base_url(&self) -> &str {
-        &self.sim.base_url
-    }
-
     /// `{base_url}/.well-known/jwks.json`.
     pub fn jwks_url(&self) -> String {
-        format!("{}/.well-known/jwks.json", self.sim.base_url)
-    }
-
-    /// The bound address (useful after binding port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+        format!("{}/.well-known/jwks.json", self.base_url())
     }
 
     /// The published keys, as the JWKS URL answers.
@@ -113,70 +97,20 @@ impl FalSimHandle {
     pub fn set_lost_answer_rate(&self, rate: f64) {
         self.sim.inner.lock().lost_answer_rate = rate.clamp(0.0, 1.0);
     }
-
-    /// Stops accepting, stops the driver and webhooks, waits for the server to drain.
-    pub async fn shutdown(mut self) -> anyhow::Result<()> {
-        self.sim.cancel.cancel();
-        self.sim.tracker.close();
-        if let Some(server) = self.server.take() {
-            server
-                .await
-                .context("the fal simulator's server task panicked")?
-                .context("the fal simulator's server failed")?;
-        }
-        self.sim.tracker.wait().await;
-        Ok(())
-    }
-}
-
-impl Drop for FalSimHandle {
-    fn drop(&mut self) {
-        self.sim.cancel.cancel();
-    }
 }
 
 /// Binds `opts.listen` (port 0 allowed) and serves in the background.
 pub async fn spawn(opts: FalOptions) -> anyhow::Result<FalSimHandle> {
     opts.validate()?;
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .with_context(|| format!("fal simulator: binding {}", opts.listen))?;
-    let addr = listener
-        .local_addr()
-        .context("fal simulator: reading the bound address")?;
-    // URLs handed out must be fetchable: an unspecified bind address is reached via loopback.
-    let url_ip = if addr.ip().is_unspecified() {
-        Ipv4Addr::LOCALHOST.into()
-    } else {
-        addr.ip()
-    };
-    let base_url = format!("http://{}", SocketAddr::new(url_ip, addr.port()));
-    let sim = Sim::new(opts, base_url)?;
-    sim.spawn_driver();
-    let app = routes::router(sim.clone());
-    let stop = sim.cancel.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-    });
-    tracing::info!(
-        addr = %addr,
-        accounts = sim.opts.accounts().len(),
-        concurrency = sim.opts.concurrency,
-        time_scale = sim.opts.time_scale,
-        "sim: fal simulator listening"
-    );
-    Ok(FalSimHandle {
-        sim,
-        addr,
-        server: Some(server),
+    crate::handle::start(opts.listen, |base_url| {
+        let sim = Sim::new(opts, base_url)?;
+        sim.spawn_driver();
+        Ok(sim)
     })
+    .await
 }
 
 /// For the CLI: serves until `shutdown` resolves, then drains.
 pub async fn serve(opts: FalOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let handle = spawn(opts).await?;
-    shutdown.await;
-    handle.shutdown().await
+    spawn(opts).await?.serve_until(shutdown).await
 }

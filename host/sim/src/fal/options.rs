@@ -10,6 +10,7 @@ use anyhow::bail;
 
 use super::plan::FailureKind;
 use super::schema::schema_of;
+pub use crate::options::{SEED_DEFAULT, SLOW_MS_DEFAULT, TIME_SCALE_DEFAULT};
 
 /// Default listen address of `slotd sim fal` (Kling uses 18090, Runway 18091).
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:18092";
@@ -20,14 +21,8 @@ pub const KEY_DEFAULT: &str =
     "6f1d2c3b-4a59-4e7f-9c2d-1b8a7e6f5d40:3c9e1f0a7b2d4e6f8a1c3e5b7d9f0a2c";
 /// Default concurrency of every account (FAL_API.md: 2 for new accounts, up to 40).
 pub const CONCURRENCY_DEFAULT: u32 = 8;
-/// Default time scale: real durations.
-pub const TIME_SCALE_DEFAULT: f64 = 1.0;
-/// Default seed of the deterministic draws.
-pub const SEED_DEFAULT: u64 = 42;
 /// Default share of requests that land in the long tail (4–8 simulated minutes).
 pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.02;
-/// Default delay of a "slow" answer, in real milliseconds.
-pub const SLOW_MS_DEFAULT: u64 = 2_000;
 /// Default webhook attempts per delivery (the first and the retries).
 pub const WEBHOOK_ATTEMPTS_DEFAULT: u32 = 4;
 /// At most this many (fal itself makes up to 11 within 2 hours).
@@ -308,12 +303,6 @@ impl FalOptions {
             .map_or(self.concurrency, |l| l.limit)
     }
 
-    /// Simulated seconds as real time (`Duration::MAX` when too long to say).
-    pub(crate) fn scaled(&self, simulated_s: f64) -> Duration {
-        Duration::try_from_secs_f64((simulated_s * self.time_scale).max(0.0))
-            .unwrap_or(Duration::MAX)
-    }
-
     /// Refuses nonsense at start-up, naming the flag, instead of misbehaving later.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.keys.is_empty() {
@@ -328,11 +317,27 @@ impl FalOptions {
                 bail!("--key: the key of {:?} is given twice", k.account);
             }
         }
+        crate::options::check(
+            "--concurrency",
+            self.concurrency > 0,
+            self.time_scale,
+            &[
+                ("--long-tail-rate", self.long_tail_rate),
+                ("--submit-5xx-rate", self.submit_5xx_rate),
+                ("--submit-429-rate", self.submit_429_rate),
+                ("--lost-answer-rate", self.lost_answer_rate),
+                ("--slow-rate", self.slow_rate),
+                ("--read-5xx-rate", self.read_5xx_rate),
+                ("--failure-rate", self.failure_rate),
+                (
+                    "--webhook-bad-signature-rate",
+                    self.webhook_bad_signature_rate,
+                ),
+                ("--webhook-duplicate-rate", self.webhook_duplicate_rate),
+            ],
+        )?;
         let accounts = self.accounts();
         let known = |name: &str| accounts.iter().any(|a| a == name);
-        if self.concurrency == 0 {
-            bail!("--concurrency must be at least 1");
-        }
         for l in &self.account_concurrency {
             if !known(&l.name) || l.limit == 0 {
                 bail!(
@@ -354,32 +359,8 @@ impl FalOptions {
         if let Some(a) = self.exhausted.iter().find(|a| !known(a)) {
             bail!("--exhausted {a}: no --key names this account");
         }
-        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
-            bail!(
-                "--time-scale must be a positive number (got {})",
-                self.time_scale
-            );
-        }
         if !(1..=WEBHOOK_ATTEMPTS_MAX).contains(&self.webhook_attempts) {
             bail!("--webhook-attempts must be from 1 to {WEBHOOK_ATTEMPTS_MAX}");
-        }
-        for (flag, rate) in [
-            ("--long-tail-rate", self.long_tail_rate),
-            ("--submit-5xx-rate", self.submit_5xx_rate),
-            ("--submit-429-rate", self.submit_429_rate),
-            ("--lost-answer-rate", self.lost_answer_rate),
-            ("--slow-rate", self.slow_rate),
-            ("--read-5xx-rate", self.read_5xx_rate),
-            ("--failure-rate", self.failure_rate),
-            (
-                "--webhook-bad-signature-rate",
-                self.webhook_bad_signature_rate,
-            ),
-            ("--webhook-duplicate-rate", self.webhook_duplicate_rate),
-        ] {
-            if !(0.0..=1.0).contains(&rate) {
-                bail!("{flag} must be between 0 and 1 (got {rate})");
-            }
         }
         if self.submit_5xx_rate + self.submit_429_rate > 1.0 {
             bail!("--submit-5xx-rate and --submit-429-rate together must not exceed 1");

@@ -44,10 +44,10 @@ impl Sim {
             let inference = job
                 .started_ms
                 .zip(job.ended_ms)
-                .map(|(s, e)| (self.clock.simulated_s(e - s) * 1000.0).round() / 1000.0);
+                .map(|(s, e)| (self.base.clock.simulated_s(e - s) * 1000.0).round() / 1000.0);
             let logs = logs.then(|| self.logs(job));
             Ok(job.status(
-                &self.base_url,
+                &self.base.base_url,
                 position,
                 logs,
                 inference,
@@ -60,7 +60,7 @@ impl Sim {
     fn logs(&self, job: &Job) -> Value {
         let line = |ms: i64, message: String| {
             json!({"message": message, "level": "INFO", "source": "user",
-                   "timestamp": self.clock.iso(ms)})
+                   "timestamp": self.base.clock.iso(ms)})
         };
         let mut lines = Vec::new();
         if let Some(s) = job.started_ms {
@@ -103,7 +103,7 @@ impl Sim {
                     format!("The result of request {id:?} has expired"),
                 ));
             }
-            match job.result(&self.base_url) {
+            match job.result(&self.base.base_url) {
                 Some(r) => r,
                 None => Err(FalError::detail(
                     StatusCode::BAD_REQUEST,

@@ -183,7 +183,7 @@ async fn submit(
     if faults.slow {
         sim.count(|s| s.faults.slow += 1);
         tokio::select! {
-            _ = sim.cancel.cancelled() => {}
+            _ = sim.base.cancel.cancelled() => {}
             _ = tokio::time::sleep(Duration::from_millis(sim.opts.slow_ms)) => {}
         }
     }

@@ -13,10 +13,7 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use super::clock::Clock;
 use super::deliver::Delivery;
 use super::job::{Job, Outcome};
 use super::options::{FalOptions, LostAs};
@@ -24,10 +21,24 @@ use super::queue::{Priority, Queue};
 use super::stats::{FalAccountStats, FalJob, FalStats};
 use super::webhook::Signer;
 use crate::files::file_len;
+use crate::handle::{Base, Simulator};
 
 /// A cheap handle on the shared simulator (the axum state).
 #[derive(Clone)]
-pub(crate) struct Sim(Arc<Shared>);
+pub struct Sim(Arc<Shared>);
+
+impl Simulator for Sim {
+    const NAME: &'static str = "fal simulator";
+    fn base(&self) -> &Base {
+        &self.base
+    }
+    fn router(&self) -> axum::Router {
+        super::routes::router(self.clone())
+    }
+    fn concurrency(&self) -> u32 {
+        self.opts.concurrency
+    }
+}
 
 impl Deref for Sim {
     type Target = Shared;
@@ -36,14 +47,11 @@ impl Deref for Sim {
     }
 }
 
-pub(crate) struct Shared {
+pub struct Shared {
     pub opts: FalOptions,
-    /// Base of every URL the simulator hands out, e.g. `http://127.0.0.1:18092`.
-    pub base_url: String,
-    /// Cancelled at shutdown: the driver, webhooks and slow answers stop waiting.
-    pub cancel: CancellationToken,
-    /// The driver and webhook deliveries in flight, drained at shutdown.
-    pub tracker: TaskTracker,
+    /// Base of every URL handed out, shutdown (the driver, webhooks and slow answers stop
+    /// waiting), the driver and deliveries in flight, the clock.
+    pub base: Base,
     pub signer: Signer,
     /// Signs the deliveries drawn to carry a bad signature: a key no JWKS lists.
     pub forger: Signer,
@@ -51,7 +59,6 @@ pub(crate) struct Shared {
     pub http: reqwest::Client,
     /// Wakes the driver when a request changed what happens next.
     pub wake: Notify,
-    pub clock: Clock,
     /// `(key, account)`.
     keys: Vec<(String, String)>,
     pub(super) inner: Mutex<Inner>,
@@ -139,11 +146,8 @@ impl Sim {
         Ok(Sim(Arc::new(Shared {
             signer: Signer::from_seed(seed),
             forger: Signer::from_seed(!seed),
-            clock: Clock::new(opts.time_scale),
+            base: Base::new(base_url, opts.time_scale),
             opts,
-            base_url,
-            cancel: CancellationToken::new(),
-            tracker: TaskTracker::new(),
             http,
             wake: Notify::new(),
             keys,
@@ -230,7 +234,7 @@ impl Sim {
 
     /// [`Sim::with_now`] without waking the driver (the driver's own step).
     pub(crate) fn at_now<T>(&self, f: impl FnOnce(&mut Inner, i64) -> T) -> T {
-        let now = self.clock.now_ms();
+        let now = self.base.clock.now_ms();
         let (out, deliveries) = {
             let mut inner = self.inner.lock();
             let mut ended = inner.drive(now);
@@ -256,7 +260,7 @@ impl Sim {
                 if matches!(job.outcome, Some(Outcome::Cancelled)) {
                     return None;
                 }
-                let body = job.webhook_body(&self.base_url)?;
+                let body = job.webhook_body(&self.base.base_url)?;
                 Some(Delivery {
                     request_id: job.id.clone(),
                     user_id: inner.accounts.get(&job.account)?.user_id.clone(),
@@ -283,7 +287,7 @@ impl Sim {
     /// Every request, in submission order.
     pub(crate) fn jobs(&self) -> Vec<FalJob> {
         self.with_now(|inner, _| {
-            let secs = |ms: i64| self.clock.simulated_s(ms);
+            let secs = |ms: i64| self.base.clock.simulated_s(ms);
             inner
                 .order
                 .iter()
@@ -311,7 +315,7 @@ impl Sim {
                         input_sha256: j.input_sha256.clone(),
                         resolution: j.spec.resolution().to_owned(),
                         video_seconds: j.spec.seconds,
-                        file_url: success.then(|| j.file_url(&self.base_url)),
+                        file_url: success.then(|| j.file_url(&self.base.base_url)),
                         file_sha256: j.file_sha256.clone(),
                         file_size: success.then(|| file_len(&j.id) as u64),
                         price_usd: j.price_usd,

@@ -273,8 +273,8 @@ impl Sim {
                     account: sub.account.clone(),
                     endpoint: sub.model.clone(),
                     priority: sub.priority,
-                    dispatch_delay_ms: self.clock.real_ms(plan.dispatch_s),
-                    run_ms: self.clock.real_ms(plan.run_s),
+                    dispatch_delay_ms: self.base.clock.real_ms(plan.dispatch_s),
+                    run_ms: self.base.clock.real_ms(plan.run_s),
                 },
                 now,
             );
@@ -297,7 +297,7 @@ impl Sim {
                 ended_ms: None,
                 deadline_ms: sub
                     .timeout_s
-                    .map(|t| now.saturating_add(self.clock.real_ms(t))),
+                    .map(|t| now.saturating_add(self.base.clock.real_ms(t))),
                 webhook: sub.webhook,
                 media_ttl: sub.media_ttl,
                 file_sha256: None,
@@ -307,7 +307,7 @@ impl Sim {
                 webhook_attempts: 0,
                 webhook_deliveries: 0,
             };
-            let mut answer = job.links(&self.base_url);
+            let mut answer = job.links(&self.base.base_url);
             answer["status"] = json!("IN_QUEUE");
             answer["queue_position"] = json!(inner.queue.position(&id).unwrap_or(0));
             let success = job.planned == Outcome::Success;

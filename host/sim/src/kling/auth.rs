@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use super::error::SimError;
-use super::state::{Sim, unix_secs};
+use super::state::Sim;
+use crate::clock::unix_secs_now;
 
 /// The claims Kling expects, exactly: who signed, until when, from when.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -143,7 +144,7 @@ pub(crate) async fn require_jwt(State(sim): State<Sim>, req: Request, next: Next
         header,
         &sim.opts.access_key,
         &sim.opts.secret_key,
-        unix_secs(),
+        unix_secs_now(),
     ) {
         Ok(()) => next.run(req).await,
         Err(e) => {

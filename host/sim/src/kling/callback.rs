@@ -4,14 +4,15 @@
 
 use serde_json::Value;
 
-use super::state::{Sim, unix_secs};
+use super::state::Sim;
+use crate::clock::unix_secs_now;
 use slotd_core::standard_webhooks as webhook;
 
 impl Sim {
     /// Sends one callback in the background; the outcome only moves counters.
     pub(crate) fn send_callback(&self, url: String, task: Value) {
         let sim = self.clone();
-        self.tracker.spawn(async move {
+        self.base.tracker.spawn(async move {
             let body = serde_json::to_vec(&task).unwrap_or_default();
             let mut req = sim
                 .http
@@ -22,7 +23,7 @@ impl Sim {
                 let status = task["task_status"].as_str().unwrap_or_default();
                 // Stable per (task, status): a receiver can deduplicate on it.
                 let msg_id = format!("msg_{task_id}_{status}");
-                let ts = unix_secs();
+                let ts = unix_secs_now();
                 match webhook::sign(secret, &msg_id, ts, &body) {
                     Ok(sig) => {
                         req = req
@@ -34,7 +35,7 @@ impl Sim {
                 }
             }
             let sent = tokio::select! {
-                _ = sim.cancel.cancelled() => return,
+                _ = sim.base.cancel.cancelled() => return,
                 r = req.body(body).send() => r,
             };
             match sent {

@@ -27,7 +27,7 @@ pub(crate) async fn inject(State(sim): State<Sim>, req: Request, next: Next) -> 
     if draw.slow {
         sim.count(|s| s.faults.slow += 1);
         tokio::select! {
-            _ = sim.cancel.cancelled() => {}
+            _ = sim.base.cancel.cancelled() => {}
             _ = tokio::time::sleep(Duration::from_millis(sim.opts.slow_ms)) => {}
         }
     }

@@ -32,10 +32,6 @@ mod validate;
 mod tests;
 
 use std::future::Future;
-use std::net::{Ipv4Addr, SocketAddr};
-
-use anyhow::Context;
-use tokio::task::JoinHandle;
 
 /// Shared with the Runway simulator, which serves the same deterministic content.
 pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
@@ -48,25 +44,11 @@ pub use stats::{FaultStats, SimJob, SimStats};
 
 use state::Sim;
 
-/// A running simulator. Dropping it stops the background work too; [`SimHandle::shutdown`]
-/// also waits for it.
-pub struct SimHandle {
-    sim: Sim,
-    addr: SocketAddr,
-    server: Option<JoinHandle<std::io::Result<()>>>,
-}
+/// A running Kling simulator ([`crate::Handle`]: its address, base URL and shutdown, and
+/// below what is Kling's own). Dropping it stops the background work too.
+pub type SimHandle = crate::Handle<Sim>;
 
 impl SimHandle {
-    /// `http://ip:port` — what a Kling handler's `base_url` should be.
-    pub fn base_url(&self) -> &str {
-        &self.sim.base_url
-    }
-
-    /// The bound address (useful after binding port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// The counters, as `GET /_sim/stats` would answer now.
     pub fn stats(&self) -> SimStats {
         self.sim.stats()
@@ -82,68 +64,15 @@ impl SimHandle {
     pub fn first_create(&self) -> Option<std::time::Instant> {
         self.sim.first_create().map(tokio::time::Instant::into_std)
     }
-
-    /// Stops accepting, cancels task timers and callbacks, waits for the server to drain.
-    pub async fn shutdown(mut self) -> anyhow::Result<()> {
-        self.sim.cancel.cancel();
-        self.sim.tracker.close();
-        if let Some(server) = self.server.take() {
-            server
-                .await
-                .context("the simulator's server task panicked")?
-                .context("the simulator's server failed")?;
-        }
-        self.sim.tracker.wait().await;
-        Ok(())
-    }
-}
-
-impl Drop for SimHandle {
-    fn drop(&mut self) {
-        self.sim.cancel.cancel();
-    }
 }
 
 /// Binds `opts.listen` (port 0 allowed) and serves in the background.
 pub async fn start(opts: SimOptions) -> anyhow::Result<SimHandle> {
     opts.validate()?;
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .with_context(|| format!("simulator: binding {}", opts.listen))?;
-    let addr = listener
-        .local_addr()
-        .context("simulator: reading the bound address")?;
-    // Result URLs must be fetchable: an unspecified bind address is reached via loopback.
-    let url_ip = if addr.ip().is_unspecified() {
-        Ipv4Addr::LOCALHOST.into()
-    } else {
-        addr.ip()
-    };
-    let base_url = format!("http://{}", SocketAddr::new(url_ip, addr.port()));
-    let sim = Sim::new(opts, base_url)?;
-    let app = routes::router(sim.clone());
-    let stop = sim.cancel.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-    });
-    tracing::info!(
-        addr = %addr,
-        concurrency = sim.opts.concurrency,
-        time_scale = sim.opts.time_scale,
-        "sim: Kling simulator listening"
-    );
-    Ok(SimHandle {
-        sim,
-        addr,
-        server: Some(server),
-    })
+    crate::handle::start(opts.listen, |base_url| Sim::new(opts, base_url)).await
 }
 
 /// For the CLI: serves until `shutdown` resolves, then drains.
 pub async fn serve(opts: SimOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let handle = start(opts).await?;
-    shutdown.await;
-    handle.shutdown().await
+    start(opts).await?.serve_until(shutdown).await
 }

@@ -5,20 +5,16 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
 
+pub use crate::options::{SEED_DEFAULT, SLOW_MS_DEFAULT, TIME_SCALE_DEFAULT};
+
 /// Default listen address of `slotd sim kling`.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:18090";
 /// Default per-account concurrency: the seed system's account has 20.
 pub const CONCURRENCY_DEFAULT: u32 = 20;
-/// Default time scale: real Kling durations.
-pub const TIME_SCALE_DEFAULT: f64 = 1.0;
 /// Default access key (`iss` of the JWT).
 pub const ACCESS_KEY_DEFAULT: &str = "AK";
 /// Default secret key (HMAC key of the JWT).
 pub const SECRET_KEY_DEFAULT: &str = "SK";
-/// Default seed of the deterministic draws.
-pub const SEED_DEFAULT: u64 = 42;
-/// Default delay of a "slow" answer, in real milliseconds.
-pub const SLOW_MS_DEFAULT: u64 = 2_000;
 /// Default share of video tasks that land in the long tail (10–15 simulated minutes).
 pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.01;
 
@@ -112,31 +108,23 @@ impl Default for SimOptions {
 impl SimOptions {
     /// Refuses nonsense at start-up, naming the flag, instead of misbehaving later.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if self.concurrency == 0 {
-            bail!("--concurrency must be at least 1");
-        }
-        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
-            bail!(
-                "--time-scale must be a positive number (got {})",
-                self.time_scale
-            );
-        }
+        crate::options::check(
+            "--concurrency",
+            self.concurrency > 0,
+            self.time_scale,
+            &[
+                ("--fail-5xx-rate", self.fail_5xx_rate),
+                ("--malformed-rate", self.malformed_rate),
+                ("--slow-rate", self.slow_rate),
+                (
+                    "--failure-after-accept-rate",
+                    self.failure_after_accept_rate,
+                ),
+                ("--long-tail-rate", self.long_tail_rate),
+            ],
+        )?;
         if self.access_key.is_empty() || self.secret_key.is_empty() {
             bail!("--access-key and --secret-key must not be empty");
-        }
-        for (flag, rate) in [
-            ("--fail-5xx-rate", self.fail_5xx_rate),
-            ("--malformed-rate", self.malformed_rate),
-            ("--slow-rate", self.slow_rate),
-            (
-                "--failure-after-accept-rate",
-                self.failure_after_accept_rate,
-            ),
-            ("--long-tail-rate", self.long_tail_rate),
-        ] {
-            if !(0.0..=1.0).contains(&rate) {
-                bail!("{flag} must be between 0 and 1 (got {rate})");
-            }
         }
         if let Some(balance) = self.balance
             && !(balance.is_finite() && balance >= 0.0)

@@ -14,8 +14,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::account::{self, Account};
 use super::error::SimError;
@@ -23,20 +21,25 @@ use super::options::SimOptions;
 use super::stats::{SimJob, SimStats};
 use super::task::{Kind, Plan, SimTask, Spec, Status, draw_plan};
 use super::validate::CreateRequest;
-
-/// Wall-clock Unix milliseconds (timestamps in answers).
-pub(crate) fn unix_ms() -> i64 {
-    slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock)
-}
-
-/// Wall-clock Unix seconds (JWT checks, webhook timestamps).
-pub(crate) fn unix_secs() -> i64 {
-    unix_ms() / 1000
-}
+use crate::clock::unix_ms_now;
+use crate::handle::{Base, Simulator};
 
 /// A cheap handle on the shared simulator (the axum state).
 #[derive(Clone)]
-pub(crate) struct Sim(Arc<Shared>);
+pub struct Sim(Arc<Shared>);
+
+impl Simulator for Sim {
+    const NAME: &'static str = "Kling simulator";
+    fn base(&self) -> &Base {
+        &self.base
+    }
+    fn router(&self) -> axum::Router {
+        super::routes::router(self.clone())
+    }
+    fn concurrency(&self) -> u32 {
+        self.opts.concurrency
+    }
+}
 
 impl Deref for Sim {
     type Target = Shared;
@@ -45,16 +48,12 @@ impl Deref for Sim {
     }
 }
 
-pub(crate) struct Shared {
+pub struct Shared {
     pub opts: SimOptions,
-    /// Base of result URLs, e.g. `http://127.0.0.1:18090`.
-    pub base_url: String,
+    /// Base of result URLs, shutdown, timers and callbacks in flight, the clock.
+    pub base: Base,
     /// Client for callbacks (short timeout, no proxy: callbacks go where they are told).
     pub http: reqwest::Client,
-    /// Cancelled at shutdown: timers and slow answers stop waiting.
-    pub cancel: CancellationToken,
-    /// Timers and callbacks in flight, drained at shutdown.
-    pub tracker: TaskTracker,
     inner: Mutex<Inner>,
 }
 
@@ -76,9 +75,7 @@ struct Inner {
     running_by_kind: HashMap<Kind, u32>,
     /// Slot time of tasks that ended.
     busy_ended: Duration,
-    /// Origin for `running_start_sum`.
-    epoch: Instant,
-    /// Σ (start − epoch) over running tasks: their busy time is `running × (now − epoch) − Σ`,
+    /// Σ (start − the clock's epoch) over running tasks: their busy time is `running × (now − epoch) − Σ`,
     /// so a stats snapshot costs O(1) however many tasks exist.
     running_start_sum: Duration,
     first_create: Option<Instant>,
@@ -114,7 +111,6 @@ impl Sim {
             running: 0,
             running_by_kind: HashMap::new(),
             busy_ended: Duration::ZERO,
-            epoch: Instant::now(),
             running_start_sum: Duration::ZERO,
             first_create: None,
             last_end: None,
@@ -129,11 +125,9 @@ impl Sim {
             },
         };
         Ok(Sim(Arc::new(Shared {
+            base: Base::new(base_url, opts.time_scale),
             opts,
-            base_url,
             http,
-            cancel: CancellationToken::new(),
-            tracker: TaskTracker::new(),
             inner: Mutex::new(inner),
         })))
     }
@@ -222,14 +216,14 @@ impl Sim {
             let plan = draw_plan(
                 &mut inner.rng,
                 &req.spec,
-                self.opts.time_scale,
+                &self.base.clock,
                 self.opts.long_tail_rate,
                 self.opts.failure_after_accept_rate,
             );
             let id = inner.next_id.to_string();
             let result_id = inner.next_id + 1;
             inner.next_id += 2;
-            let now_ms = unix_ms();
+            let now_ms = unix_ms_now();
             let task = SimTask {
                 id: id.clone(),
                 kind,
@@ -242,7 +236,7 @@ impl Sim {
                 updated_at_ms: now_ms,
                 started: Instant::now(),
                 ended: None,
-                planned_seconds: (plan.queued + plan.run).as_secs_f64() / self.opts.time_scale,
+                planned_seconds: self.base.clock.simulated(plan.queued + plan.run),
                 result_id,
             };
             let stats = &mut inner.stats;
@@ -270,7 +264,9 @@ impl Sim {
                 .entry(kind.name().to_owned())
                 .or_default();
             *peak = (*peak).max(*of_kind);
-            inner.running_start_sum += task.started.saturating_duration_since(inner.epoch);
+            inner.running_start_sum += task
+                .started
+                .saturating_duration_since(self.base.clock.epoch());
             inner.first_create.get_or_insert(task.started);
             inner.order.entry(kind).or_default().push(id.clone());
             inner.tasks.insert(id, task.clone());
@@ -326,7 +322,7 @@ impl Sim {
                     .and_then(|tid| inner.tasks.get(tid))
                     .filter(|t| t.kind == kind)
             })
-            .map(|t| t.to_json(&self.base_url));
+            .map(|t| t.to_json(&self.base.base_url));
         match found {
             Some(v) => Ok(v),
             None => {
@@ -353,7 +349,7 @@ impl Sim {
                     .skip(skip)
                     .take(page_size as usize)
                     .filter_map(|id| inner.tasks.get(id))
-                    .map(|t| t.to_json(&self.base_url))
+                    .map(|t| t.to_json(&self.base.base_url))
                     .collect()
             })
             .unwrap_or_default();
@@ -384,11 +380,10 @@ impl Sim {
     /// create: what a benchmark needs to compare a run with an ideal scheduler.
     pub(crate) fn jobs(&self) -> Vec<SimJob> {
         let inner = self.inner.lock();
-        let scale = self.opts.time_scale;
         let Some(origin) = inner.first_create else {
             return Vec::new();
         };
-        let secs = |t: Instant| t.saturating_duration_since(origin).as_secs_f64() / scale;
+        let secs = |t: Instant| self.base.clock.simulated_since(origin, t);
         let mut jobs: Vec<SimJob> = inner
             .tasks
             .values()
@@ -415,19 +410,19 @@ impl Sim {
     pub(crate) fn stats(&self) -> SimStats {
         let inner = self.inner.lock();
         let now = Instant::now();
-        let running_busy = (now.saturating_duration_since(inner.epoch) * inner.running)
+        let clock = &self.base.clock;
+        let running_busy = (now.saturating_duration_since(clock.epoch()) * inner.running)
             .saturating_sub(inner.running_start_sum);
-        let scale = self.opts.time_scale;
         let mut stats = inner.stats.clone();
         stats.running = inner.running;
-        stats.busy_slot_seconds = (inner.busy_ended + running_busy).as_secs_f64() / scale;
+        stats.busy_slot_seconds = clock.simulated(inner.busy_ended + running_busy);
         let window_end = if inner.running > 0 {
             Some(now)
         } else {
             inner.last_end
         };
         if let (Some(start), Some(end)) = (inner.first_create, window_end) {
-            stats.busy_window_seconds = end.saturating_duration_since(start).as_secs_f64() / scale;
+            stats.busy_window_seconds = clock.simulated_since(start, end);
         }
         if stats.busy_window_seconds > 0.0 {
             stats.utilization = stats.busy_slot_seconds
@@ -443,7 +438,7 @@ impl Sim {
         let task = inner.tasks.get_mut(task_id)?;
         task.status = to;
         task.status_msg = msg.to_owned();
-        task.updated_at_ms = unix_ms();
+        task.updated_at_ms = unix_ms_now();
         if to.is_terminal() {
             let now = Instant::now();
             task.ended = Some(now);
@@ -452,9 +447,10 @@ impl Sim {
                 *n = n.saturating_sub(1);
             }
             inner.busy_ended += now.saturating_duration_since(task.started);
-            inner.running_start_sum = inner
-                .running_start_sum
-                .saturating_sub(task.started.saturating_duration_since(inner.epoch));
+            inner.running_start_sum = inner.running_start_sum.saturating_sub(
+                task.started
+                    .saturating_duration_since(self.base.clock.epoch()),
+            );
             inner.last_end = Some(now);
             if to == Status::Succeed {
                 inner.stats.succeeded += 1;
@@ -467,13 +463,13 @@ impl Sim {
                 inner.stats.failed += 1;
             }
         }
-        let json = task.to_json(&self.base_url);
+        let json = task.to_json(&self.base.base_url);
         task.callback_url.clone().map(|url| (url, json))
     }
 
     fn spawn_timer(&self, task_id: String, started: Instant, plan: Plan) {
         let sim = self.clone();
-        self.tracker.spawn(async move {
+        self.base.tracker.spawn(async move {
             let lifecycle = async {
                 tokio::time::sleep_until(started + plan.queued).await;
                 if let Some((url, body)) = sim.advance(&task_id, Status::Processing, "") {
@@ -489,7 +485,7 @@ impl Sim {
                 }
             };
             tokio::select! {
-                _ = sim.cancel.cancelled() => {}
+                _ = sim.base.cancel.cancelled() => {}
                 _ = lifecycle => {}
             }
         });

@@ -9,6 +9,8 @@ use rand::rngs::StdRng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::clock::Clock;
+
 /// The four task families; each has its own paths and list, all share the account's quota.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
@@ -123,11 +125,11 @@ fn duration_range(spec: &Spec) -> (f64, f64) {
     }
 }
 
-/// Draws a task's timing and fate. Simulated seconds are multiplied by `time_scale`.
+/// Draws a task's timing and fate, scaled to real time by `clock`.
 pub(crate) fn draw_plan(
     rng: &mut StdRng,
     spec: &Spec,
-    time_scale: f64,
+    clock: &Clock,
     long_tail_rate: f64,
     failure_rate: f64,
 ) -> Plan {
@@ -147,8 +149,8 @@ pub(crate) fn draw_plan(
         None
     };
     Plan {
-        queued: Duration::from_secs_f64(queued * time_scale),
-        run: Duration::from_secs_f64(run * time_scale),
+        queued: clock.scaled(queued),
+        run: clock.scaled(run),
         failure,
     }
 }
@@ -269,7 +271,7 @@ mod tests {
     fn plans(seed: u64, spec: &Spec, failure_rate: f64) -> Vec<Plan> {
         let mut rng = StdRng::seed_from_u64(seed);
         (0..200)
-            .map(|_| draw_plan(&mut rng, spec, 1.0, 0.0, failure_rate))
+            .map(|_| draw_plan(&mut rng, spec, &Clock::new(1.0), 0.0, failure_rate))
             .collect()
     }
 

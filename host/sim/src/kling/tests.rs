@@ -18,7 +18,7 @@ use super::*;
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn now_secs() -> i64 {
-    state::unix_secs()
+    crate::clock::unix_secs_now()
 }
 
 async fn sim(opts: SimOptions) -> anyhow::Result<SimHandle> {

@@ -60,7 +60,7 @@ async fn faulted(sim: &Sim, req: Request, next: Next, read: bool) -> Response {
     if draw.slow {
         sim.count(|s| s.faults.slow += 1);
         tokio::select! {
-            _ = sim.cancel.cancelled() => {}
+            _ = sim.base.cancel.cancelled() => {}
             _ = tokio::time::sleep(Duration::from_millis(sim.opts.slow_ms)) => {}
         }
     }

@@ -146,9 +146,9 @@ impl Sim {
     /// meanwhile, so it may still end by itself first).
     pub(super) fn spawn_cancel_lag(&self, id: String, at: Instant, visible_for: Duration) {
         let sim = self.clone();
-        self.tracker.spawn(async move {
+        self.base.tracker.spawn(async move {
             tokio::select! {
-                _ = sim.cancel.cancelled() => {}
+                _ = sim.base.cancel.cancelled() => {}
                 _ = sleep_until(at) => {
                     let next = sim.inner.lock().cancel(&id, Instant::now(), visible_for);
                     sim.start_timers(next);
@@ -161,7 +161,7 @@ impl Sim {
     /// end. Stops early when the task is cancelled or the simulator shuts down.
     pub(super) fn spawn_timer(&self, start: Start) {
         let sim = self.clone();
-        self.tracker.spawn(async move {
+        self.base.tracker.spawn(async move {
             let Start { id, at, plan, stop } = start;
             let life = async {
                 sleep_until(at + plan.pending).await;
@@ -171,7 +171,7 @@ impl Sim {
                 sim.start_timers(next);
             };
             tokio::select! {
-                _ = sim.cancel.cancelled() => {}
+                _ = sim.base.cancel.cancelled() => {}
                 _ = stop.cancelled() => {}
                 _ = life => {}
             }

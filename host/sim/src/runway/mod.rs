@@ -38,10 +38,6 @@ mod validate;
 mod tests;
 
 use std::future::Future;
-use std::net::{Ipv4Addr, SocketAddr};
-
-use anyhow::Context;
-use tokio::task::JoinHandle;
 
 pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
 pub use auth::VERSION_HEADER;
@@ -57,25 +53,11 @@ pub use validate::{Issue, PROMPT_TEXT_MAX_UTF16};
 
 use state::Sim;
 
-/// A running simulator. Dropping it stops the background work too;
-/// [`RunwaySimHandle::shutdown`] also waits for it.
-pub struct RunwaySimHandle {
-    sim: Sim,
-    addr: SocketAddr,
-    server: Option<JoinHandle<std::io::Result<()>>>,
-}
+/// A running Runway simulator ([`crate::Handle`]: its address, base URL and shutdown, and
+/// below what is Runway's own). Dropping it stops the background work too.
+pub type RunwaySimHandle = crate::Handle<Sim>;
 
 impl RunwaySimHandle {
-    /// `http://ip:port` — what a Runway handler's `base_url` should be.
-    pub fn base_url(&self) -> &str {
-        &self.sim.base_url
-    }
-
-    /// The bound address (useful after binding port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// The counters, as `GET /_sim/stats` would answer now.
     pub fn stats(&self) -> RunwayStats {
         self.sim.stats()
@@ -98,68 +80,15 @@ impl RunwaySimHandle {
     pub fn set_lost_answer_rate(&self, rate: f64) {
         self.sim.inner.lock().lost_answer_rate = rate.clamp(0.0, 1.0);
     }
-
-    /// Stops accepting, cancels task timers, waits for the server to drain.
-    pub async fn shutdown(mut self) -> anyhow::Result<()> {
-        self.sim.cancel.cancel();
-        self.sim.tracker.close();
-        if let Some(server) = self.server.take() {
-            server
-                .await
-                .context("the Runway simulator's server task panicked")?
-                .context("the Runway simulator's server failed")?;
-        }
-        self.sim.tracker.wait().await;
-        Ok(())
-    }
-}
-
-impl Drop for RunwaySimHandle {
-    fn drop(&mut self) {
-        self.sim.cancel.cancel();
-    }
 }
 
 /// Binds `opts.listen` (port 0 allowed) and serves in the background.
 pub async fn spawn(opts: RunwayOptions) -> anyhow::Result<RunwaySimHandle> {
     opts.validate()?;
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .with_context(|| format!("Runway simulator: binding {}", opts.listen))?;
-    let addr = listener
-        .local_addr()
-        .context("Runway simulator: reading the bound address")?;
-    // Output links must be fetchable: an unspecified bind address is reached via loopback.
-    let url_ip = if addr.ip().is_unspecified() {
-        Ipv4Addr::LOCALHOST.into()
-    } else {
-        addr.ip()
-    };
-    let base_url = format!("http://{}", SocketAddr::new(url_ip, addr.port()));
-    let sim = Sim::new(opts, base_url);
-    let app = routes::router(sim.clone());
-    let stop = sim.cancel.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-    });
-    tracing::info!(
-        addr = %addr,
-        concurrency = sim.opts.concurrency,
-        time_scale = sim.opts.time_scale,
-        "sim: Runway simulator listening"
-    );
-    Ok(RunwaySimHandle {
-        sim,
-        addr,
-        server: Some(server),
-    })
+    crate::handle::start(opts.listen, |base_url| Ok(Sim::new(opts, base_url))).await
 }
 
 /// For the CLI: serves until `shutdown` resolves, then drains.
 pub async fn serve(opts: RunwayOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let handle = spawn(opts).await?;
-    shutdown.await;
-    handle.shutdown().await
+    spawn(opts).await?.serve_until(shutdown).await
 }

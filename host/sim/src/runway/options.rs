@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::bail;
 
 use super::model::Model;
+use crate::clock::scaled;
+pub use crate::options::{SEED_DEFAULT, SLOW_MS_DEFAULT, TIME_SCALE_DEFAULT};
 
 /// Default listen address of `slotd sim runway` (the Kling simulator uses 18090).
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:18091";
@@ -19,12 +21,6 @@ pub const RUNWAY_VERSION: &str = "2024-11-06";
 pub const CONCURRENCY_DEFAULT: u32 = 5;
 /// Default generations per model per rolling 24 h: large enough never to matter.
 pub const DAILY_LIMIT_DEFAULT: u32 = 1_000_000;
-/// Default time scale: real durations.
-pub const TIME_SCALE_DEFAULT: f64 = 1.0;
-/// Default seed of the deterministic draws.
-pub const SEED_DEFAULT: u64 = 42;
-/// Default delay of a "slow" answer, in real milliseconds.
-pub const SLOW_MS_DEFAULT: u64 = 2_000;
 /// Default share of tasks that land in the long tail (5–10 simulated minutes).
 pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.01;
 /// Default lifetime of an output link: 24 h, the short end of Runway's "24–48 hours".
@@ -199,48 +195,43 @@ impl RunwayOptions {
 
     /// The rolling "24 hours" of the daily limit, in real time: `--day-seconds`, else scaled.
     pub(crate) fn daily_window(&self) -> Duration {
-        Duration::from_secs_f64(self.day_seconds.unwrap_or(86_400.0 * self.time_scale))
+        self.day_seconds.map_or_else(
+            || scaled(self.time_scale, 86_400.0),
+            Duration::from_secs_f64,
+        )
     }
 
     /// Runway's pace for reading one task: five seconds, scaled.
     pub(crate) fn read_pace(&self) -> Duration {
-        Duration::from_secs_f64(5.0 * self.time_scale)
+        scaled(self.time_scale, 5.0)
     }
 
     /// Refuses nonsense at start-up, naming the flag, instead of misbehaving later.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if self.concurrency == 0 || self.model_concurrency.iter().any(|l| l.limit == 0) {
-            bail!("--concurrency and --model-concurrency must be at least 1");
-        }
+        crate::options::check(
+            "--concurrency and --model-concurrency",
+            self.concurrency > 0 && self.model_concurrency.iter().all(|l| l.limit > 0),
+            self.time_scale,
+            &[
+                ("--long-tail-rate", self.long_tail_rate),
+                ("--fail-5xx-rate", self.fail_5xx_rate),
+                ("--lost-answer-rate", self.lost_answer_rate),
+                (
+                    "--failure-after-accept-rate",
+                    self.failure_after_accept_rate,
+                ),
+                ("--slow-rate", self.slow_rate),
+                ("--read-429-rate", self.read_429_rate),
+                ("--read-5xx-rate", self.read_5xx_rate),
+            ],
+        )?;
         if let Some(d) = self.day_seconds
             && !(d.is_finite() && d > 0.0 && d <= 86_400.0)
         {
             bail!("--day-seconds must be a positive number of seconds up to 86400 (got {d})");
         }
-        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
-            bail!(
-                "--time-scale must be a positive number (got {})",
-                self.time_scale
-            );
-        }
         if self.api_key.is_empty() || self.api_key.chars().any(char::is_whitespace) {
             bail!("--api-key must be non-empty and without whitespace");
-        }
-        for (flag, rate) in [
-            ("--long-tail-rate", self.long_tail_rate),
-            ("--fail-5xx-rate", self.fail_5xx_rate),
-            ("--lost-answer-rate", self.lost_answer_rate),
-            (
-                "--failure-after-accept-rate",
-                self.failure_after_accept_rate,
-            ),
-            ("--slow-rate", self.slow_rate),
-            ("--read-429-rate", self.read_429_rate),
-            ("--read-5xx-rate", self.read_5xx_rate),
-        ] {
-            if !(0.0..=1.0).contains(&rate) {
-                bail!("{flag} must be between 0 and 1 (got {rate})");
-            }
         }
         Ok(())
     }

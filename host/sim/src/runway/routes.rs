@@ -18,7 +18,6 @@ use super::error::ApiError;
 use super::faults::inject;
 use super::model::Endpoint;
 use super::state::Sim;
-use super::task::unix_ms_now;
 use super::validate::{create_request, prompt_text};
 use crate::files::{file_len, file_stream};
 
@@ -105,7 +104,10 @@ async fn download(
     RawQuery(query): RawQuery,
 ) -> Response {
     let query = query.unwrap_or_default();
-    if let Err(e) = sim.links.verify(&task_id, &query, unix_ms_now()) {
+    if let Err(e) = sim
+        .links
+        .verify(&task_id, &query, super::state::unix_ms_u64())
+    {
         sim.count(|s| s.link_refusals += 1);
         return ApiError::new(StatusCode::FORBIDDEN, e.message()).into_response();
     }

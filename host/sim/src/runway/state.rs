@@ -13,8 +13,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::error::ApiError;
 use super::lifecycle::Start;
@@ -22,15 +20,35 @@ use super::links::Signer;
 use super::model::Model;
 use super::options::RunwayOptions;
 use super::stats::{ModelStats, RunwayJob, RunwayRead, RunwayStats};
-use super::task::{Task, draw_plan, unix_ms_now};
+use super::task::{Task, draw_plan};
 use super::validate::CreateRequest;
+use crate::clock::unix_ms_now;
+use crate::handle::{Base, Simulator};
 
 /// `tier.maxMonthlyCreditSpend` of `GET /v1/organization`: tier 3's $2,000 in credits.
 pub const MAX_MONTHLY_CREDIT_SPEND: u64 = 200_000;
 
 /// A cheap handle on the shared simulator (the axum state).
 #[derive(Clone)]
-pub(crate) struct Sim(Arc<Shared>);
+pub struct Sim(Arc<Shared>);
+
+impl Simulator for Sim {
+    const NAME: &'static str = "Runway simulator";
+    fn base(&self) -> &Base {
+        &self.base
+    }
+    fn router(&self) -> axum::Router {
+        super::routes::router(self.clone())
+    }
+    fn concurrency(&self) -> u32 {
+        self.opts.concurrency
+    }
+}
+
+/// Unix milliseconds now, as link expiries count them.
+pub(crate) fn unix_ms_u64() -> u64 {
+    u64::try_from(unix_ms_now()).unwrap_or(0)
+}
 
 impl Deref for Sim {
     type Target = Shared;
@@ -39,15 +57,11 @@ impl Deref for Sim {
     }
 }
 
-pub(crate) struct Shared {
+pub struct Shared {
     pub opts: RunwayOptions,
-    /// Base of output links, e.g. `http://127.0.0.1:18091`.
-    pub base_url: String,
-    /// Cancelled at shutdown: timers and slow answers stop waiting.
-    pub cancel: CancellationToken,
-    /// Task timers in flight, drained at shutdown.
-    pub tracker: TaskTracker,
-    pub links: Signer,
+    /// Base of output links, shutdown, task timers in flight, the clock.
+    pub base: Base,
+    pub(crate) links: Signer,
     pub(super) inner: Mutex<Inner>,
 }
 
@@ -143,10 +157,8 @@ impl Sim {
         };
         Sim(Arc::new(Shared {
             links: Signer::new(opts.seed, &opts.api_key),
+            base: Base::new(base_url, opts.time_scale),
             opts,
-            base_url,
-            cancel: CancellationToken::new(),
-            tracker: TaskTracker::new(),
             inner: Mutex::new(inner),
         }))
     }
@@ -204,11 +216,11 @@ impl Sim {
     /// since the first create, as in [`Sim::jobs`] (a read before any create is at 0).
     pub(crate) fn reads(&self) -> Vec<RunwayRead> {
         let inner = self.inner.lock();
-        let scale = self.opts.time_scale;
+        let clock = &self.base.clock;
         let secs = |t: Instant| {
-            inner.first_create.map_or(0.0, |o| {
-                t.saturating_duration_since(o).as_secs_f64() / scale
-            })
+            inner
+                .first_create
+                .map_or(0.0, |o| clock.simulated_since(o, t))
         };
         inner
             .reads
@@ -262,7 +274,7 @@ impl Sim {
             let plan = draw_plan(
                 &mut inner.plan_rng,
                 &req,
-                o.time_scale,
+                &self.base.clock,
                 o.long_tail_rate,
                 o.failure_after_accept_rate,
             );
@@ -305,8 +317,8 @@ impl Sim {
                     inner.stats.polls_too_soon += 1;
                 }
                 let output = (task.status == super::task::Status::Succeeded).then(|| {
-                    let exp = unix_ms_now().saturating_add(self.opts.output_ttl_ms);
-                    self.links.link(&self.base_url, id, exp)
+                    let exp = unix_ms_u64().saturating_add(self.opts.output_ttl_ms);
+                    self.links.link(&self.base.base_url, id, exp)
                 });
                 Ok(task.to_json(now, output))
             }
@@ -414,8 +426,8 @@ impl Sim {
         let Some(origin) = inner.first_create else {
             return Vec::new();
         };
-        let scale = self.opts.time_scale;
-        let secs = |t: Instant| t.saturating_duration_since(origin).as_secs_f64() / scale;
+        let clock = &self.base.clock;
+        let secs = |t: Instant| clock.simulated_since(origin, t);
         inner
             .order
             .iter()
@@ -433,7 +445,7 @@ impl Sim {
                 ended: t.ended.map(secs),
                 cancel_requested: t.cancel_requested.map(secs),
                 cancelled_at: t.cancelled_at.map(secs),
-                planned_seconds: (t.plan.pending + t.plan.run).as_secs_f64() / scale,
+                planned_seconds: clock.simulated(t.plan.pending + t.plan.run),
                 failure_code: t.plan.failure.map(|f| f.code.to_owned()),
                 credits: t.cost(),
                 reads_too_soon: t.reads_too_soon,

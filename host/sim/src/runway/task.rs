@@ -2,7 +2,7 @@
 //! `THROTTLED → PENDING → RUNNING → SUCCEEDED | FAILED` (or `CANCELLED`), how long each phase
 //! lasts (its [`Plan`], drawn from the seed), and how it looks on the wire.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::model::Model;
 use super::validate::CreateRequest;
+use crate::clock::{Clock, iso_now};
 
 /// Runway's task statuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,11 +103,11 @@ fn run_range(model: Model, seconds: u32) -> (f64, f64) {
     (6.0 * s, 15.0 * s)
 }
 
-/// Draws a task's timing and fate; simulated seconds are multiplied by `time_scale`.
+/// Draws a task's timing and fate, scaled to real time by `clock`.
 pub(crate) fn draw_plan(
     rng: &mut StdRng,
     req: &CreateRequest,
-    time_scale: f64,
+    clock: &Clock,
     long_tail_rate: f64,
     failure_rate: f64,
 ) -> Plan {
@@ -122,8 +123,8 @@ pub(crate) fn draw_plan(
         FAILURES[rng.random_range(0..FAILURES.len())]
     });
     Plan {
-        pending: Duration::from_secs_f64(pending * time_scale),
-        run: Duration::from_secs_f64(run * time_scale),
+        pending: clock.scaled(pending),
+        run: clock.scaled(run),
         failure,
     }
 }
@@ -159,18 +160,6 @@ pub(crate) struct Task {
     pub reads_too_soon: u32,
     /// The create's `promptText`, if any.
     pub prompt_text: Option<String>,
-}
-
-/// ISO 8601 UTC with milliseconds, e.g. `2026-08-11T06:12:01.171Z`.
-pub(crate) fn iso_now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
-
-/// Unix milliseconds now (link expiries).
-pub(crate) fn unix_ms_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Task {
@@ -269,7 +258,7 @@ mod tests {
         };
         let mut rng = StdRng::seed_from_u64(seed);
         (0..200)
-            .map(|_| draw_plan(&mut rng, &req, 1.0, 0.0, failure_rate))
+            .map(|_| draw_plan(&mut rng, &req, &Clock::new(1.0), 0.0, failure_rate))
             .collect()
     }
 

@@ -14,7 +14,7 @@ fn header(r: &Received) -> impl Fn(&str) -> Option<String> + '_ {
 }
 
 fn now_s() -> i64 {
-    super::super::clock::unix_ms_now() / 1000
+    crate::clock::unix_ms_now() / 1000
 }
 
 #[tokio::test]
