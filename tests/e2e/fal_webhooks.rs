@@ -181,7 +181,11 @@ async fn fal_forged_webhooks_change_nothing() {
         .text()
         .await
         .expect("text");
-    let refused = metric_value(&metrics, "slotd_callbacks_refused_total", "handler-refused");
+    let refused = metric_value(
+        &metrics,
+        "slotd_provider_callbacks_refused_total",
+        "handler-refused",
+    );
     assert!(refused >= 4.0, "four refusals counted: {refused}");
     run.stop().await.shutdown().await.expect("sim stop");
 }

@@ -140,3 +140,38 @@ async fn the_dashboard_charts_what_slotd_exports() {
     }
     m.check().await;
 }
+
+/// After a plain run, every series in `/metrics` has its `# HELP` line (the descriptions are
+/// `slotd_core::telemetry::SERIES`, given to each instance's registry; docs/metrics.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_exported_series_has_help() {
+    let m = Manual::start(2, 100).await;
+    let id = m.submit("fixture", json!({"count": 2, "polls": 1})).await;
+    m.run_until(&["fixture"], 200, async |m| {
+        m.task(&id).await["status"] == "completed"
+    })
+    .await;
+    let (status, _) = api_call(&m.services, "GET", "/v1/pools", None).await;
+    assert_eq!(status, 200);
+    let text = m
+        .services
+        .prometheus
+        .as_ref()
+        .expect("the Prometheus recorder")
+        .render();
+    let typed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+        .collect();
+    assert!(typed.len() >= 10, "only {} series:\n{text}", typed.len());
+    for name in typed {
+        let help = format!("# HELP {name} ");
+        assert!(text.contains(&help), "{name} has no HELP line:\n{text}");
+        let described = slotd_core::telemetry::series(name).map(|s| s.help);
+        assert!(
+            described.is_some_and(|h| text.contains(&format!("{help}{h}\n"))),
+            "{name}'s HELP is not its description in telemetry::SERIES:\n{text}"
+        );
+    }
+    m.check().await;
+}

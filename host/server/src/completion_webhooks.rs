@@ -218,7 +218,8 @@ async fn deliver_one(
         AttemptNext::GiveUp => "gave_up",
     };
     services.metrics.record(|| {
-        metrics::counter!("slotd_webhook_attempts_total", "outcome" => outcome).increment(1)
+        metrics::counter!("slotd_completion_webhook_attempts_total", "outcome" => outcome)
+            .increment(1)
     });
     if let Some(e) = &error {
         tracing::info!(delivery = %d.id, task = %d.task_id, attempt = d.attempts + 1, error = %e, ?next, "webhook delivery failed");

@@ -57,7 +57,8 @@ struct Received {
 async fn without_token(State(services): State<Services>, Path(name): Path<String>) -> ApiError {
     tracing::warn!(handler = %name, "callback without a token refused");
     services.metrics.record(|| {
-        metrics::counter!("slotd_callbacks_refused_total", "reason" => "no-token").increment(1)
+        metrics::counter!("slotd_provider_callbacks_refused_total", "reason" => "no-token")
+            .increment(1)
     });
     ApiError::CallbackToken(
         "callback URL carries no token; use the URL slotd handed the handler".into(),
@@ -99,7 +100,7 @@ fn verify_signature(
     slotd_core::standard_webhooks::verify_headers(&key, header, body, now_secs).map_err(|e| {
         tracing::warn!(handler = %name, error = %e, "callback with a bad signature refused");
         services.metrics.record(|| {
-            metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-signature")
+            metrics::counter!("slotd_provider_callbacks_refused_total", "reason" => "bad-signature")
                 .increment(1)
         });
         ApiError::CallbackToken(format!("webhook signature: {e:#}"))
@@ -140,7 +141,7 @@ async fn receive(
         .map_err(|e| {
             tracing::warn!(handler = %name, error = %e, "callback with a bad token refused");
             services.metrics.record(|| {
-                metrics::counter!("slotd_callbacks_refused_total", "reason" => "bad-token")
+                metrics::counter!("slotd_provider_callbacks_refused_total", "reason" => "bad-token")
                     .increment(1)
             });
             ApiError::CallbackToken(e.to_string())
@@ -164,7 +165,7 @@ async fn receive(
             // The handler's own checks (a provider signature, a malformed body) refused it.
             tracing::warn!(handler = %name, reason = %msg, "callback refused by the handler");
             services.metrics.record(|| {
-                metrics::counter!("slotd_callbacks_refused_total", "reason" => "handler-refused")
+                metrics::counter!("slotd_provider_callbacks_refused_total", "reason" => "handler-refused")
                     .increment(1)
             });
             return Err(ApiError::BadRequest {
@@ -186,9 +187,9 @@ async fn receive(
             tracing::error!(handler = %name, error = %e, "applying a callback failed");
             ApiError::Unavailable("could not record the callback; retry later".into())
         })?;
-    services
-        .metrics
-        .record(|| metrics::counter!("slotd_callbacks_total", "handler" => name).increment(1));
+    services.metrics.record(|| {
+        metrics::counter!("slotd_provider_callbacks_total", "handler" => name).increment(1)
+    });
     Ok(Json(Received {
         applied: report.applied,
         ignored: report.ignored,

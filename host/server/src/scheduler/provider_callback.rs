@@ -75,7 +75,7 @@ async fn match_units(
                 // the token predates. Worth a warning: it is a misdirected or forged callback.
                 tracing::warn!(handler = %handler.info.name, unit = %u.id, pool = %scope.pool,
                     "callback change for a unit its token does not name; ignored");
-                services.metrics.record(|| metrics::counter!("slotd_callback_changes_out_of_scope_total", "handler" => handler.info.name.clone()).increment(1));
+                services.metrics.record(|| metrics::counter!("slotd_provider_callbacks_changes_out_of_scope_total", "handler" => handler.info.name.clone()).increment(1));
                 report.ignored += 1;
             }
             Some(u) if u.status == UnitStatus::Submitted && seen.insert(u.id.clone()) => {
@@ -99,7 +99,7 @@ async fn match_units(
                 // change; counted so a stream of them shows.
                 tracing::info!(handler = %handler.info.name, job = ?c.provider_job_id,
                     key = ?c.idempotency_key, "callback change for no known unit; ignored");
-                services.metrics.record(|| metrics::counter!("slotd_callback_changes_unknown_total", "handler" => handler.info.name.clone()).increment(1));
+                services.metrics.record(|| metrics::counter!("slotd_provider_callbacks_changes_unknown_total", "handler" => handler.info.name.clone()).increment(1));
                 report.ignored += 1;
             }
         }
