@@ -156,9 +156,11 @@ async fn an_in_doubt_cancelled_unit_is_never_submitted() {
         .to_string();
     let now = slotd_core::clock::Clock::now_ms(m.clock.as_ref());
     // The marker of a call that never answered (the scheduler died in it).
-    let marked = m
-        .services
-        .store
+    // The service holds no unit write: the dead scheduler's marker is written through a store
+    // of its own on the same database.
+    let marked = slotd_store::open(&m.services.config.database_url)
+        .await
+        .expect("the store, with its unit writes")
         .unit_mark_submitted(std::slice::from_ref(&unit_id), now, now, None)
         .await
         .expect("mark submitted");

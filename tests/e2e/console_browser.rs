@@ -150,7 +150,11 @@ async fn screenshot(c: &Client, name: &str) -> PathBuf {
 /// A failed task whose type and error message are HTML, stored directly (a unit no handler
 /// serves, so the scheduler leaves it alone); returns its id.
 async fn hostile_task(run: &Run) -> String {
-    let store = &run.services.store;
+    // The service holds no unit write: stored as another process would, through a store of
+    // its own on the same database.
+    let store = &slotd_store::open(&run.services.config.database_url)
+        .await
+        .expect("the store, with its unit writes");
     let id = uuid::Uuid::now_v7().to_string();
     let unit = uuid::Uuid::now_v7().to_string();
     let now = slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock);
@@ -206,7 +210,11 @@ const REFUSAL: &str = "route clip: kling-video/kling-v1-6 refused it (account_ex
 /// A unit whose event log holds a route refusal as the scheduler writes it (stored directly,
 /// in a pool no handler serves, so the scheduler leaves it alone): the routes page counts it.
 async fn route_refusal(run: &Run) {
-    let store = &run.services.store;
+    // The service holds no unit write: stored as another process would, through a store of
+    // its own on the same database.
+    let store = &slotd_store::open(&run.services.config.database_url)
+        .await
+        .expect("the store, with its unit writes");
     let id = uuid::Uuid::now_v7().to_string();
     let unit = uuid::Uuid::now_v7().to_string();
     let now = slotd_core::clock::Clock::now_ms(&slotd_core::clock::SystemClock);

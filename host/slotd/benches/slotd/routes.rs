@@ -30,7 +30,7 @@ use slotd_core::config::{
     Config, HandlerConfig, PoolConfig, RouteConfig, RoutePolicy, RouteTarget, SchedulerConfig,
     Secret,
 };
-use slotd_core::model::{TargetUnit, ROUTE_STAGE, RouteOption, UnitRouting, route_pool};
+use slotd_core::model::{ROUTE_STAGE, RouteOption, TargetUnit, UnitRouting, route_pool};
 use slotd_sim::fal::{FalOptions, FalSimHandle};
 use slotd_sim::kling::{SimHandle, SimOptions};
 use slotd_store::{NewTask, NewUnit, TaskTerms};
@@ -473,6 +473,11 @@ fn fixture_option(model: &str, pool: &str, index: u32) -> RouteOption {
 
 /// Store `units` pending units of the route, in tasks of 1,000, as a route's task would.
 async fn seed_routed(services: &slotd_server::services::Services, units: u32, now: i64) {
+    // The service holds no unit write: the seed writes as another process would, through a
+    // store of its own on the same database.
+    let store = slotd_store::open(&services.config.database_url)
+        .await
+        .expect("the store, with its unit writes");
     let mut left = units;
     while left > 0 {
         let n = left.min(1000);
@@ -513,11 +518,7 @@ async fn seed_routed(services: &slotd_server::services::Services, units: u32, no
             now,
             terms: TaskTerms::default(),
         };
-        services
-            .store
-            .task_create(task)
-            .await
-            .expect("store routed task");
+        store.task_create(task).await.expect("store routed task");
     }
 }
 
