@@ -1,13 +1,14 @@
 //! Builds the handler components in `plugins/` (their own cargo workspace, target
-//! `wasm32-wasip2`) so the host's tests, benches and `slotd demo` can load real compiled wasm.
+//! `wasm32-wasip2`): the handler build step of its own, `cargo build -p slotd-handlers`, which
+//! the demo, the test kit (for the test fixtures) and the Dockerfile use.
 //!
 //! Exports `SLOTD_BUILT_PLUGINS`, the directory holding the built `*.wasm`, to this crate
-//! (`slotd_testkit::BUILT_PLUGINS`). Handlers listed in [`INSTALL`] are also copied into
+//! (`slotd_handlers::BUILT_PLUGINS`). Handlers listed in [`INSTALL`] are also copied into
 //! `<repo>/plugins/` where a default `slotd serve` loads them from.
 //!
-//! Only the crates that need built handlers depend on this one (the `slotd` binary for its
-//! demo, and tests and benches as a dev-dependency), so a plugin edit re-runs this script and
-//! relinks those, never the libraries below them.
+//! Only the crates that need built handlers depend on this one (the demo, and the test kit that
+//! tests and benches take as a dev-dependency), so a plugin edit re-runs this script and
+//! relinks those, never the service libraries nor a `slotd` built without its `demo` feature.
 //!
 //! The nested build runs the same cargo with a scrubbed environment: the outer build's target,
 //! rustflags, wrappers (clippy, sccache, coverage) and per-package variables must not leak into
@@ -67,46 +68,14 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), String> {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
-    // host/testkit -> the repository root.
+    // host/handlers -> the repository root.
     let repo = manifest_dir
         .ancestors()
         .nth(2)
-        .ok_or("host/testkit has no grandparent directory")?
+        .ok_or("host/handlers has no grandparent directory")?
         .to_path_buf();
     let plugins = repo.join("plugins");
-    let wit = repo.join("wit");
-
-    println!("cargo:rerun-if-changed={}", wit.display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        plugins.join("Cargo.toml").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        plugins.join("Cargo.lock").display()
-    );
-    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
-    for member in members(&plugins)? {
-        // Directories are scanned recursively; `plugins/` itself is not watched because built
-        // components are copied into it.
-        println!(
-            "cargo:rerun-if-changed={}",
-            member.join("Cargo.toml").display()
-        );
-        // A member without its own `src/` builds another member's sources (kling-video-next
-        // builds kling-video's, watched there). Naming a path that does not exist would make
-        // cargo rerun this script, and rebuild everything that depends on this crate, on every
-        // build.
-        let src = member.join("src");
-        if src.is_dir() {
-            println!("cargo:rerun-if-changed={}", src.display());
-        }
-        // A member with its own contract copy (the SDK) builds from it.
-        let wit = member.join("wit");
-        if wit.is_dir() {
-            println!("cargo:rerun-if-changed={}", wit.display());
-        }
-    }
+    watch_inputs(&repo, &plugins)?;
 
     let target_dir = match env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if Path::new(&dir).is_absolute() => PathBuf::from(dir),
@@ -155,6 +124,32 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))?;
     }
     println!("cargo:rustc-env=SLOTD_BUILT_PLUGINS={}", built.display());
+    Ok(())
+}
+
+/// Tells cargo what the built components depend on: `wit/`, the manifests and lock file of
+/// `plugins/` and each member's sources. Only paths that exist are named: a path that does not
+/// exist would make cargo rerun this script, and rebuild everything that depends on this crate,
+/// on every build.
+fn watch_inputs(repo: &Path, plugins: &Path) -> Result<(), String> {
+    let watch = |path: PathBuf| {
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    };
+    watch(repo.join("wit"));
+    watch(plugins.join("Cargo.toml"));
+    watch(plugins.join("Cargo.lock"));
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    for member in members(plugins)? {
+        // Directories are scanned recursively; `plugins/` itself is not watched because built
+        // components are copied into it. A member without its own `src/` builds another
+        // member's sources (kling-video-next builds kling-video's, watched there); a member
+        // with its own contract copy (the SDK) builds from its `wit/`.
+        watch(member.join("Cargo.toml"));
+        watch(member.join("src"));
+        watch(member.join("wit"));
+    }
     Ok(())
 }
 

@@ -1,4 +1,6 @@
-//! `slotd demo`: slotd's main job, end to end, on one machine with nothing to install.
+//! slotd-demo: `slotd demo`, slotd's main job, end to end, on one machine with nothing to
+//! install. The `slotd` binary runs it through its default `demo` feature (`slotd::demo`); a
+//! release build leaves it out, with the simulators and the built handlers it needs.
 //!
 //! Starts the Kling simulator (two accounts: 20 and 10 concurrent tasks, time compressed), an embedded
 //! slotd (SQLite, in-process slots, local object store) with the Kling handlers, submits a
@@ -8,12 +10,12 @@
 
 mod accounts;
 mod pika;
+mod progress;
 pub mod report;
 mod route;
 mod runway;
+mod summary;
 
-use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -68,7 +70,7 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
         runway::HANDLER,
         pika::HANDLER,
     ] {
-        let src = slotd_testkit::built_handler(name).with_context(|| {
+        let src = slotd_handlers::built_handler(name).with_context(|| {
             format!("the {name} handler is not built; run `cargo build` in the repository")
         })?;
         std::fs::copy(&src, plugins.join(format!("{name}.wasm")))
@@ -220,19 +222,6 @@ fn key_of(tenant: &str) -> &'static str {
         .map_or("", |(_, k)| k)
 }
 
-fn bar(done: u64, total: u64, width: usize) -> String {
-    let filled = if total == 0 {
-        width
-    } else {
-        ((done as f64 / total as f64) * width as f64).round() as usize
-    };
-    format!(
-        "[{}{}]",
-        "#".repeat(filled.min(width)),
-        ".".repeat(width - filled.min(width))
-    )
-}
-
 async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> anyhow::Result<Value> {
     Ok(client
         .get(url)
@@ -269,38 +258,8 @@ pub async fn run(
         );
     }
     let plugins = prepare_dir(&opts.dir)?;
-    let sim = slotd_sim::kling::start(SimOptions {
-        listen: "127.0.0.1:0".parse()?,
-        concurrency: 20,
-        time_scale: opts.time_scale,
-        seed: opts.seed,
-        access_key: DEMO_ACCESS_KEY.into(),
-        secret_key: DEMO_SECRET_KEY.into(),
-        failure_after_accept_rate: opts.failure_rate,
-        ..SimOptions::default()
-    })
-    .await?;
-    let backup = accounts::start_backup(opts.time_scale, opts.seed, opts.failure_rate).await?;
-    let runway_sim = runway::start(opts.time_scale, opts.seed).await?;
-    let fal_sim = pika::start(opts.time_scale, opts.seed).await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let base = format!("http://{addr}");
-    let public = (!opts.no_callbacks).then(|| base.clone());
-    let mut config = demo_config(&opts, &sim, plugins, public);
-    accounts::configure(&mut config, &backup)?;
-    runway::configure(&mut config, &runway_sim, opts.time_scale);
-    pika::configure(&mut config, &fal_sim, opts.time_scale);
-    route::configure(&mut config);
-    let services = slotd_server::app::build(config).await?;
-    let objects_root = services.objects.local_root.clone();
-    let token = tokio_util::sync::CancellationToken::new();
-    let server_stop = token.clone();
-    let server = tokio::spawn(slotd_server::run_with(
-        services,
-        Some(listener),
-        async move { server_stop.cancelled().await },
-    ));
+    let sims = Simulators::start(&opts).await?;
+    let slotd = Embedded::start(&opts, &sims, plugins).await?;
     let interrupted = tokio_util::sync::CancellationToken::new();
     let on_stop = interrupted.clone();
     tokio::spawn(async move {
@@ -308,26 +267,158 @@ pub async fn run(
         on_stop.cancel();
     });
 
+    banner(&opts, &sims, &slotd.base);
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let tasks = submit(&client, &slotd.base).await?;
+    // Partway, Kling's resource packs run out (see `route.rs`).
+    let watch_done = tokio_util::sync::CancellationToken::new();
+    let packs = tokio::spawn(route::run_out_of_packs(
+        client.clone(),
+        slotd.base.clone(),
+        OPS_KEY,
+        [
+            sims.kling.base_url().to_string(),
+            sims.backup.base_url().to_string(),
+        ],
+        Duration::from_millis(((opts.time_scale * 1000.0) as u64).clamp(10, 250)),
+        started,
+        watch_done.clone(),
+    ));
+    let watch = progress::Watch {
+        client: &client,
+        base: &slotd.base,
+        tasks: &tasks,
+        started,
+        interrupted: &interrupted,
+        dir: &opts.dir,
+    };
+    let views = watch.until_done().await?;
+    let makespan = started.elapsed();
+    watch_done.cancel();
+    let packs = packs.await.unwrap_or_default();
+    let ended = Ended {
+        tasks,
+        views,
+        makespan,
+        packs,
+    };
+    let outcome = finish(&opts, &client, &slotd, &sims, ended).await?;
+    slotd.stop().await?;
+    sims.shutdown().await?;
+    Ok(outcome)
+}
+
+/// The simulated providers of the demo: two Kling accounts, Runway and fal (Pika).
+struct Simulators {
+    kling: SimHandle,
+    backup: SimHandle,
+    runway: slotd_sim::runway::RunwaySimHandle,
+    fal: slotd_sim::fal::FalSimHandle,
+}
+
+impl Simulators {
+    async fn start(opts: &DemoOptions) -> anyhow::Result<Self> {
+        let kling = slotd_sim::kling::start(SimOptions {
+            listen: "127.0.0.1:0".parse()?,
+            concurrency: 20,
+            time_scale: opts.time_scale,
+            seed: opts.seed,
+            access_key: DEMO_ACCESS_KEY.into(),
+            secret_key: DEMO_SECRET_KEY.into(),
+            failure_after_accept_rate: opts.failure_rate,
+            ..SimOptions::default()
+        })
+        .await?;
+        let backup = accounts::start_backup(opts.time_scale, opts.seed, opts.failure_rate).await?;
+        let runway = runway::start(opts.time_scale, opts.seed).await?;
+        let fal = pika::start(opts.time_scale, opts.seed).await?;
+        Ok(Self {
+            kling,
+            backup,
+            runway,
+            fal,
+        })
+    }
+
+    async fn shutdown(self) -> anyhow::Result<()> {
+        self.kling.shutdown().await?;
+        self.backup.shutdown().await?;
+        self.runway.shutdown().await?;
+        self.fal.shutdown().await?;
+        Ok(())
+    }
+}
+
+/// The embedded slotd the demo submits to, serving on a loopback port of its own.
+struct Embedded {
+    base: String,
+    /// Where the local object store keeps the artifacts.
+    objects_root: Option<PathBuf>,
+    token: tokio_util::sync::CancellationToken,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Embedded {
+    async fn start(
+        opts: &DemoOptions,
+        sims: &Simulators,
+        plugins: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let base = format!("http://{addr}");
+        let public = (!opts.no_callbacks).then(|| base.clone());
+        let mut config = demo_config(opts, &sims.kling, plugins, public);
+        accounts::configure(&mut config, &sims.backup)?;
+        runway::configure(&mut config, &sims.runway, opts.time_scale);
+        pika::configure(&mut config, &sims.fal, opts.time_scale);
+        route::configure(&mut config);
+        let services = slotd_server::app::build(config).await?;
+        let objects_root = services.objects.local_root.clone();
+        let token = tokio_util::sync::CancellationToken::new();
+        let server_stop = token.clone();
+        let server = tokio::spawn(slotd_server::run_with(
+            services,
+            Some(listener),
+            async move { server_stop.cancelled().await },
+        ));
+        Ok(Self {
+            base,
+            objects_root,
+            token,
+            server,
+        })
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        self.token.cancel();
+        self.server.await.context("slotd task")?
+    }
+}
+
+/// What the demo prints before submitting: where everything runs and how the pools are set.
+fn banner(opts: &DemoOptions, sims: &Simulators, base: &str) {
     println!(
         "slotd demo: Kling simulator at {} (20 concurrent, time x{}), slotd at {base}",
-        sim.base_url(),
+        sims.kling.base_url(),
         opts.time_scale
     );
     println!(
         "Runway simulator at {} ({} per model); runway-video pools runway:<model>, {} slots each",
-        runway_sim.base_url(),
+        sims.runway.base_url(),
         runway::SLOTS_PER_MODEL,
         runway::SLOTS_PER_MODEL
     );
     println!(
         "fal simulator (Pika) at {} ({} concurrent); fal-video pools fal:<model id>, {} slots each",
-        fal_sim.base_url(),
+        sims.fal.base_url(),
         pika::ACCOUNT_CONCURRENCY,
         pika::POOLS[0].1
     );
     println!(
         "backup Kling account at {} ({} concurrent)",
-        backup.base_url(),
+        sims.backup.base_url(),
         accounts::BACKUP_SLOTS
     );
     println!(
@@ -353,8 +444,10 @@ pub async fn run(
             .join(", ")
     );
     println!("console: {base}/ (API key {OPS_KEY} sees every tenant)\n");
-    let client = reqwest::Client::new();
-    let started = Instant::now();
+}
+
+/// Submit the whole workload, each task with its tenant's key.
+async fn submit(client: &reqwest::Client, base: &str) -> anyhow::Result<Vec<Submitted>> {
     let mut tasks = Vec::new();
     for (tenant, ty, label, payload, units) in workload() {
         let key = key_of(tenant);
@@ -378,174 +471,60 @@ pub async fn run(
             units,
         });
     }
-    // Partway, Kling's resource packs run out (see `route.rs`).
-    let watch_done = tokio_util::sync::CancellationToken::new();
-    let packs = tokio::spawn(route::run_out_of_packs(
-        client.clone(),
-        base.clone(),
-        OPS_KEY,
-        [sim.base_url().to_string(), backup.base_url().to_string()],
-        Duration::from_millis(((opts.time_scale * 1000.0) as u64).clamp(10, 250)),
-        started,
-        watch_done.clone(),
-    ));
+    Ok(tasks)
+}
 
-    let tty = std::io::stdout().is_terminal();
-    let mut drawn = 0usize;
-    let mut last_print = Instant::now() - Duration::from_secs(60);
-    let views = loop {
-        let mut views = Vec::new();
-        for t in &tasks {
-            views.push(get_json(&client, &format!("{base}/v1/tasks/{}", t.id), t.key).await?);
-        }
-        let pools = get_json(&client, &format!("{base}/v1/pools"), TENANTS[0].1).await?;
-        let done = views.iter().all(|v| {
-            matches!(
-                v["status"].as_str(),
-                Some("completed" | "failed" | "cancelled")
-            )
-        });
-        if tty || last_print.elapsed() >= Duration::from_secs(5) || done {
-            let mut lines = Vec::new();
-            lines.push(format!("elapsed {:>5.1}s", started.elapsed().as_secs_f64()));
-            let width = pools
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p["name"].as_str())
-                .map(str::len)
-                .max()
-                .unwrap_or(14);
-            for p in pools.as_array().into_iter().flatten() {
-                // A route's units wait in `route:NAME` until a target's pool binds them.
-                if let Some(r) = p["name"]
-                    .as_str()
-                    .and_then(slotd_core::model::route_of_pool)
-                {
-                    lines.push(format!(
-                        "  route {r:<width$} {:>2} units waiting for a target with room",
-                        p["units"]["pending"].as_u64().unwrap_or(0)
-                    ));
-                    continue;
-                }
-                let (used, max) = (
-                    p["used"].as_u64().unwrap_or(0),
-                    p["max_slots"].as_u64().unwrap_or(0),
-                );
-                lines.push(format!(
-                    "  pool {:<width$} {} {used:>2}/{max:<2} slots busy",
-                    p["name"].as_str().unwrap_or("?"),
-                    bar(used, max, 20)
-                ));
-            }
-            for (t, v) in tasks.iter().zip(&views) {
-                let (c, n) = (
-                    v["completed"].as_u64().unwrap_or(0),
-                    v["total"].as_u64().unwrap_or(u64::from(t.units)),
-                );
-                lines.push(format!(
-                    "  {:<44} {} {c:>2}/{n:<2} {:<9} {}",
-                    t.label,
-                    bar(c, n, 24),
-                    v["status"].as_str().unwrap_or("?"),
-                    v["message"].as_str().unwrap_or("")
-                ));
-            }
-            let mut out = std::io::stdout().lock();
-            if tty && drawn > 0 {
-                write!(out, "\x1b[{drawn}A")?;
-            }
-            for l in &lines {
-                if tty {
-                    writeln!(out, "\x1b[2K{l}")?;
-                } else {
-                    writeln!(out, "{l}")?;
-                }
-            }
-            out.flush()?;
-            drawn = lines.len();
-            last_print = Instant::now();
-        }
-        if done {
-            break views;
-        }
-        if interrupted.is_cancelled() {
-            println!(
-                "\ninterrupted; the work is safe in {} and resumes on the next `slotd serve` there",
-                opts.dir.display()
-            );
-            break views;
-        }
-        tokio::time::sleep(Duration::from_millis(if tty { 250 } else { 1000 })).await;
-    };
-    let makespan = started.elapsed();
-    watch_done.cancel();
-    let packs = packs.await.unwrap_or_default();
+/// The submitted tasks once they ended (or the demo was interrupted).
+struct Ended {
+    tasks: Vec<Submitted>,
+    /// Each task's last view (`GET /v1/tasks/{id}`), in `tasks`' order.
+    views: Vec<Value>,
+    makespan: Duration,
+    packs: route::Packs,
+}
+
+/// Read the tenants' usage and the route's outcome, print the summary, and say how it went.
+async fn finish(
+    opts: &DemoOptions,
+    client: &reqwest::Client,
+    slotd: &Embedded,
+    sims: &Simulators,
+    ended: Ended,
+) -> anyhow::Result<DemoOutcome> {
+    let base = &slotd.base;
     let mut usage = Vec::new();
     for (tenant, _) in TENANTS {
         usage.push(
             get_json(
-                &client,
+                client,
                 &format!("{base}/v1/tenants/{tenant}/usage"),
                 OPS_KEY,
             )
             .await?,
         );
     }
-    let other_units = |ty: &str| -> u64 {
-        tasks
-            .iter()
-            .filter(|t| t.ty == ty)
-            .map(|t| u64::from(t.units))
-            .sum()
-    };
-    let mut routed = match tasks.iter().find(|t| t.ty == route::ROUTE) {
-        Some(t) => {
-            route::outcome(
-                &client,
-                &base,
-                t.key,
-                &t.id,
-                route::Sims {
-                    kling: [&sim, &backup],
-                    runway: &runway_sim,
-                    fal: &fal_sim,
-                },
-                (other_units("runway_video"), other_units("fal_video")),
-            )
-            .await?
-        }
-        None => route::RouteOutcome::default(),
-    };
-    routed.packs = packs;
-    summary(
-        &opts,
-        [&sim, &backup],
-        &tasks,
-        &views,
+    let mut routed = routed_outcome(client, base, sims, &ended.tasks).await?;
+    routed.packs = ended.packs;
+    summary::print(
+        opts,
+        [&sims.kling, &sims.backup],
+        &ended,
         &routed,
-        makespan,
-        objects_root.as_deref(),
+        slotd.objects_root.as_deref(),
     );
-    let backup_stats = backup.stats();
-    accounts::print(&sim.stats(), &backup_stats, &usage);
-    let runway_stats = runway_sim.stats();
+    let backup_stats = sims.backup.stats();
+    accounts::print(&sims.kling.stats(), &backup_stats, &usage);
+    let runway_stats = sims.runway.stats();
     println!("{}", runway::summary(&runway_stats));
-    let pika_stats = fal_sim.stats();
+    let pika_stats = sims.fal.stats();
     println!("{}", pika::summary(&pika_stats));
     println!("{}", route::summary(&routed));
-    let pools = get_json(&client, &format!("{base}/v1/pools"), OPS_KEY).await?;
+    let pools = get_json(client, &format!("{base}/v1/pools"), OPS_KEY).await?;
     for line in runway::quota_lines(&pools) {
         println!("{line}");
     }
-    token.cancel();
-    server.await.context("slotd task")??;
-    sim.shutdown().await?;
-    backup.shutdown().await?;
-    runway_sim.shutdown().await?;
-    fal_sim.shutdown().await?;
     Ok(DemoOutcome {
-        tasks: views,
+        tasks: ended.views,
         runway: runway_stats,
         pika: pika_stats,
         backup: backup_stats,
@@ -553,120 +532,36 @@ pub async fn run(
     })
 }
 
-fn summary(
-    opts: &DemoOptions,
-    [sim, backup]: [&SimHandle; 2],
+/// How the `clip` route's task went, counted in the simulators' job lists.
+async fn routed_outcome(
+    client: &reqwest::Client,
+    base: &str,
+    sims: &Simulators,
     tasks: &[Submitted],
-    views: &[Value],
-    routed: &route::RouteOutcome,
-    makespan: Duration,
-    objects: Option<&Path>,
-) {
-    let stats = accounts::combined(&sim.stats(), &backup.stats());
-    let mut jobs = sim.jobs();
-    jobs.extend(backup.jobs());
-    let slots = BTreeMap::from([
-        (
-            "kling:video".to_string(),
-            accounts::MAIN_VIDEO_SLOTS + accounts::BACKUP_SLOTS,
-        ),
-        ("kling:avatar".to_string(), 2u32),
-    ]);
-    let figures = report::pool_figures(&jobs, &slots);
-    println!("\n== summary");
-    println!(
-        "makespan {:.1}s real = {:.0}s of provider time (time x{})",
-        makespan.as_secs_f64(),
-        makespan.as_secs_f64() / opts.time_scale,
-        opts.time_scale
-    );
-    for (pool, f) in &figures {
-        let durations: Vec<f64> = jobs
+) -> anyhow::Result<route::RouteOutcome> {
+    let other_units = |ty: &str| -> u64 {
+        tasks
             .iter()
-            .filter(|j| report::pool_of_kind(&j.kind) == pool)
-            .map(|j| j.planned_seconds)
-            .collect();
-        let ideal = report::ideal_fifo_makespan(&durations, slots.get(pool).copied().unwrap_or(1));
-        println!(
-            "  {pool:<13} {:>3} provider jobs | makespan {:>6.0}s vs ideal FIFO {:>6.0}s = {:.3}x | slot utilization {:>5.1}% (while a backlog waited: {:>5.1}%)",
-            f.jobs,
-            f.makespan,
-            ideal,
-            if ideal > 0.0 { f.makespan / ideal } else { 1.0 },
-            f.utilization * 100.0,
-            f.backlog_utilization * 100.0
-        );
-    }
-    // Kling's requests are counted against Kling's units: its tasks' and the routed units it
-    // served.
-    let on_kling = |t: &&Submitted| matches!(t.ty, "video" | "avatar_clone");
-    let routed_on_kling = |counts: &BTreeMap<String, u64>| -> u64 {
-        counts
-            .iter()
-            .filter(|(t, _)| t.starts_with("kling-video/"))
-            .map(|(_, n)| n)
+            .filter(|t| t.ty == ty)
+            .map(|t| u64::from(t.units))
             .sum()
     };
-    let units: u64 = tasks
-        .iter()
-        .filter(on_kling)
-        .map(|t| u64::from(t.units))
-        .sum::<u64>()
-        + routed_on_kling(&routed.served);
-    let completed: u64 = tasks
-        .iter()
-        .zip(views)
-        .filter(|(t, _)| on_kling(t))
-        .map(|(_, v)| v["completed"].as_u64().unwrap_or(0))
-        .sum::<u64>()
-        + routed_on_kling(&routed.completed_by);
-    println!(
-        "provider requests (Kling): {} for {units} units ({:.2} per completed unit): {} creates, {} single queries, {} list queries, {} downloads; callbacks received: {}",
-        stats.requests,
-        if completed > 0 {
-            stats.requests as f64 / completed as f64
-        } else {
-            0.0
+    let Some(t) = tasks.iter().find(|t| t.ty == route::ROUTE) else {
+        return Ok(route::RouteOutcome::default());
+    };
+    route::outcome(
+        client,
+        base,
+        t.key,
+        &t.id,
+        route::Sims {
+            kling: [&sims.kling, &sims.backup],
+            runway: &sims.runway,
+            fal: &sims.fal,
         },
-        stats.creates,
-        stats.single_queries,
-        stats.list_queries,
-        stats.downloads,
-        stats.callbacks_sent
-    );
-    println!(
-        "1303 refusals: {} | validation refusals: {} | auth refusals: {} | 1102 refusals (packs exhausted): {}",
-        stats.rate_limited_1303,
-        stats.validation_refusals,
-        stats.auth_refusals,
-        stats.balance_refusals
-    );
-    let mut failures = Vec::new();
-    for (t, v) in tasks.iter().zip(views) {
-        for r in v["results"].as_array().into_iter().flatten() {
-            if r["status"] == "failed" {
-                failures.push(format!(
-                    "  {} unit {}: {}",
-                    t.label.trim(),
-                    r["index"],
-                    r["error"]["message"].as_str().unwrap_or("?")
-                ));
-            }
-        }
-    }
-    println!("failures: {}", failures.len());
-    for f in failures {
-        println!("{f}");
-    }
-    match objects {
-        Some(root) => println!("artifacts: {} (per tenant / task / unit)", root.display()),
-        None => println!("artifacts: in the configured object store"),
-    }
-    println!(
-        "database: {} (try `SLOTD_DATABASE_URL=sqlite://{} slotd serve` to inspect it through the API)",
-        opts.dir.join("slotd.db").display(),
-        opts.dir.join("slotd.db").display()
-    );
+        (other_units("runway_video"), other_units("fal_video")),
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -695,8 +590,23 @@ mod tests {
         for t in &outcome.tasks {
             assert_eq!(t["status"], "completed", "{t}");
         }
+        assert_the_route(&outcome.route);
+        assert_runway_and_pika(&outcome);
+        assert_the_backup_account(&outcome);
+    }
+
+    /// The routed units a target of `handler` served.
+    fn served_on(routed: &route::RouteOutcome, handler: &str) -> u64 {
+        routed
+            .served
+            .iter()
+            .filter(|(t, _)| t.starts_with(&format!("{handler}/")))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn assert_the_route(routed: &route::RouteOutcome) {
         // The route: every shot completed on one of its targets, one job each.
-        let routed = &outcome.route;
         assert_eq!(routed.units, u64::from(route::SHOTS), "{routed:?}");
         assert_eq!(routed.completed, routed.units, "{routed:?}");
         assert_eq!(
@@ -705,14 +615,6 @@ mod tests {
             "{routed:?}"
         );
         assert!(routed.one_job_each(), "{routed:?}");
-        let on = |handler: &str| -> u64 {
-            routed
-                .served
-                .iter()
-                .filter(|(t, _)| t.starts_with(&format!("{handler}/")))
-                .map(|(_, n)| n)
-                .sum()
-        };
         let targets: Vec<String> = route::TARGETS
             .iter()
             .map(|(h, m)| format!("{h}/{m}"))
@@ -753,6 +655,11 @@ mod tests {
                 && line.contains("every routed unit had exactly one provider job"),
             "{line}"
         );
+    }
+
+    fn assert_runway_and_pika(outcome: &DemoOutcome) {
+        let routed = &outcome.route;
+        let on = |handler: &str| served_on(routed, handler);
         let runway_units: u32 = runway::workload().iter().map(|w| w.4).sum();
         let runway_units = u64::from(runway_units) + on(runway::HANDLER);
         assert_eq!(outcome.runway.creates, runway_units);
@@ -770,6 +677,9 @@ mod tests {
         assert_eq!(fal.submits, pika_units);
         assert_eq!(fal.succeeded, pika_units);
         assert!(fal.max_unfinished <= u64::from(pika::ACCOUNT_CONCURRENCY));
+    }
+
+    fn assert_the_backup_account(outcome: &DemoOutcome) {
         // The backup Kling account took video work, within its own limit.
         assert!(outcome.backup.creates > 0, "the backup account was used");
         assert!(outcome.backup.max_running <= accounts::BACKUP_SLOTS);

@@ -302,96 +302,16 @@ pub async fn outcome(
     let mut out = RouteOutcome::default();
     let results = view["results"].as_array().cloned().unwrap_or_default();
     for r in &results {
-        out.units += 1;
-        if r["status"] == "completed" {
-            out.completed += 1;
-        }
-        let route = &r["route"];
-        if let (Some(h), Some(m)) = (route["handler"].as_str(), route["model"].as_str()) {
-            let target = format!("{h}/{m}");
-            *out.served.entry(target.clone()).or_default() += 1;
-            if r["status"] == "completed" {
-                *out.completed_by.entry(target.clone()).or_default() += 1;
-            }
-            if let Some(c) = r["cost"].as_f64() {
-                *out.cost.entry(target).or_default() += c;
-            }
-        }
-        let refused = route["refused"].as_array().cloned().unwrap_or_default();
-        let at_plan = |x: &Value| PLAN_REASONS.iter().any(|r| x["reason"] == *r);
-        if refused.iter().any(|x| !at_plan(x))
-            && let (Some(h), Some(m)) = (route["handler"].as_str(), route["model"].as_str())
-        {
-            *out.failed_over_to.entry(format!("{h}/{m}")).or_default() += 1;
-        }
-        for x in &refused {
-            if at_plan(x) {
-                let target = format!(
-                    "{}/{}",
-                    x["handler"].as_str().unwrap_or("?"),
-                    x["model"].as_str().unwrap_or("?")
-                );
-                *out.left_out.entry(target).or_default() += 1;
-            }
-        }
+        out.count_result(r);
     }
     for e in events["events"].as_array().into_iter().flatten() {
         if let Some((_, reason)) = e["detail"].as_str().and_then(refusal) {
             *out.failovers.entry(reason.to_string()).or_default() += 1;
         }
     }
-    // Each unit's jobs: Kling's by `external_task_id` (the unit's key), fal's by the shot's
-    // prompt or the request id a unit fal served recorded, Runway's by the job id a unit Runway
-    // served recorded (Runway has no client id: a Runway job no unit recorded is counted below
-    // against the units of every task). Job ids are matched per provider: two simulators on one
-    // seed draw the same ids.
-    let kling: Vec<(String, String)> = sims
-        .kling
-        .iter()
-        .flat_map(|s| s.jobs())
-        .filter_map(|j| Some((j.external_task_id?, j.task_id)))
-        .collect();
-    let runway_jobs = sims.runway.jobs();
-    let fal_jobs = sims.fal.jobs();
-    let handler_of: BTreeMap<u64, String> = results
-        .iter()
-        .filter_map(|r| {
-            Some((
-                r["index"].as_u64()?,
-                r["route"]["handler"].as_str()?.to_string(),
-            ))
-        })
-        .collect();
+    let jobs = ProviderJobs::of(&sims);
     let units = view["units"].as_array().cloned().unwrap_or_default();
-    for u in &units {
-        let id = u["id"].as_str().unwrap_or_default();
-        let job = u["provider_job_id"].as_str();
-        let index = u["index"].as_u64().unwrap_or(u64::MAX);
-        let prompt = u32::try_from(index).ok().map(prompt);
-        let served_by = |h: &str| handler_of.get(&index).is_some_and(|x| x == h);
-        let (on_runway, on_fal) = (served_by(runway::HANDLER), served_by(pika::HANDLER));
-        let mut jobs: Vec<String> = kling
-            .iter()
-            .filter(|(k, _)| !id.is_empty() && k.starts_with(id))
-            .map(|(_, j)| format!("kling {j}"))
-            .collect();
-        jobs.extend(
-            runway_jobs
-                .iter()
-                .filter(|j| on_runway && Some(j.task_id.as_str()) == job)
-                .map(|j| format!("runway {}", j.task_id)),
-        );
-        jobs.extend(
-            fal_jobs
-                .iter()
-                .filter(|j| {
-                    (on_fal && Some(j.request_id.as_str()) == job)
-                        || (j.prompt.is_some() && j.prompt == prompt)
-                })
-                .map(|j| format!("fal {}", j.request_id)),
-        );
-        out.jobs_per_unit.push((id.to_string(), jobs));
-    }
+    out.jobs_per_unit = jobs.per_unit(&units, &results);
     let served = |handler: &str| -> u64 {
         out.served
             .iter()
@@ -400,10 +320,120 @@ pub async fn outcome(
             .sum()
     };
     let unclaimed = |jobs: usize, claimed: u64| jobs.saturating_sub(claimed as usize);
-    out.unclaimed_jobs = unclaimed(runway_jobs.len(), other_runway + served(runway::HANDLER))
-        + unclaimed(fal_jobs.len(), other_fal + served(pika::HANDLER));
+    out.unclaimed_jobs = unclaimed(jobs.runway.len(), other_runway + served(runway::HANDLER))
+        + unclaimed(jobs.fal.len(), other_fal + served(pika::HANDLER));
     out.balance_refusals = sims.kling.iter().map(|s| s.stats().balance_refusals).sum();
     Ok(out)
+}
+
+impl RouteOutcome {
+    /// Count one routed unit's result: the target that served it, its cost, and the targets
+    /// that refused it (a failover) or were left out when the task was planned.
+    fn count_result(&mut self, r: &Value) {
+        self.units += 1;
+        if r["status"] == "completed" {
+            self.completed += 1;
+        }
+        let route = &r["route"];
+        if let (Some(h), Some(m)) = (route["handler"].as_str(), route["model"].as_str()) {
+            let target = format!("{h}/{m}");
+            *self.served.entry(target.clone()).or_default() += 1;
+            if r["status"] == "completed" {
+                *self.completed_by.entry(target.clone()).or_default() += 1;
+            }
+            if let Some(c) = r["cost"].as_f64() {
+                *self.cost.entry(target).or_default() += c;
+            }
+        }
+        let refused = route["refused"].as_array().cloned().unwrap_or_default();
+        let at_plan = |x: &Value| PLAN_REASONS.iter().any(|r| x["reason"] == *r);
+        if refused.iter().any(|x| !at_plan(x))
+            && let (Some(h), Some(m)) = (route["handler"].as_str(), route["model"].as_str())
+        {
+            *self.failed_over_to.entry(format!("{h}/{m}")).or_default() += 1;
+        }
+        for x in &refused {
+            if at_plan(x) {
+                let target = format!(
+                    "{}/{}",
+                    x["handler"].as_str().unwrap_or("?"),
+                    x["model"].as_str().unwrap_or("?")
+                );
+                *self.left_out.entry(target).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// The simulators' own job lists: Kling's as (`external_task_id`, task id), Runway's and fal's.
+struct ProviderJobs {
+    kling: Vec<(String, String)>,
+    runway: Vec<slotd_sim::runway::RunwayJob>,
+    fal: Vec<slotd_sim::fal::FalJob>,
+}
+
+impl ProviderJobs {
+    fn of(sims: &Sims<'_>) -> Self {
+        Self {
+            kling: sims
+                .kling
+                .iter()
+                .flat_map(|s| s.jobs())
+                .filter_map(|j| Some((j.external_task_id?, j.task_id)))
+                .collect(),
+            runway: sims.runway.jobs(),
+            fal: sims.fal.jobs(),
+        }
+    }
+
+    /// Each unit's jobs: Kling's by `external_task_id` (the unit's key), fal's by the shot's
+    /// prompt or the request id a unit fal served recorded, Runway's by the job id a unit
+    /// Runway served recorded (Runway has no client id: a Runway job no unit recorded is
+    /// counted against the units of every task). Job ids are matched per provider: two
+    /// simulators on one seed draw the same ids.
+    fn per_unit(&self, units: &[Value], results: &[Value]) -> Vec<(String, Vec<String>)> {
+        let handler_of: BTreeMap<u64, String> = results
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r["index"].as_u64()?,
+                    r["route"]["handler"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for u in units {
+            let id = u["id"].as_str().unwrap_or_default();
+            let job = u["provider_job_id"].as_str();
+            let index = u["index"].as_u64().unwrap_or(u64::MAX);
+            let prompt = u32::try_from(index).ok().map(prompt);
+            let served_by = |h: &str| handler_of.get(&index).is_some_and(|x| x == h);
+            let (on_runway, on_fal) = (served_by(runway::HANDLER), served_by(pika::HANDLER));
+            let mut jobs: Vec<String> = self
+                .kling
+                .iter()
+                .filter(|(k, _)| !id.is_empty() && k.starts_with(id))
+                .map(|(_, j)| format!("kling {j}"))
+                .collect();
+            jobs.extend(
+                self.runway
+                    .iter()
+                    .filter(|j| on_runway && Some(j.task_id.as_str()) == job)
+                    .map(|j| format!("runway {}", j.task_id)),
+            );
+            jobs.extend(
+                self.fal
+                    .iter()
+                    .filter(|j| {
+                        (on_fal && Some(j.request_id.as_str()) == job)
+                            || (j.prompt.is_some() && j.prompt == prompt)
+                    })
+                    .map(|j| format!("fal {}", j.request_id)),
+            );
+            out.push((id.to_string(), jobs));
+        }
+        out
+    }
 }
 
 /// The summary's route line.

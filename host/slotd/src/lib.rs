@@ -1,11 +1,13 @@
 //! The `slotd` binary's commands that tests drive directly. The binary is the top of the
-//! workspace: the one place that may depend on the simulators and the test kit
-//! (docs/architecture.md).
+//! workspace: the one package that may depend on the simulators, through its default `demo`
+//! feature, which a release build leaves out (docs/architecture.md).
 //!
-//! - [`demo`]: `slotd demo`, the main job end to end against the simulators.
+//! - [`demo`]: `slotd demo`, the main job end to end against the simulators (the `slotd-demo`
+//!   crate, feature `demo`).
 //! - [`scaffold`]: `slotd plugin new`, a new handler project on the vendored SDK.
 //! - [`watch`]: `slotd task watch`, a task's live progress from its event stream.
 
-pub mod demo;
+#[cfg(feature = "demo")]
+pub use slotd_demo as demo;
 pub mod scaffold;
 pub mod watch;

@@ -37,6 +37,7 @@ enum Command {
     },
     /// The main job end to end: the Kling simulator, embedded slotd, both Kling handlers, a
     /// realistic mix of tasks from several tenants, live progress and a summary.
+    #[cfg(feature = "demo")]
     Demo(slotd::demo::DemoOptions),
     /// Apply database migrations and exit.
     Migrate,
@@ -51,6 +52,7 @@ enum Command {
         command: PluginCommand,
     },
     /// Provider simulators for tests, demos and benchmarks.
+    #[cfg(feature = "demo")]
     Sim {
         #[command(subcommand)]
         command: SimCommand,
@@ -84,6 +86,7 @@ struct CheckArgs {
     finalize_grace: std::time::Duration,
 }
 
+#[cfg(feature = "demo")]
 #[derive(Subcommand)]
 enum SimCommand {
     /// A Kling-compatible simulator (JWT auth, real paths and envelopes, 1303 at the limit).
@@ -440,6 +443,7 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             config.allow_unauthenticated |= allow_unauthenticated;
             slotd_server::run(config, shutdown_signal()).await
         }
+        #[cfg(feature = "demo")]
         Command::Demo(opts) => {
             // The demo draws progress bars on stdout: only warnings go to the log.
             if std::env::var_os("SLOTD_LOG").is_none() {
@@ -494,18 +498,21 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             init_tracing(false);
             plugin_replay(&file, &recording, json).await
         }
+        #[cfg(feature = "demo")]
         Command::Sim {
             command: SimCommand::Kling(opts),
         } => {
             init_tracing(false);
             slotd_sim::kling::serve(opts, shutdown_signal()).await
         }
+        #[cfg(feature = "demo")]
         Command::Sim {
             command: SimCommand::Runway(opts),
         } => {
             init_tracing(false);
             slotd_sim::runway::serve(opts, shutdown_signal()).await
         }
+        #[cfg(feature = "demo")]
         Command::Sim {
             command: SimCommand::Fal(opts),
         } => {
