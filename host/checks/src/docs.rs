@@ -63,10 +63,10 @@ impl Index {
         let mut out = Vec::new();
         for (line, span) in code_spans(text) {
             let problem = if looks_like_path(&span) {
-                (!self.path_exists(root, doc_dir, &span)).then(|| "no such file or directory")
+                (!self.path_exists(root, doc_dir, &span)).then_some("no such file or directory")
             } else if let Some(segments) = rust_path(&span) {
                 (self.ours.contains(&segments[0]) && !self.rust_path_exists(root, &segments))
-                    .then(|| "no such module or item")
+                    .then_some("no such module or item")
             } else {
                 None
             };

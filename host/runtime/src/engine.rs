@@ -18,6 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::SlotdHandler;
 use super::cache::Artifact;
+use super::host_impl::key_cache::KeyCache;
 use super::limiter::CallLimiter;
 use super::output::GuestOutput;
 use super::pool::{Pool, PoolSizing};
@@ -53,7 +54,7 @@ pub(crate) struct Shared {
     /// Whether stores are metered with fuel (see [`Shared::build`]).
     pub fuel: bool,
     /// Signing keys providers publish, kept between calls (`signing.verify-ed25519`).
-    pub keys: crate::host_impl::KeyCache,
+    pub keys: KeyCache,
     /// The instance's metrics registry (calls, faults, provider HTTP timings).
     pub metrics: slotd_core::telemetry::Metrics,
     /// Lives as long as anything can still call a handler (a `Handler` keeps `Shared`, and
@@ -68,7 +69,13 @@ impl Shared {
         handlers: BTreeMap<String, HandlerConfig>,
         tripped: tokio::sync::mpsc::UnboundedSender<Tripped>,
     ) -> anyhow::Result<Shared> {
-        Shared::assemble(limits, handlers, tripped, false, Some(PoolSizing::for_limits))
+        Shared::assemble(
+            limits,
+            handlers,
+            tripped,
+            false,
+            Some(PoolSizing::for_limits),
+        )
     }
 
     /// [`Shared::new`] on a pool of another shape (tests squeeze it).

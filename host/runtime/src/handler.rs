@@ -22,6 +22,7 @@ use super::checks::{checked_durations, checked_estimates, checked_limits};
 use super::convert;
 use super::engine::{CallState, CpuBudgetHit, DeadlineHit, Shared};
 use super::limiter::cap_message;
+use super::linked::{Export, Linked};
 use super::quarantine::{Health, Tripped};
 use super::tape::{self, CallRecord, Exchange, Redactor};
 use super::tape_json;
@@ -46,45 +47,6 @@ pub enum Allocator {
     Pooling,
     /// wasmtime's on-demand allocator: the component does not fit a pool slot.
     OnDemand,
-}
-
-/// A compiled component linked for one engine: its pre-instantiated form and where its optional
-/// exports live (export indices belong to one engine's copy of the component).
-pub(crate) struct Linked {
-    pub pre: SlotdHandlerPre<CallState>,
-    pub ext: Option<extensions::GuestIndices>,
-    pub cost: Option<costs::GuestIndices>,
-    pub prov: Option<provider::GuestIndices>,
-    pub route: Option<routes::GuestIndices>,
-}
-
-/// An optional export's indices, found in another engine's [`Linked`] copy of the component.
-pub(crate) trait Export: Sized {
-    fn of(linked: &Linked) -> Option<&Self>;
-}
-
-impl Export for extensions::GuestIndices {
-    fn of(linked: &Linked) -> Option<&Self> {
-        linked.ext.as_ref()
-    }
-}
-
-impl Export for costs::GuestIndices {
-    fn of(linked: &Linked) -> Option<&Self> {
-        linked.cost.as_ref()
-    }
-}
-
-impl Export for provider::GuestIndices {
-    fn of(linked: &Linked) -> Option<&Self> {
-        linked.prov.as_ref()
-    }
-}
-
-impl Export for routes::GuestIndices {
-    fn of(linked: &Linked) -> Option<&Self> {
-        linked.route.as_ref()
-    }
 }
 
 /// Where one call runs: on the handler's own engine (holding a pool permit when that is the
@@ -372,7 +334,7 @@ impl Handler {
                     tokio::task::spawn_blocking(move || super::cache::rehome(&component, &engine))
                         .await
                         .context("the task mapping the component on demand did not finish")??;
-                super::load::link(&self.shared.on_demand_linker, &moved)
+                super::linked::link(&self.shared.on_demand_linker, &moved)
             })
             .await
     }

@@ -11,6 +11,7 @@
 //!   setup.
 //! - `pool.rs`: the instance pool's shape, derived from `[limits]`, and its call permits.
 //! - `host_impl/`: the imports a guest sees.
+//! - `linked.rs`: a component linked for one engine, with its optional exports found.
 //! - `handler.rs`: [`Handler`], a loaded component with typed async calls.
 //! - `registry.rs`: [`Registry`], the current set of handlers behind an `ArcSwap`.
 //! - `ownership.rs`: which file may serve a handler name (first come, or pinned by config).
@@ -304,6 +305,7 @@ mod host_impl;
 #[cfg(test)]
 mod kling_tests;
 mod limiter;
+mod linked;
 mod load;
 mod output;
 mod ownership;

@@ -10,15 +10,14 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 
-use super::bindings::{
-    ACCEPTED_MAJOR, COSTS_INTERFACE, EXTENSIONS_INTERFACE, HANDLER_INTERFACE, PACKAGE,
-    PROVIDER_INTERFACE, ROUTES_INTERFACE, SlotdHandlerPre, costs, extensions, provider, routes,
-};
+use super::bindings::{ACCEPTED_MAJOR, HANDLER_INTERFACE, PACKAGE, SlotdHandlerPre};
 use super::cache::Artifact;
-use super::engine::{CallState, Placed, Shared};
-use super::handler::Linked;
+use super::engine::{Placed, Shared};
+use super::linked::{
+    Linked, cost_indices, extension_indices, link, major, provider_indices, route_indices,
+};
 use super::{Handler, HandlerInfo, Runtime, StagePool};
 
 impl Runtime {
@@ -143,29 +142,6 @@ fn precompile(shared: &Shared, bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
         .context("not a valid WebAssembly component")
 }
 
-/// Link a component with `linker` (of the component's engine): pre-instantiate it and find its
-/// exports, the required ones and the optional ones of later 1.x minors.
-pub(crate) fn link(linker: &Linker<CallState>, component: &Component) -> anyhow::Result<Linked> {
-    let pre = linker
-        .instantiate_pre(component)
-        .map_err(|e| anyhow!("{e:#}"))
-        .context("linking its imports (only WASI and slotd:handler@1 are provided)")?;
-    let ext = extension_indices(&pre)?;
-    let cost = cost_indices(&pre)?;
-    let prov = provider_indices(&pre)?;
-    let route = route_indices(&pre)?;
-    let pre = SlotdHandlerPre::new(pre)
-        .map_err(|e| anyhow!("{e:#}"))
-        .context("finding the handler exports")?;
-    Ok(Linked {
-        pre,
-        ext,
-        cost,
-        prov,
-        route,
-    })
-}
-
 /// The content hash that names a version of a handler file.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -186,81 +162,6 @@ fn check_header(bytes: &[u8]) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The major version in a name like `slotd:handler/handler@1.0.0`, if versioned.
-fn major(name: &str) -> Option<&str> {
-    name.split_once('@')
-        .map(|(_, v)| v.split('.').next().unwrap_or(v))
-}
-
-/// The name under which the component exports `interface` in a version of the accepted major
-/// (`slotd:handler/extensions@1.1.0`, `…@1.2.0`, …), if it does. The lookup is by the
-/// component's own name, so any 1.x minor that has the interface is found, whatever minor the
-/// host binds.
-fn export_of<T: 'static>(
-    pre: &wasmtime::component::InstancePre<T>,
-    interface: &str,
-) -> Option<String> {
-    let component = pre.component();
-    let ty = component.component_type();
-    let prefix = format!("{interface}@");
-    ty.exports(component.engine())
-        .map(|(name, _)| name)
-        .find(|name| name.starts_with(&prefix) && major(name) == Some(ACCEPTED_MAJOR))
-        .map(str::to_string)
-}
-
-/// The `extensions` export of a 1.1 (or later 1.x) component, if it has one.
-pub(crate) fn extension_indices<T: 'static>(
-    pre: &wasmtime::component::InstancePre<T>,
-) -> anyhow::Result<Option<extensions::GuestIndices>> {
-    let Some(name) = export_of(pre, EXTENSIONS_INTERFACE) else {
-        return Ok(None);
-    };
-    extensions::GuestIndices::new(pre)
-        .map(Some)
-        .map_err(|e| anyhow!("{e:#}"))
-        .with_context(|| format!("finding the extensions export ({name})"))
-}
-
-/// The `costs` export of a 1.2 (or later 1.x) component, if it has one.
-pub(crate) fn cost_indices<T: 'static>(
-    pre: &wasmtime::component::InstancePre<T>,
-) -> anyhow::Result<Option<costs::GuestIndices>> {
-    let Some(name) = export_of(pre, COSTS_INTERFACE) else {
-        return Ok(None);
-    };
-    costs::GuestIndices::new(pre)
-        .map(Some)
-        .map_err(|e| anyhow!("{e:#}"))
-        .with_context(|| format!("finding the costs export ({name})"))
-}
-
-/// The `provider` export of a 1.3 (or later 1.x) component, if it has one.
-pub(crate) fn provider_indices<T: 'static>(
-    pre: &wasmtime::component::InstancePre<T>,
-) -> anyhow::Result<Option<provider::GuestIndices>> {
-    let Some(name) = export_of(pre, PROVIDER_INTERFACE) else {
-        return Ok(None);
-    };
-    provider::GuestIndices::new(pre)
-        .map(Some)
-        .map_err(|e| anyhow!("{e:#}"))
-        .with_context(|| format!("finding the provider export ({name})"))
-}
-
-/// The `routes` export of a 1.5 (or later 1.x) component, if it has one.
-pub(crate) fn route_indices<T: 'static>(
-    pre: &wasmtime::component::InstancePre<T>,
-) -> anyhow::Result<Option<routes::GuestIndices>> {
-    let Some(name) = export_of(pre, ROUTES_INTERFACE) else {
-        return Ok(None);
-    };
-    routes::GuestIndices::new(pre)
-        .map(Some)
-        .map_err(|e| anyhow!("{e:#}"))
-        .with_context(|| format!("finding the routes export ({name})"))
 }
 
 /// Read a 1.1 component's features and, when it routes, its stage pools (with only its plain

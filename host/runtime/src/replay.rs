@@ -87,7 +87,7 @@ pub async fn replay(wasm: &Path, recording: &Path) -> anyhow::Result<ReplayRepor
         .instantiate_pre(&component)
         .map_err(|e| anyhow!("{e:#}"))
         .context("linking the component's imports")?;
-    let ext = super::load::extension_indices(&pre)?;
+    let ext = super::linked::extension_indices(&pre)?;
     let pre = SlotdHandlerPre::new(pre).map_err(|e| anyhow!("{e:#}"))?;
     let mut calls = Vec::with_capacity(records.len());
     for (i, record) in records.iter().enumerate() {

@@ -18,6 +18,13 @@ pub struct ProviderError {
     pub message: String,
 }
 
+impl ProviderError {
+    /// The error as a unit's `error` column holds it (JSON; `{}` if it cannot be written).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
 /// What a handler says happened to one unit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -12,9 +12,9 @@ pub use change::{
     ProviderQueue, UnitView, validate,
 };
 pub use routing::{
-    TargetUnit, ROUTE_POOL_PREFIX, ROUTE_STAGE, Refusal, RouteOption, SHOT_FIELDS, ShotError,
+    ROUTE_POOL_PREFIX, ROUTE_STAGE, Refusal, RouteOption, SHOT_FIELDS, ShotError, TargetUnit,
     UnitRouting, canonical_shots, route_of_pool, route_pool,
 };
 pub use status::{UnitStatus, UnknownStatus};
-pub use task::{TaskStatus, UnitCounts};
+pub use task::{TaskStatus, TaskTerms, UnitCounts};
 pub use unit::{FINALIZE_PARKED_AT, NO_DEADLINE, Unit, UnitTerms, idempotency_key};

@@ -163,6 +163,22 @@ impl UnitCounts {
     }
 }
 
+/// A task's deadline terms (request body `deadline`, `start_by`, `deadline_policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskTerms {
+    pub deadline_at: Option<i64>,
+    pub start_by: Option<i64>,
+    /// `deadline_policy: best_effort`.
+    pub best_effort: bool,
+}
+
+impl TaskTerms {
+    /// Neither a deadline nor a start-by time.
+    pub fn is_empty(&self) -> bool {
+        self.deadline_at.is_none() && self.start_by.is_none()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

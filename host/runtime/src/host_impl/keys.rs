@@ -13,15 +13,13 @@
 //! A recording call (`[handlers.X] record`) always fetches, so the recording holds the keys
 //! and a replay verifies against the same answer.
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::{Signature, VerifyingKey};
-use parking_lot::Mutex;
 
+use super::key_cache::KeySet;
 use crate::bindings::http::{HttpError, Request, Response};
 use crate::engine::CallState;
 
@@ -29,27 +27,6 @@ use crate::engine::CallState;
 pub(crate) const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// The shortest time between two reads of one key set.
 pub(crate) const REFETCH_GAP: Duration = Duration::from_secs(60);
-
-/// Key sets fetched so far, by handler and URL.
-#[derive(Default)]
-pub(crate) struct KeyCache {
-    sets: Mutex<HashMap<(Arc<str>, String), KeySet>>,
-}
-
-#[derive(Clone)]
-struct KeySet {
-    keys: Vec<VerifyingKey>,
-    fetched: Instant,
-    max_age: Duration,
-}
-
-impl KeySet {
-    fn any_verifies(&self, message: &[u8], signature: &Signature) -> bool {
-        self.keys
-            .iter()
-            .any(|k| k.verify_strict(message, signature).is_ok())
-    }
-}
 
 impl CallState {
     /// The host side of `signing.verify-ed25519`.
@@ -70,7 +47,7 @@ impl CallState {
         let kept = if self.tape.is_some() {
             None
         } else {
-            self.shared.keys.sets.lock().get(&id).cloned()
+            self.shared.keys.get(&id)
         };
         if let Some(set) = &kept {
             let age = set.fetched.elapsed();
@@ -93,7 +70,7 @@ impl CallState {
             }
         };
         let verified = fresh.any_verifies(&message, &signature);
-        self.shared.keys.sets.lock().insert(id, fresh);
+        self.shared.keys.insert(id, fresh);
         Ok(verified)
     }
 

@@ -4,12 +4,11 @@
 
 mod config;
 mod http;
+pub(crate) mod key_cache;
 mod keys;
 mod log;
 mod observe;
 mod signing;
-
-pub(crate) use keys::KeyCache;
 
 use super::bindings::types;
 use super::engine::CallState;

@@ -70,7 +70,12 @@ pub(super) async fn estimate(
         .iter()
         .find(|u| u.pool == standing.pool && !u.status.is_terminal())
     {
-        crate::pool_state::durations::ask_unknown(services, &[u.into()]).await;
+        crate::pool_state::durations::ask_unknown(
+            &services.durations,
+            &services.registry,
+            &[u.into()],
+        )
+        .await;
     }
     let Some(pool) = services.durations.pool_distribution(&standing.pool) else {
         return Ok((queue_position, None));

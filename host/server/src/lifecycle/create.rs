@@ -88,7 +88,8 @@ pub async fn create_task(
             spec: &u.spec,
         })
         .collect();
-    crate::pool_state::durations::ask_unknown(services, &kinds).await;
+    crate::pool_state::durations::ask_unknown(&services.durations, &services.registry, &kinds)
+        .await;
     let mut follow = FollowUps::default();
     for u in &units {
         follow.wake_pool(&u.pool);

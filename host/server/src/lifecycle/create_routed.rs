@@ -92,7 +92,8 @@ pub async fn create_routed_task(
             spec: &p.spec,
         })
         .collect();
-    crate::pool_state::durations::ask_unknown(services, &kinds).await;
+    crate::pool_state::durations::ask_unknown(&services.durations, &services.registry, &kinds)
+        .await;
     store_task(services, tenant, name, request, units, follow, now).await
 }
 

@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 
 use slotd_core::model::Unit;
+use slotd_runtime::Registry;
 
 /// Completions kept per class.
 pub const KEEP: usize = 256;
@@ -352,8 +353,7 @@ impl<'a> From<&'a Unit> for UnitKind<'a> {
 /// planned, and by the deadline sweep and the ETA for units a process did not plan (a restart,
 /// a scheduler beside an API process), so the guest call is made once per class, not per
 /// task. Only units in their task type's first stage: a statement is about the first stage.
-pub async fn ask_unknown(services: &crate::services::Services, units: &[UnitKind<'_>]) {
-    let durations = &services.durations;
+pub async fn ask_unknown(durations: &Durations, registry: &Registry, units: &[UnitKind<'_>]) {
     let mut by_type: HashMap<&str, Vec<(UnitKind<'_>, String)>> = HashMap::new();
     for u in units {
         let class = class_of_parts(u.task_type, u.stage, u.spec);
@@ -367,7 +367,7 @@ pub async fn ask_unknown(services: &crate::services::Services, units: &[UnitKind
         }
     }
     for (task_type, list) in by_type {
-        let Some(h) = services.registry.for_type(task_type) else {
+        let Some(h) = registry.for_type(task_type) else {
             continue;
         };
         let first = h

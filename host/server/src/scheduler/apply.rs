@@ -62,10 +62,6 @@ pub struct Decided {
     pub provider_queued: usize,
 }
 
-pub(super) fn error_json(e: &ProviderError) -> String {
-    serde_json::to_string(e).unwrap_or_else(|_| "{}".into())
-}
-
 /// Map validated changes to updates. `units` are the units the handler was given.
 /// The error code of a `retry-after` that means "the provider did not answer in time" (WIT
 /// `outcome.retry-after`): it spends no retry budget.
@@ -313,7 +309,7 @@ fn account_update(
     } else {
         format!("account {account}")
     };
-    u.error = Field::Set(error_json(error));
+    u.error = Field::Set(error.to_json());
     if unit.provider_job_id.is_none() && !in_doubt {
         u.to = Some(UnitStatus::Pending);
         u.submitted_at = Field::Clear;
@@ -492,7 +488,7 @@ fn update_for(
             u.next_at = Some(now + retry_delay_ms(cfg, unit.attempts.saturating_add(1), after_ms));
             u.detail =
                 Some("provider did not answer in time; retried, no retry budget spent".into());
-            u.error = Field::Set(error_json(&error));
+            u.error = Field::Set(error.to_json());
         }
         Outcome::RetryAfter { after_ms, error }
             if error.code.as_deref() == Some(super::route_back::NOT_CREATED_CODE)
@@ -502,7 +498,7 @@ fn update_for(
             // pending after the backoff (a routed unit to its route), no lookup needed.
             let attempts = unit.attempts.saturating_add(1);
             u.attempts = Some(attempts);
-            u.error = Field::Set(error_json(&error));
+            u.error = Field::Set(error.to_json());
             if attempts > cfg.retry_budget {
                 u.to = Some(UnitStatus::Failed);
                 u.detail = Some(format!("retry budget of {} spent", cfg.retry_budget));
@@ -522,7 +518,7 @@ fn update_for(
             if attempts > cfg.retry_budget {
                 u.to = Some(UnitStatus::Failed);
                 u.detail = Some(format!("retry budget of {} spent", cfg.retry_budget));
-                u.error = Field::Set(error_json(&error));
+                u.error = Field::Set(error.to_json());
             } else {
                 // The unit keeps its slot: a transient error on submit may still have created
                 // the job, so the next call sees it `in-doubt` and looks it up by key first.
@@ -532,13 +528,13 @@ fn update_for(
                     "transient error, retry {attempts}/{}",
                     cfg.retry_budget
                 ));
-                u.error = Field::Set(error_json(&error));
+                u.error = Field::Set(error.to_json());
             }
         }
         Outcome::Fail { error } => {
             u.to = Some(UnitStatus::Failed);
             u.detail = Some("provider job failed".into());
-            u.error = Field::Set(error_json(&error));
+            u.error = Field::Set(error.to_json());
         }
     }
     u
@@ -570,7 +566,7 @@ pub fn fault_updates(
                 unit_id: unit.id.clone(),
                 from: Some(unit.status),
                 from_stage: Some(unit.stage.clone()),
-                error: Field::Set(error_json(&error)),
+                error: Field::Set(error.to_json()),
                 to: Some(unit.status),
                 detail: Some(message.clone()),
                 ..UnitUpdate::default()
@@ -627,7 +623,7 @@ pub fn expire_stage_deadline<T>(
             from: Some(unit.status),
             from_stage: Some(unit.stage.clone()),
             to: Some(UnitStatus::Failed),
-            error: Field::Set(error_json(&error)),
+            error: Field::Set(error.to_json()),
             detail: Some(message),
             ..UnitUpdate::default()
         };
@@ -645,3 +641,7 @@ pub(crate) mod tests;
 #[cfg(test)]
 #[path = "apply_golden_tests.rs"]
 mod golden_tests;
+
+#[cfg(test)]
+#[path = "route_back_tests.rs"]
+mod route_back_tests;

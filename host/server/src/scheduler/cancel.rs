@@ -15,7 +15,6 @@ use slotd_runtime::{BatchUnit, CancelChange, CancelOutcome, Handler, HandlerFaul
 use slotd_store::{Field, UnitUpdate};
 
 use super::Scheduler;
-use super::apply::error_json;
 use super::policy::{poll_delay_ms, retry_delay_ms};
 
 /// Split `units` into those the handler's `cancel` handles and the rest (for `tick`). A unit
@@ -125,7 +124,7 @@ pub(crate) fn cancel_updates(
                 CancelOutcome::RetryAfter { after_ms, error } => {
                     u.polls = Some(polls);
                     u.next_at = Some(now + retry_delay_ms(cfg, polls, after_ms));
-                    u.error = Field::Set(error_json(&error));
+                    u.error = Field::Set(error.to_json());
                     u.detail = Some("cancel could not be asked; retried, slot held".into());
                 }
             }

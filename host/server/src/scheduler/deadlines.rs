@@ -149,7 +149,7 @@ impl Scheduler {
             return Ok(());
         }
         let kinds: Vec<_> = units.iter().map(Into::into).collect();
-        crate::pool_state::durations::ask_unknown(s, &kinds).await;
+        crate::pool_state::durations::ask_unknown(&s.durations, &s.registry, &kinds).await;
         let slots = self.effective_max(pool, limit).max(1);
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
         let used: u32 = self.slots_used_many(&keys).await?.iter().sum();

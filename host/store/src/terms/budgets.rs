@@ -131,6 +131,8 @@ pub(crate) fn budgeted(grants: &[Grant]) -> bool {
 }
 
 on_both_drivers! {
+    use each crate::terms::spend as spend_db;
+
     /// The budget check of a submit marker, in its transaction: which grants fit their
     /// tenant's budget and their pool's and account's spend (in order; once a tenant's or a
     /// scope's grant does not fit, its later grants wait too, so its units keep their FIFO

@@ -6,21 +6,6 @@ use super::corrupt;
 use crate::StoreResult;
 use crate::shared::on_both_drivers;
 
-/// A task's deadline terms (request body `deadline`, `start_by`, `deadline_policy`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TaskTerms {
-    pub deadline_at: Option<i64>,
-    pub start_by: Option<i64>,
-    /// `deadline_policy: best_effort`.
-    pub best_effort: bool,
-}
-
-impl TaskTerms {
-    pub fn is_empty(&self) -> bool {
-        self.deadline_at.is_none() && self.start_by.is_none()
-    }
-}
-
 /// Pending units of one (priority, tenant) group of a pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingGroup {

@@ -15,8 +15,11 @@ pub(crate) use accounts::{by_account, marked};
 pub use budgets::{Budget, Settle, Usage, parse_cost, period_start};
 pub(crate) use budgets::{Checked, budgeted, may_settle, settlements};
 pub use creates::Create;
-pub use deadlines::{PendingGroup, TaskTerms};
+pub use deadlines::PendingGroup;
 pub use routes::Bind;
+/// A task's deadline terms, a model type (`slotd_core::model`), under the name the store's
+/// task records have always given it.
+pub use slotd_core::model::TaskTerms;
 pub use spend::{SpendLimit, SpendScope, SpendTerms};
 
 use crate::StoreError;
