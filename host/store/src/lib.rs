@@ -33,7 +33,6 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 pub use events::{BadCursor, EventCursor, EventScope};
-pub(crate) use shared::tenant_scope;
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{
     Bind, Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms,

@@ -34,7 +34,13 @@ macro_rules! impl_task_store {
             }
 
             async fn task_get(&self, tenant: &str, id: &str) -> StoreResult<Option<TaskRecord>> {
-                tasks::task_get(self.reader(), tenant, id).await
+                let Some(task) = shared::task_row(self.reader(), tenant, id).await? else {
+                    return Ok(None);
+                };
+                let mut tasks = [task];
+                tasks::counts_for(self.reader(), &mut tasks).await?;
+                let [task] = tasks;
+                Ok(Some(task))
             }
 
             async fn task_units(&self, task_id: &str) -> StoreResult<Vec<Unit>> {
@@ -42,7 +48,7 @@ macro_rules! impl_task_store {
             }
 
             async fn task_list(&self, tenant: &str, filter: &TaskFilter) -> StoreResult<TaskPage> {
-                tasks::task_list(self.reader(), Some(tenant), filter).await
+                self.task_list_any(Some(tenant), filter).await
             }
 
             async fn task_list_any(
@@ -50,7 +56,9 @@ macro_rules! impl_task_store {
                 tenant: Option<&str>,
                 filter: &TaskFilter,
             ) -> StoreResult<TaskPage> {
-                tasks::task_list(self.reader(), tenant, filter).await
+                let mut page = shared::task_page(self.reader(), tenant, filter).await?;
+                tasks::counts_for(self.reader(), &mut page.tasks).await?;
+                Ok(page)
             }
 
             async fn task_tenant(&self, id: &str) -> StoreResult<Option<String>> {

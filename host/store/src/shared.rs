@@ -15,8 +15,9 @@
 use sqlx::Row;
 
 use crate::{
-    Fence, HandlerVersionRow, PoolStatusCount, QueueStanding, SlotEvent, SlotHolder, SlotLog,
-    StoreError, StoreResult, TaskRecord, UnitEvent,
+    Fence, HandlerVersionRow, LIST_LIMIT_DEFAULT, NewTask, PAGE_ROWS_MAX, PoolStatusCount,
+    QueueStanding, SlotEvent, SlotHolder, SlotLog, StoreError, StoreResult, TaskFilter, TaskPage,
+    TaskRecord, UnitEvent,
 };
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 
@@ -136,9 +137,11 @@ fn fence_raise_sql(greatest: &str) -> String {
 }
 
 /// Compile the items once per driver (see the module documentation for the names that
-/// differ).
+/// differ). A block that calls the statements of another shared module on the same driver
+/// starts with `use each <that module> as <name>;`: `name` is its `sqlite` module in the
+/// SQLite copy and its `postgres` module in the PostgreSQL one.
 macro_rules! on_both_drivers {
-    ($($item:item)*) => {
+    (@with [$($sqlite:tt)*] [$($postgres:tt)*] $($item:item)*) => {
         /// The shared statements on SQLite.
         pub(crate) mod sqlite {
             // `Count` is `i64` here: widening it to `i64` is a no-op on this driver only.
@@ -151,9 +154,7 @@ macro_rules! on_both_drivers {
             const GREATEST: &str = "MAX";
             /// SQLite has one writer at a time: a transaction needs no lock of its own.
             const ADVISORY_LOCK: Option<&str> = None;
-            /// The spend statements of the same driver (the marker's budget check sums them).
-            #[allow(unused_imports)]
-            use crate::terms::spend::sqlite as spend_db;
+            $($sqlite)*
             $($item)*
         }
         /// The shared statements on PostgreSQL.
@@ -167,10 +168,18 @@ macro_rules! on_both_drivers {
             const GREATEST: &str = "GREATEST";
             /// Serializes transactions that name the same text (`$1`) until they end.
             const ADVISORY_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");
-            #[allow(unused_imports)]
-            use crate::terms::spend::postgres as spend_db;
+            $($postgres)*
             $($item)*
         }
+    };
+    (use each $($module:ident)::+ as $name:ident; $($item:item)*) => {
+        on_both_drivers! {
+            @with [use $($module)::+::sqlite as $name;] [use $($module)::+::postgres as $name;]
+            $($item)*
+        }
+    };
+    ($($item:item)*) => {
+        on_both_drivers! { @with [] [] $($item)* }
     };
 }
 
@@ -245,7 +254,7 @@ on_both_drivers! {
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,
             counts: UnitCounts::default(),
-            terms: crate::TaskTerms {
+            terms: slotd_core::model::TaskTerms {
                 deadline_at: row.try_get("deadline_at")?,
                 start_by: row.try_get("start_by")?,
                 best_effort: row
@@ -254,6 +263,86 @@ on_both_drivers! {
             },
         };
         Ok((seq, task))
+    }
+
+    /// The tenant's task `id`, its unit counts not yet read (each driver reads them: a list
+    /// parameter).
+    pub(crate) async fn task_row(
+        pool: &Pool,
+        tenant: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TASK_COLS} FROM tasks WHERE id = $1 AND tenant = $2"
+        ))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(pool)
+        .await?;
+        row.map(|row| task_from_row(&row).map(|(_, task)| task))
+            .transpose()
+    }
+
+    /// A page of tasks, newest first by `seq`, their unit counts not yet read. `filter.limit`
+    /// 0 means [`LIST_LIMIT_DEFAULT`]; it is capped at [`PAGE_ROWS_MAX`]. One row more than the
+    /// page is read to know whether a next page exists. `tenant` `None`: every tenant's (see
+    /// [`tenant_scope`] for why two texts).
+    pub(crate) async fn task_page(
+        pool: &Pool,
+        tenant: Option<&str>,
+        filter: &TaskFilter,
+    ) -> StoreResult<TaskPage> {
+        let limit = match filter.limit {
+            0 => LIST_LIMIT_DEFAULT,
+            n => n.min(PAGE_ROWS_MAX),
+        };
+        let scope = tenant_scope(tenant);
+        let rows: Vec<DbRow> = sqlx::query(&format!(
+            "SELECT {TASK_COLS} FROM tasks \
+             WHERE {scope} \
+               AND (CAST($2 AS TEXT) IS NULL OR type = $2) \
+               AND (CAST($3 AS BIGINT) IS NULL OR seq < $3) \
+               AND (CAST($4 AS TEXT) IS NULL OR EXISTS \
+                    (SELECT 1 FROM units WHERE units.task_id = tasks.id AND units.status = $4)) \
+             ORDER BY seq DESC LIMIT $5"
+        ))
+        .bind(tenant)
+        .bind(&filter.task_type)
+        .bind(filter.before)
+        .bind(filter.unit_status.map(UnitStatus::as_str))
+        .bind(i64::from(limit) + 1)
+        .fetch_all(pool)
+        .await?;
+        let mut tasks = Vec::with_capacity(rows.len());
+        let mut last_seq = None;
+        for row in rows.iter().take(limit as usize) {
+            let (seq, task) = task_from_row(row)?;
+            last_seq = Some(seq);
+            tasks.push(task);
+        }
+        let next = if rows.len() > limit as usize {
+            last_seq
+        } else {
+            None
+        };
+        Ok(TaskPage { tasks, next })
+    }
+
+    /// The task holding `task`'s idempotency key for its tenant: a batch create did not store
+    /// `task` because the key was taken. Not finding one is an error (the insert said taken).
+    pub(crate) async fn task_holding_key(conn: &mut Conn, task: &NewTask) -> StoreResult<String> {
+        let existing: Option<String> =
+            sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
+                .bind(&task.tenant)
+                .bind(&task.idempotency_key)
+                .fetch_optional(&mut *conn)
+                .await?;
+        existing.ok_or_else(|| {
+            StoreError::Other(format!(
+                "task {} was not stored and no task holds its idempotency key",
+                task.id
+            ))
+        })
     }
 
     /// A task's units in index order.

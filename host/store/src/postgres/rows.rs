@@ -4,8 +4,8 @@
 
 use slotd_core::model::Unit;
 
-pub(super) use crate::shared::postgres::{task_from_row, unit_from_row, units_from_rows};
-pub(super) use crate::shared::{TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, parse_status};
+pub(super) use crate::shared::postgres::{unit_from_row, units_from_rows};
+pub(super) use crate::shared::{TERMINAL_SQL, UNIT_COLS, add_count, parse_status};
 
 /// [`UNIT_COLS`] qualified with `units.`, for statements that join other relations with
 /// columns of the same names (`RETURNING` of an `UPDATE … FROM`).

@@ -7,14 +7,11 @@
 
 use std::collections::HashMap;
 
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::PgPool;
 use sqlx::{Postgres, Row, Transaction};
 
-use super::rows::{TASK_COLS, TERMINAL_SQL, add_count, parse_status, task_from_row};
-use crate::{
-    CANCEL_WAIT_DETAIL, Cancelled, Created, LIST_LIMIT_DEFAULT, NewTask, PAGE_ROWS_MAX, StoreError,
-    StoreResult, TaskFilter, TaskPage, TaskRecord,
-};
+use super::rows::{TERMINAL_SQL, add_count, parse_status};
+use crate::{CANCEL_WAIT_DETAIL, Cancelled, Created, NewTask, StoreError, StoreResult, TaskRecord};
 use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 
 /// The task rows of a batch (parallel arrays, in order, so their `seq` ascends in batch order).
@@ -151,18 +148,9 @@ pub(super) async fn task_create_batch(
             out.push(Created::New(task.id.clone()));
             continue;
         }
-        let existing: Option<String> =
-            sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
-                .bind(&task.tenant)
-                .bind(&task.idempotency_key)
-                .fetch_optional(&mut *tx)
-                .await?;
-        out.push(Created::Existing(existing.ok_or_else(|| {
-            StoreError::Other(format!(
-                "task {} was not stored and no task holds its idempotency key",
-                task.id
-            ))
-        })?));
+        out.push(Created::Existing(
+            crate::shared::postgres::task_holding_key(&mut tx, task).await?,
+        ));
     }
     let new: Vec<&NewTask> = tasks.iter().filter(|t| seqs.contains_key(&t.id)).collect();
     crate::terms::deadlines::postgres::write_terms(&mut tx, &new).await?;
@@ -171,7 +159,7 @@ pub(super) async fn task_create_batch(
 }
 
 /// Unit counts by status for each task, in one grouped query.
-async fn counts_for(pool: &PgPool, tasks: &mut [TaskRecord]) -> StoreResult<()> {
+pub(super) async fn counts_for(pool: &PgPool, tasks: &mut [TaskRecord]) -> StoreResult<()> {
     if tasks.is_empty() {
         return Ok(());
     }
@@ -195,71 +183,6 @@ async fn counts_for(pool: &PgPool, tasks: &mut [TaskRecord]) -> StoreResult<()> 
         }
     }
     Ok(())
-}
-
-pub(super) async fn task_get(
-    pool: &PgPool,
-    tenant: &str,
-    id: &str,
-) -> StoreResult<Option<TaskRecord>> {
-    let row = sqlx::query(&format!(
-        "SELECT {TASK_COLS} FROM tasks WHERE id = $1 AND tenant = $2"
-    ))
-    .bind(id)
-    .bind(tenant)
-    .fetch_optional(pool)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let (_, task) = task_from_row(&row)?;
-    let mut tasks = [task];
-    counts_for(pool, &mut tasks).await?;
-    let [task] = tasks;
-    Ok(Some(task))
-}
-
-/// Newest first by `seq`, limits as in the SQLite store; one row more than the page is read
-/// to know whether a next page exists.
-/// `tenant` `None`: every tenant's (see `shared::tenant_scope` for why two texts).
-pub(super) async fn task_list(
-    pool: &PgPool,
-    tenant: Option<&str>,
-    filter: &TaskFilter,
-) -> StoreResult<TaskPage> {
-    let limit = match filter.limit {
-        0 => LIST_LIMIT_DEFAULT,
-        n => n.min(PAGE_ROWS_MAX),
-    };
-    let scope = crate::tenant_scope(tenant);
-    let rows: Vec<PgRow> = sqlx::query(&format!(
-        "SELECT {TASK_COLS} FROM tasks \
-         WHERE {scope} \
-           AND ($2::text IS NULL OR type = $2) \
-           AND ($3::bigint IS NULL OR seq < $3) \
-           AND ($4::text IS NULL OR EXISTS \
-                (SELECT 1 FROM units WHERE units.task_id = tasks.id AND units.status = $4)) \
-         ORDER BY seq DESC LIMIT $5"
-    ))
-    .bind(tenant)
-    .bind(&filter.task_type)
-    .bind(filter.before)
-    .bind(filter.unit_status.map(UnitStatus::as_str))
-    .bind(i64::from(limit) + 1)
-    .fetch_all(pool)
-    .await?;
-    let mut page = Vec::with_capacity(rows.len());
-    let mut last_seq = None;
-    for row in rows.iter().take(limit as usize) {
-        let (seq, task) = task_from_row(row)?;
-        last_seq = Some(seq);
-        page.push(task);
-    }
-    let next = if rows.len() > limit as usize {
-        last_seq
-    } else {
-        None
-    };
-    counts_for(pool, &mut page).await?;
-    Ok(TaskPage { tasks: page, next })
 }
 
 /// Lock the tenant's task row (so the answer holds for the transaction), or `false`.

@@ -10,10 +10,8 @@ use serde::Serialize;
 use crate::{StoreError, StoreResult};
 use slotd_core::model::Unit;
 
-pub(super) use crate::shared::sqlite::{task_from_row, unit_from_row, units_from_rows};
-pub(super) use crate::shared::{
-    TASK_COLS, TERMINAL_SQL, UNIT_COLS, add_count, counter, parse_status,
-};
+pub(super) use crate::shared::sqlite::{unit_from_row, units_from_rows};
+pub(super) use crate::shared::{TERMINAL_SQL, UNIT_COLS, add_count, counter, parse_status};
 
 /// [`UNIT_COLS`] as one JSON array per unit, for batch reads answered as a single JSON text
 /// (`json_group_array(…)`): one row out of SQLite instead of one per unit, each decoded column
