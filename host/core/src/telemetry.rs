@@ -341,7 +341,7 @@ pub const SERIES: &[Series] = &[
 ];
 
 /// Series renamed (old name → new name): provider callbacks and completion webhooks each got
-/// a name of their own (issue 40). docs/metrics.md lists them for dashboards and alerts.
+/// a name of their own. docs/metrics.md lists them for dashboards and alerts.
 pub const RENAMED: &[(&str, &str)] = &[
     ("slotd_callbacks_total", "slotd_provider_callbacks_total"),
     (
