@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::error::{FalError, REQUEST_ID_HEADER, TIMEOUT_TYPE_HEADER};
-use super::plan::{FailureKind, Plan, Spec};
+use super::fate::{FailureKind, Fate, Spec};
 use super::queue::Priority;
 use crate::files::file_len;
 
@@ -78,7 +78,7 @@ pub(crate) struct Job {
     /// `X-Fal-Store-IO` (history payloads are kept only when true).
     pub store_io: bool,
     pub spec: Spec,
-    pub plan: Plan,
+    pub fate: Fate,
     pub price_usd: f64,
     /// What it will end with if it runs to its end.
     pub planned: Outcome,

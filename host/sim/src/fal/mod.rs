@@ -16,7 +16,7 @@
 //!   driven by the caller's clock; `drive` brings it to now event by event and runs the
 //!   driver task; the simulators' clock ([`crate`]'s `clock`) maps its milliseconds to
 //!   wall-clock and simulated time.
-//! - `plan`: each request's drawn timing, failure and price; `job`: one request and how it
+//! - `fate`: each request's drawn timing, failure and price; `job`: one request and how it
 //!   looks on the wire.
 //! - `auth`, `submit` (the submit checks in the contract's order), `routes`, `history`,
 //!   `error` (fal's error shapes and ingress pages).
@@ -31,10 +31,10 @@ mod auth;
 mod deliver;
 mod drive;
 mod error;
+mod fate;
 mod history;
 mod job;
 mod options;
-mod plan;
 pub mod queue;
 mod reads;
 mod routes;
@@ -52,11 +52,11 @@ use std::future::Future;
 use serde_json::Value;
 
 pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
+pub use fate::FailureKind;
 pub use options::{
     ACCOUNT_DEFAULT, CONCURRENCY_DEFAULT, FalOptions, KEY_DEFAULT, KeySpec, LISTEN_DEFAULT, LostAs,
     NamedLimit, TIME_SCALE_DEFAULT,
 };
-pub use plan::FailureKind;
 pub use stats::{FalAccountStats, FalFaultStats, FalJob, FalStats};
 
 use state::Sim;

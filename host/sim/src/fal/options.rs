@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use super::plan::FailureKind;
+use super::fate::FailureKind;
 use super::schema::schema_of;
 pub use crate::options::{SEED_DEFAULT, SLOW_MS_DEFAULT, TIME_SCALE_DEFAULT};
 

@@ -66,7 +66,7 @@ pub struct Shared {
 
 pub(crate) struct Inner {
     /// Request ids, timings, outcomes.
-    pub plan_rng: StdRng,
+    pub fate_rng: StdRng,
     /// Submit faults, a stream of its own: submit n's faults depend on the seed and n only.
     pub submit_rng: StdRng,
     /// Read faults (status, result, cancel).
@@ -123,7 +123,7 @@ impl Sim {
         }
         let seed = opts.seed;
         let inner = Inner {
-            plan_rng: StdRng::seed_from_u64(seed),
+            fate_rng: StdRng::seed_from_u64(seed),
             submit_rng: StdRng::seed_from_u64(seed ^ 0x5eed_fa17_0000_0001),
             read_rng: StdRng::seed_from_u64(seed ^ 0x5eed_fa17_0000_0002),
             queue,
@@ -266,8 +266,8 @@ impl Sim {
                     user_id: inner.accounts.get(&job.account)?.user_id.clone(),
                     url,
                     body: super::deliver::python_json(&body).into_bytes(),
-                    bad_signature: job.plan.bad_signature,
-                    duplicate: job.plan.duplicate,
+                    bad_signature: job.fate.bad_signature,
+                    duplicate: job.fate.duplicate,
                 })
             })
             .collect()
@@ -306,7 +306,7 @@ impl Sim {
                         submitted: secs(j.submitted_ms),
                         started: j.started_ms.map(secs),
                         ended: j.ended_ms.map(secs),
-                        planned_seconds: j.plan.run_s,
+                        planned_seconds: j.fate.run_s,
                         status_code: j.outcome.as_ref().map(Outcome::status_code),
                         error_type: j.outcome.as_ref().and_then(Outcome::error_type),
                         cancelled: j.outcome == Some(Outcome::Cancelled),

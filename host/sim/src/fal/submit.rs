@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use super::auth::authenticate;
 use super::error::FalError;
+use super::fate::{draw_fate, price_usd, spec_of};
 use super::job::{Job, Outcome};
-use super::plan::{draw_plan, price_usd, spec_of};
 use super::queue::{NewRequest, Priority};
 use super::schema::{self, Detail, Schema};
 use super::state::{Inner, Sim};
@@ -250,18 +250,18 @@ impl Sim {
             );
             let invalid = !sub.problems.is_empty();
             let price = price_usd(&sub.model, spec);
-            let plan = draw_plan(
-                &mut inner.plan_rng,
+            let fate = draw_fate(
+                &mut inner.fate_rng,
                 &self.opts,
                 &sub.model,
                 spec,
                 images,
                 invalid,
             );
-            let id = uuid::Builder::from_random_bytes(inner.plan_rng.random())
+            let id = uuid::Builder::from_random_bytes(inner.fate_rng.random())
                 .into_uuid()
                 .to_string();
-            let planned = match (invalid, plan.failure) {
+            let planned = match (invalid, fate.failure) {
                 (true, _) => Outcome::Invalid(json!(sub.problems)),
                 (false, Some(kind)) => Outcome::Failed(kind),
                 (false, None) => Outcome::Success,
@@ -273,12 +273,12 @@ impl Sim {
                     account: sub.account.clone(),
                     endpoint: sub.model.clone(),
                     priority: sub.priority,
-                    dispatch_delay_ms: self.base.clock.real_ms(plan.dispatch_s),
-                    run_ms: self.base.clock.real_ms(plan.run_s),
+                    dispatch_delay_ms: self.base.clock.real_ms(fate.dispatch_s),
+                    run_ms: self.base.clock.real_ms(fate.run_s),
                 },
                 now,
             );
-            count_submit(inner, &sub, plan.failure.is_some(), lost, &input_sha256);
+            count_submit(inner, &sub, fate.failure.is_some(), lost, &input_sha256);
             let job = Job {
                 id: id.clone(),
                 account: sub.account,
@@ -288,7 +288,7 @@ impl Sim {
                 input: sub.body,
                 store_io: sub.store_io,
                 spec,
-                plan,
+                fate,
                 price_usd: price,
                 planned,
                 outcome: None,

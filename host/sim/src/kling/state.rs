@@ -19,7 +19,7 @@ use super::account::{self, Account};
 use super::error::SimError;
 use super::options::SimOptions;
 use super::stats::{SimJob, SimStats};
-use super::task::{Kind, Plan, SimTask, Spec, Status, draw_plan};
+use super::task::{Fate, Kind, SimTask, Spec, Status, draw_fate};
 use super::validate::CreateRequest;
 use crate::clock::unix_ms_now;
 use crate::handle::{Base, Simulator};
@@ -171,7 +171,7 @@ impl Sim {
     /// Accepts a validated create: duplicate check, quota check, then the task exists and its
     /// timer runs. Returns the create answer's `data`.
     pub(crate) fn create(&self, kind: Kind, req: CreateRequest) -> Result<Value, SimError> {
-        let (task, plan) = {
+        let (task, fate) = {
             let mut guard = self.inner.lock();
             let inner = &mut *guard;
             if let Spec::Element { voice_id, .. } = &req.spec
@@ -213,7 +213,7 @@ impl Sim {
             if let Some(balance) = &mut inner.account.balance {
                 *balance -= price;
             }
-            let plan = draw_plan(
+            let fate = draw_fate(
                 &mut inner.rng,
                 &req.spec,
                 &self.base.clock,
@@ -236,7 +236,7 @@ impl Sim {
                 updated_at_ms: now_ms,
                 started: Instant::now(),
                 ended: None,
-                planned_seconds: self.base.clock.simulated(plan.queued + plan.run),
+                planned_seconds: self.base.clock.simulated(fate.queued + fate.run),
                 result_id,
             };
             let stats = &mut inner.stats;
@@ -252,7 +252,7 @@ impl Sim {
             if let Spec::Element { voice_id, .. } = &task.spec {
                 stats.element_voice_ids.insert(id.clone(), voice_id.clone());
             }
-            if plan.failure.is_some() {
+            if fate.failure.is_some() {
                 stats.faults.failed_after_accept += 1;
             }
             inner.running += 1;
@@ -270,9 +270,9 @@ impl Sim {
             inner.first_create.get_or_insert(task.started);
             inner.order.entry(kind).or_default().push(id.clone());
             inner.tasks.insert(id, task.clone());
-            (task, plan)
+            (task, fate)
         };
-        self.spawn_timer(task.id.clone(), task.started, plan);
+        self.spawn_timer(task.id.clone(), task.started, fate);
         Ok(task.create_json())
     }
 
@@ -467,16 +467,16 @@ impl Sim {
         task.callback_url.clone().map(|url| (url, json))
     }
 
-    fn spawn_timer(&self, task_id: String, started: Instant, plan: Plan) {
+    fn spawn_timer(&self, task_id: String, started: Instant, fate: Fate) {
         let sim = self.clone();
         self.base.tracker.spawn(async move {
             let lifecycle = async {
-                tokio::time::sleep_until(started + plan.queued).await;
+                tokio::time::sleep_until(started + fate.queued).await;
                 if let Some((url, body)) = sim.advance(&task_id, Status::Processing, "") {
                     sim.send_callback(url, body);
                 }
-                tokio::time::sleep_until(started + plan.queued + plan.run).await;
-                let (to, msg) = match plan.failure {
+                tokio::time::sleep_until(started + fate.queued + fate.run).await;
+                let (to, msg) = match fate.failure {
                     Some(msg) => (Status::Failed, msg),
                     None => (Status::Succeed, ""),
                 };

@@ -1,5 +1,5 @@
 //! One simulated task: what was asked (its [`Spec`]), where it is in
-//! `submitted → processing → succeed | failed`, how long each phase lasts (its [`Plan`], drawn
+//! `submitted → processing → succeed | failed`, how long each phase lasts (its [`Fate`], drawn
 //! from KLING_API.md's "How long things take"), and how it looks on the wire.
 
 use std::time::Duration;
@@ -99,7 +99,7 @@ impl Status {
 
 /// When a task changes status, in real time already scaled by the time factor.
 #[derive(Clone, Debug)]
-pub(crate) struct Plan {
+pub(crate) struct Fate {
     /// Time spent `submitted` before `processing`.
     pub queued: Duration,
     /// Time spent `processing` before the end.
@@ -126,13 +126,13 @@ fn duration_range(spec: &Spec) -> (f64, f64) {
 }
 
 /// Draws a task's timing and fate, scaled to real time by `clock`.
-pub(crate) fn draw_plan(
+pub(crate) fn draw_fate(
     rng: &mut StdRng,
     spec: &Spec,
     clock: &Clock,
     long_tail_rate: f64,
     failure_rate: f64,
-) -> Plan {
+) -> Fate {
     let (lo, hi) = duration_range(spec);
     let is_video = matches!(spec, Spec::Video { .. });
     let total = if is_video && rng.random::<f64>() < long_tail_rate {
@@ -148,7 +148,7 @@ pub(crate) fn draw_plan(
     } else {
         None
     };
-    Plan {
+    Fate {
         queued: clock.scaled(queued),
         run: clock.scaled(run),
         failure,
@@ -268,10 +268,10 @@ mod tests {
 
     use super::*;
 
-    fn plans(seed: u64, spec: &Spec, failure_rate: f64) -> Vec<Plan> {
+    fn fates(seed: u64, spec: &Spec, failure_rate: f64) -> Vec<Fate> {
         let mut rng = StdRng::seed_from_u64(seed);
         (0..200)
-            .map(|_| draw_plan(&mut rng, spec, &Clock::new(1.0), 0.0, failure_rate))
+            .map(|_| draw_fate(&mut rng, spec, &Clock::new(1.0), 0.0, failure_rate))
             .collect()
     }
 
@@ -293,7 +293,7 @@ mod tests {
             (&pro, 60.0, 300.0),
             (&voice, 5.0, 20.0),
         ] {
-            for p in plans(7, spec, 0.0) {
+            for p in fates(7, spec, 0.0) {
                 let total = (p.queued + p.run).as_secs_f64();
                 assert!(
                     (lo - 1e-6..=hi + 1e-6).contains(&total),
@@ -302,15 +302,15 @@ mod tests {
                 assert!(p.queued > Duration::ZERO && p.failure.is_none());
             }
         }
-        let a: Vec<_> = plans(7, &std5, 0.5)
+        let a: Vec<_> = fates(7, &std5, 0.5)
             .iter()
             .map(|p| (p.run, p.failure))
             .collect();
-        let b: Vec<_> = plans(7, &std5, 0.5)
+        let b: Vec<_> = fates(7, &std5, 0.5)
             .iter()
             .map(|p| (p.run, p.failure))
             .collect();
-        let c: Vec<_> = plans(8, &std5, 0.5)
+        let c: Vec<_> = fates(8, &std5, 0.5)
             .iter()
             .map(|p| (p.run, p.failure))
             .collect();

@@ -11,13 +11,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::model::Model;
 use super::state::{Inner, Sim};
-use super::task::{Plan, Status};
+use super::task::{Fate, Status};
 
 /// A task that just took a slot: its timer must start.
 pub(super) struct Start {
     id: String,
     at: Instant,
-    plan: Plan,
+    fate: Fate,
     stop: CancellationToken,
 }
 
@@ -53,7 +53,7 @@ impl Inner {
             starts.push(Start {
                 id,
                 at: now,
-                plan: task.plan,
+                fate: task.fate,
                 stop: task.stop.clone(),
             });
         }
@@ -84,7 +84,7 @@ impl Inner {
             return Vec::new();
         }
         let model = task.req.model;
-        let failed = task.plan.failure.is_some();
+        let failed = task.fate.failure.is_some();
         task.status = if failed {
             Status::Failed
         } else {
@@ -157,16 +157,16 @@ impl Sim {
         });
     }
 
-    /// The task's own clock: `PENDING` for `plan.pending`, `RUNNING` for `plan.run`, then its
+    /// The task's own clock: `PENDING` for `fate.pending`, `RUNNING` for `fate.run`, then its
     /// end. Stops early when the task is cancelled or the simulator shuts down.
     pub(super) fn spawn_timer(&self, start: Start) {
         let sim = self.clone();
         self.base.tracker.spawn(async move {
-            let Start { id, at, plan, stop } = start;
+            let Start { id, at, fate, stop } = start;
             let life = async {
-                sleep_until(at + plan.pending).await;
+                sleep_until(at + fate.pending).await;
                 sim.inner.lock().begin_running(&id, Instant::now());
-                sleep_until(at + plan.pending + plan.run).await;
+                sleep_until(at + fate.pending + fate.run).await;
                 let next = sim.inner.lock().finish(&id, Instant::now());
                 sim.start_timers(next);
             };

@@ -20,7 +20,7 @@ use super::links::Signer;
 use super::model::Model;
 use super::options::RunwayOptions;
 use super::stats::{ModelStats, RunwayJob, RunwayRead, RunwayStats};
-use super::task::{Task, draw_plan};
+use super::task::{Task, draw_fate};
 use super::validate::CreateRequest;
 use crate::clock::unix_ms_now;
 use crate::handle::{Base, Simulator};
@@ -271,7 +271,7 @@ impl Sim {
             }
             slot.accepted.push_back(now);
             let o = &self.opts;
-            let plan = draw_plan(
+            let fate = draw_fate(
                 &mut inner.plan_rng,
                 &req,
                 &self.base.clock,
@@ -282,14 +282,14 @@ impl Sim {
                 .into_uuid()
                 .to_string();
             inner.stats.creates += 1;
-            if plan.failure.is_some() {
+            if fate.failure.is_some() {
                 inner.stats.faults.failed_after_accept += 1;
             }
             inner.first_create.get_or_insert(now);
             inner.order.push(id.clone());
             inner.tasks.insert(
                 id.clone(),
-                Task::new(id.clone(), req, prompt_text, plan, now),
+                Task::new(id.clone(), req, prompt_text, fate, now),
             );
             let starts = inner.enqueue(req.model, &id, now);
             (id, starts)
@@ -445,8 +445,8 @@ impl Sim {
                 ended: t.ended.map(secs),
                 cancel_requested: t.cancel_requested.map(secs),
                 cancelled_at: t.cancelled_at.map(secs),
-                planned_seconds: clock.simulated(t.plan.pending + t.plan.run),
-                failure_code: t.plan.failure.map(|f| f.code.to_owned()),
+                planned_seconds: clock.simulated(t.fate.pending + t.fate.run),
+                failure_code: t.fate.failure.map(|f| f.code.to_owned()),
                 credits: t.cost(),
                 reads_too_soon: t.reads_too_soon,
                 prompt_text: t.prompt_text.clone(),

@@ -1,6 +1,6 @@
 //! One simulated task: what was asked (model, endpoint, seconds, price), where it is in
 //! `THROTTLED → PENDING → RUNNING → SUCCEEDED | FAILED` (or `CANCELLED`), how long each phase
-//! lasts (its [`Plan`], drawn from the seed), and how it looks on the wire.
+//! lasts (its [`Fate`], drawn from the seed), and how it looks on the wire.
 
 use std::time::Duration;
 
@@ -87,7 +87,7 @@ pub(crate) const FAILURES: [Failure; 8] = [
 
 /// When a task changes status once it holds a slot, in real time (already scaled).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Plan {
+pub(crate) struct Fate {
     /// Time spent `PENDING` before `RUNNING`.
     pub pending: Duration,
     /// Time spent `RUNNING` before the end.
@@ -104,13 +104,13 @@ fn run_range(model: Model, seconds: u32) -> (f64, f64) {
 }
 
 /// Draws a task's timing and fate, scaled to real time by `clock`.
-pub(crate) fn draw_plan(
+pub(crate) fn draw_fate(
     rng: &mut StdRng,
     req: &CreateRequest,
     clock: &Clock,
     long_tail_rate: f64,
     failure_rate: f64,
-) -> Plan {
+) -> Fate {
     let (lo, hi) = run_range(req.model, req.duration);
     let mut run = if rng.random::<f64>() < long_tail_rate {
         rng.random_range(300.0..600.0)
@@ -122,7 +122,7 @@ pub(crate) fn draw_plan(
         run *= rng.random_range(0.2..1.0);
         FAILURES[rng.random_range(0..FAILURES.len())]
     });
-    Plan {
+    Fate {
         pending: clock.scaled(pending),
         run: clock.scaled(run),
         failure,
@@ -151,7 +151,7 @@ pub(crate) struct Task {
     pub cancelled_at: Option<Instant>,
     /// From this instant on the task answers 404 (deleted, or cancelled and gone).
     pub gone_at: Option<Instant>,
-    pub plan: Plan,
+    pub fate: Fate,
     /// Stops the task's timer when it is cancelled.
     pub stop: CancellationToken,
     /// When it was last read (`GET`), if ever.
@@ -167,7 +167,7 @@ impl Task {
         id: String,
         req: CreateRequest,
         prompt_text: Option<String>,
-        plan: Plan,
+        fate: Fate,
         now: Instant,
     ) -> Task {
         Task {
@@ -182,7 +182,7 @@ impl Task {
             cancel_requested: None,
             cancelled_at: None,
             gone_at: None,
-            plan,
+            fate,
             stop: CancellationToken::new(),
             last_read: None,
             reads_too_soon: 0,
@@ -220,7 +220,7 @@ impl Task {
             Status::Running => obj["progress"] = json!(self.progress(now)),
             Status::Succeeded => obj["output"] = json!(output.into_iter().collect::<Vec<_>>()),
             Status::Failed => {
-                if let Some(f) = self.plan.failure {
+                if let Some(f) = self.fate.failure {
                     obj["failure"] = json!(f.message);
                     obj["failureCode"] = json!(f.code);
                 }
@@ -235,7 +235,7 @@ impl Task {
         let Some(since) = self.running_at else {
             return 0.0;
         };
-        let total = self.plan.run.as_secs_f64();
+        let total = self.fate.run.as_secs_f64();
         let done = now.saturating_duration_since(since).as_secs_f64();
         let share = if total > 0.0 { done / total } else { 0.0 };
         (share.clamp(0.0, 0.99) * 100.0).floor() / 100.0
@@ -249,7 +249,7 @@ mod tests {
     use super::*;
     use crate::runway::model::Endpoint;
 
-    fn plans(seed: u64, model: Model, seconds: u32, failure_rate: f64) -> Vec<Plan> {
+    fn fates(seed: u64, model: Model, seconds: u32, failure_rate: f64) -> Vec<Fate> {
         let req = CreateRequest {
             endpoint: Endpoint::TextToVideo,
             model,
@@ -258,30 +258,30 @@ mod tests {
         };
         let mut rng = StdRng::seed_from_u64(seed);
         (0..200)
-            .map(|_| draw_plan(&mut rng, &req, &Clock::new(1.0), 0.0, failure_rate))
+            .map(|_| draw_fate(&mut rng, &req, &Clock::new(1.0), 0.0, failure_rate))
             .collect()
     }
 
     #[test]
     fn draws_are_seeded_and_slower_for_long_clips_and_veo() {
-        let short = plans(7, Model::Gen4Turbo, 5, 0.0);
+        let short = fates(7, Model::Gen4Turbo, 5, 0.0);
         for p in &short {
             let run = p.run.as_secs_f64();
             assert!((30.0..=75.0).contains(&run), "{run}");
             assert!(p.pending >= Duration::from_secs(2) && p.failure.is_none());
         }
-        let mean = |ps: &[Plan]| ps.iter().map(|p| p.run.as_secs_f64()).sum::<f64>() / 200.0;
-        assert!(mean(&plans(7, Model::Gen4Turbo, 10, 0.0)) > mean(&short));
-        assert!(mean(&plans(7, Model::Veo3, 8, 0.0)) > mean(&plans(7, Model::Gen4Turbo, 8, 0.0)));
+        let mean = |ps: &[Fate]| ps.iter().map(|p| p.run.as_secs_f64()).sum::<f64>() / 200.0;
+        assert!(mean(&fates(7, Model::Gen4Turbo, 10, 0.0)) > mean(&short));
+        assert!(mean(&fates(7, Model::Veo3, 8, 0.0)) > mean(&fates(7, Model::Gen4Turbo, 8, 0.0)));
         assert_eq!(
-            plans(7, Model::Veo31, 8, 0.5),
-            plans(7, Model::Veo31, 8, 0.5)
+            fates(7, Model::Veo31, 8, 0.5),
+            fates(7, Model::Veo31, 8, 0.5)
         );
         assert_ne!(
-            plans(7, Model::Veo31, 8, 0.5),
-            plans(8, Model::Veo31, 8, 0.5)
+            fates(7, Model::Veo31, 8, 0.5),
+            fates(8, Model::Veo31, 8, 0.5)
         );
-        let failed = plans(7, Model::Veo31, 8, 0.5)
+        let failed = fates(7, Model::Veo31, 8, 0.5)
             .iter()
             .filter(|p| p.failure.is_some())
             .count();

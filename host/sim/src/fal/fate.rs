@@ -113,7 +113,7 @@ fn base_range(model: &str) -> (f64, f64) {
 
 /// A request's fate, in simulated seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Plan {
+pub(crate) struct Fate {
     /// From submit until a runner may take it, even under the limit.
     pub dispatch_s: f64,
     /// From start to end (0 for a body that breaks the schema: it ends when picked up).
@@ -125,16 +125,16 @@ pub(crate) struct Plan {
     pub duplicate: bool,
 }
 
-/// Draws a plan. Always the same count of numbers, whatever the options, so one request's
+/// Draws a fate. Always the same count of numbers, whatever the options, so one request's
 /// options never shift the draws of the next.
-pub(crate) fn draw_plan(
+pub(crate) fn draw_fate(
     rng: &mut StdRng,
     o: &FalOptions,
     model: &str,
     spec: Spec,
     images: bool,
     invalid: bool,
-) -> Plan {
+) -> Fate {
     let [dispatch, tail, run, fail, which, cut, sig, dup]: [f64; 8] = rng.random();
     let (lo, hi) = base_range(model);
     let mut factor = if spec.hd { 1.6 } else { 1.0 };
@@ -167,7 +167,7 @@ pub(crate) fn draw_plan(
     if invalid {
         run_s = 0.0;
     }
-    Plan {
+    Fate {
         dispatch_s: 0.5 + 1.5 * dispatch,
         run_s,
         failure,
@@ -190,7 +190,7 @@ mod tests {
         };
         let mut rng = StdRng::seed_from_u64(7);
         let runs: Vec<f64> = (0..200)
-            .map(|_| draw_plan(&mut rng, &o, model, spec, false, false).run_s)
+            .map(|_| draw_fate(&mut rng, &o, model, spec, false, false).run_s)
             .collect();
         for r in &runs {
             assert!((10.0..=500.0).contains(r), "{model}: {r}");
@@ -251,13 +251,13 @@ mod tests {
         };
         let model = "fal-ai/pika/v2.2/text-to-video";
         for _ in 0..50 {
-            let p = draw_plan(&mut rng, &o, model, spec, false, false);
+            let p = draw_fate(&mut rng, &o, model, spec, false, false);
             assert!(matches!(
                 p.failure,
                 Some(FailureKind::RunnerServerError | FailureKind::ContentPolicyViolation)
             ));
         }
-        let invalid = draw_plan(&mut rng, &o, model, spec, true, true);
+        let invalid = draw_fate(&mut rng, &o, model, spec, true, true);
         assert_eq!((invalid.failure, invalid.run_s), (None, 0.0));
     }
 }
