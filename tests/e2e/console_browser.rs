@@ -165,7 +165,7 @@ async fn hostile_task(run: &Run) -> String {
         payload: "{}".into(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: vec![NewUnit {
             id: unit.clone(),
             pool: "console:hostile".into(),
@@ -225,7 +225,7 @@ async fn route_refusal(run: &Run) {
         payload: "{}".into(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: vec![NewUnit {
             id: unit.clone(),
             pool: "console:refused".into(),

@@ -13,8 +13,8 @@ use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
-use crate::services::Services;
 use slotd_core::config::ApiKey;
+use slotd_units::services::Services;
 
 /// The tenant of an unauthenticated (no keys configured) slotd.
 pub const LOCAL_TENANT: &str = "local";

@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::auth::{Tenant, bearer_token, constant_time_eq};
 use super::error::{ApiError, log_store_error};
-use crate::services::Services;
 use slotd_core::config::ApiKey;
+use slotd_units::services::Services;
 
 /// The caller of a request: its tenant, and whether it is an admin.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use crate::services::Services;
+use slotd_units::services::Services;
 
 const PAGE: &str = include_str!("console/index.html");
 /// The scripts, by name under `/console/`, in the order the page loads them: helpers, the

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
 use super::timeline::{self, Interval, MINUTE_MS, MinuteStats, Outcome};
-use crate::services::Services;
+use slotd_units::services::Services;
 
 /// The timeline's window when `minutes` is not given.
 pub const TIMELINE_MINUTES_DEFAULT: u32 = 10;
@@ -181,7 +181,7 @@ async fn pool_timeline(
     )?;
     let now = services.clock.now_ms();
     let since = now - i64::from(minutes) * MINUTE_MS;
-    let max_slots = crate::pool_state::pool_limits_now(&services)
+    let max_slots = slotd_units::pools_now::pool_limits_now(&services)
         .get(&pool)
         .map(|l| l.max_slots);
     let log = services

@@ -83,7 +83,7 @@ async fn seed(h: &Harness, tenant: &str, units: usize) -> (String, Vec<String>) 
         payload: json!({ "count": units }).to_string(),
         idempotency_key: None,
         priority: 0,
-        callback_url: Some("https://example.com/hook".into()),
+        completion_webhook_url: Some("https://example.com/hook".into()),
         units: unit_ids
             .iter()
             .map(|u| NewUnit {
@@ -482,7 +482,7 @@ async fn the_console_reads_routes_and_which_target_served_each_routed_unit() {
         payload: json!({"shots": []}).to_string(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: units
             .iter()
             .map(|u| NewUnit {

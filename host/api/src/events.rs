@@ -8,7 +8,7 @@
 //! as JSON; a task stream ends with `event: end` and the task's status.
 //!
 //! A stream does not poll: it reads its scope once when it opens, then again each time the
-//! process's one reader of the log ([`EventFeed`](crate::event_feed::EventFeed)) says its
+//! process's one reader of the log ([`EventFeed`](slotd_units::event_feed::EventFeed)) says its
 //! tenant (or its task) got events. A task stream also checks every half minute whether its
 //! task ended, should the end ever come without an event to wake it.
 
@@ -33,9 +33,9 @@ use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::event_feed::{POLL, Subscription};
-use crate::services::Services;
 use slotd_store::{EventCursor, EventScope, UnitEvent};
+use slotd_units::event_feed::{POLL, Subscription};
+use slotd_units::services::Services;
 
 /// How often a task stream checks whether its task ended when no event woke it (give or take
 /// a fifth, so that streams opened together do not check together). A safety net: every unit

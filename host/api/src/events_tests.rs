@@ -14,12 +14,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
-use crate::api::test_harness::{Harness, harness_with};
-use crate::event_feed::{FeedStats, POLL};
+use crate::test_harness::{Harness, harness_with};
 use slotd_core::config::{ApiKey, Config, Secret};
 use slotd_core::model::UnitStatus;
 use slotd_store::prelude::*;
 use slotd_store::{NewTask, NewUnit, UnitUpdate};
+use slotd_units::event_feed::{FeedStats, POLL};
 
 const KEY_A: &str = "key-of-tenant-a";
 const KEY_B: &str = "key-of-tenant-b";
@@ -160,7 +160,7 @@ async fn seed(h: &Harness, tenant: &str, units: usize) -> (String, Vec<String>) 
         payload: json!({ "count": units }).to_string(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: unit_ids
             .iter()
             .map(|u| NewUnit {

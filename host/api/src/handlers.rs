@@ -14,9 +14,9 @@ use utoipa_axum::routes;
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::services::Services;
 use slotd_runtime::{PoolInfo, TaskTypeInfo, VersionRecord, VersionState};
 use slotd_store::HandlerVersionRow;
+use slotd_units::services::Services;
 
 /// Most history rows one request returns.
 const HISTORY_LIMIT_MAX: u32 = 1000;

@@ -1,13 +1,13 @@
-//! The REST API (docs/api.md): [`router`] builds the axum `Router` over [`Services`];
-//! serving it (listener, graceful shutdown) is the caller's business, so tests drive it with
-//! `oneshot` and no socket.
+//! slotd-api, the REST API (docs/api.md): [`router`] builds the axum `Router` over
+//! [`Services`], and [`serve::serve`] serves it on a listener (header-read timeout, graceful
+//! shutdown). Most tests drive the router with `oneshot` and no socket.
 //!
 //! # Layout
 //! - `auth.rs`: the [`auth::Tenant`] extractor (bearer API keys → tenant); `caller.rs`: the
 //!   `Caller` extractor (tenant and admin flag) of routes an admin may widen to every tenant.
 //! - `error.rs`: [`error::ApiError`] → `application/problem+json`, never leaking internals.
 //! - `tasks.rs`: read, list, cancel, retry, events; `task_create.rs`: `POST /v1/tasks/{type}`;
-//!   the task's JSON shape is [`crate::task_view`], below the API and the webhook outbox.
+//!   the task's JSON shape is [`slotd_webhooks::task_view`], below the API and the webhook outbox.
 //! - `pools.rs`, `handlers.rs`: what runs where; `health.rs`: `/healthz`, `/readyz`,
 //!   `/metrics`; `openapi.rs`: the OpenAPI document every route is registered with.
 //! - `console.rs`: the operator console at `/` (files in `console/`); `console_api.rs`: what
@@ -20,7 +20,7 @@
 //! Cross-cutting layers, outermost first: a `slotd.http` request span (tenant recorded once
 //! known), `slotd_api_requests_total`, the loopback rules (without API keys), admission, a
 //! request deadline answered as problem+json, the body size cap. The header-read timeout is
-//! the listener's (see [`crate::serve`]).
+//! the listener's (see [`serve`]).
 
 mod admission;
 pub mod auth;
@@ -36,6 +36,7 @@ pub mod openapi;
 mod pools;
 mod provider_callbacks;
 mod route_list;
+pub mod serve;
 mod task_create;
 mod task_eta;
 mod task_terms;
@@ -63,12 +64,12 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use self::error::ApiError;
-use crate::services::Services;
 use slotd_core::config::Config;
+use slotd_units::services::Services;
 
 pub use self::auth::{LOCAL_TENANT, Tenant};
 pub use self::local_guard::LocalGuard;
-pub use crate::task_view::{TaskSummary, TaskView};
+pub use slotd_webhooks::task_view::{TaskSummary, TaskView};
 
 /// The shortest deadline a request gets. Creating a task waits for the handler's `plan`, so
 /// the effective deadline is at least the handler call deadline plus [`REQUEST_TIMEOUT_SLACK`].

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
 
-use crate::services::Services;
+use slotd_units::services::Services;
 
 /// Routes under `/v1/pools`.
 pub fn router() -> OpenApiRouter<Services> {
@@ -43,23 +43,23 @@ pub struct PoolView {
     pub handlers: Vec<String>,
     /// In a cluster (Redis configured): which scheduler drives the pool and how long it has
     /// gone without one between holders; `None` embedded, or when Redis could not be asked.
-    pub lease: Option<crate::lease::LeaseView>,
+    pub lease: Option<slotd_coord::lease::LeaseView>,
     /// The provider accounts the pool draws on (`[[handlers.NAME.accounts]]`); for a handler
     /// with one implicit account, empty, or while that account is drained, one entry named
     /// `default`. The pool's figures are their sums.
     pub accounts: Vec<AccountView>,
     /// Its quotas on creates (`[pools."NAME"] rate`, `daily`): each dimension's limit, use,
     /// room and when it resets. Empty for a pool with slots only.
-    pub quotas: Vec<crate::pool_state::QuotaView>,
+    pub quotas: Vec<slotd_pools::pool_state::QuotaView>,
     /// While quotas hold every new submit back (a full window, or the provider's refusal
     /// closed every slot set of the pool): until when (Unix ms); pending units wait until then.
     pub closed_until: Option<i64>,
     /// The provider's refusal that closed the pool's own slot set (the implicit account), with
     /// its words; named accounts show theirs in `accounts`.
-    pub closure: Option<crate::pool_state::Closure>,
+    pub closure: Option<slotd_pools::pool_state::Closure>,
     /// Its spend limit (`[pools."NAME"] spend`): the period's limit, reserved-or-spent cost,
     /// what is left and when the period ends. A spent pool is `closed_until` then too.
-    pub spend: Option<crate::pool_state::SpendView>,
+    pub spend: Option<slotd_pools::pool_state::SpendView>,
 }
 
 impl PoolView {
@@ -102,14 +102,14 @@ pub struct AccountView {
     /// `active`, or `drained`: no new submits (its in-flight units finish).
     pub state: &'static str,
     /// Why it is drained and when it is probed next.
-    pub drained: Option<crate::pool_state::Drain>,
+    pub drained: Option<slotd_pools::pool_state::Drain>,
     /// The provider's quota refusal that closed its slot set, and until when.
-    pub closure: Option<crate::pool_state::Closure>,
+    pub closure: Option<slotd_pools::pool_state::Closure>,
     /// The account's own quotas in this pool (`[[handlers.NAME.accounts]]` `rate`, `daily`).
-    pub quotas: Vec<crate::pool_state::QuotaView>,
+    pub quotas: Vec<slotd_pools::pool_state::QuotaView>,
     /// The account's spend limit, over every pool it serves (`[[handlers.NAME.accounts]]`
     /// `spend`).
-    pub spend: Option<crate::pool_state::SpendView>,
+    pub spend: Option<slotd_pools::pool_state::SpendView>,
 }
 
 /// List pools
@@ -132,12 +132,12 @@ async fn list(
         .unit_count_by_pool()
         .await
         .map_err(log_store_error("counting units by pool"))?;
-    crate::pool_state::discovered_shared::refresh(&services).await;
-    let limits = crate::pool_state::pool_limits_now(&services);
+    slotd_units::pools_now::refresh_discovered(&services).await;
+    let limits = slotd_units::pools_now::pool_limits_now(&services);
 
-    let mut keys: BTreeMap<String, Vec<crate::pool_state::PoolAccount>> = BTreeMap::new();
-    let mut quotas: BTreeMap<String, Vec<crate::pool_state::PoolQuota>> = BTreeMap::new();
-    let mut spends: BTreeMap<String, crate::pool_state::PoolLimit> = BTreeMap::new();
+    let mut keys: BTreeMap<String, Vec<slotd_pools::pool_state::PoolAccount>> = BTreeMap::new();
+    let mut quotas: BTreeMap<String, Vec<slotd_pools::pool_state::PoolQuota>> = BTreeMap::new();
+    let mut spends: BTreeMap<String, slotd_pools::pool_state::PoolLimit> = BTreeMap::new();
     let mut pools: BTreeMap<String, PoolView> = limits
         .into_values()
         .map(|l| {
@@ -172,11 +172,11 @@ async fn list(
     }
     for view in pools.values_mut() {
         let accounts = keys.remove(&view.name).unwrap_or_else(|| {
-            vec![crate::pool_state::PoolAccount {
+            vec![slotd_pools::pool_state::PoolAccount {
                 name: None,
                 handler: None,
                 max_slots: 0,
-                max_slots_source: crate::pool_state::discovered::SOURCE_CONFIG,
+                max_slots_source: slotd_pools::pool_state::limits::SOURCE_CONFIG,
                 quotas: Vec::new(),
                 spend: None,
             }]
@@ -190,7 +190,7 @@ async fn list(
         .await;
         if let Some(limit) = spends.remove(&view.name) {
             let now = services.clock.now_ms();
-            view.spend = crate::pool_state::spend::pool_view(
+            view.spend = slotd_pools::pool_state::spend::pool_view(
                 &services.metrics,
                 &services.store,
                 &limit,
@@ -211,12 +211,12 @@ async fn list(
             if let (Some(max), [account], Ok(Some(lowered))) = (
                 view.max_slots,
                 accounts.as_slice(),
-                crate::pool_state::shared_capacity(keys, &view.name).await,
+                slotd_pools::pool_state::shared_capacity(keys, &view.name).await,
             ) && account.name.is_none()
             {
                 view.effective_max_slots = Some(lowered.min(max));
             }
-            match crate::lease::lease_view(keys, &view.name).await {
+            match slotd_coord::lease::lease_view(keys, &view.name).await {
                 Ok(lease) => view.lease = Some(lease),
                 Err(e) => {
                     tracing::warn!(pool = %view.name, error = %e, "reading the pool lease failed")
@@ -232,7 +232,7 @@ async fn list(
 async fn account_views(
     services: &Services,
     view: &mut PoolView,
-    accounts: &[crate::pool_state::PoolAccount],
+    accounts: &[slotd_pools::pool_state::PoolAccount],
 ) {
     view.used = Some(0);
     // Until when every slot set of the pool is closed (`None` as soon as one is open).
@@ -273,7 +273,7 @@ async fn account_views(
                 drained,
                 closure,
                 quotas: account_quotas(services, &key, &a.quotas).await,
-                spend: crate::pool_state::spend::account_view(
+                spend: slotd_pools::pool_state::spend::account_view(
                     &services.metrics,
                     &services.store,
                     a,
@@ -292,13 +292,13 @@ async fn account_views(
 async fn account_quotas(
     services: &Services,
     key: &str,
-    quotas: &[crate::pool_state::PoolQuota],
-) -> Vec<crate::pool_state::QuotaView> {
+    quotas: &[slotd_pools::pool_state::PoolQuota],
+) -> Vec<slotd_pools::pool_state::QuotaView> {
     if quotas.is_empty() {
         return Vec::new();
     }
     let now = services.clock.now_ms();
-    crate::pool_state::quotas::views(&services.metrics, &services.slots, key, quotas, now)
+    slotd_pools::pool_state::quotas::views(&services.metrics, &services.slots, key, quotas, now)
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(slots = key, error = %e, "reading the create log failed");
@@ -307,12 +307,12 @@ async fn account_quotas(
 }
 
 /// A slot set's closure: this process's, or in a cluster the one its scheduler shared.
-async fn closure_of(services: &Services, key: &str) -> Option<crate::pool_state::Closure> {
+async fn closure_of(services: &Services, key: &str) -> Option<slotd_pools::pool_state::Closure> {
     if let Some(c) = services.closures.closure_of(key) {
         return Some(c);
     }
     let keys = services.keyspace.as_ref()?;
-    match crate::pool_state::quotas::shared(keys, key).await {
+    match slotd_pools::pool_state::quotas::shared(keys, key).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(slots = key, error = %e, "reading a shared closure failed");
@@ -326,13 +326,13 @@ async fn closure_of(services: &Services, key: &str) -> Option<crate::pool_state:
 async fn quota_views(
     services: &Services,
     view: &mut PoolView,
-    quotas: Vec<crate::pool_state::PoolQuota>,
+    quotas: Vec<slotd_pools::pool_state::PoolQuota>,
 ) {
     if quotas.is_empty() {
         return;
     }
     let now = services.clock.now_ms();
-    match crate::pool_state::quotas::views(
+    match slotd_pools::pool_state::quotas::views(
         &services.metrics,
         &services.slots,
         &view.name,
@@ -342,7 +342,7 @@ async fn quota_views(
     .await
     {
         Ok(views) => {
-            if let Some((_, until)) = crate::pool_state::quotas::full_until(&views) {
+            if let Some((_, until)) = slotd_pools::pool_state::quotas::full_until(&views) {
                 view.closed_until = Some(view.closed_until.map_or(until, |c| c.max(until)));
             }
             view.quotas = views;

@@ -2,7 +2,7 @@
 //! (docs/trust-model.md).
 //!
 //! The token is the one slotd minted into the callback URL it handed the handler (see
-//! [`crate::provider_callback_token`]). It is checked before anything else: without a valid one the
+//! [`slotd_units::provider_callback_token`]). It is checked before anything else: without a valid one the
 //! answer is 401 and the handler is not even called. Where the handler has a `webhook_secret`,
 //! the provider's Standard Webhooks signature is checked next, by the host, the same way (401,
 //! handler not called). With both, the body goes to the handler's `on-callback` and the changes it returns are applied like a tick's, but only to the
@@ -18,10 +18,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use crate::provider_callback_token;
-use crate::scheduler::apply_provider_callback;
-use crate::services::Services;
 use slotd_runtime::HandlerFault;
+use slotd_scheduler::apply_provider_callback;
+use slotd_units::provider_callback_token;
+use slotd_units::services::Services;
 
 /// Routes under `/v1/callbacks`.
 pub fn router() -> OpenApiRouter<Services> {

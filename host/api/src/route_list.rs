@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
-use crate::services::Services;
+use slotd_units::services::Services;
 
 /// How many of the newest events (of every task) the refusal counts are read from.
 const REFUSALS_SCAN: i64 = 5_000;
@@ -82,7 +82,7 @@ async fn list(
         .unit_count_by_pool()
         .await
         .map_err(log_store_error("counting units by pool"))?;
-    let limits = crate::pool_state::pool_limits_now(&services);
+    let limits = slotd_units::pools_now::pool_limits_now(&services);
     let mut out = Vec::new();
     for (name, route) in &services.config.routes {
         let pool = slotd_core::model::route_pool(name);

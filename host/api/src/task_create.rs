@@ -14,10 +14,10 @@ use serde_json::{Map, Value};
 
 use super::auth::Tenant;
 use super::error::{ApiError, log_store_error};
-use crate::lifecycle::CreateError;
-pub use crate::lifecycle::CreateRequest;
-use crate::services::Services;
 use slotd_core::model::TaskStatus;
+use slotd_units::lifecycle::CreateError;
+pub use slotd_units::lifecycle::CreateRequest;
+use slotd_units::services::Services;
 
 /// Accepted `priority` range; higher runs first.
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
@@ -73,7 +73,7 @@ pub fn parse_request(body: &[u8]) -> Result<CreateRequest, ApiError> {
         payload,
         idempotency_key: idempotency_key(&mut fields)?,
         priority: priority(&mut fields)?,
-        callback_url: callback_url(&mut fields)?,
+        completion_webhook_url: callback_url(&mut fields)?,
         terms: super::task_terms::parse(&mut fields)?,
     })
 }
@@ -286,20 +286,22 @@ pub async fn create(
     let request = parse_request(&body)?;
     let now = services.clock.now_ms();
     super::task_terms::check_not_past(&request.terms, now)?;
-    if let Some(url) = &request.callback_url {
+    if let Some(url) = &request.completion_webhook_url {
         refuse_internal_target(url, services.config.webhooks.allow_private)?;
     }
 
     let created = match (route, handler) {
         (Some(route), _) => {
-            crate::lifecycle::create_routed_task(
+            slotd_units::lifecycle::create_routed_task(
                 &services, &task_type, route, &tenant, request, now,
             )
             .await
         }
         (None, Some(handler)) => {
-            crate::lifecycle::create_task(&services, &handler, &tenant, &task_type, request, now)
-                .await
+            slotd_units::lifecycle::create_task(
+                &services, &handler, &tenant, &task_type, request, now,
+            )
+            .await
         }
         (None, None) => return Err(ApiError::NotFound(format!("task type {task_type:?}"))),
     }
@@ -369,7 +371,7 @@ mod tests {
                 payload: r#"{"a":1}"#.into(),
                 idempotency_key: Some("k".into()),
                 priority: -1000,
-                callback_url: Some("https://example.com/hook".into()),
+                completion_webhook_url: Some("https://example.com/hook".into()),
                 terms: Default::default(),
             }
         );

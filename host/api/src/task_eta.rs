@@ -1,11 +1,11 @@
 //! The queue position and completion estimate of `GET /v1/tasks/{id}`: the store says where
 //! the task stands in its pool, the scheduler's learned durations say how long jobs take, and
-//! [`crate::eta`] replays the pool's near future.
+//! [`slotd_pools::eta`] replays the pool's near future.
 
 use super::error::{ApiError, log_store_error};
-use crate::services::Services;
 use slotd_core::model::Unit;
 use slotd_store::TaskRecord;
+use slotd_units::services::Services;
 
 /// The queue position and the completion estimate of an unfinished task with these units (see
 /// `eta.rs`): `(queue_position, estimated_completion_at)`. Pending units of a pool that quotas
@@ -39,18 +39,18 @@ pub(super) async fn estimate(
     }
     let standing = with_reservations(services, standing).await?;
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
-    crate::pool_state::discovered_shared::refresh(services).await;
-    let limit = crate::pool_state::pool_limits_now(services).remove(&standing.pool);
+    slotd_units::pools_now::refresh_discovered(services).await;
+    let limit = slotd_units::pools_now::pool_limits_now(services).remove(&standing.pool);
     let max = limit.as_ref().map_or(1, |l| l.max_slots);
     let now = services.clock.now_ms();
     let held = match &limit {
         Some(l) if standing.pending > 0 => {
-            crate::pool_state::quotas::closed_until(services, l, now).await
+            slotd_units::pools_now::closed_until(services, l, now).await
         }
         _ => None,
     };
     if let Some((what, until)) = &held {
-        let reason = crate::pool_state::quotas::wait_reason(what, *until);
+        let reason = slotd_pools::pool_state::quotas::wait_reason(what, *until);
         for u in units.iter_mut().filter(|u| {
             u.pool == standing.pool
                 && u.status == slotd_core::model::UnitStatus::Pending
@@ -62,7 +62,7 @@ pub(super) async fn estimate(
     let opens_at = held.map(|(_, t)| t);
     let pace = match &limit {
         Some(l) if standing.pending > 0 && !l.quotas.is_empty() => {
-            crate::pool_state::quotas::pace(&services.metrics, &services.slots, l, now).await
+            slotd_pools::pool_state::quotas::pace(&services.metrics, &services.slots, l, now).await
         }
         _ => Vec::new(),
     };
@@ -70,7 +70,7 @@ pub(super) async fn estimate(
         .iter()
         .find(|u| u.pool == standing.pool && !u.status.is_terminal())
     {
-        crate::pool_state::durations::ask_unknown(
+        slotd_pools::pool_state::durations::ask_unknown(
             &services.durations,
             &services.registry,
             &[u.into()],
@@ -86,9 +86,9 @@ pub(super) async fn estimate(
         .and_then(|u| {
             services
                 .durations
-                .distribution(&u.pool, &crate::pool_state::durations::class_of(u))
+                .distribution(&u.pool, &slotd_pools::pool_state::durations::class_of(u))
         });
-    let at = crate::eta::completion(crate::eta::Inputs {
+    let at = slotd_pools::eta::completion(slotd_pools::eta::Inputs {
         now,
         slots: services.capacity.effective(&standing.pool, max),
         standing: &standing,
@@ -112,10 +112,10 @@ async fn routed(
 ) -> (Option<u64>, Option<i64>) {
     let queue_position = (standing.pending > 0).then_some(standing.ahead_first);
     let now = services.clock.now_ms();
-    let limits = crate::pool_state::pool_limits_now(services);
+    let limits = slotd_units::pools_now::pool_limits_now(services);
     let mut slots = 0u32;
     let mut samples: Vec<i64> = Vec::new();
-    for pool in crate::routing::target_pools(&services.registry, route)
+    for pool in slotd_pools::routing::target_pools(&services.registry, route)
         .into_iter()
         .filter(|p| used_by.contains(p))
     {
@@ -138,10 +138,10 @@ async fn routed(
             samples.extend_from_slice(d.samples());
         }
     }
-    let Some(pool) = crate::pool_state::durations::Distribution::new(samples) else {
+    let Some(pool) = slotd_pools::pool_state::durations::Distribution::new(samples) else {
         return (queue_position, None);
     };
-    let at = crate::eta::completion(crate::eta::Inputs {
+    let at = slotd_pools::eta::completion(slotd_pools::eta::Inputs {
         now,
         slots: slots.max(1),
         standing: &standing,
@@ -159,7 +159,7 @@ async fn with_reservations(
     services: &Services,
     standing: slotd_store::QueueStanding,
 ) -> Result<slotd_store::QueueStanding, ApiError> {
-    use crate::pool_state::reservations;
+    use slotd_pools::pool_state::reservations;
     let shares = reservations::configured(&services.config, &standing.pool);
     if standing.pending == 0 || shares.values().all(|(min, _)| *min == 0) {
         return Ok(standing);

@@ -1,6 +1,6 @@
 //! The task resource: read one, list, cancel, retry failed units (and re-finalize units whose
 //! finalization gave up), read the event log.
-//! Creation lives in `task_create.rs`, the response shapes in `crate::task_view`.
+//! Creation lives in `task_create.rs`, the response shapes in `slotd_webhooks::task_view`.
 //!
 //! Every lookup is by (tenant, id): another tenant's task is answered exactly like a missing
 //! one (404), so ids reveal nothing. An admin key looks a task up under the tenant that owns
@@ -19,12 +19,12 @@ use utoipa_axum::routes;
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
 use super::task_create;
-use crate::services::Services;
-use crate::task_view::{
-    DeliveryView, Retried, TaskEvents, TaskList, TaskSummary, TaskView, TaskWebhooks,
-};
 use slotd_core::model::{Unit, UnitStatus};
 use slotd_store::{TaskFilter, TaskRecord};
+use slotd_units::services::Services;
+use slotd_webhooks::task_view::{
+    DeliveryView, Retried, TaskEvents, TaskList, TaskSummary, TaskView, TaskWebhooks,
+};
 
 /// Page size of `GET /v1/tasks` when `limit` is not given.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
@@ -279,7 +279,7 @@ async fn cancel(
 ) -> Result<Json<TaskView>, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
-    crate::lifecycle::cancel_task(&services, &tenant, &id, now)
+    slotd_units::lifecycle::cancel_task(&services, &tenant, &id, now)
         .await
         .map_err(log_store_error("cancelling task"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
@@ -311,7 +311,7 @@ async fn retry(
 ) -> Result<Json<Retried>, ApiError> {
     let tenant = caller.tenant_of_task(&services, &id).await?;
     let now = services.clock.now_ms();
-    let retried = crate::lifecycle::retry_task(&services, &tenant, &id, now)
+    let retried = slotd_units::lifecycle::retry_task(&services, &tenant, &id, now)
         .await
         .map_err(log_store_error("retrying task"))?
         .ok_or_else(|| ApiError::NotFound(format!("no task {id:?}")))?;
@@ -402,7 +402,7 @@ async fn webhooks(
         .map_err(log_store_error("reading webhook deliveries"))?;
     Ok(Json(TaskWebhooks {
         task_id: task.id,
-        callback_url: task.callback_url,
+        callback_url: task.completion_webhook_url,
         deliveries: list
             .into_iter()
             .map(|(delivery, attempts)| DeliveryView { delivery, attempts })

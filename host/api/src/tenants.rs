@@ -18,9 +18,9 @@ use utoipa_axum::routes;
 
 use super::caller::Caller;
 use super::error::{ApiError, log_store_error};
-use crate::services::Services;
 use slotd_core::config::BudgetConfig;
 use slotd_store::{Budget, Usage};
+use slotd_units::services::Services;
 
 /// Routes under `/v1/tenants`.
 pub fn router() -> OpenApiRouter<Services> {
@@ -113,7 +113,7 @@ async fn put_budget(
         .map_err(log_store_error("setting a budget"))?;
     tracing::info!(tenant = %name, limit = budget.limit, period_ms = budget.period_ms, "tenant budget set");
     // Its held-back units may fit now: every pool fills again.
-    for pool in crate::pool_state::pool_limits_now(&services).keys() {
+    for pool in slotd_units::pools_now::pool_limits_now(&services).keys() {
         services.wake.pool(pool);
     }
     view(&services, &name).await.map(Json)

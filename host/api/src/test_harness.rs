@@ -12,9 +12,8 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::router;
-use crate::services::Services;
-use crate::slots::local::LocalSlots;
-use crate::wake::Wake;
+use slotd_coord::slots::local::LocalSlots;
+use slotd_coord::wake::Wake;
 use slotd_core::clock::ManualClock;
 use slotd_core::config::Config;
 use slotd_core::model::UnitStatus;
@@ -22,6 +21,7 @@ use slotd_runtime::{Handler, Registry, Runtime};
 use slotd_store::UnitUpdate;
 use slotd_store::prelude::*;
 use slotd_store::sqlite::SqliteStore;
+use slotd_units::services::Services;
 
 /// Everything a test needs: the app and direct handles on what it changes.
 pub(super) struct Harness {
@@ -63,7 +63,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
     // No plugins directory: the fixture is registered directly, and nothing is watched.
     config.plugins_dir = dir.path().join("no-plugins");
     let store = test_store(dir.path()).await;
-    let objects = match crate::objects::Objects::open(&format!(
+    let objects = match slotd_objects::Objects::open(&format!(
         "file://{}",
         dir.path().join("objects").display()
     )) {
@@ -89,9 +89,9 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         wake: wake.clone(),
         clock: ManualClock::new(1_000_000),
         objects,
-        hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+        hot: std::sync::Arc::new(slotd_coord::hot::HotStatus::disabled()),
         keyspace: None,
-        provider_callback_key: crate::provider_callback_token::ProviderCallbackKey::random(),
+        provider_callback_key: slotd_units::provider_callback_token::ProviderCallbackKey::random(),
         metrics: Default::default(),
         prometheus: None,
         capacity: Default::default(),
@@ -99,7 +99,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         closures: Default::default(),
         durations: Default::default(),
         discovered: Default::default(),
-        units: crate::lifecycle::UnitWriter::start(store.clone(), Default::default()),
+        units: slotd_units::lifecycle::UnitWriter::start(store.clone(), Default::default()),
         events: Default::default(),
     };
     Harness {

@@ -13,12 +13,12 @@ use tower::ServiceExt;
 
 use super::router;
 use super::test_harness::{Harness, harness_with};
-use crate::services::Services;
-use crate::slots::SlotStore;
+use slotd_coord::slots::SlotStore;
 use slotd_core::config::{ApiKey, Config, Secret};
 use slotd_core::model::UnitStatus;
 use slotd_store::prelude::*;
 use slotd_store::{Field, NewTask, NewUnit, UnitUpdate};
+use slotd_units::services::Services;
 
 #[path = "tests_lifecycle.rs"]
 mod lifecycle;
@@ -102,7 +102,7 @@ impl Harness {
             payload: json!({ "count": units }).to_string(),
             idempotency_key: None,
             priority: 0,
-            callback_url: None,
+            completion_webhook_url: None,
             units: (0..units)
                 .map(|_| NewUnit {
                     id: uuid::Uuid::now_v7().to_string(),
@@ -475,9 +475,9 @@ async fn unknown_routes_and_methods_are_problems() {
 async fn metrics_render_in_prometheus_text_per_instance() {
     let h = harness().await;
     let with_registry = |services: &Services| {
-        let (metrics, handle) = crate::app::metrics_registry();
+        let (metrics, handle) = slotd_units::assemble::metrics_registry();
         let services = Services {
-            hot: std::sync::Arc::new(crate::hot::HotStatus::disabled()),
+            hot: std::sync::Arc::new(slotd_coord::hot::HotStatus::disabled()),
             keyspace: None,
             metrics,
             prometheus: Some(handle),

@@ -74,7 +74,9 @@ async fn retry_moves_failed_units_back() {
     assert_eq!(r.json["error"]["code"], "1201");
     assert_eq!(r.json["results"][1]["error"]["message"], "bad prompt");
 
-    let woken = h.wake.listener(crate::wake::WakeKey::Pool(FIXTURE_POOL));
+    let woken = h
+        .wake
+        .listener(slotd_coord::wake::WakeKey::Pool(FIXTURE_POOL));
     let r = h
         .send("POST", &format!("/v1/tasks/{id}/retry"), Some(KEY_A), None)
         .await;
@@ -97,7 +99,9 @@ async fn retry_moves_failed_units_back() {
 #[tokio::test]
 async fn create_is_202_and_idempotent() {
     let h = harness().await;
-    let woken = h.wake.listener(crate::wake::WakeKey::Pool(FIXTURE_POOL));
+    let woken = h
+        .wake
+        .listener(slotd_coord::wake::WakeKey::Pool(FIXTURE_POOL));
     let body = r#"{"payload": {"count": 3, "behavior": "succeed"}, "idempotency_key": "k1",
                    "priority": 5}"#;
     let first = h
@@ -202,7 +206,7 @@ async fn plan_rejection_is_422_and_stores_nothing() {
         body["detail"].as_str().unwrap_or("").contains("at most 2"),
         "{body}"
     );
-    assert_eq!(capped.task_count(crate::api::LOCAL_TENANT).await, 0);
+    assert_eq!(capped.task_count(crate::LOCAL_TENANT).await, 0);
     assert_eq!(h.task_count("a").await, 0);
 }
 
@@ -213,7 +217,7 @@ async fn plan_rejection_is_422_and_stores_nothing() {
 async fn a_cancel_that_ends_units_wakes_the_completion_webhooks() {
     let h = harness().await;
     let id = h.seed("a", 2).await;
-    let woken = h.wake.listener(crate::wake::WakeKey::Webhooks);
+    let woken = h.wake.listener(slotd_coord::wake::WakeKey::Webhooks);
     let r = h
         .send("POST", &format!("/v1/tasks/{id}/cancel"), Some(KEY_A), None)
         .await;
@@ -241,14 +245,14 @@ async fn applied_changes_wake_the_completion_webhooks_and_the_pool_of_a_unit_due
         Ok(moved) => assert_eq!(moved.len(), 2),
         Err(e) => panic!("marking submitted: {e}"),
     }
-    let origin = crate::lifecycle::Origin {
+    let origin = slotd_units::lifecycle::Origin {
         task_id: &id,
         pool: FIXTURE_POOL,
         account: None,
     };
     let origins = units.iter().map(|u| (u.as_str(), origin)).collect();
     let now = 1_000_002;
-    let apply = async |update: UnitUpdate| match crate::lifecycle::apply_changes(
+    let apply = async |update: UnitUpdate| match slotd_units::lifecycle::apply_changes(
         &h.services,
         &[update],
         &origins,
@@ -266,7 +270,9 @@ async fn applied_changes_wake_the_completion_webhooks_and_the_pool_of_a_unit_due
             .is_ok()
     };
 
-    let pool = h.wake.listener(crate::wake::WakeKey::Pool(FIXTURE_POOL));
+    let pool = h
+        .wake
+        .listener(slotd_coord::wake::WakeKey::Pool(FIXTURE_POOL));
     apply(UnitUpdate {
         unit_id: units[0].clone(),
         from: Some(UnitStatus::Submitted),
@@ -277,7 +283,7 @@ async fn applied_changes_wake_the_completion_webhooks_and_the_pool_of_a_unit_due
     .await;
     assert!(wait(pool).await, "a unit made due now must wake its pool");
 
-    let webhooks = h.wake.listener(crate::wake::WakeKey::Webhooks);
+    let webhooks = h.wake.listener(slotd_coord::wake::WakeKey::Webhooks);
     apply(UnitUpdate {
         unit_id: units[1].clone(),
         from: Some(UnitStatus::Submitted),

@@ -4,7 +4,7 @@
 //! header-read timeout and the bound on requests in flight.
 //!
 //! Real parts throughout: the SQLite store in a temp dir, the compiled fixture handler, the
-//! listener `app::run_with` serves on (`socket.rs`).
+//! listener `serve.rs` serves on (`socket.rs`).
 
 use std::time::Duration;
 
@@ -360,7 +360,7 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
         payload: "{}".into(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: (0..units)
             .map(|_| slotd_store::NewUnit {
                 id: uuid::Uuid::now_v7().to_string(),

@@ -16,14 +16,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{EventRow, Finding, Snapshot, UnitRow};
+use super::rows::{EventRow, Finding, Snapshot, UnitRow};
 
 /// Prefix of the event detail written with the submit marker:
 /// `submit marked: key K in pool P[ account A]` (`store::*::units::unit_mark_submitted`; rows
 /// written before 0.27 end after the key).
 pub(super) const MARKER_PREFIX: &str = "submit marked: key ";
 /// Prefix of the event detail of an accepted submit: `accepted as provider job J`
-/// (`scheduler::apply`).
+/// (`scheduler::decide`).
 pub(super) const ACCEPTED_PREFIX: &str = "accepted as provider job ";
 /// Prefix of the event detail of an explicit retry (`store::*::tasks::task_retry_failed`).
 const RETRY_PREFIX: &str = "retry requested: submit attempt ";

@@ -29,7 +29,7 @@ fn task(id: &str, pool: &str, n: usize) -> NewTask {
         payload: r#"{"shots":[]}"#.into(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: (0..n)
             .map(|i| NewUnit {
                 id: format!("{id}-u{i}"),

@@ -10,9 +10,9 @@ use futures::StreamExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Finding, Snapshot, UnitRow};
-use crate::keyspace::Keyspace;
-use crate::objects::Objects;
+use super::rows::{Finding, Snapshot, UnitRow};
+use slotd_coord::keyspace::Keyspace;
+use slotd_objects::Objects;
 
 /// A slot set and the database are compared twice this far apart before a difference is
 /// reported: between a grant and its submit marker (or a release after a commit) they differ
@@ -124,7 +124,10 @@ pub async fn redis(
     let mut submitted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for u in &snap.units {
         let set = submitted
-            .entry(crate::pool_state::slot_key(&u.pool, u.account.as_deref()))
+            .entry(slotd_pools::pool_state::slot_key(
+                &u.pool,
+                u.account.as_deref(),
+            ))
             .or_default();
         if u.status == "submitted" {
             set.insert(u.id.clone());

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Context;
 use sqlx::Row;
 
-use super::{EventRow, Snapshot, UnitRow};
+use super::rows::{EventRow, Snapshot, UnitRow};
 
 const TASKS_SQL: &str = "SELECT id FROM tasks ORDER BY seq";
 const UNITS_SQL: &str = "SELECT id, task_id, CAST(idx AS BIGINT) AS idx, pool, stage, status, \
@@ -75,7 +75,7 @@ pub async fn submitted_ids(url: &str, slot_key: &str) -> anyhow::Result<BTreeSet
         )));
     Ok(rows
         .into_iter()
-        .filter(|(_, p, a)| crate::pool_state::slot_key(p, a.as_deref()) == slot_key)
+        .filter(|(_, p, a)| slotd_pools::pool_state::slot_key(p, a.as_deref()) == slot_key)
         .map(|(id, ..)| id)
         .collect())
 }

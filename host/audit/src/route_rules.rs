@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::history::ACCEPTED_PREFIX;
-use super::{Finding, Snapshot};
+use super::rows::{Finding, Snapshot};
 
 /// The event detail of a binding: `route R: bound to TARGET in pool P`.
 const BOUND: &str = ": bound to ";
@@ -59,7 +59,7 @@ pub fn two_providers(snap: &Snapshot) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::{EventRow, UnitRow};
+    use crate::{EventRow, UnitRow};
 
     fn ev(id: i64, from: &str, to: &str, detail: &str) -> EventRow {
         EventRow {

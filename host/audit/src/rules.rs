@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::history::{ACCEPTED_PREFIX, marker};
-use super::{Finding, Snapshot, UnitRow};
+use super::rows::{Finding, Snapshot, UnitRow};
 use slotd_core::model::UnitStatus;
 
 /// Every unit's event log is a legal path of the state machine (docs/state-machine.md): it starts with the

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::check::{EventRow, Snapshot, UnitRow};
+use crate::{EventRow, Snapshot, UnitRow};
 
 fn unit(id: &str, status: &str) -> UnitRow {
     UnitRow {

@@ -1,11 +1,11 @@
 //! Every path and module the docs name exists. A doc names a file or directory in a code span
-//! (`` `host/server/src/scheduler/tick.rs` ``, `` `scheduler/tick.rs` ``, `` `migrations/` ``)
+//! (`` `host/scheduler/src/tick.rs` ``, `` `scheduler/src/tick.rs` ``, `` `migrations/` ``)
 //! or a module or item by its Rust path (`` `scheduler::tick` ``,
 //! `` `lifecycle::follow_up::FollowUps` ``, `` `slotd_store::open` ``); when the code moves
 //! and the doc does not, the doc is wrong, and this says where.
 //!
 //! Paths resolve from the repository root, from the doc's own directory, or as the end of
-//! some path in the tree (a doc about the scheduler may say `scheduler/tick.rs`). A Rust path
+//! some path in the tree (a doc about the scheduler may say `scheduler/src/tick.rs`). A Rust path
 //! is checked when its first segment is one of ours (a crate, by package or directory name,
 //! or a top-level module of one): its longest prefix that is a module must be followed only by
 //! names declared (`fn`, `mod`, `struct`, `enum`, `trait`, `type`, `const`, `static`, a
@@ -282,12 +282,12 @@ mod tests {
     #[test]
     fn a_path_that_exists_passes_and_one_that_is_gone_fails() {
         assert!(
-            problems("`host/server/src/scheduler/tick.rs`, `scheduler/tick.rs`, `migrations/`")
+            problems("`host/scheduler/src/tick.rs`, `scheduler/src/tick.rs`, `migrations/`")
                 .is_empty()
         );
         assert_eq!(
-            problems("`host/server/src/scheduler/commit.rs`"),
-            ["docs/example.md:1: `host/server/src/scheduler/commit.rs`: no such file or directory"]
+            problems("`host/scheduler/src/commit.rs`"),
+            ["docs/example.md:1: `host/scheduler/src/commit.rs`: no such file or directory"]
         );
     }
 

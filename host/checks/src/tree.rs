@@ -97,8 +97,8 @@ pub fn crates(files: &[String]) -> Vec<Crate> {
 }
 
 /// The modules `file` (the module `module`) declares with a `#[path = "…"]` attribute, with
-/// the files they are: `#[path = "apply_tests.rs"] mod tests;` in `scheduler/apply.rs` is the
-/// module `scheduler::apply::tests` in `scheduler/apply_tests.rs`.
+/// the files they are: `#[path = "decide_tests.rs"] mod tests;` in `scheduler/src/decide.rs` is
+/// the module `scheduler::decide::tests` in `scheduler/src/decide_tests.rs`.
 fn path_modules(root: &Path, module: &[String], file: &str) -> Vec<(Vec<String>, String)> {
     let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
     let dir = file.rsplit_once('/').map_or("", |(d, _)| d);

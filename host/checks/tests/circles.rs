@@ -11,37 +11,6 @@ fn scanned(c: &slotd_checks::tree::Crate) -> bool {
     })
 }
 
-/// Circles found when the check was written and not fixed yet, each named by two of its
-/// files. Fix one and take it off; the test fails on any circle not listed, and on a listed one
-/// that is gone.
-const NOT_YET_FIXED: [(&str, &str); 7] = [
-    ("host/core/src/config.rs", "host/core/src/config/api.rs"),
-    (
-        "host/server/src/check/history.rs",
-        "host/server/src/check/mod.rs",
-    ),
-    (
-        "host/server/src/pool_state/discovered.rs",
-        "host/server/src/pool_state/limits.rs",
-    ),
-    (
-        "host/server/src/scheduler/apply_tests.rs",
-        "host/server/src/scheduler/rounds.rs",
-    ),
-    (
-        "host/server/src/scheduler/deadlines.rs",
-        "host/server/src/scheduler/mod.rs",
-    ),
-    (
-        "host/store/src/suite.rs",
-        "host/store/src/suite/callbacks.rs",
-    ),
-    (
-        "host/store/src/terms/accounts.rs",
-        "host/store/src/terms/budgets.rs",
-    ),
-];
-
 #[test]
 fn no_file_uses_a_file_that_uses_it_back() {
     let root = slotd_checks::tree::root();
@@ -58,29 +27,12 @@ fn no_file_uses_a_file_that_uses_it_back() {
         "only {scanned_files} files scanned under {}",
         root.display()
     );
-    let listed = |c: &circles::Circle, (a, b): (&str, &str)| {
-        c.steps.iter().any(|(f, _, _)| f == a) && c.steps.iter().any(|(f, _, _)| f == b)
-    };
-    let new: Vec<String> = found
-        .iter()
-        .filter(|c| !NOT_YET_FIXED.iter().any(|&k| listed(c, k)))
-        .map(ToString::to_string)
-        .collect();
+    let found: Vec<String> = found.iter().map(ToString::to_string).collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "{} circles between files (each file uses the next, the last the first):\n{}",
-        new.len(),
-        new.join("\n")
-    );
-    let gone: Vec<String> = NOT_YET_FIXED
-        .iter()
-        .filter(|&&k| !found.iter().any(|c| listed(c, k)))
-        .map(|(a, b)| format!("{a} ↔ {b}"))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "fixed, take them off NOT_YET_FIXED:\n{}",
-        gone.join("\n")
+        found.len(),
+        found.join("\n")
     );
 }
 

@@ -93,9 +93,11 @@ impl Keyspace {
     }
 }
 
-/// Test helpers: the test Redis and a unique key prefix per test.
-#[cfg(test)]
-pub(crate) mod testing {
+/// Test helpers: the test Redis and a unique key prefix per test (this crate's tests, and
+/// other crates' through the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+#[allow(clippy::expect_used)]
+pub mod testing {
     use std::sync::Arc;
 
     use super::Keyspace;

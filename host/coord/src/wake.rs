@@ -74,7 +74,7 @@ impl<'a> WakeKey<'a> {
     }
 
     /// The channel of this key's wakes, under the keyspace prefix.
-    pub(crate) fn channel(&self, keys: &Keyspace) -> String {
+    pub fn channel(&self, keys: &Keyspace) -> String {
         channel(keys, self.wire())
     }
 }

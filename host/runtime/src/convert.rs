@@ -48,7 +48,7 @@ pub(crate) fn context(ctx: &TickContext) -> wit::TickContext {
     wit::TickContext {
         pool: ctx.pool.clone(),
         now_ms: ctx.now_ms,
-        callback_url: ctx.callback_url.clone(),
+        callback_url: ctx.provider_callback_url.clone(),
     }
 }
 

@@ -141,7 +141,7 @@ pub(super) fn ctx() -> TickContext {
     TickContext {
         pool: "kling".into(),
         now_ms: now_ms(),
-        callback_url: None,
+        provider_callback_url: None,
         account: None,
     }
 }

@@ -186,7 +186,9 @@ pub struct PlanError {
 pub struct TickContext {
     pub pool: String,
     pub now_ms: u64,
-    pub callback_url: Option<String>,
+    /// Where the provider calls back for this batch (the WIT's `callback-url`), when the
+    /// handler's provider calls back.
+    pub provider_callback_url: Option<String>,
     /// The provider account the batch's units are submitted on (`None`: the implicit one):
     /// the call's `config` and `signing` read that account's settings and secrets.
     pub account: Option<String>,

@@ -114,7 +114,7 @@ fn context() -> TickContext {
     TickContext {
         pool: "fixture".into(),
         now_ms: 1,
-        callback_url: None,
+        provider_callback_url: None,
         account: None,
     }
 }

@@ -73,7 +73,7 @@ async fn tick(handler: &Handler, payload: serde_json::Value) -> Result<Outcome, 
     let ctx = TickContext {
         pool: "fixture".into(),
         now_ms: 1,
-        callback_url: None,
+        provider_callback_url: None,
         account: None,
     };
     let batch = [BatchUnit {

@@ -88,7 +88,7 @@ fn ctx() -> TickContext {
     TickContext {
         pool: "fixture".into(),
         now_ms: 0,
-        callback_url: None,
+        provider_callback_url: None,
         account: None,
     }
 }

@@ -3,8 +3,8 @@
 //! `tick`, when it claims the feature. A unit's slot is freed only when the handler reports the
 //! job ended (for one in doubt: that no job of it can still run); until then the unit keeps its
 //! slot and is asked again. A handler without the feature keeps the 1.0 rule (poll until the
-//! job ends by itself, see [`super::apply::honour_cancel`]; a unit in doubt ends at once,
-//! [`super::apply::cancel_unsent`]).
+//! job ends by itself, see [`super::decide::honour_cancel`]; a unit in doubt ends at once,
+//! [`super::decide::cancel_unsent`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -157,7 +157,7 @@ pub(crate) fn cancel_fault_updates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::apply::tests::unit;
+    use crate::test_units::unit;
     use slotd_core::model::ProviderError;
 
     fn change(id: &str, outcome: CancelOutcome) -> CancelChange {

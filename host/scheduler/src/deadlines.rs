@@ -28,9 +28,10 @@ use slotd_store::{Fence, Field, PendingGroup, UnitUpdate};
 
 use super::Scheduler;
 use super::error::SchedulerError;
-use crate::lifecycle::{Origin, apply_changes};
-use crate::pool_state::PoolLimit;
-use crate::pool_state::durations::class_of;
+use super::group_counts::GroupCounts;
+use slotd_pools::pool_state::PoolLimit;
+use slotd_pools::pool_state::durations::class_of;
+use slotd_units::lifecycle::{Origin, apply_changes};
 
 /// The error code of a unit failed for a deadline it cannot meet.
 pub const DEADLINE_CODE: &str = "deadline_unreachable";
@@ -45,16 +46,6 @@ const RANK_CAP: u32 = 100_000;
 const GROUPS_TTL_MS: i64 = 1_000;
 /// Best-effort units remembered as noted before the memory starts afresh.
 const NOTED_MAX: usize = 100_000;
-
-/// A pool's pending counts per (priority, tenant), as the deadline sweep last counted them.
-#[derive(Debug)]
-pub(super) struct GroupCounts {
-    /// When (scheduler clock, ms).
-    at: i64,
-    /// The lowest priority counted.
-    min_priority: i32,
-    groups: Vec<PendingGroup>,
-}
 
 /// The inputs of one unit's projection.
 #[derive(Clone, Copy, Debug)]
@@ -149,7 +140,7 @@ impl Scheduler {
             return Ok(());
         }
         let kinds: Vec<_> = units.iter().map(Into::into).collect();
-        crate::pool_state::durations::ask_unknown(&s.durations, &s.registry, &kinds).await;
+        slotd_pools::pool_state::durations::ask_unknown(&s.durations, &s.registry, &kinds).await;
         let slots = self.effective_max(pool, limit).max(1);
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
         let used: u32 = self.slots_used_many(&keys).await?.iter().sum();
@@ -228,16 +219,16 @@ impl Scheduler {
         fence: Option<&Fence>,
     ) -> Result<(), SchedulerError> {
         let s = &self.services;
-        let routes = crate::routing::routes_for_pool(&s.config, &limit.handlers);
+        let routes = slotd_pools::routing::routes_for_pool(&s.config, &limit.handlers);
         if routes.is_empty() {
             return Ok(());
         }
-        let limits = crate::pool_state::pool_limits_now(s);
+        let limits = slotd_units::pools_now::pool_limits_now(s);
         for name in routes {
             let Some(route) = s.config.routes.get(name) else {
                 continue;
             };
-            let pools: Vec<String> = crate::routing::target_pools(&s.registry, route)
+            let pools: Vec<String> = slotd_pools::routing::target_pools(&s.registry, route)
                 .into_iter()
                 .filter(|p| limits.contains_key(p))
                 .collect();
@@ -273,7 +264,7 @@ impl Scheduler {
                     samples.extend_from_slice(d.samples());
                 }
             }
-            let durations = crate::pool_state::durations::Distribution::new(samples);
+            let durations = slotd_pools::pool_state::durations::Distribution::new(samples);
             self.sweep_units(
                 &route_pool,
                 units,
@@ -294,7 +285,7 @@ impl Scheduler {
         pool: &str,
         units: Vec<Unit>,
         (slots, free): (u32, u32),
-        pool_durations: Option<crate::pool_state::durations::Distribution>,
+        pool_durations: Option<slotd_pools::pool_state::durations::Distribution>,
         now: i64,
         fence: Option<&Fence>,
     ) -> Result<(), SchedulerError> {
@@ -494,7 +485,7 @@ mod tests {
 
     #[test]
     fn verdicts_name_the_numbers() {
-        let mut unit = super::super::apply::tests::unit("u", None, "main");
+        let mut unit = crate::test_units::unit("u", None, "main");
         unit.status = UnitStatus::Pending;
         let p = Projection {
             start: 10_000,

@@ -6,40 +6,50 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use slotd_core::clock::{Clock, DynClock, ManualClock};
 use slotd_core::config::{Config, PoolConfig};
 use slotd_core::model::UnitStatus;
 
 use super::super::Scheduler;
-use crate::pool_state::durations::class_of;
-use crate::services::Services;
+use slotd_pools::pool_state::durations::class_of;
+use slotd_units::services::Services;
 
-/// `POST /v1/tasks/fixture` through the real router; the task id.
-pub(in crate::scheduler) async fn post(services: &Services, body: Value) -> String {
-    let req = axum::http::Request::builder()
-        .method("POST")
-        .uri("/v1/tasks/fixture")
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(body.to_string()))
-        .expect("request");
-    let resp = crate::api::router(services.clone())
-        .oneshot(req)
-        .await
-        .expect("router");
-    let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    let v: Value = serde_json::from_slice(&bytes).expect("json");
-    assert_eq!(status, 202, "{v}");
-    v["task_id"].as_str().expect("task id").to_string()
+/// A task of the fixture handler for the API's tenant, created as `POST /v1/tasks/fixture`
+/// creates it (the lifecycle's `create_task`) from the request body's `payload`, `deadline`
+/// (RFC 3339) and `deadline_policy`; the task id. The API's parsing is tested with the API.
+pub(crate) async fn post(services: &Services, body: Value) -> String {
+    let handler = services
+        .registry
+        .for_type("fixture")
+        .expect("the fixture handler");
+    let deadline_at = body["deadline"].as_str().map(|d| {
+        chrono::DateTime::parse_from_rfc3339(d)
+            .expect("an RFC 3339 deadline")
+            .timestamp_millis()
+    });
+    let request = slotd_units::lifecycle::CreateRequest {
+        payload: body["payload"].to_string(),
+        idempotency_key: None,
+        priority: 0,
+        completion_webhook_url: None,
+        terms: slotd_store::TaskTerms {
+            deadline_at,
+            start_by: None,
+            best_effort: body["deadline_policy"] == "best_effort",
+        },
+    };
+    let now = services.clock.now_ms();
+    let created =
+        slotd_units::lifecycle::create_task(services, &handler, "local", "fixture", request, now)
+            .await
+            .expect("created");
+    created.task_id
 }
 
 /// Services on a fresh SQLite file in `dir` with the fixture handler and a pool `fixture` of
 /// ten slots, on a manual clock at 1,000,000 ms.
-pub(in crate::scheduler) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
+pub(crate) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     std::fs::copy(
@@ -55,7 +65,7 @@ pub(in crate::scheduler) async fn build(dir: &Path) -> (Services, Arc<ManualCloc
     config.pools.insert("fixture".into(), PoolConfig::slots(10));
     let clock = ManualClock::new(1_000_000);
     let dyn_clock: DynClock = clock.clone();
-    let services = crate::app::build_with_clock(config, dyn_clock)
+    let services = slotd_units::assemble::build_with_clock(config, dyn_clock)
         .await
         .expect("build");
     (services, clock)

@@ -133,7 +133,7 @@ pub fn decide_updates_in(
         }
         if let Some(error) = account_error(&change.outcome) {
             let fresh = unit.provider_job_id.is_none() && !in_doubt.contains(unit.id.as_str());
-            if crate::pool_state::quotas::is_quota_code(error.code.as_deref()) {
+            if slotd_pools::pool_state::quotas::is_quota_code(error.code.as_deref()) {
                 if fresh && out.quota_refused.is_none() {
                     let after = match &change.outcome {
                         Outcome::RetryAfter { after_ms, .. } => *after_ms,
@@ -277,8 +277,8 @@ fn provider_queue_update(
 fn account_error(outcome: &Outcome) -> Option<&ProviderError> {
     match outcome {
         Outcome::RetryAfter { error, .. } | Outcome::Fail { error }
-            if crate::pool_state::accounts::is_account_code(error.code.as_deref())
-                || crate::pool_state::quotas::is_quota_code(error.code.as_deref()) =>
+            if slotd_pools::pool_state::accounts::is_account_code(error.code.as_deref())
+                || slotd_pools::pool_state::quotas::is_quota_code(error.code.as_deref()) =>
         {
             Some(error)
         }
@@ -304,7 +304,7 @@ fn account_update(
         _ => return u,
     };
     let account = unit.terms.account.as_deref().unwrap_or("(implicit)");
-    let who = if crate::pool_state::quotas::is_quota_code(error.code.as_deref()) {
+    let who = if slotd_pools::pool_state::quotas::is_quota_code(error.code.as_deref()) {
         format!("a quota of account {account}")
     } else {
         format!("account {account}")
@@ -635,11 +635,11 @@ pub fn expire_stage_deadline<T>(
 }
 
 #[cfg(test)]
-#[path = "apply_tests.rs"]
+#[path = "decide_tests.rs"]
 pub(crate) mod tests;
 
 #[cfg(test)]
-#[path = "apply_golden_tests.rs"]
+#[path = "decide_golden_tests.rs"]
 mod golden_tests;
 
 #[cfg(test)]

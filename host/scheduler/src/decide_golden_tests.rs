@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use super::tests::{ch, info, unit};
+use super::tests::{ch, info};
 use super::*;
+use crate::test_units::unit;
 use slotd_core::model::ProviderError;
 
 const NOW: i64 = 1_000_000;

@@ -1,5 +1,5 @@
 //! Reading the limits providers publish (contract 1.3 `provider.limits`) into
-//! [`crate::pool_state::Discovered`]: when the scheduler starts, every `[scheduler]
+//! [`slotd_pools::pool_state::Discovered`]: when the scheduler starts, every `[scheduler]
 //! limits_refresh`, and soon after a capacity or quota refusal (at most every `min_rest`).
 
 use std::collections::{HashMap, HashSet};
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
-use crate::pool_state::discovered::found_of;
-use crate::pool_state::slot_key;
+use slotd_pools::pool_state::discovered::found_of;
+use slotd_pools::pool_state::slot_key;
 
 impl Scheduler {
     /// Read every `provider`-exporting handler's published limits, per account.
@@ -77,7 +77,7 @@ impl Scheduler {
                         let keep = u64::try_from(s.config.scheduler.limits_refresh.as_millis())
                             .unwrap_or(u64::MAX)
                             .saturating_mul(3);
-                        let shared = crate::pool_state::discovered_shared::publish(
+                        let shared = slotd_pools::pool_state::discovered_shared::publish(
                             keys,
                             &l.pool,
                             account.as_deref(),

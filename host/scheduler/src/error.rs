@@ -8,14 +8,14 @@ pub enum SchedulerError {
     #[error(transparent)]
     Store(#[from] slotd_store::StoreError),
     #[error(transparent)]
-    Slots(#[from] crate::slots::SlotError),
+    Slots(#[from] slotd_coord::slots::SlotError),
 }
 
-impl From<crate::lifecycle::LifecycleError> for SchedulerError {
-    fn from(e: crate::lifecycle::LifecycleError) -> Self {
+impl From<slotd_units::lifecycle::LifecycleError> for SchedulerError {
+    fn from(e: slotd_units::lifecycle::LifecycleError) -> Self {
         match e {
-            crate::lifecycle::LifecycleError::Store(e) => SchedulerError::Store(e),
-            crate::lifecycle::LifecycleError::Slots(e) => SchedulerError::Slots(e),
+            slotd_units::lifecycle::LifecycleError::Store(e) => SchedulerError::Store(e),
+            slotd_units::lifecycle::LifecycleError::Slots(e) => SchedulerError::Slots(e),
         }
     }
 }

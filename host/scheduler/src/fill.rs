@@ -25,9 +25,9 @@ use slotd_store::{Bind, Fence, Grant};
 
 use super::Scheduler;
 use super::error::SchedulerError;
-use crate::pool_state::quotas::{self, create_log, full_until};
-use crate::pool_state::{Availability, Gate, PoolAccount, PoolLimit, spend};
-use crate::slots::{CreateLog, log_entry};
+use slotd_coord::slots::{CreateLog, log_entry};
+use slotd_pools::pool_state::quotas::{self, create_log, full_until};
+use slotd_pools::pool_state::{Availability, Gate, PoolAccount, PoolLimit, spend};
 
 /// Rounds of one fill: the first, and one more per batch of tenants found over budget.
 const FILL_ROUNDS: usize = 4;
@@ -226,7 +226,7 @@ impl Scheduler {
             }
         }
         // Pools left routed units this fill take them at once.
-        crate::lifecycle::routed_units_left(s, &routes.wake).await;
+        slotd_units::lifecycle::routed_units_left(s, &routes.wake).await;
         Ok(filled)
     }
 
@@ -261,9 +261,10 @@ impl Scheduler {
         if grants.is_empty() {
             return Ok((0, 0));
         }
-        let submitted =
-            crate::lifecycle::mark_submitted(s, step.pool, &grants, now, step.hold, step.fence)
-                .await?;
+        let submitted = slotd_units::lifecycle::mark_submitted(
+            s, step.pool, &grants, now, step.hold, step.fence,
+        )
+        .await?;
         let marked = submitted.marked;
         if let Some(log) = step.log {
             let all: Vec<&Grant> = grants.iter().collect();

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::objects::{StoredObject, artifact_key};
 use slotd_core::model::Unit;
+use slotd_objects::{StoredObject, artifact_key};
 use slotd_runtime::{Artifact, Finalized, TickContext};
 use slotd_store::FinalizeRelease;
 
@@ -97,9 +97,14 @@ impl Scheduler {
         let cfg = &self.services.config.scheduler;
         let lease_until = now + ms(cfg.finalize_lease);
         let limit = u32::try_from(free).unwrap_or(u32::MAX);
-        let units =
-            crate::lifecycle::claim_finalize(&self.services, &self.owner, lease_until, now, limit)
-                .await?;
+        let units = slotd_units::lifecycle::claim_finalize(
+            &self.services,
+            &self.owner,
+            lease_until,
+            now,
+            limit,
+        )
+        .await?;
         let started = units.len();
         for unit in units {
             let Ok(permit) = self.finalize_permits.clone().try_acquire_owned() else {
@@ -112,7 +117,7 @@ impl Scheduler {
                 me.finalize_unit(unit).await;
                 drop(permit);
                 // A worker is free: look for more work now rather than at the next interval.
-                me.services.wake.wake(crate::wake::WakeKey::Finalizer);
+                me.services.wake.wake(slotd_coord::wake::WakeKey::Finalizer);
             });
         }
         Ok(FinalizeReport { started })
@@ -139,7 +144,7 @@ impl Scheduler {
             let ctx = TickContext {
                 pool: unit.pool.clone(),
                 now_ms: u64::try_from(now).unwrap_or(0),
-                callback_url: None,
+                provider_callback_url: None,
                 account: unit.terms.account.clone(),
             };
             let fin = h.finalize(&ctx, &unit).await.map_err(|f| f.to_string())?;
@@ -152,7 +157,8 @@ impl Scheduler {
                 let result = merged_result(&unit, &fin, &stored);
                 let now = s.clock.now_ms();
                 let done =
-                    crate::lifecycle::complete_finalize(s, &unit, &self.owner, &result, now).await;
+                    slotd_units::lifecycle::complete_finalize(s, &unit, &self.owner, &result, now)
+                        .await;
                 if matches!(done, Ok(true)) {
                     // End to end: from the task's creation to its stored result (docs/operations.md).
                     let secs = now.saturating_sub(unit.created_at).max(0) as f64 / 1000.0;
@@ -180,7 +186,7 @@ impl Scheduler {
                     serde_json::json!({ "code": "finalize", "message": message }).to_string();
                 let now = s.clock.now_ms();
                 tracing::warn!(attempt, give_up, %reason, "finalization failed");
-                crate::lifecycle::release_finalize(
+                slotd_units::lifecycle::release_finalize(
                     s,
                     &unit,
                     FinalizeRelease {

@@ -1,7 +1,7 @@
 //! The scheduler's side of pool leases (docs/operations.md): with Redis, a pool loop ticks only
 //! while this instance holds the pool's lease. A coordinator loop renews held leases every
 //! third of a lease period, drops those it lost, and takes or gives up pools so they spread
-//! across live instances ([`crate::lease::place`]). Without Redis (embedded, one process)
+//! across live instances ([`slotd_coord::lease::place`]). Without Redis (embedded, one process)
 //! every pool is always "held".
 //!
 //! A tick runs under the pool's tick lock; giving a lease up voluntarily takes that lock
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::Scheduler;
-use crate::lease::{Acquire, Leases};
-use crate::wake::WakeKey;
+use slotd_coord::lease::{Acquire, Leases};
+use slotd_coord::wake::WakeKey;
 use slotd_store::Fence;
 
 /// The shortest pause between two coordinator rounds (a burst of wakes is one round).
@@ -85,7 +85,7 @@ impl Scheduler {
     pub async fn take_lease(
         &self,
         pool: &str,
-    ) -> Result<Option<i64>, crate::keyspace::KeyspaceError> {
+    ) -> Result<Option<i64>, slotd_coord::keyspace::KeyspaceError> {
         let Some(leases) = &self.leases else {
             return Ok(None);
         };
@@ -178,11 +178,11 @@ impl Scheduler {
                 Err(e) => tracing::warn!(pool = %pool, error = %e, "lease renewal failed"),
             }
         }
-        let pools: Vec<String> = crate::pool_state::pool_limits_now(&self.services)
+        let pools: Vec<String> = slotd_units::pools_now::pool_limits_now(&self.services)
             .into_keys()
             .collect();
         let held = self.held_pools();
-        let placement = crate::lease::place(&self.owner, &pools, &held, live.count);
+        let placement = slotd_coord::lease::place(&self.owner, &pools, &held, live.count);
         if let Some(pool) = placement.give_up {
             let lock = self.lease_state.tick_lock(&pool);
             let _tick = lock.lock().await;
@@ -191,7 +191,7 @@ impl Scheduler {
                 tracing::warn!(pool = %pool, error = %e, "giving the pool lease up failed");
             }
         }
-        let share = crate::lease::share(pools.len(), live.count);
+        let share = slotd_coord::lease::share(pools.len(), live.count);
         for pool in placement.try_take {
             if self.lease_state.held.lock().len() >= share {
                 break;

@@ -4,14 +4,15 @@
 //! The loops only wait and call `run_once` / `finalize_once`; tests call those directly with an
 //! injected clock and read the returned reports instead of sleeping.
 
-mod apply;
 mod cancel;
 mod deadlines;
+mod decide;
 mod discovery;
 mod download;
 mod error;
 mod fill;
 mod finalize;
+mod group_counts;
 mod leasing;
 mod policy;
 mod provider_callback;
@@ -24,7 +25,7 @@ mod shares;
 mod tick;
 mod tick_report;
 
-pub use apply::{Decided, Refused, decide_updates, fault_updates};
+pub use decide::{Decided, Refused, decide_updates, fault_updates};
 pub use error::SchedulerError;
 pub use finalize::FinalizeReport;
 pub use policy::{poll_delay_ms, retry_delay_ms};
@@ -38,11 +39,11 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use crate::pool_state::slot_key;
-use crate::provider_callback_token::{self, Scope};
-use crate::services::Services;
+use slotd_pools::pool_state::slot_key;
 use slotd_runtime::BatchUnit;
 use slotd_store::Fence;
+use slotd_units::provider_callback_token::{self, Scope};
+use slotd_units::services::Services;
 
 /// Drives every pool of one slotd instance.
 pub struct Scheduler {
@@ -54,9 +55,9 @@ pub struct Scheduler {
     /// Best-effort units whose unreachable deadline is already in their events.
     deadline_noted: Mutex<std::collections::HashSet<String>>,
     /// The deadline sweep's pending counts per pool.
-    deadline_groups: Mutex<HashMap<String, deadlines::GroupCounts>>,
+    deadline_groups: Mutex<HashMap<String, group_counts::GroupCounts>>,
     /// Pool leases (with Redis): `None` when this instance drives every pool alone.
-    pub(crate) leases: Option<Arc<crate::lease::Leases>>,
+    pub(crate) leases: Option<Arc<slotd_coord::lease::Leases>>,
     /// The leases this instance holds and the pools' tick locks.
     pub(crate) lease_state: leasing::LeaseState,
     /// Bounds finalizations in flight; never shared with provider slots.
@@ -78,7 +79,7 @@ impl Scheduler {
         let permits = services.config.scheduler.finalize_concurrency;
         let owner = format!("slotd-{}", uuid::Uuid::new_v4());
         let leases = services.keyspace.as_ref().map(|keys| {
-            Arc::new(crate::lease::Leases::new(
+            Arc::new(slotd_coord::lease::Leases::new(
                 keys.clone(),
                 &owner,
                 services.config.scheduler.lease_ttl,
@@ -129,8 +130,13 @@ impl Scheduler {
     /// Where the provider can call back for `handler`'s call over `units` of `pool`, when
     /// slotd has a public URL: the URL carries a token naming the submit attempts the call may
     /// create jobs for (the units without a job id), and a callback through it may change only
-    /// those units (see [`crate::provider_callback_token`]).
-    fn callback_url(&self, handler: &str, pool: &str, units: &[BatchUnit]) -> Option<String> {
+    /// those units (see [`slotd_units::provider_callback_token`]).
+    fn provider_callback_url(
+        &self,
+        handler: &str,
+        pool: &str,
+        units: &[BatchUnit],
+    ) -> Option<String> {
         let base = self.services.config.public_url.as_ref()?;
         let scope = Scope::for_call(
             handler,
@@ -177,7 +183,7 @@ impl Scheduler {
     /// Slots in use; a lost slot set (Redis flushed) is rebuilt from the database first.
     async fn slots_used(&self, pool: &str) -> Result<u32, SchedulerError> {
         match self.services.slots.used(pool).await {
-            Err(crate::slots::SlotError::NotReconciled(_)) => {
+            Err(slotd_coord::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
                     pool,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
@@ -209,12 +215,12 @@ impl Scheduler {
         pool: &str,
         ids: &[String],
         max: u32,
-        logs: &[crate::slots::CreateLog],
+        logs: &[slotd_coord::slots::CreateLog],
         now: i64,
     ) -> Result<Vec<String>, SchedulerError> {
         let slots = &self.services.slots;
         match slots.acquire_within(pool, ids, max, logs, now).await {
-            Err(crate::slots::SlotError::NotReconciled(_)) => {
+            Err(slotd_coord::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
                     pool,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
@@ -231,7 +237,10 @@ impl Scheduler {
     /// A pool with accounts has a slot set per account (`pool@account`): each is made equal
     /// to the submitted units marked on that account, so is the slot set of an account no
     /// longer configured whose units still run.
-    pub async fn reconcile(&self, pool: &str) -> Result<crate::slots::Reconciled, SchedulerError> {
+    pub async fn reconcile(
+        &self,
+        pool: &str,
+    ) -> Result<slotd_coord::slots::Reconciled, SchedulerError> {
         self.reconcile_with(pool, false).await
     }
 
@@ -243,10 +252,10 @@ impl Scheduler {
         &self,
         pool: &str,
         restore_log: bool,
-    ) -> Result<crate::slots::Reconciled, SchedulerError> {
+    ) -> Result<slotd_coord::slots::Reconciled, SchedulerError> {
         let s = &self.services;
         let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        if let Some(limit) = crate::pool_state::pool_limits_now(s).get(pool) {
+        if let Some(limit) = slotd_units::pools_now::pool_limits_now(s).get(pool) {
             for a in &limit.accounts {
                 by_key.insert(a.slot_key(pool), Vec::new());
             }
@@ -260,7 +269,7 @@ impl Scheduler {
         }
         let mut lost = false;
         for key in by_key.keys() {
-            if let Err(crate::slots::SlotError::NotReconciled(_)) = s.slots.used(key).await {
+            if let Err(slotd_coord::slots::SlotError::NotReconciled(_)) = s.slots.used(key).await {
                 lost = true;
                 break;
             }
@@ -268,7 +277,7 @@ impl Scheduler {
         if restore_log || lost {
             self.restore_create_log(pool).await?;
         }
-        let mut r = crate::slots::Reconciled::default();
+        let mut r = slotd_coord::slots::Reconciled::default();
         let mut restored_in: Vec<(String, Vec<String>)> = Vec::new();
         for (key, submitted) in by_key {
             let one = s.slots.reconcile(&key, &submitted).await?;
@@ -315,7 +324,7 @@ impl Scheduler {
     /// margin).
     async fn prune_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
-        let has_quotas = crate::pool_state::pool_limits_now(s)
+        let has_quotas = slotd_units::pools_now::pool_limits_now(s)
             .get(pool)
             .is_some_and(|l| {
                 !l.quotas.is_empty() || l.accounts.iter().any(|a| !a.quotas.is_empty())
@@ -342,19 +351,19 @@ impl Scheduler {
     async fn restore_create_log(&self, pool: &str) -> Result<(), SchedulerError> {
         let s = &self.services;
         let now = s.clock.now_ms();
-        let Some(limit) = crate::pool_state::pool_limits_now(s).remove(pool) else {
+        let Some(limit) = slotd_units::pools_now::pool_limits_now(s).remove(pool) else {
             return Ok(());
         };
-        let pool_log = crate::pool_state::quotas::create_log(pool, &limit.quotas, now);
+        let pool_log = slotd_pools::pool_state::quotas::create_log(pool, &limit.quotas, now);
         // The accounts' own logs, beside the pool's.
-        let account_logs: Vec<(Option<String>, crate::slots::CreateLog)> = limit
+        let account_logs: Vec<(Option<String>, slotd_coord::slots::CreateLog)> = limit
             .accounts
             .iter()
             .filter_map(|a| {
                 let key = a.slot_key(pool);
                 Some((
                     a.name.clone(),
-                    crate::pool_state::quotas::create_log(&key, &a.quotas, now)?,
+                    slotd_pools::pool_state::quotas::create_log(&key, &a.quotas, now)?,
                 ))
             })
             .collect();
@@ -367,7 +376,8 @@ impl Scheduler {
             return Ok(());
         };
         let creates = s.store.quota_creates_since(pool, since).await?;
-        let entry = |c: &slotd_store::Create| (crate::slots::log_entry(&c.unit_id, c.at), c.at);
+        let entry =
+            |c: &slotd_store::Create| (slotd_coord::slots::log_entry(&c.unit_id, c.at), c.at);
         if let Some(log) = &pool_log {
             let entries: Vec<(String, i64)> = creates
                 .iter()
@@ -391,3 +401,5 @@ impl Scheduler {
 #[cfg(test)]
 #[path = "reconcile_race_tests.rs"]
 mod reconcile_race_tests;
+#[cfg(test)]
+mod test_units;

@@ -3,22 +3,22 @@
 //! then the pool is woken so a freed slot is refilled at once. Polling stays the safety net,
 //! so a lost or repeated callback costs nothing but a little latency.
 //!
-//! A callback arrives through a token (see [`crate::provider_callback_token`]) and changes only the
+//! A callback arrives through a token (see [`slotd_units::provider_callback_token`]) and changes only the
 //! units its [`Scope`] covers: `submitted` units of the token's pool whose current submit
 //! attempt it names. A change for any other unit is ignored, and each applied update is
 //! guarded by the attempt's `submitted_at`, so a resubmission racing the callback is safe.
 
 use std::collections::BTreeSet;
 
-use crate::provider_callback_token::Scope;
-use crate::services::Services;
 use slotd_core::model::{Change, UnitStatus};
 use slotd_runtime::{CallbackChange, Handler};
 use slotd_store::Field;
+use slotd_units::provider_callback_token::Scope;
+use slotd_units::services::Services;
 
-use super::apply::decide_updates;
+use super::decide::decide_updates;
 use super::error::SchedulerError;
-use crate::lifecycle::{Origin, apply_changes};
+use slotd_units::lifecycle::{Origin, apply_changes};
 
 /// What a callback did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -145,7 +145,7 @@ pub async fn apply_provider_callback(
         now,
     );
     // A job a callback reports ended teaches the durations as much as one a poll found.
-    crate::pool_state::durations::learn(&services.durations, &refs, &decided.updates, now);
+    slotd_pools::pool_state::durations::learn(&services.durations, &refs, &decided.updates, now);
     for u in &mut decided.updates {
         let unit = units.iter().find(|x| x.id == u.unit_id);
         u.from_submitted_at = unit.and_then(|x| x.submitted_at);

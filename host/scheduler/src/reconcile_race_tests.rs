@@ -18,8 +18,8 @@ use slotd_store::{DynStore, UnitUpdate};
 
 use super::Scheduler;
 use super::deadlines::grant_tests::{build, post};
-use crate::slots::local::LocalSlots;
-use crate::slots::{CreateLog, DynSlots, LogCount, Reconciled, SlotError, SlotStore};
+use slotd_coord::slots::local::LocalSlots;
+use slotd_coord::slots::{CreateLog, DynSlots, LogCount, Reconciled, SlotError, SlotStore};
 
 /// The in-process slot store, but the first `reconcile` of a pool lets `unit` end in the
 /// database and releases its slot before rebuilding the set from the list it was given.

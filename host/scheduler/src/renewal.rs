@@ -25,7 +25,7 @@ enum Renewal {
 
 /// What the renewer task needs (owned: it outlives no borrow).
 struct Renewer {
-    units: crate::lifecycle::UnitWriter,
+    units: slotd_units::lifecycle::UnitWriter,
     clock: DynClock,
     owner: String,
     unit_id: String,
@@ -46,8 +46,13 @@ impl Renewer {
                 _ = ticks.tick() => {}
             }
             let until = self.clock.now_ms().saturating_add(lease_ms);
-            match crate::lifecycle::renew_finalize(&self.units, &self.unit_id, &self.owner, until)
-                .await
+            match slotd_units::lifecycle::renew_finalize(
+                &self.units,
+                &self.unit_id,
+                &self.owner,
+                until,
+            )
+            .await
             {
                 Ok(true) => {
                     self.renewals.send_modify(|n| *n += 1);

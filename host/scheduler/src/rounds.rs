@@ -3,7 +3,7 @@
 //! at once (handlers answer a round with one list request where the provider has one), and
 //! the next round is due when the expected number of jobs that ended unnoticed since this one
 //! reaches [`ROUND_THETA`]: `Σ (F(e + Δ) − F(e)) / (1 − F(e))` over the running units, `e`
-//! each one's age and `F` its class's distribution ([`crate::pool_state::durations`]). So
+//! each one's age and `F` its class's distribution ([`slotd_pools::pool_state::durations`]). So
 //! rounds are sparse while every job is young and close together when many are near their
 //! usual end, at about `1 / ROUND_THETA` rounds per completed job.
 
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use slotd_core::model::Unit;
 
 use super::Decided;
-use crate::pool_state::durations::{Distribution, Durations, class_of};
+use slotd_pools::pool_state::durations::{Distribution, Durations, class_of};
 
 /// Expected unnoticed completions that make the next round due while a backlog waits: about
 /// two rounds per completed job (with the create, three provider requests per job).
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn classes_name_model_mode_and_duration() {
-        let mut u = crate::scheduler::apply::tests::unit("u1", Some("j1"), "generate");
+        let mut u = crate::test_units::unit("u1", Some("j1"), "generate");
         u.task_type = "video".into();
         u.spec = r#"{"model_name":"kling-v1-6","mode":"pro","duration":"10","prompt":"x"}"#.into();
         assert_eq!(class_of(&u), "video/generate/kling-v1-6/pro/10");
@@ -209,8 +209,8 @@ mod tests {
     #[test]
     fn polls_meet_in_one_round() {
         let d = Durations::default();
-        let mut a = crate::scheduler::apply::tests::unit("a", Some("ja"), "s");
-        let mut b = crate::scheduler::apply::tests::unit("b", Some("jb"), "s");
+        let mut a = crate::test_units::unit("a", Some("ja"), "s");
+        let mut b = crate::test_units::unit("b", Some("jb"), "s");
         // Not learned yet: every poll goes to the same round, `prior` away.
         let now = 100_000;
         let mut decided = polls(&[&a, &b], now);
@@ -237,7 +237,7 @@ mod tests {
         assert!(first < now + 5_000, "{first}");
         assert!(decided.updates.iter().all(|u| u.next_at == Some(first)));
         // A young unit polled by another tick joins the round already decided.
-        let mut c = crate::scheduler::apply::tests::unit("c", Some("jc"), "s");
+        let mut c = crate::test_units::unit("c", Some("jc"), "s");
         c.submitted_at = Some(now);
         let mut decided = polls(&[&c], now);
         schedule_round(&d, "p1", &[&c], &mut decided, now + 2, (200, 5_000, 30_000));
@@ -246,8 +246,8 @@ mod tests {
     #[test]
     fn a_round_never_brings_a_paced_read_forward() {
         let d = Durations::default();
-        let a = crate::scheduler::apply::tests::unit("a", Some("ja"), "s");
-        let b = crate::scheduler::apply::tests::unit("b", Some("jb"), "s");
+        let a = crate::test_units::unit("a", Some("ja"), "s");
+        let b = crate::test_units::unit("b", Some("jb"), "s");
         let now = 100_000;
         let mut decided = polls(&[&a, &b], now);
         // `b`'s provider may not be asked about it for 8 s (its handler's hint).

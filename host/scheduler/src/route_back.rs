@@ -36,8 +36,8 @@ fn refusal(
         )),
         Outcome::RetryAfter { after_ms, error } => {
             let code = error.code.as_deref()?;
-            let counted = crate::pool_state::accounts::is_account_code(Some(code))
-                || crate::pool_state::quotas::is_quota_code(Some(code))
+            let counted = slotd_pools::pool_state::accounts::is_account_code(Some(code))
+                || slotd_pools::pool_state::quotas::is_quota_code(Some(code))
                 || code == NOT_CREATED_CODE;
             counted.then(|| {
                 let attempt = unit.attempts.saturating_add(1);

@@ -1,8 +1,9 @@
 //! Failover of routed units as [`decide_updates`] applies it (`route_back.rs`): a refusal
 //! before the target accepted the job sends the unit back to its route, one in doubt stays.
 
-use super::tests::{ch, info, unit};
+use super::tests::{ch, info};
 use super::{decide_updates, decide_updates_in};
+use crate::test_units::unit;
 use slotd_core::config::SchedulerConfig;
 use slotd_core::model::{Outcome, ProviderError, RouteOption, TargetUnit, UnitRouting, UnitStatus};
 use std::collections::HashSet;

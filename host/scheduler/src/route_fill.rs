@@ -14,8 +14,8 @@ use slotd_store::Bind;
 
 use super::Scheduler;
 use super::error::SchedulerError;
-use crate::pool_state::{Availability, Gate, PoolLimit};
-use crate::routing::{candidates, pick, routes_for_pool};
+use slotd_pools::pool_state::{Availability, Gate, PoolLimit};
+use slotd_pools::routing::{candidates, pick, routes_for_pool};
 
 /// How many of a route's pending units one fill reads per free slot (units meant for other
 /// targets are passed over).
@@ -61,11 +61,11 @@ impl Scheduler {
         if fill.is_empty() {
             return fill;
         }
-        let limits = crate::pool_state::pool_limits_now(s);
+        let limits = slotd_units::pools_now::pool_limits_now(s);
         let mut pools = BTreeSet::new();
         for r in &fill.routes {
             if let Some(route) = s.config.routes.get(r) {
-                pools.extend(crate::routing::target_pools(&s.registry, route));
+                pools.extend(slotd_pools::routing::target_pools(&s.registry, route));
             }
         }
         for p in pools.into_iter().filter(|p| *p != limit.name) {
@@ -93,7 +93,7 @@ impl Scheduler {
             // fill if it has no room after all.
             let used = match s.slots.used(&key).await {
                 Ok(n) => n,
-                Err(crate::slots::SlotError::NotReconciled(_)) => 0,
+                Err(slotd_coord::slots::SlotError::NotReconciled(_)) => 0,
                 Err(_) => continue,
             };
             used_all = used_all.saturating_add(used);
@@ -180,7 +180,8 @@ impl Scheduler {
     /// An option's expected duration: what the pool's jobs of its kind took (or its handler
     /// stated), as the median.
     fn expected_ms(&self, p: &TargetUnit) -> Option<i64> {
-        let class = crate::pool_state::durations::class_of_parts(&p.task_type, &p.stage, &p.spec);
+        let class =
+            slotd_pools::pool_state::durations::class_of_parts(&p.task_type, &p.stage, &p.spec);
         self.services
             .durations
             .distribution(&p.pool, &class)

@@ -2,7 +2,7 @@
 //! loops for pools that appear (a handler loaded) and publishes unit counts.
 //!
 //! A loop waits `tick_interval` at most, `min_rest` at least, and wakes early on events
-//! ([`crate::wake::Wake`]). A failing store pauses the loop with backoff; it resumes by itself.
+//! ([`slotd_coord::wake::Wake`]). A failing store pauses the loop with backoff; it resumes by itself.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Scheduler;
-use crate::wake::WakeKey;
+use slotd_coord::wake::WakeKey;
 use slotd_core::model::UnitStatus;
 
 /// Longest pause after repeated store errors.
@@ -56,7 +56,7 @@ impl Scheduler {
             .tick_interval
             .min(Duration::from_secs(1));
         loop {
-            let pools = crate::pool_state::pool_limits_now(&self.services);
+            let pools = slotd_units::pools_now::pool_limits_now(&self.services);
             for name in pools.keys() {
                 if running.insert(name.clone()) {
                     tracing::info!(pool = %name, "starting pool loop");
@@ -178,11 +178,12 @@ impl Scheduler {
         let wake = self.services.wake.listener(WakeKey::Webhooks);
         loop {
             let now = self.services.clock.now_ms();
-            if let Err(e) = crate::completion_webhooks::sweep(&self.services, now).await {
+            if let Err(e) = slotd_webhooks::completion_webhooks::sweep(&self.services, now).await {
                 tracing::warn!(error = %e, "queueing completion webhooks failed; retrying");
             }
             if let Err(e) =
-                crate::completion_webhooks::deliver_due(&self.services, &self.owner, now).await
+                slotd_webhooks::completion_webhooks::deliver_due(&self.services, &self.owner, now)
+                    .await
             {
                 tracing::warn!(error = %e, "delivering completion webhooks failed; retrying");
             }

@@ -33,7 +33,7 @@ impl Shares {
         pending: Vec<String>,
     ) -> Shares {
         let holds = |t: &str| u32::try_from(held.get(t).copied().unwrap_or(0)).unwrap_or(u32::MAX);
-        let reserved = crate::pool_state::reservations::lacking(shares, held, &pending);
+        let reserved = slotd_pools::pool_state::reservations::lacking(shares, held, &pending);
         let room = shares
             .iter()
             .filter_map(|(t, (_, max))| Some((t.clone(), max.as_ref()?.saturating_sub(holds(t)))))
@@ -93,7 +93,7 @@ impl Scheduler {
     /// The tenants' shares of `pool` for this fill; `None` when no tenant has one.
     pub(super) async fn shares(&self, pool: &str) -> Result<Option<Shares>, SchedulerError> {
         let s = &self.services;
-        let configured = crate::pool_state::reservations::configured(&s.config, pool);
+        let configured = slotd_pools::pool_state::reservations::configured(&s.config, pool);
         if configured.is_empty() {
             return Ok(None);
         }

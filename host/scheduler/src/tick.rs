@@ -25,13 +25,13 @@ use slotd_runtime::{BatchUnit, Handler, HandlerFault, TickContext};
 use slotd_store::UnitUpdate;
 
 use super::Scheduler;
-use super::apply::{cancel_unsent, decide_updates_in, expire_stage_deadline, fault_updates};
 use super::cancel::split_cancelling;
+use super::decide::{cancel_unsent, decide_updates_in, expire_stage_deadline, fault_updates};
 use super::error::SchedulerError;
 use super::rounds::{floors_from_answer, schedule_round};
 pub use super::tick_report::{TickReport, TickSteps};
-use crate::lifecycle::{Origin, apply_changes};
-use crate::pool_state::durations::learn;
+use slotd_pools::pool_state::durations::learn;
+use slotd_units::lifecycle::{Origin, apply_changes};
 
 /// Beyond a handler call's deadline, how long an untouched in-doubt unit waits before it is
 /// resolved: room for the marking instance's last write.
@@ -130,7 +130,7 @@ impl Scheduler {
             pool: pool.to_string(),
             ..TickReport::default()
         };
-        let Some(limit) = crate::pool_state::pool_limits_now(s).remove(pool) else {
+        let Some(limit) = slotd_units::pools_now::pool_limits_now(s).remove(pool) else {
             return Ok(report);
         };
         let fence = self.fence(pool);
@@ -215,7 +215,7 @@ impl Scheduler {
     async fn finish(
         &self,
         mut report: TickReport,
-        limit: &crate::pool_state::PoolLimit,
+        limit: &slotd_pools::pool_state::PoolLimit,
         seen: BTreeMap<Option<String>, AccountSeen>,
         started: Instant,
     ) -> Result<TickReport, SchedulerError> {
@@ -247,7 +247,7 @@ impl Scheduler {
             let effective = s.capacity.observe(
                 &key,
                 account.max_slots,
-                crate::pool_state::Observed {
+                slotd_pools::pool_state::Observed {
                     rejected: seen.capacity_rejected,
                     accepted: seen.accepted,
                     in_flight: used,
@@ -255,7 +255,7 @@ impl Scheduler {
                 },
             );
             if effective != before {
-                crate::pool_state::capacity::share(
+                slotd_pools::pool_state::capacity::share(
                     s.keyspace.as_ref(),
                     &key,
                     effective,
@@ -296,7 +296,7 @@ impl Scheduler {
     /// Drain an account the provider refused; restore one it answered.
     fn account_health(
         &self,
-        account: &crate::pool_state::PoolAccount,
+        account: &slotd_pools::pool_state::PoolAccount,
         seen: &AccountSeen,
         now: i64,
     ) {
@@ -314,7 +314,7 @@ impl Scheduler {
             // of jobs accepted before it ran out answer normally all along.
             let exhausted = health
                 .drain_of(handler, name)
-                .is_some_and(|d| d.code == crate::pool_state::accounts::EXHAUSTED_CODE);
+                .is_some_and(|d| d.code == slotd_pools::pool_state::accounts::EXHAUSTED_CODE);
             if !exhausted || seen.accepted > 0 {
                 health.restore(handler, name);
             }
@@ -327,12 +327,12 @@ impl Scheduler {
     async fn quota_gate(
         &self,
         pool: &str,
-        limit: &crate::pool_state::PoolLimit,
-        account: &crate::pool_state::PoolAccount,
+        limit: &slotd_pools::pool_state::PoolLimit,
+        account: &slotd_pools::pool_state::PoolAccount,
         seen: &AccountSeen,
         now: i64,
     ) {
-        use crate::pool_state::quotas::Until;
+        use slotd_pools::pool_state::quotas::Until;
         let s = &self.services;
         let closures = &s.closures;
         let key = &account.slot_key(pool);
@@ -354,14 +354,14 @@ impl Scheduler {
                 },
             };
             closures.close(key, reason, now, until);
-            crate::pool_state::quotas::share(
+            slotd_pools::pool_state::quotas::share(
                 s.keyspace.as_ref(),
                 key,
                 closures.closure_of(key).as_ref(),
             );
         } else if seen.accepted > 0 && closures.closure_of(key).is_some() {
             closures.open(key);
-            crate::pool_state::quotas::share(s.keyspace.as_ref(), key, None);
+            slotd_pools::pool_state::quotas::share(s.keyspace.as_ref(), key, None);
         }
     }
 
@@ -370,7 +370,7 @@ impl Scheduler {
     async fn window_frees_at(
         &self,
         key: &str,
-        quotas: &[crate::pool_state::PoolQuota],
+        quotas: &[slotd_pools::pool_state::PoolQuota],
         now: i64,
     ) -> Option<i64> {
         let longest = quotas.iter().max_by_key(|q| q.quota.window.span_ms())?;
@@ -386,7 +386,11 @@ impl Scheduler {
 
     /// The pool's effective limit: the sum of its accounts' adapted limits, capped by the
     /// pool's own maximum.
-    pub(crate) fn effective_max(&self, pool: &str, limit: &crate::pool_state::PoolLimit) -> u32 {
+    pub(crate) fn effective_max(
+        &self,
+        pool: &str,
+        limit: &slotd_pools::pool_state::PoolLimit,
+    ) -> u32 {
         let sum: u32 = limit
             .accounts
             .iter()
@@ -493,7 +497,7 @@ impl Scheduler {
             let ctx = TickContext {
                 pool: pool.to_string(),
                 now_ms: u64::try_from(now).unwrap_or(0),
-                callback_url: None,
+                provider_callback_url: None,
                 account,
             };
             self.call_handler(h, ctx, units, now, backlog)
@@ -529,7 +533,7 @@ impl Scheduler {
             CallResult::default()
         } else {
             let mut c = ctx;
-            c.callback_url = self.callback_url(&h.info.name, &c.pool, &units);
+            c.provider_callback_url = self.provider_callback_url(&h.info.name, &c.pool, &units);
             self.call_isolating(h, c, units, now, backlog).await
         };
         if let Some(c) = cancelled {

@@ -23,7 +23,7 @@ async fn open_failures_show_no_password() {
         Err(e) => format!("{e:#} {e:?}"),
     };
     assert!(!err.contains("pg-pass-4711"), "{err}");
-    let err = match crate::keyspace::Keyspace::new("redis://:r-pass-99@host:notaport", "p") {
+    let err = match slotd_coord::keyspace::Keyspace::new("redis://:r-pass-99@host:notaport", "p") {
         Ok(_) => panic!("must not parse"),
         Err(e) => format!("{e:#}"),
     };

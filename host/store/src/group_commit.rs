@@ -152,7 +152,7 @@ mod tests {
             payload: "{}".into(),
             idempotency_key: key.map(String::from),
             priority: 0,
-            callback_url: None,
+            completion_webhook_url: None,
             units: vec![NewUnit {
                 id: format!("t{id}-u0"),
                 pool: "p".into(),

@@ -132,7 +132,9 @@ pub struct NewTask {
     pub payload: String,
     pub idempotency_key: Option<String>,
     pub priority: i32,
-    pub callback_url: Option<String>,
+    /// The request's `callback_url` (the API's name and the column's): where the task's
+    /// completion webhook goes.
+    pub completion_webhook_url: Option<String>,
     pub units: Vec<NewUnit>,
     pub now: i64,
     /// Deadline terms; default: none.
@@ -174,7 +176,9 @@ pub struct TaskRecord {
     pub payload: String,
     pub idempotency_key: Option<String>,
     pub priority: i32,
-    pub callback_url: Option<String>,
+    /// The request's `callback_url` (the API's name and the column's): where the task's
+    /// completion webhook goes.
+    pub completion_webhook_url: Option<String>,
     /// When the client first asked to cancel the task (Unix ms), if it did.
     pub cancel_requested_at: Option<i64>,
     pub created_at: i64,

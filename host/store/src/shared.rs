@@ -249,7 +249,7 @@ on_both_drivers! {
             payload: row.try_get("payload")?,
             idempotency_key: row.try_get("idempotency_key")?,
             priority: row.try_get("priority")?,
-            callback_url: row.try_get("callback_url")?,
+            completion_webhook_url: row.try_get("callback_url")?,
             cancel_requested_at: row.try_get("cancel_requested_at")?,
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,

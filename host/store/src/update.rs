@@ -79,7 +79,7 @@ pub struct UnitUpdate {
     pub wait_reason: Field<String>,
     /// Applied only if no cancel has been requested for the unit: an update planned before a
     /// cancel landed must not finalize, fail or requeue a unit the client cancelled (the next
-    /// poll plans it again, cancel in view). See `scheduler::apply::honour_cancel`.
+    /// poll plans it again, cancel in view). See `scheduler::decide::honour_cancel`.
     pub unless_cancel_requested: bool,
 }
 

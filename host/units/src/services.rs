@@ -1,13 +1,13 @@
-//! [`Services`]: the shared handles every part of slotd uses, built once in [`crate::run`] (or by
-//! a test) and passed down. Nothing here is global.
+//! [`Services`]: the shared handles every part of slotd uses, built once by
+//! [`crate::assemble::build`] (or by a test) and passed down. Nothing here is global.
 
 use std::sync::Arc;
 
-use crate::objects::Objects;
-use crate::slots::DynSlots;
-use crate::wake::Wake;
+use slotd_coord::slots::DynSlots;
+use slotd_coord::wake::Wake;
 use slotd_core::clock::DynClock;
 use slotd_core::config::Config;
+use slotd_objects::Objects;
 use slotd_runtime::{Registry, Runtime};
 use slotd_store::DynServiceStore;
 
@@ -29,10 +29,10 @@ pub struct Services {
     /// Where finalized artifacts are stored.
     pub objects: Objects,
     /// Hot task status snapshots (Redis); disabled in the embedded default.
-    pub hot: Arc<crate::hot::HotStatus>,
+    pub hot: Arc<slotd_coord::hot::HotStatus>,
     /// The shared Redis keyspace when slotd runs at scale (`redis_url` set): scheduler
     /// instances take pool leases on it. `None`: one process drives every pool.
-    pub keyspace: Option<Arc<crate::keyspace::Keyspace>>,
+    pub keyspace: Option<Arc<slotd_coord::keyspace::Keyspace>>,
     /// Signs and checks the tokens in callback URLs; the same key on every instance (it lives
     /// in the database).
     pub provider_callback_key: crate::provider_callback_token::ProviderCallbackKey,
@@ -42,18 +42,18 @@ pub struct Services {
     /// Renders `/metrics` from that registry; `None` when it records nowhere (some tests).
     pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Each pool's adapted limit (adaptive capacity), kept by the scheduler, shown by the API.
-    pub capacity: Arc<crate::pool_state::Capacity>,
+    pub capacity: Arc<slotd_pools::pool_state::Capacity>,
     /// Drained provider accounts (credentials refused, balance exhausted), kept by the
     /// scheduler, shown by the API.
-    pub accounts: Arc<crate::pool_state::AccountHealth>,
+    pub accounts: Arc<slotd_pools::pool_state::AccountHealth>,
     /// Slot sets closed by a provider's quota refusal, kept by the scheduler, shown by the
     /// API.
-    pub closures: Arc<crate::pool_state::Closures>,
+    pub closures: Arc<slotd_pools::pool_state::Closures>,
     /// The provider's observed job durations (learned by ticks and callbacks) and each pool's
     /// next poll round.
-    pub durations: Arc<crate::pool_state::durations::Durations>,
+    pub durations: Arc<slotd_pools::pool_state::durations::Durations>,
     /// Limits the providers published (contract 1.3), read by the scheduler.
-    pub discovered: Arc<crate::pool_state::Discovered>,
+    pub discovered: Arc<slotd_pools::pool_state::Discovered>,
     /// The one reader of the event log that wakes this instance's live event streams; idle
     /// until a stream opens.
     pub events: crate::event_feed::EventFeed,

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::services::Services;
 use slotd_core::address::{Resolve, SystemResolver, check_target_with};
 use slotd_core::config::WebhooksConfig;
 use slotd_core::model::TaskStatus;
 use slotd_store::{AttemptNext, AttemptOutcome, Delivery, NewDelivery, StoreError};
+use slotd_units::services::Services;
 
 /// Open tasks read per page of a sweep.
 const SWEEP_PAGE: u32 = 200;
@@ -94,7 +94,7 @@ async fn queue_if_ended(
         TaskStatus::Cancelled => "task.cancelled",
         TaskStatus::Pending | TaskStatus::Running => return Ok(0),
     };
-    let Some(url) = task.callback_url.clone() else {
+    let Some(url) = task.completion_webhook_url.clone() else {
         return Ok(0);
     };
     let units = store.task_units(&task.id).await?;

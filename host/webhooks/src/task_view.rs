@@ -344,7 +344,7 @@ mod tests {
             payload: "{}".into(),
             idempotency_key: None,
             priority: 0,
-            callback_url: None,
+            completion_webhook_url: None,
             cancel_requested_at: None,
             created_at: 1,
             updated_at: 2,

@@ -9,7 +9,8 @@ use tokio::net::{TcpListener, TcpStream};
 use super::{CREATE, DEADLINE, Harness, harness_with};
 use slotd_core::config::Config;
 
-/// The harness served by `app::run_with` on 127.0.0.1:0, as `slotd serve` serves it.
+/// The harness's router served by [`crate::serve::serve`] on 127.0.0.1:0, as `slotd serve`
+/// serves it.
 struct Served {
     addr: std::net::SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -26,13 +27,18 @@ async fn serve(h: &Harness) -> Served {
         Err(e) => panic!("local_addr: {e}"),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(crate::app::run_with(
-        h.services.clone(),
-        Some(listener),
-        async move {
-            stopped.await.ok();
-        },
-    ));
+    let token = tokio_util::sync::CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        stopped.await.ok();
+        trigger.cancel();
+    });
+    let app = crate::router(h.services.clone());
+    let header_read_timeout = h.services.config.api.header_read_timeout;
+    let task = tokio::spawn(async move {
+        crate::serve::serve(listener, app, header_read_timeout, token).await;
+        anyhow::Ok(())
+    });
     Served {
         addr,
         stop: Some(stop),

@@ -609,3 +609,44 @@ fn accounts_take_their_own_quotas() {
     let e = bad("[[handlers.h.accounts]]\nname = \"m\"\nmax_slots = 1\ndaily = 0");
     assert!(e.contains("handlers.h.accounts[0].daily"), "{e}");
 }
+
+/// The `[api]` section: its defaults, its values, and a clear error for each bad one.
+#[test]
+fn api_section() {
+    let c = Config::from_parts(None, &env_of(&[])).expect("defaults");
+    assert_eq!(c.api.header_read_timeout, HEADER_READ_TIMEOUT_DEFAULT);
+    assert_eq!(
+        c.api.max_concurrent_requests,
+        MAX_CONCURRENT_REQUESTS_DEFAULT
+    );
+    assert_eq!(c.api.rate_limit, Some(RateLimit::default()));
+    let file = r#"
+        [api]
+        header_read_timeout = "3s"
+        max_concurrent_requests = 64
+        rate_limit = { per_second = 5, burst = 10 }
+    "#;
+    let c = Config::from_parts(Some(file), &env_of(&[])).expect("valid");
+    assert_eq!(c.api.header_read_timeout, Duration::from_secs(3));
+    assert_eq!(c.api.max_concurrent_requests, 64);
+    assert_eq!(
+        c.api.rate_limit,
+        Some(RateLimit {
+            per_second: 5.0,
+            burst: 10
+        })
+    );
+    let off = Config::from_parts(Some("[api]\nrate_limit = false"), &env_of(&[]));
+    assert_eq!(off.expect("valid").api.rate_limit, None);
+    let bad = |file: &str| {
+        format!(
+            "{:#}",
+            Config::from_parts(Some(file), &env_of(&[])).expect_err(file)
+        )
+    };
+    assert!(bad("[api]\nrate_limit = { per_second = 0 }").contains("api.rate_limit.per_second"));
+    assert!(bad("[api]\nrate_limit = { burst = 0 }").contains("api.rate_limit.burst"));
+    assert!(bad("[api]\nrate_limit = { rate = 1 }").contains("api.rate_limit"));
+    assert!(bad("[api]\nmax_concurrent_requests = 0").contains("api.max_concurrent_requests"));
+    assert!(bad("[api]\nheader_read_timeout = \"soon\"").contains("api.header_read_timeout"));
+}

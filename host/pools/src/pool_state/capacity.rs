@@ -64,8 +64,8 @@ pub struct Observed {
 /// In a cluster, tell every process `pool`'s effective limit (`capacity:{pool}` in Redis,
 /// removed when it is back at `configured`), so `GET /v1/pools` on an API process shows what
 /// the scheduler fills to. Fire and forget: a lost update only shows a stale figure.
-pub(crate) fn share(
-    keyspace: Option<&Arc<crate::keyspace::Keyspace>>,
+pub fn share(
+    keyspace: Option<&Arc<slotd_coord::keyspace::Keyspace>>,
     pool: &str,
     effective: u32,
     configured: u32,
@@ -93,15 +93,15 @@ pub(crate) fn share(
     });
 }
 
-fn shared_key(keys: &crate::keyspace::Keyspace, pool: &str) -> String {
+fn shared_key(keys: &slotd_coord::keyspace::Keyspace, pool: &str) -> String {
     keys.key(&format!("capacity:{pool}"))
 }
 
 /// The effective limit of `pool` as its scheduler last shared it, if lowered.
-pub(crate) async fn shared(
-    keys: &crate::keyspace::Keyspace,
+pub async fn shared(
+    keys: &slotd_coord::keyspace::Keyspace,
     pool: &str,
-) -> Result<Option<u32>, crate::keyspace::KeyspaceError> {
+) -> Result<Option<u32>, slotd_coord::keyspace::KeyspaceError> {
     let mut conn = keys.conn().await?;
     Ok(redis::cmd("GET")
         .arg(shared_key(keys, pool))

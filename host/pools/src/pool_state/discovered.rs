@@ -18,6 +18,7 @@ use parking_lot::RwLock;
 use slotd_core::config::{Quota, Window};
 use slotd_runtime::DiscoveredLimits;
 
+use super::limits::SOURCE_DISCOVERED;
 use super::{PoolLimit, PoolQuota};
 
 /// What a pool's account publishes, as last read.
@@ -44,9 +45,9 @@ pub struct FoundQuota {
 pub struct Discovered {
     by: RwLock<HashMap<(String, Option<String>), Found>>,
     /// Notified after a refusal: the discovery loop reads again soon.
-    pub(crate) notify: tokio::sync::Notify,
+    pub notify: tokio::sync::Notify,
     /// When a process that runs no scheduler last read the cluster's (Unix ms).
-    pub(crate) pulled_at: std::sync::atomic::AtomicI64,
+    pub pulled_at: std::sync::atomic::AtomicI64,
 }
 
 impl Discovered {
@@ -118,10 +119,6 @@ impl Discovered {
     }
 }
 
-/// Where a limit in force comes from, as `GET /v1/pools` names it.
-pub const SOURCE_CONFIG: &str = "config";
-pub const SOURCE_DISCOVERED: &str = "discovered";
-
 /// Put a discovered quota beside the configured ones: it replaces a configured one of the same
 /// dimension when its room is smaller, else it is added when there is none.
 fn merge(quotas: &mut Vec<PoolQuota>, q: &FoundQuota) {
@@ -165,6 +162,7 @@ pub fn found_of(limits: &DiscoveredLimits, at: i64, own: impl Fn(u64) -> u32) ->
 mod tests {
     use super::*;
     use crate::pool_state::PoolAccount;
+    use crate::pool_state::limits::SOURCE_CONFIG;
 
     fn pool(max: u32, quotas: Vec<PoolQuota>) -> BTreeMap<String, PoolLimit> {
         let mut m = BTreeMap::new();

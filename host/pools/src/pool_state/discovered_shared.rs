@@ -5,15 +5,13 @@
 //! that hash into its own [`Discovered`] before it shows or estimates anything, at most once
 //! a second. Without Redis there is one process, which holds what it read.
 
-use std::sync::atomic::Ordering;
-
 use serde::{Deserialize, Serialize};
 
 use super::discovered::{Discovered, Found, FoundQuota};
-use crate::keyspace::{Keyspace, KeyspaceError};
+use slotd_coord::keyspace::{Keyspace, KeyspaceError};
 
 /// How often a process that runs no scheduler reads the hash, at most (ms).
-const PULL_EVERY_MS: i64 = 1_000;
+pub const PULL_EVERY_MS: i64 = 1_000;
 
 /// One field of the hash, as JSON.
 #[derive(Serialize, Deserialize)]
@@ -127,30 +125,10 @@ fn known_dimension(d: &str) -> Option<&'static str> {
     }
 }
 
-/// In a process that runs no scheduler and has Redis: read the cluster's discovered limits
-/// into its own, at most once a second (a failed read keeps what was known).
-pub async fn refresh(services: &crate::services::Services) {
-    let Some(keys) = &services.keyspace else {
-        return;
-    };
-    if services.config.role.runs_scheduler() {
-        return;
-    }
-    let now = services.clock.now_ms();
-    let last = services.discovered.pulled_at.load(Ordering::Relaxed);
-    if now.saturating_sub(last) < PULL_EVERY_MS && last <= now {
-        return;
-    }
-    services.discovered.pulled_at.store(now, Ordering::Relaxed);
-    if let Err(e) = pull(keys, &services.discovered).await {
-        tracing::warn!(error = %e, "reading the cluster's discovered limits failed");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyspace::testing;
+    use slotd_coord::keyspace::testing;
 
     #[tokio::test]
     async fn what_one_process_found_another_reads() {

@@ -6,7 +6,7 @@
 //! `model_name`, `mode` and `duration` (a 10 s Kling pro video takes longer than a 5 s std
 //! one). The last [`KEEP`] of each class make an empirical distribution.
 //!
-//! The distributions are what poll rounds ([`crate::scheduler`]'s `rounds.rs`), ETAs
+//! The distributions are what poll rounds (slotd-scheduler's `rounds.rs`), ETAs
 //! ([`crate::eta`]) and deadline projections read.
 //!
 //! Until a class has [`MIN_SAMPLES`] completions, what its handler *states* (contract 1.3
@@ -124,7 +124,7 @@ pub struct Durations {
     /// Classes whose handler was asked and stated nothing (asked once per process).
     asked: Mutex<std::collections::HashSet<(String, String)>>,
     /// Each pool's next poll round (Unix ms).
-    pub(crate) rounds: Mutex<HashMap<String, i64>>,
+    pub rounds: Mutex<HashMap<String, i64>>,
     /// This instance's metrics registry.
     pub metrics: slotd_core::telemetry::Metrics,
 }

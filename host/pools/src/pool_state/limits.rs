@@ -9,6 +9,11 @@ use serde::Serialize;
 use slotd_core::config::Config;
 use slotd_runtime::Registry;
 
+/// Where a limit in force comes from, as `GET /v1/pools` names it: the configuration, or
+/// what the provider published (`discovered.rs`).
+pub const SOURCE_CONFIG: &str = "config";
+pub const SOURCE_DISCOVERED: &str = "discovered";
+
 /// A pool's effective limit and who uses it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PoolLimit {
@@ -86,7 +91,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
             .or_insert_with(|| PoolLimit {
                 name: name.to_string(),
                 max_slots: 1,
-                max_slots_source: super::discovered::SOURCE_CONFIG,
+                max_slots_source: SOURCE_CONFIG,
                 task_types: Vec::new(),
                 handlers: Vec::new(),
                 accounts: Vec::new(),
@@ -140,7 +145,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                         name: Some(a.name.clone()),
                         handler: Some(h.clone()),
                         max_slots: a.max_slots,
-                        max_slots_source: super::discovered::SOURCE_CONFIG,
+                        max_slots_source: SOURCE_CONFIG,
                         quotas: super::quotas::of_account(a),
                         spend: a.spend,
                     })
@@ -150,21 +155,13 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 name: None,
                 handler: p.handlers.first().cloned(),
                 max_slots: p.max_slots,
-                max_slots_source: super::discovered::SOURCE_CONFIG,
+                max_slots_source: SOURCE_CONFIG,
                 quotas: Vec::new(),
                 spend: None,
             }],
         };
     }
     out
-}
-
-/// [`pool_limits`] with what providers published applied (the lower of each limit is in
-/// force): what the scheduler fills to and the API shows.
-pub fn pool_limits_now(services: &crate::services::Services) -> BTreeMap<String, PoolLimit> {
-    let mut limits = pool_limits(&services.config, &services.registry);
-    services.discovered.apply(&mut limits);
-    limits
 }
 
 fn push_unique(

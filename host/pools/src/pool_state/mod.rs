@@ -1,6 +1,6 @@
 //! The live state of the pools: what the scheduler learns and keeps while it runs, and what
-//! the API, the ETAs and `slotd check` read. It sits below the scheduler so that those readers
-//! (and [`crate::services::Services`], which holds it) never import the scheduler.
+//! the API, the ETAs and `slotd check` read. Its crate sits below the scheduler's, so those readers
+//! (and `slotd_units::services::Services`, which holds it) cannot import the scheduler.
 //!
 //! - [`limits`]: each pool's configured limit and accounts, and the slot set names.
 //! - [`capacity`]: the adapted (effective) limit per pool and account (adaptive capacity),
@@ -28,10 +28,10 @@ pub mod reservations;
 pub mod spend;
 
 pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};
-pub(crate) use capacity::shared as shared_capacity;
+pub use capacity::shared as shared_capacity;
 pub use capacity::{Capacity, Observed};
 pub use discovered::Discovered;
 pub use durations::Durations;
-pub use limits::{PoolAccount, PoolLimit, pool_limits, pool_limits_now, slot_key};
+pub use limits::{PoolAccount, PoolLimit, pool_limits, slot_key};
 pub use quotas::{Closure, Closures, Gate, PoolQuota, QuotaView};
 pub use spend::SpendView;

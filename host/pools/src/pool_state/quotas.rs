@@ -3,7 +3,7 @@
 //!
 //! - A pool with quotas has a create log (in the slot store, rebuilt from the database's
 //!   `pool_creates`); a unit is granted a slot only when every window of the log has room, in
-//!   the same atomic step as the slot ([`crate::slots::SlotStore::acquire_within`]).
+//!   the same atomic step as the slot ([`slotd_coord::slots::SlotStore::acquire_within`]).
 //! - A closure comes from the provider: a submit answered `retry-after` with the code
 //!   [`QUOTA_CODE`] closes the unit's slot set (`pool` or `pool@account`) until the time the
 //!   answer gives, or, when it gives none, until the pool's fullest window frees a create, or
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use slotd_core::config::{Config, Quota};
 
-use crate::slots::{CreateLog, DynSlots, SlotError, WindowCheck};
+use slotd_coord::slots::{CreateLog, DynSlots, SlotError, WindowCheck};
 
 /// The error code a handler gives a `retry-after` when the provider refused a create for a
 /// quota (a daily limit, a rate, a monthly allowance), with `after-ms` until it resets when
@@ -71,7 +71,7 @@ fn of_settings(rate: Option<Quota>, daily: Option<Quota>) -> Vec<PoolQuota> {
             Some(PoolQuota {
                 dimension,
                 quota: quota?,
-                source: super::discovered::SOURCE_CONFIG,
+                source: super::limits::SOURCE_CONFIG,
                 others: 0,
             })
         })
@@ -159,56 +159,6 @@ pub fn full_until(views: &[QuotaView]) -> Option<(String, i64)> {
         .filter(|v| v.remaining == 0)
         .filter_map(|v| v.resets_at.map(|t| (v.dimension.clone(), t)))
         .max_by_key(|(_, t)| *t)
-}
-
-/// Until when quotas hold every new submit of `limit`'s pool back at `now`, and which: the
-/// latest of a full window's reset (named by its dimension, `daily` or `rate`), the end of
-/// the provider's closure of every slot set (`quota_exhausted`) and the end of a spent
-/// period (`spend`). `None` when a unit could be
-/// granted now, quotas permitting.
-pub async fn closed_until(
-    services: &crate::services::Services,
-    limit: &super::PoolLimit,
-    now: i64,
-) -> Option<(String, i64)> {
-    let mut closed: Option<i64> = Some(i64::MAX);
-    for a in &limit.accounts {
-        let key = a.slot_key(&limit.name);
-        let c = match services.closures.closure_of(&key) {
-            Some(c) => Some(c),
-            None => match &services.keyspace {
-                Some(keys) => shared(keys, &key).await.ok().flatten(),
-                None => None,
-            },
-        };
-        closed = closed.zip(c.map(|c| c.until)).map(|(x, y)| x.min(y));
-    }
-    let closed = closed
-        .filter(|t| *t > now && !limit.accounts.is_empty())
-        .map(|t| (QUOTA_CODE.to_string(), t));
-    let full = if limit.quotas.is_empty() {
-        None
-    } else {
-        views(
-            &services.metrics,
-            &services.slots,
-            &limit.name,
-            &limit.quotas,
-            now,
-        )
-        .await
-        .ok()
-        .and_then(|v| full_until(&v))
-    };
-    let spent = super::spend::pool_view(&services.metrics, &services.store, limit, now)
-        .await
-        .filter(super::SpendView::exhausted)
-        .map(|v| ("spend".to_string(), v.resets_at));
-    // The latest; on a tie the first named (the provider's closure).
-    [closed, full, spent]
-        .into_iter()
-        .flatten()
-        .reduce(|a, b| if b.1 > a.1 { b } else { a })
 }
 
 /// The pool's quotas as the ETA reads them (see [`crate::eta::Pace`]); empty when the create
@@ -394,8 +344,8 @@ impl Closures {
 
 /// In a cluster, tell every process a slot set's closure (`closed:{key}` in Redis, removed
 /// when it opens), so `GET /v1/pools` anywhere shows it. Fire and forget.
-pub(crate) fn share(
-    keyspace: Option<&Arc<crate::keyspace::Keyspace>>,
+pub fn share(
+    keyspace: Option<&Arc<slotd_coord::keyspace::Keyspace>>,
     key: &str,
     closure: Option<&Closure>,
 ) {
@@ -427,10 +377,10 @@ pub(crate) fn share(
 }
 
 /// A slot set's closure as its scheduler last shared it.
-pub(crate) async fn shared(
-    keys: &crate::keyspace::Keyspace,
+pub async fn shared(
+    keys: &slotd_coord::keyspace::Keyspace,
     key: &str,
-) -> Result<Option<Closure>, crate::keyspace::KeyspaceError> {
+) -> Result<Option<Closure>, slotd_coord::keyspace::KeyspaceError> {
     let mut conn = keys.conn().await?;
     let raw: Option<String> = redis::cmd("GET")
         .arg(keys.key(&format!("closed:{key}")))

@@ -513,7 +513,7 @@ async fn seed_routed(services: &slotd_server::services::Services, units: u32, no
             payload: r#"{"shots":[]}"#.into(),
             idempotency_key: None,
             priority: 0,
-            callback_url: None,
+            completion_webhook_url: None,
             units,
             now,
             terms: TaskTerms::default(),

@@ -23,7 +23,7 @@ async fn call_us(rt: &Runtime, allocator: Allocator) -> f64 {
     let ctx = TickContext {
         pool: "fixture".into(),
         now_ms: 0,
-        callback_url: None,
+        provider_callback_url: None,
         account: None,
     };
     for _ in 0..100 {

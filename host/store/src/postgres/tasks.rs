@@ -117,7 +117,7 @@ pub(super) async fn task_create_batch(
         .bind(text(|t| Some(t.payload.as_str())))
         .bind(text(|t| t.idempotency_key.as_deref()))
         .bind(tasks.iter().map(|t| t.priority).collect::<Vec<i32>>())
-        .bind(text(|t| t.callback_url.as_deref()))
+        .bind(text(|t| t.completion_webhook_url.as_deref()))
         .bind(tasks.iter().map(|t| t.now).collect::<Vec<i64>>())
         .fetch_all(&mut *tx)
         .await?;

@@ -174,7 +174,7 @@ async fn server_gone_and_back_is_survived() {
         payload: "{}".into(),
         idempotency_key: None,
         priority: 0,
-        callback_url: None,
+        completion_webhook_url: None,
         units: Vec::new(),
         now: 1,
         terms: Default::default(),

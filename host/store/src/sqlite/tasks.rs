@@ -18,7 +18,7 @@ struct TaskJson<'a> {
     payload: &'a str,
     idempotency_key: Option<&'a str>,
     priority: i32,
-    callback_url: Option<&'a str>,
+    completion_webhook_url: Option<&'a str>,
     now: i64,
 }
 
@@ -49,7 +49,7 @@ const TASKS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value)
          priority, callback_url, created_at, updated_at) \
      SELECT v ->> '$.id', v ->> '$.tenant', v ->> '$.task_type', \
          v ->> '$.payload', v ->> '$.idempotency_key', v ->> '$.priority', \
-         v ->> '$.callback_url', v ->> '$.now', v ->> '$.now' \
+         v ->> '$.completion_webhook_url', v ->> '$.now', v ->> '$.now' \
      FROM r WHERE true ORDER BY key \
      ON CONFLICT (tenant, idempotency_key) DO NOTHING \
      RETURNING id";
@@ -88,7 +88,7 @@ pub(super) async fn task_create_batch(
             payload: &t.payload,
             idempotency_key: t.idempotency_key.as_deref(),
             priority: t.priority,
-            callback_url: t.callback_url.as_deref(),
+            completion_webhook_url: t.completion_webhook_url.as_deref(),
             now: t.now,
         })
         .collect();

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::{POOL, T0, VIDEO, create, submit, task, update};
+use super::fixtures::{POOL, T0, VIDEO, create, submit, task, update};
 use crate::DynStore;
 use slotd_core::model::UnitStatus;
 

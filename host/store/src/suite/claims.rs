@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::{POOL, T0, VIDEO, apply, create, ids, task, types, update};
+use super::fixtures::{POOL, T0, VIDEO, apply, create, ids, task, types, update};
 use crate::DynStore;
 use slotd_core::model::UnitStatus;
 

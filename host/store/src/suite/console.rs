@@ -2,7 +2,7 @@
 //! the recent webhook deliveries across tasks, and a pool's slot history (transitions into
 //! and out of `submitted` since a time, plus the units holding a slot now).
 
-use super::{POOL, T0, VIDEO, apply, create, submit, task, update};
+use super::fixtures::{POOL, T0, VIDEO, apply, create, submit, task, update};
 use crate::{DynStore, NewDelivery, TaskFilter};
 use slotd_core::model::UnitStatus;
 

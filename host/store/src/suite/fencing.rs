@@ -1,7 +1,7 @@
 //! Fencing tokens (docs/operations.md): a stale token is refused with nothing written, a newer one
 //! is accepted and raises the pool's token, concurrent advances leave the highest.
 
-use super::{T0, VIDEO, create, ids, task, types, unit, update};
+use super::fixtures::{T0, VIDEO, create, ids, task, types, unit, update};
 use crate::{DynStore, Fence, StoreError};
 use slotd_core::model::UnitStatus;
 

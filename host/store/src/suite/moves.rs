@@ -3,7 +3,7 @@
 //! the database's own trigger refuses an illegal status change from any writer, and its table
 //! of legal moves equals the model's.
 
-use super::{POOL, T0, VIDEO, create, task, unit, update};
+use super::fixtures::{POOL, T0, VIDEO, create, task, unit, update};
 use crate::{DynStore, UnitUpdate};
 use slotd_core::model::UnitStatus;
 

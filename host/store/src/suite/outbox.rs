@@ -3,13 +3,13 @@
 //! owner, only that owner records the attempt, a retry comes due again, and the list shows
 //! every attempt.
 
-use super::{POOL, T0, VIDEO, apply, create, succeed, task, unit, update};
+use super::fixtures::{POOL, T0, VIDEO, apply, create, succeed, task, unit, update};
 use crate::{AttemptNext, AttemptOutcome, DynStore, NewDelivery};
 use slotd_core::model::UnitStatus;
 
 pub(crate) async fn webhook_outbox(store: DynStore) {
     let mut with_hook = task("t1", "acme", VIDEO, POOL, 1, 0);
-    with_hook.callback_url = Some("https://example.com/hook".into());
+    with_hook.completion_webhook_url = Some("https://example.com/hook".into());
     create(&store, with_hook).await;
     create(&store, task("t2", "acme", VIDEO, POOL, 1, 0)).await;
     // Running: not listed (a sweep reads the tasks that ended, not every open one).

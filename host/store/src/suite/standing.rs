@@ -1,7 +1,7 @@
 //! Where a task stands in its pool (`task_queue_standing`, the ETA's input), against the fill
 //! order the store itself answers (`unit_list_pending`).
 
-use super::{POOL, T0, VIDEO, create, submit, task, types};
+use super::fixtures::{POOL, T0, VIDEO, create, submit, task, types};
 use crate::DynStore;
 
 pub(crate) async fn queue_standing_follows_the_fill_order(store: DynStore) {

@@ -2,7 +2,7 @@
 //! and resumed from any event's cursor; other tenants' tasks never show; the head cursor sees
 //! only what comes after it.
 
-use super::{POOL, T0, VIDEO, create, task, update};
+use super::fixtures::{POOL, T0, VIDEO, create, task, update};
 use crate::{DynStore, EventCursor, EventScope, UnitEvent};
 use slotd_core::model::UnitStatus;
 

@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use super::accounts::Grant;
 use super::corrupt;
+use super::grant::Grant;
 use crate::StoreResult;
 use crate::shared::on_both_drivers;
 

@@ -7,15 +7,17 @@ pub mod accounts;
 pub mod budgets;
 pub mod creates;
 pub mod deadlines;
+pub mod grant;
 pub mod routes;
 pub mod spend;
 
-pub use accounts::{Grant, Marked};
+pub use accounts::Marked;
 pub(crate) use accounts::{by_account, marked};
 pub use budgets::{Budget, Settle, Usage, parse_cost, period_start};
 pub(crate) use budgets::{Checked, budgeted, may_settle, settlements};
 pub use creates::Create;
 pub use deadlines::PendingGroup;
+pub use grant::Grant;
 pub use routes::Bind;
 /// A task's deadline terms, a model type (`slotd_core::model`), under the name the store's
 /// task records have always given it.

@@ -17,12 +17,12 @@ use slotd_store::{Fence, UnitUpdate};
 
 use super::LifecycleError;
 use super::follow_up::FollowUps;
-use crate::pool_state::slot_key;
 use crate::services::Services;
+use slotd_pools::pool_state::slot_key;
 
 /// What [`apply_changes`] wrote and freed.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Committed {
+pub struct Committed {
     /// Updates written.
     pub applied: usize,
     /// Units moved to `succeeded` (ready for finalization).
@@ -34,7 +34,7 @@ pub(crate) struct Committed {
 /// Where a unit of the batch lives: its task (for the snapshot) and the pool whose slot it
 /// holds while `submitted`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Origin<'a> {
+pub struct Origin<'a> {
     pub task_id: &'a str,
     pub pool: &'a str,
     /// The account whose slot it holds (`None`: the pool's implicit account).
@@ -54,7 +54,7 @@ impl<'a> From<&'a Unit> for Origin<'a> {
 /// Write `updates` for the units `origins` describes (keyed by unit id), fenced by `fence`
 /// when given (a scheduler's lease), unfenced otherwise (a provider callback at any instance),
 /// then run their follow-ups.
-pub(crate) async fn apply_changes(
+pub async fn apply_changes(
     services: &Services,
     updates: &[UnitUpdate],
     origins: &HashMap<&str, Origin<'_>>,

@@ -17,7 +17,8 @@ pub struct CreateRequest {
     pub payload: String,
     pub idempotency_key: Option<String>,
     pub priority: i32,
-    pub callback_url: Option<String>,
+    /// The request's `callback_url`: where the completion webhook goes.
+    pub completion_webhook_url: Option<String>,
     /// `deadline`, `start_by`, `deadline_policy` (checked by the API's `task_terms.rs`).
     pub terms: slotd_store::TaskTerms,
 }
@@ -79,17 +80,21 @@ pub async fn create_task(
         .collect::<Result<_, _>>()?;
     // What the handler states of the units' durations (contract 1.3), for ETAs and deadline
     // decisions until the pool's own jobs have ended: asked once per kind of unit.
-    let kinds: Vec<crate::pool_state::durations::UnitKind<'_>> = units
+    let kinds: Vec<slotd_pools::pool_state::durations::UnitKind<'_>> = units
         .iter()
-        .map(|u| crate::pool_state::durations::UnitKind {
+        .map(|u| slotd_pools::pool_state::durations::UnitKind {
             task_type,
             stage: &u.stage,
             pool: &u.pool,
             spec: &u.spec,
         })
         .collect();
-    crate::pool_state::durations::ask_unknown(&services.durations, &services.registry, &kinds)
-        .await;
+    slotd_pools::pool_state::durations::ask_unknown(
+        &services.durations,
+        &services.registry,
+        &kinds,
+    )
+    .await;
     let mut follow = FollowUps::default();
     for u in &units {
         follow.wake_pool(&u.pool);
@@ -115,7 +120,7 @@ pub(super) async fn store_task(
         payload: request.payload,
         idempotency_key: request.idempotency_key,
         priority: request.priority,
-        callback_url: request.callback_url,
+        completion_webhook_url: request.completion_webhook_url,
         units,
         now,
         terms: request.terms,

@@ -83,17 +83,21 @@ pub async fn create_routed_task(
             cost_estimate: None,
         });
     }
-    let kinds: Vec<crate::pool_state::durations::UnitKind<'_>> = kinds
+    let kinds: Vec<slotd_pools::pool_state::durations::UnitKind<'_>> = kinds
         .iter()
-        .map(|p| crate::pool_state::durations::UnitKind {
+        .map(|p| slotd_pools::pool_state::durations::UnitKind {
             task_type: &p.task_type,
             stage: &p.stage,
             pool: &p.pool,
             spec: &p.spec,
         })
         .collect();
-    crate::pool_state::durations::ask_unknown(&services.durations, &services.registry, &kinds)
-        .await;
+    slotd_pools::pool_state::durations::ask_unknown(
+        &services.durations,
+        &services.registry,
+        &kinds,
+    )
+    .await;
     store_task(services, tenant, name, request, units, follow, now).await
 }
 

@@ -9,5 +9,5 @@ pub enum LifecycleError {
     #[error(transparent)]
     Store(#[from] slotd_store::StoreError),
     #[error(transparent)]
-    Slots(#[from] crate::slots::SlotError),
+    Slots(#[from] slotd_coord::slots::SlotError),
 }

@@ -16,12 +16,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::services::Services;
-use crate::slots::SlotError;
-use crate::wake::WakeKey;
+use slotd_coord::slots::SlotError;
+use slotd_coord::wake::WakeKey;
 
 /// Follow-ups of one write, in the order [`FollowUps::run`] does them.
 #[derive(Debug, Default)]
-pub(crate) struct FollowUps {
+pub struct FollowUps {
     /// Tasks whose hot snapshot is stale.
     tasks: BTreeSet<String>,
     /// Slots to free, by slot set (`pool` or `pool@account`), with the pool to wake after.
@@ -101,7 +101,8 @@ impl FollowUps {
         }
         for pool in &pools {
             // A routed unit back on its route wakes the route's target pools.
-            for p in crate::routing::pools_to_wake(&services.config, &services.registry, pool) {
+            for p in slotd_pools::routing::pools_to_wake(&services.config, &services.registry, pool)
+            {
                 services.wake.pool(&p);
             }
         }
@@ -118,7 +119,7 @@ impl FollowUps {
 /// A fill passed routed units over to `pools` (their route's pick named them, and they have
 /// room): they wake, as any follow-up wakes a pool, to take them at once. Nothing was written:
 /// the units wait on their route until one of those pools binds them.
-pub(crate) async fn routed_units_left(services: &Services, pools: &BTreeSet<String>) {
+pub async fn routed_units_left(services: &Services, pools: &BTreeSet<String>) {
     let mut follow = FollowUps::default();
     for pool in pools {
         follow.wake_pool(pool);

@@ -33,12 +33,12 @@ mod submit;
 mod tasks;
 mod writer;
 
-pub(crate) use changes::{Origin, apply_changes};
+pub use changes::{Origin, apply_changes};
 pub use create::{CreateError, CreateRequest, CreatedTask, create_task};
 pub use create_routed::create_routed_task;
 pub use error::LifecycleError;
 pub use finalize::{claim_finalize, complete_finalize, release_finalize, renew_finalize};
-pub(crate) use follow_up::routed_units_left;
-pub(crate) use submit::mark_submitted;
+pub use follow_up::routed_units_left;
+pub use submit::mark_submitted;
 pub use tasks::{cancel_task, retry_task};
 pub use writer::UnitWriter;

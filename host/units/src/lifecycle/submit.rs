@@ -9,12 +9,12 @@ use slotd_store::{Fence, Grant, Marked};
 
 use super::LifecycleError;
 use super::follow_up::FollowUps;
-use crate::pool_state::slot_key;
 use crate::services::Services;
+use slotd_pools::pool_state::slot_key;
 
 /// What [`mark_submitted`] wrote and gave back.
 #[derive(Debug, Default)]
-pub(crate) struct Submitted {
+pub struct Submitted {
     pub marked: Marked,
     /// Grants that did not become markers (a unit another writer moved meanwhile, or over its
     /// tenant's budget), by account: their slots are already released.
@@ -26,7 +26,7 @@ pub(crate) struct Submitted {
 /// follow-ups: the marked units' tasks are running now, so their snapshots go; the slots of
 /// the grants that were not marked go back to their slot sets at once, and no pool is woken
 /// (the tick that granted them goes on filling).
-pub(crate) async fn mark_submitted(
+pub async fn mark_submitted(
     services: &Services,
     pool: &str,
     grants: &[Grant],

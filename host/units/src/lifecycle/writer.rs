@@ -1,6 +1,6 @@
 //! [`UnitWriter`]: the store's unit writes, as the service holds them. Its fields are private
-//! to the lifecycle, so a unit write anywhere else in `slotd-server` does not compile: the
-//! rest of the service holds the store as a [`slotd_store::DynServiceStore`] (reads and the
+//! to the lifecycle, so a unit write anywhere else (in this crate or in the crates above it)
+//! does not compile: the rest of the service holds the store as a [`slotd_store::DynServiceStore`] (reads and the
 //! records beside the units), and reaches units only through the lifecycle's operations.
 
 use slotd_store::DynUnitWriter;
@@ -8,13 +8,13 @@ use slotd_store::group_commit::TaskWriter;
 
 /// The unit writes of one service: the store's [`slotd_store::UnitWrite`] and the group
 /// commit of task creation over it. Cheap to clone. Built once with the [`Services`] it
-/// belongs to ([`crate::app::build`] or a test); used by the lifecycle alone.
+/// belongs to ([`crate::assemble::build`] or a test); used by the lifecycle alone.
 ///
 /// Code outside the lifecycle reads through `Services::store` and compiles:
 ///
 /// ```no_run
 /// use slotd_store::prelude::*;
-/// async fn read(services: &slotd_server::services::Services) {
+/// async fn read(services: &slotd_units::services::Services) {
 ///     let _ = services.store.task_units("t-1").await;
 /// }
 /// ```
@@ -23,7 +23,7 @@ use slotd_store::group_commit::TaskWriter;
 ///
 /// ```compile_fail,E0599
 /// use slotd_store::prelude::*;
-/// async fn write(services: &slotd_server::services::Services) {
+/// async fn write(services: &slotd_units::services::Services) {
 ///     let _ = services.store.unit_apply(&[], 0, None).await;
 /// }
 /// ```
@@ -32,7 +32,7 @@ use slotd_store::group_commit::TaskWriter;
 ///
 /// ```compile_fail,E0616
 /// use slotd_store::prelude::*;
-/// async fn write(services: &slotd_server::services::Services) {
+/// async fn write(services: &slotd_units::services::Services) {
 ///     let _ = services.units.store.unit_apply(&[], 0, None).await;
 /// }
 /// ```
