@@ -176,7 +176,7 @@ async fn list(
                 name: None,
                 handler: None,
                 max_slots: 0,
-                max_slots_source: slotd_pools::pool_state::limits::SOURCE_CONFIG,
+                max_slots_source: slotd_pools::pool_state::source::SOURCE_CONFIG,
                 quotas: Vec::new(),
                 spend: None,
             }]

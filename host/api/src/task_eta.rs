@@ -62,7 +62,14 @@ pub(super) async fn estimate(
     let opens_at = held.map(|(_, t)| t);
     let pace = match &limit {
         Some(l) if standing.pending > 0 && !l.quotas.is_empty() => {
-            slotd_pools::pool_state::quotas::pace(&services.metrics, &services.slots, l, now).await
+            slotd_pools::pool_state::quotas::pace(
+                &services.metrics,
+                &services.slots,
+                &l.name,
+                &l.quotas,
+                now,
+            )
+            .await
         }
         _ => Vec::new(),
     };

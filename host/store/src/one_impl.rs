@@ -380,7 +380,7 @@ macro_rules! impl_task_store {
                 {
                     return Err(crate::rollback(tx, e).await);
                 }
-                let budgeted = terms::budgeted(grants) || terms::spend::spending(grants);
+                let budgeted = terms::budgeted(grants) || terms::budgets::spending(grants);
                 let checked = if budgeted {
                     budgets::budget_check(&mut tx, grants, now, BUDGET_ROW_LOCK).await?
                 } else {

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
-use super::file;
+use super::values;
 
 /// Longest a client may take to send a request's headers (slowloris); a kept-alive connection
 /// idle this long between requests is closed too.
@@ -27,7 +27,7 @@ pub const RATE_LIMIT_BURST_DEFAULT: u32 = 200;
 #[serde(default, deny_unknown_fields)]
 pub struct ApiConfig {
     /// See [`HEADER_READ_TIMEOUT_DEFAULT`].
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub header_read_timeout: Duration,
     /// See [`MAX_CONCURRENT_REQUESTS_DEFAULT`].
     pub max_concurrent_requests: usize,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 
 use super::Config;
-use super::file::{duration_text, listen_text};
+use super::values::{duration_text, listen_text};
 
 /// One environment variable and what it sets.
 pub(super) struct Override {
@@ -104,17 +104,16 @@ pub(super) const OVERRIDES: &[Override] = &[
     },
 ];
 
-/// Apply every override whose variable is set, naming the variable (and the key it stands
-/// for) on error.
-pub(super) fn apply(
-    config: &mut Config,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<()> {
-    for o in OVERRIDES {
-        if let Some(text) = env(o.var) {
-            (o.set)(config, &text)
-                .map_err(|problem| anyhow!("{} (for {}): {problem}", o.var, o.key))?;
+impl Config {
+    /// Apply every override whose variable is set, naming the variable (and the key it
+    /// stands for) on error.
+    pub(super) fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        for o in OVERRIDES {
+            if let Some(text) = env(o.var) {
+                (o.set)(self, &text)
+                    .map_err(|problem| anyhow!("{} (for {}): {problem}", o.var, o.key))?;
+            }
         }
+        Ok(())
     }
-    Ok(())
 }

@@ -1,5 +1,5 @@
-//! Reading `slotd.toml`, and the `deserialize_with` helpers for values written as text
-//! (durations, addresses).
+//! Reading the configuration: `slotd.toml` (or no file), then the `SLOTD_*` overrides
+//! (`env.rs`), then validation ([`Config::load`], [`Config::from_parts`]).
 //!
 //! The text is parsed into a TOML table first, for two reasons: `{ env = "VAR" }` references
 //! are resolved in the table (deserializing has no environment to ask), and a table
@@ -7,19 +7,16 @@
 //! where errors read from text only show the line, not its section.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, anyhow, bail};
-use serde::de::Error as _;
-use serde::{Deserialize, Deserializer};
+use anyhow::{Context, bail};
 
 use super::Config;
 use super::handler::HOST_KEYS;
 
 /// Deserialize the file into a [`Config`] (defaults for what it leaves out), with the keys its
 /// `[scheduler]` section sets (those timings do not follow the tick interval).
-pub(super) fn read(
+fn read(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<(Config, BTreeSet<String>)> {
@@ -114,37 +111,38 @@ fn resolve_env_ref(
     Ok(())
 }
 
-/// Parse a duration such as `10s`, `50ms` or `1m 30s`, naming the key on error.
-pub fn parse_duration(key: &str, text: &str) -> anyhow::Result<Duration> {
-    duration_text(text).map_err(|e| anyhow!("{key}: {e}"))
-}
+impl Config {
+    /// Load from an optional file and the process environment.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Config> {
+        let file = file
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("SLOTD_CONFIG").map(PathBuf::from));
+        let text = match &file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?,
+            ),
+            None => None,
+        };
+        Config::from_parts(text.as_deref(), &|k| std::env::var(k).ok())
+    }
 
-pub(super) fn duration_text(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{text:?} is not a duration (try \"10s\" or \"50ms\"): {e}"))
-}
-
-pub(super) fn listen_text(text: &str) -> Result<SocketAddr, String> {
-    text.parse()
-        .map_err(|_| format!("{text:?} is not an address like 127.0.0.1:8080"))
-}
-
-/// A duration written as text (`"10s"`, `"50ms"`).
-pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    duration_text(&String::deserialize(d)?).map_err(D::Error::custom)
-}
-
-/// A listen address written as text (`"127.0.0.1:8080"`).
-pub(super) fn socket_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-    listen_text(&String::deserialize(d)?).map_err(D::Error::custom)
-}
-
-/// An optional string where an empty one means unset (`redis_url = ""`).
-pub(super) fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Some(String::deserialize(d)?).filter(|s| !s.is_empty()))
-}
-
-/// A size in MiB, as bytes (`memory_mb`).
-pub(super) fn mebibytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    Ok(usize::deserialize(d)?.saturating_mul(1024 * 1024))
+    /// Build from file text (if any) and an environment lookup; environment beats file.
+    ///
+    /// The scheduler's timings that the file leaves out follow the tick interval, wherever it
+    /// came from ([`super::SchedulerConfig::scaled_to`]): `SLOTD_TICK_INTERVAL=50ms` alone makes a
+    /// fast test instance, while a timing the file sets keeps its value.
+    pub fn from_parts(
+        file_text: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Config> {
+        let (mut c, scheduler_keys) = match file_text {
+            Some(text) => read(text, env)?,
+            None => (Config::default(), Default::default()),
+        };
+        c.apply_env(env)?;
+        c.scheduler.follow_tick(&|key| scheduler_keys.contains(key));
+        c.validate()?;
+        Ok(c)
+    }
 }

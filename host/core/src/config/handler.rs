@@ -3,7 +3,7 @@
 //!
 //! A handler's section is open: besides the keys the host reads itself ([`HOST_KEYS`]), every
 //! key is a setting of the handler's own. A value written `{ env = "VAR" }` has been replaced
-//! by `{ value = "…" }` before it gets here (`file::resolve_env_refs`); both forms are
+//! by `{ value = "…" }` before it gets here (`file.rs`); both forms are
 //! secrets.
 
 use std::borrow::Cow;

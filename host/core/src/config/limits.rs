@@ -5,11 +5,19 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Deserialize;
 
-use super::{
-    HANDLER_CPU_BUDGET_DEFAULT, HANDLER_DEADLINE_DEFAULT, HANDLER_MEMORY_DEFAULT,
-    HTTP_BATCH_CONCURRENCY_DEFAULT, HTTP_MAX_RESPONSE_DEFAULT, HTTP_TIMEOUT_DEFAULT,
-    QUARANTINE_AFTER_DEFAULT, file,
-};
+use super::values;
+
+pub const HANDLER_MEMORY_DEFAULT: usize = 64 * 1024 * 1024;
+pub const HANDLER_DEADLINE_DEFAULT: Duration = Duration::from_secs(30);
+pub const HTTP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(15);
+pub const HTTP_MAX_RESPONSE_DEFAULT: u64 = 8 * 1024 * 1024;
+pub const HTTP_BATCH_CONCURRENCY_DEFAULT: usize = 16;
+/// Guest CPU a call may burn (epoch ticks while guest code runs), below the wall deadline so a
+/// spinning guest is cut off before it holds a worker for the whole deadline.
+pub const HANDLER_CPU_BUDGET_DEFAULT: Duration = Duration::from_secs(10);
+/// Consecutive crashing calls (trap, CPU budget, memory cap, a deadline spent in guest code)
+/// after which a handler version is quarantined; the provider's slowness does not count.
+pub const QUARANTINE_AFTER_DEFAULT: u32 = 5;
 
 /// Sandbox limits applied to every handler call (docs/handlers.md). The file's `[limits]` keys
 /// are these fields' names, but for `memory_mb`.
@@ -17,20 +25,20 @@ use super::{
 #[serde(default, deny_unknown_fields)]
 pub struct RuntimeLimits {
     /// Linear memory a call's store may grow to; written in MiB (`memory_mb`).
-    #[serde(rename = "memory_mb", deserialize_with = "file::mebibytes")]
+    #[serde(rename = "memory_mb", deserialize_with = "values::mebibytes")]
     pub memory_bytes: usize,
     /// Wall-clock deadline for one call, awaited HTTP included.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub call_deadline: Duration,
     /// Default and maximum per-request HTTP timeout.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub http_timeout: Duration,
     /// Largest HTTP response body a handler may receive.
     pub http_max_response_bytes: u64,
     /// Requests of one `send-batch` in flight at once.
     pub http_batch_concurrency: usize,
     /// Guest CPU time one call may use (awaited host I/O not counted).
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub cpu_budget: Duration,
     /// Consecutive faulting calls after which a version is quarantined and the previous good
     /// version restored (`[limits] quarantine_after`).

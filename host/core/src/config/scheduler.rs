@@ -5,13 +5,34 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Deserialize;
 
-use super::{
-    ARTIFACT_MAX_BYTES_DEFAULT, ARTIFACT_TIMEOUT_DEFAULT, FINALIZE_ATTEMPTS_DEFAULT,
-    FINALIZE_CONCURRENCY_DEFAULT, FINALIZE_LEASE_DEFAULT, LEASE_TTL_DEFAULT, MAX_BATCH_DEFAULT,
-    MIN_REST_DEFAULT, POLL_FACTOR_DEFAULT, POLL_INITIAL_DEFAULT, POLL_MAX_DEFAULT,
-    RECONCILE_INTERVAL_DEFAULT, RETRY_BASE_DEFAULT, RETRY_BUDGET_DEFAULT, RETRY_MAX_DEFAULT,
-    STAGE_DEADLINE_DEFAULT, TICK_INTERVAL_DEFAULT, file,
-};
+use super::values;
+
+/// The seed's tick: the floor between ticks when nothing wakes the loop earlier.
+pub const TICK_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
+/// The seed's rest after an overrunning tick.
+pub const MIN_REST_DEFAULT: Duration = Duration::from_secs(2);
+pub const POLL_INITIAL_DEFAULT: Duration = Duration::from_secs(5);
+pub const POLL_MAX_DEFAULT: Duration = Duration::from_secs(30);
+/// Growth of the poll delay after each poll that finds a job still running.
+pub const POLL_FACTOR_DEFAULT: f64 = 1.5;
+pub const RETRY_BUDGET_DEFAULT: u32 = 5;
+/// First retry backoff; doubled per attempt up to [`RETRY_MAX_DEFAULT`].
+pub const RETRY_BASE_DEFAULT: Duration = Duration::from_secs(2);
+pub const RETRY_MAX_DEFAULT: Duration = Duration::from_secs(120);
+pub const RECONCILE_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
+pub const MAX_BATCH_DEFAULT: u32 = 1000;
+/// How long a unit may stay submitted in one stage (from the submit marker of the stage's
+/// current job) before it fails: the only limit on waiting out a slow provider.
+pub const STAGE_DEADLINE_DEFAULT: Duration = Duration::from_secs(2 * 60 * 60);
+pub const FINALIZE_CONCURRENCY_DEFAULT: usize = 8;
+pub const FINALIZE_LEASE_DEFAULT: Duration = Duration::from_secs(300);
+/// Finalization attempts before a unit stays `succeeded` with the reason (until a retry).
+pub const FINALIZE_ATTEMPTS_DEFAULT: u32 = 8;
+/// How long a scheduler's pool lease lasts unless renewed (with Redis; docs/operations.md).
+pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(10);
+pub const ARTIFACT_MAX_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
+/// Timeout of one artifact download (the whole stream).
+pub const ARTIFACT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
 
 /// Shortest finalizer lease a scaled-down tick gives: it is renewed every third of itself
 /// while a download streams, and a shorter one would be a busy loop.
@@ -28,15 +49,15 @@ pub const LIMITS_REFRESH_DEFAULT: Duration = Duration::from_secs(600);
 pub struct SchedulerConfig {
     /// Longest wait between ticks of a pool; events (new task, freed slot, callback) wake it
     /// earlier.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub tick_interval: Duration,
     /// Shortest wait between the end of one tick and the start of the next.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub min_rest: Duration,
     /// First poll delay after a submit; grows by `poll_factor` up to `poll_max`.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub poll_initial: Duration,
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub poll_max: Duration,
     pub poll_factor: f64,
     /// Most units handed to one handler call.
@@ -47,21 +68,21 @@ pub struct SchedulerConfig {
     /// Longest a unit may stay submitted in one stage, counted from the submit marker of the
     /// stage's current job (waiting in `pending` for a slot does not count). Past it the unit
     /// fails with a reason saying so; before it, a slow provider never fails a unit.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub stage_deadline: Duration,
     /// Backoff for retries: base doubled per attempt, capped.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub retry_base: Duration,
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub retry_max: Duration,
     /// How often slots are reconciled with the database's submitted units.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub reconcile_interval: Duration,
     /// Finalizations running at once (never on provider slots).
     pub finalize_concurrency: usize,
     /// How long a finalizer's lease lasts before another may take the unit over (a dead
     /// finalizer's); a live one renews it every third of this while it downloads.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub finalize_lease: Duration,
     /// Finalization attempts before giving up: the unit then stays `succeeded` with the
     /// reason, until `POST /v1/tasks/{id}/retry` finalizes it again.
@@ -69,16 +90,16 @@ pub struct SchedulerConfig {
     /// How long a drained provider account (credentials refused, balance exhausted) rests
     /// before one unit is submitted to it as a probe; doubled after each refused probe, up to
     /// twenty times this.
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub account_probe: Duration,
     /// How often the limits and usage a provider publishes are read again (handlers with the
     /// contract 1.3 `provider` export; also after a capacity or quota refusal, at most every
     /// `min_rest`).
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub limits_refresh: Duration,
     /// A pool lease's lifetime (with Redis): renewed every third of it; a dead scheduler's
     /// pools are taken over within one lease period (a stopped one's at once).
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub lease_ttl: Duration,
     /// Largest artifact a finalization downloads. Not a file key.
     #[serde(skip)]

@@ -58,7 +58,7 @@ pub const PERIOD_MIN: Duration = Duration::from_secs(1);
 pub const PERIOD_MAX: Duration = Duration::from_secs(366 * 24 * 3600);
 
 fn period<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    super::file::duration(d)
+    super::values::duration(d)
 }
 
 impl BudgetConfig {
@@ -95,58 +95,5 @@ impl BudgetConfig {
     /// The period in milliseconds.
     pub fn period_ms(&self) -> i64 {
         i64::try_from(self.period.as_millis()).unwrap_or(i64::MAX)
-    }
-}
-
-#[cfg(test)]
-mod spend_tests {
-    use crate::config::Config;
-
-    fn parse(file: &str) -> anyhow::Result<Config> {
-        Config::from_parts(Some(file), &|_| None)
-    }
-
-    #[test]
-    fn pools_and_accounts_take_a_spend_limit() {
-        let c = parse(
-            r#"
-            [pools."runway:gen4_turbo"]
-            spend = { limit = 500.0, period = "30d" }
-            [handlers.h]
-            base_url = "http://127.0.0.1:1"
-            [[handlers.h.accounts]]
-            name = "studio"
-            max_slots = 5
-            spend = { limit = 20000, period = "30d" }
-            "#,
-        )
-        .expect("config");
-        let p = c.pools["runway:gen4_turbo"].spend.expect("pool spend");
-        assert_eq!((p.limit, p.period_ms()), (500.0, 30 * 86_400_000));
-        let a = c.handlers["h"].accounts[0].spend.expect("account spend");
-        assert_eq!(a.limit, 20_000.0);
-        assert!(
-            !c.handlers["h"].accounts[0]
-                .config
-                .settings
-                .contains_key("spend"),
-            "spend is the account's limit, not a handler setting"
-        );
-    }
-
-    #[test]
-    fn a_bad_spend_is_refused_by_name() {
-        let e = |file: &str| format!("{:#}", parse(file).expect_err("must fail"));
-        let zero = e("[pools.p]\nspend = { limit = 0.0, period = \"1d\" }");
-        assert!(zero.contains("pools.\"p\".spend.limit"), "{zero}");
-        let long = e("[pools.p]\nspend = { limit = 5.0, period = \"400d\" }");
-        assert!(long.contains("spend.period"), "{long}");
-        let acct = e(
-            "[handlers.h]\nbase_url = \"http://127.0.0.1:1\"\n[[handlers.h.accounts]]\n\
-                      name = \"a\"\nmax_slots = 1\nspend = 5",
-        );
-        assert!(acct.contains("accounts[0].spend"), "{acct}");
-        let typo = e("[pools.p]\nspend = { limit = 5.0, every = \"1d\" }");
-        assert!(typo.contains("every"), "{typo}");
     }
 }

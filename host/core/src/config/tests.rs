@@ -1,6 +1,8 @@
 //! The configuration suite: reading the file, the environment overrides, and validation.
 
 use super::*;
+use std::path::Path;
+use std::time::Duration;
 
 fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
     move |k| {
@@ -649,4 +651,53 @@ fn api_section() {
     assert!(bad("[api]\nrate_limit = { rate = 1 }").contains("api.rate_limit"));
     assert!(bad("[api]\nmax_concurrent_requests = 0").contains("api.max_concurrent_requests"));
     assert!(bad("[api]\nheader_read_timeout = \"soon\"").contains("api.header_read_timeout"));
+}
+
+/// A file with spend limits, no environment.
+fn parse_spend(file: &str) -> anyhow::Result<Config> {
+    Config::from_parts(Some(file), &|_| None)
+}
+
+#[test]
+fn pools_and_accounts_take_a_spend_limit() {
+    let c = parse_spend(
+        r#"
+        [pools."runway:gen4_turbo"]
+        spend = { limit = 500.0, period = "30d" }
+        [handlers.h]
+        base_url = "http://127.0.0.1:1"
+        [[handlers.h.accounts]]
+        name = "studio"
+        max_slots = 5
+        spend = { limit = 20000, period = "30d" }
+        "#,
+    )
+    .expect("config");
+    let p = c.pools["runway:gen4_turbo"].spend.expect("pool spend");
+    assert_eq!((p.limit, p.period_ms()), (500.0, 30 * 86_400_000));
+    let a = c.handlers["h"].accounts[0].spend.expect("account spend");
+    assert_eq!(a.limit, 20_000.0);
+    assert!(
+        !c.handlers["h"].accounts[0]
+            .config
+            .settings
+            .contains_key("spend"),
+        "spend is the account's limit, not a handler setting"
+    );
+}
+
+#[test]
+fn a_bad_spend_is_refused_by_name() {
+    let e = |file: &str| format!("{:#}", parse_spend(file).expect_err("must fail"));
+    let zero = e("[pools.p]\nspend = { limit = 0.0, period = \"1d\" }");
+    assert!(zero.contains("pools.\"p\".spend.limit"), "{zero}");
+    let long = e("[pools.p]\nspend = { limit = 5.0, period = \"400d\" }");
+    assert!(long.contains("spend.period"), "{long}");
+    let acct = e(
+        "[handlers.h]\nbase_url = \"http://127.0.0.1:1\"\n[[handlers.h.accounts]]\n\
+                  name = \"a\"\nmax_slots = 1\nspend = 5",
+    );
+    assert!(acct.contains("accounts[0].spend"), "{acct}");
+    let typo = e("[pools.p]\nspend = { limit = 5.0, every = \"1d\" }");
+    assert!(typo.contains("every"), "{typo}");
 }

@@ -2,7 +2,10 @@
 
 use anyhow::{Context, bail};
 
-use super::{Config, TENANT_NAME_MAX};
+use super::Config;
+
+/// Longest tenant name (`api_keys[i].tenant`).
+pub const TENANT_NAME_MAX: usize = 63;
 
 impl Config {
     /// The tenants' `min_slots` of `pool` must add up to at most its `max` slots.

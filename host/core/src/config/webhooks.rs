@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Deserialize;
 
-use super::file;
 use super::handler::Secret;
+use super::values;
 
 /// First retry delay of a failed delivery; it doubles per attempt up to [`RETRY_MAX_DEFAULT`].
 pub const RETRY_BASE_DEFAULT: Duration = Duration::from_secs(5);
@@ -29,13 +29,13 @@ pub struct WebhooksConfig {
     /// Allow targets on loopback, private and link-local addresses (SSRF rule off: tests, a
     /// private network you trust).
     pub allow_private: bool,
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub retry_base: Duration,
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub retry_max: Duration,
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub give_up_after: Duration,
-    #[serde(deserialize_with = "file::duration")]
+    #[serde(deserialize_with = "values::duration")]
     pub timeout: Duration,
 }
 

@@ -18,7 +18,7 @@ use parking_lot::RwLock;
 use slotd_core::config::{Quota, Window};
 use slotd_runtime::DiscoveredLimits;
 
-use super::limits::SOURCE_DISCOVERED;
+use super::source::SOURCE_DISCOVERED;
 use super::{PoolLimit, PoolQuota};
 
 /// What a pool's account publishes, as last read.
@@ -162,7 +162,7 @@ pub fn found_of(limits: &DiscoveredLimits, at: i64, own: impl Fn(u64) -> u32) ->
 mod tests {
     use super::*;
     use crate::pool_state::PoolAccount;
-    use crate::pool_state::limits::SOURCE_CONFIG;
+    use crate::pool_state::source::SOURCE_CONFIG;
 
     fn pool(max: u32, quotas: Vec<PoolQuota>) -> BTreeMap<String, PoolLimit> {
         let mut m = BTreeMap::new();

@@ -9,10 +9,7 @@ use serde::Serialize;
 use slotd_core::config::Config;
 use slotd_runtime::Registry;
 
-/// Where a limit in force comes from, as `GET /v1/pools` names it: the configuration, or
-/// what the provider published (`discovered.rs`).
-pub const SOURCE_CONFIG: &str = "config";
-pub const SOURCE_DISCOVERED: &str = "discovered";
+use super::source::SOURCE_CONFIG;
 
 /// A pool's effective limit and who uses it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -16,6 +16,7 @@
 //!   provider's "not before T".
 //! - [`reservations`]: tenants' `min_slots` still lacking (the fill's first grants, the ETA).
 //! - [`spend`]: pools' and accounts' `spend` limits (decided by the submit marker).
+//! - [`source`]: where a limit in force comes from (`config`, `discovered`).
 
 pub mod accounts;
 pub mod capacity;
@@ -25,6 +26,7 @@ pub mod durations;
 pub mod limits;
 pub mod quotas;
 pub mod reservations;
+pub mod source;
 pub mod spend;
 
 pub use accounts::{AccountHealth, Availability, Drain, IMPLICIT_ACCOUNT};

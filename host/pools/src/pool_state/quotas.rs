@@ -71,7 +71,7 @@ fn of_settings(rate: Option<Quota>, daily: Option<Quota>) -> Vec<PoolQuota> {
             Some(PoolQuota {
                 dimension,
                 quota: quota?,
-                source: super::limits::SOURCE_CONFIG,
+                source: super::source::SOURCE_CONFIG,
                 others: 0,
             })
         })
@@ -161,20 +161,21 @@ pub fn full_until(views: &[QuotaView]) -> Option<(String, i64)> {
         .max_by_key(|(_, t)| *t)
 }
 
-/// The pool's quotas as the ETA reads them (see [`crate::eta::Pace`]); empty when the create
+/// `pool`'s `quotas` as the ETA reads them (see [`crate::eta::Pace`]); empty when the create
 /// log cannot be read (the estimate then ignores quotas rather than failing).
 pub async fn pace(
     metrics: &slotd_core::telemetry::Metrics,
     slots: &DynSlots,
-    limit: &super::PoolLimit,
+    pool: &str,
+    quotas: &[PoolQuota],
     now: i64,
 ) -> Vec<crate::eta::Pace> {
-    let Ok(views) = views(metrics, slots, &limit.name, &limit.quotas, now).await else {
+    let Ok(views) = views(metrics, slots, pool, quotas, now).await else {
         return Vec::new();
     };
     views
         .iter()
-        .zip(&limit.quotas)
+        .zip(quotas)
         .map(|(v, q)| crate::eta::Pace {
             remaining: v.remaining,
             resets_at: v.resets_at.unwrap_or(now),

@@ -147,7 +147,7 @@ mod tests {
             name: name.map(str::to_string),
             handler: Some("runway-video".into()),
             max_slots: 5,
-            max_slots_source: super::super::limits::SOURCE_CONFIG,
+            max_slots_source: super::super::source::SOURCE_CONFIG,
             quotas: Vec::new(),
             spend,
         }
@@ -162,7 +162,7 @@ mod tests {
         let mut limit = PoolLimit {
             name: "runway:gen4_turbo".into(),
             max_slots: 5,
-            max_slots_source: super::super::limits::SOURCE_CONFIG,
+            max_slots_source: super::super::source::SOURCE_CONFIG,
             task_types: Vec::new(),
             handlers: Vec::new(),
             accounts: Vec::new(),

@@ -8,7 +8,6 @@
 
 use serde::Serialize;
 
-use super::corrupt;
 use super::grant::Grant;
 use crate::StoreResult;
 use crate::shared::on_both_drivers;
@@ -39,14 +38,6 @@ pub struct Usage {
     pub reserved: f64,
     /// Submissions counted (ended and running).
     pub submissions: u64,
-}
-
-/// The start of the period containing `now`.
-pub fn period_start(now: i64, period_ms: i64) -> i64 {
-    if period_ms <= 0 {
-        return now;
-    }
-    now - now.rem_euclid(period_ms)
 }
 
 /// How a submission that ended is settled: the provider's cost when it reported one; the
@@ -130,8 +121,47 @@ pub(crate) fn budgeted(grants: &[Grant]) -> bool {
     grants.iter().any(|g| !g.tenant.is_empty())
 }
 
+/// Whether any grant names a spend limit (and so the marker must check spend).
+pub(crate) fn spending(grants: &[crate::Grant]) -> bool {
+    grants.iter().any(|g| g.spend.is_some())
+}
+
 on_both_drivers! {
     use each crate::terms::spend as spend_db;
+
+    /// The rooms of every scope the grants name, each locked for the transaction (PostgreSQL)
+    /// and summed for the period containing `now`.
+    pub(crate) async fn spend_rooms(
+        conn: &mut Conn,
+        grants: &[crate::Grant],
+        now: i64,
+    ) -> StoreResult<std::collections::HashMap<crate::terms::SpendScope, crate::terms::spend::Room>> {
+        let mut scopes: Vec<(crate::terms::SpendScope, crate::terms::SpendLimit)> = grants
+            .iter()
+            .filter_map(|g| g.spend.as_deref())
+            .flat_map(crate::terms::spend::scopes_of)
+            .collect();
+        // A stable order: two transactions lock the scopes they share in the same order.
+        scopes.sort_by(|a, b| a.0.cmp(&b.0));
+        scopes.dedup_by(|a, b| a.0 == b.0);
+        let mut rooms = std::collections::HashMap::new();
+        for (scope, limit) in scopes {
+            if let Some(lock) = ADVISORY_LOCK {
+                sqlx::query(lock)
+                    .bind(scope.lock_name())
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            let (since, _) = limit.period(now);
+            let used = spend_db::used_in(&mut *conn, &scope, since).await?;
+            rooms.insert(
+                scope,
+                crate::terms::spend::Room::new(limit, used, now),
+            );
+        }
+        Ok(rooms)
+    }
+
 
     /// The budget check of a submit marker, in its transaction: which grants fit their
     /// tenant's budget and their pool's and account's spend (in order; once a tenant's or a
@@ -168,7 +198,7 @@ on_both_drivers! {
             .await?;
             room.insert(tenant, (limit, used.unwrap_or(0.0), false));
         }
-        let mut spend = spend_db::spend_rooms(&mut *conn, grants, now).await?;
+        let mut spend = spend_rooms(&mut *conn, grants, now).await?;
         let (mut fit, mut over, mut over_spend) = (Vec::new(), Vec::new(), Vec::new());
         let budgeted = room.keys().map(|t| t.to_string()).collect();
         for (i, g) in grants.iter().enumerate() {
@@ -460,7 +490,7 @@ on_both_drivers! {
             period_end: start.saturating_add(period_ms),
             spent: spent.unwrap_or(0.0),
             reserved: reserved.unwrap_or(0.0),
-            submissions: u64::try_from(n).map_err(|_| corrupt("a negative ledger count"))?,
+            submissions: u64::try_from(n).map_err(|_| crate::StoreError::Corrupt("a negative ledger count".into()))?,
         })
     }
 

@@ -2,7 +2,6 @@
 //! `deadline_policy`), written with the task together with its units' cost estimates, and the
 //! deadline sweep's reads: the pending units with terms and where they stand in fill order.
 
-use super::corrupt;
 use crate::StoreResult;
 use crate::shared::on_both_drivers;
 
@@ -101,7 +100,7 @@ on_both_drivers! {
             .map(|(priority, tenant, n)| {
                 Ok(PendingGroup {
                     priority: i32::try_from(i64::from(priority))
-                        .map_err(|_| corrupt("unit priority out of range"))?,
+                        .map_err(|_| crate::StoreError::Corrupt("unit priority out of range".into()))?,
                     tenant,
                     pending: u64::try_from(n).unwrap_or(0),
                 })

@@ -1,6 +1,7 @@
 //! The grant a submit marker is written for: its unit, tenant and account, the budget
 //! reservation and spend limits the marker checks, and a routed unit's binding. Read by the
-//! marker's account grouping (`accounts.rs`) and its budget checks (`budgets.rs`).
+//! marker's account grouping (`accounts.rs`), its budget checks (`budgets.rs`) and the
+//! binding of routed units (`routes.rs`).
 
 /// One slot grant to write as a submit marker.
 #[derive(Clone, Debug)]
@@ -24,5 +25,22 @@ pub struct Grant {
     pub spend: Option<std::sync::Arc<super::SpendTerms>>,
     /// A routed unit: bind it to the target whose pool granted the slot, in the marker's
     /// transaction (see `routes.rs`).
-    pub bind: Option<super::Bind>,
+    pub bind: Option<Bind>,
+}
+
+/// What binding a granted routed unit writes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bind {
+    /// The route's pool the unit waits in (`route:NAME`): the guard.
+    pub route_pool: String,
+    pub pool: String,
+    pub task_type: String,
+    pub stage: String,
+    pub spec: String,
+    pub state: String,
+    pub estimate: Option<f64>,
+    /// The unit's routing with the chosen option bound (JSON `UnitRouting`).
+    pub routing: String,
+    /// The event row's text ("route clip: bound to kling-video/kling-v1-6 in pool …").
+    pub detail: String,
 }

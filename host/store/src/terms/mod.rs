@@ -13,19 +13,12 @@ pub mod spend;
 
 pub use accounts::Marked;
 pub(crate) use accounts::{by_account, marked};
-pub use budgets::{Budget, Settle, Usage, parse_cost, period_start};
+pub use budgets::{Budget, Settle, Usage, parse_cost};
 pub(crate) use budgets::{Checked, budgeted, may_settle, settlements};
 pub use creates::Create;
 pub use deadlines::PendingGroup;
-pub use grant::Grant;
-pub use routes::Bind;
+pub use grant::{Bind, Grant};
 /// A task's deadline terms, a model type (`slotd_core::model`), under the name the store's
 /// task records have always given it.
 pub use slotd_core::model::TaskTerms;
-pub use spend::{SpendLimit, SpendScope, SpendTerms};
-
-use crate::StoreError;
-
-fn corrupt(what: &str) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
+pub use spend::{SpendLimit, SpendScope, SpendTerms, period_start};

@@ -4,24 +4,8 @@
 //! `pending` on the route. A second scheduler that granted the same unit in another target's
 //! pool finds nothing to bind and nothing to mark, and gives its slot back.
 
+use super::grant::Bind;
 use crate::StoreResult;
-
-/// What binding a granted routed unit writes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Bind {
-    /// The route's pool the unit waits in (`route:NAME`): the guard.
-    pub route_pool: String,
-    pub pool: String,
-    pub task_type: String,
-    pub stage: String,
-    pub spec: String,
-    pub state: String,
-    pub estimate: Option<f64>,
-    /// The unit's routing with the chosen option bound (JSON `UnitRouting`).
-    pub routing: String,
-    /// The event row's text ("route clip: bound to kling-video/kling-v1-6 in pool …").
-    pub detail: String,
-}
 
 /// The binds of `grants` at `fit`, in order.
 fn binds<'a>(grants: &'a [crate::Grant], fit: &[usize]) -> Vec<(&'a str, &'a Bind)> {

@@ -24,6 +24,14 @@ pub struct SpendTerms {
     pub account_limit: Option<SpendLimit>,
 }
 
+/// The start of the period containing `now` (a budget's and a spend limit's alike).
+pub fn period_start(now: i64, period_ms: i64) -> i64 {
+    if period_ms <= 0 {
+        return now;
+    }
+    now - now.rem_euclid(period_ms)
+}
+
 /// A spend limit and its period.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SpendLimit {
@@ -34,7 +42,7 @@ pub struct SpendLimit {
 impl SpendLimit {
     /// The start of the period containing `now` and its end.
     pub fn period(&self, now: i64) -> (i64, i64) {
-        let start = super::period_start(now, self.period_ms);
+        let start = period_start(now, self.period_ms);
         (start, start.saturating_add(self.period_ms.max(1)))
     }
 }
@@ -48,7 +56,7 @@ pub enum SpendScope {
 }
 
 impl SpendScope {
-    fn lock_name(&self) -> String {
+    pub(crate) fn lock_name(&self) -> String {
         match self {
             SpendScope::Pool(p) => format!("slotd-spend-pool:{p}"),
             SpendScope::Account(a) => format!("slotd-spend-account:{a}"),
@@ -84,6 +92,18 @@ pub(crate) struct Room {
     used: f64,
     blocked: bool,
     now: i64,
+}
+
+impl Room {
+    /// A scope's room for the period containing `now`, `used` of `limit` spent before it.
+    pub(crate) fn new(limit: SpendLimit, used: f64, now: i64) -> Room {
+        Room {
+            limit,
+            used,
+            blocked: false,
+            now,
+        }
+    }
 }
 
 /// A grant refused for spend: why, and when it is due again.
@@ -138,45 +158,7 @@ pub(crate) fn take(
     Ok(())
 }
 
-/// Whether any grant names a spend limit (and so the marker must check spend).
-pub(crate) fn spending(grants: &[crate::Grant]) -> bool {
-    grants.iter().any(|g| g.spend.is_some())
-}
-
 on_both_drivers! {
-    /// The rooms of every scope the grants name, each locked for the transaction (PostgreSQL)
-    /// and summed for the period containing `now`.
-    pub(crate) async fn spend_rooms(
-        conn: &mut Conn,
-        grants: &[crate::Grant],
-        now: i64,
-    ) -> StoreResult<HashMap<crate::terms::SpendScope, crate::terms::spend::Room>> {
-        let mut scopes: Vec<(crate::terms::SpendScope, crate::terms::SpendLimit)> = grants
-            .iter()
-            .filter_map(|g| g.spend.as_deref())
-            .flat_map(crate::terms::spend::scopes_of)
-            .collect();
-        // A stable order: two transactions lock the scopes they share in the same order.
-        scopes.sort_by(|a, b| a.0.cmp(&b.0));
-        scopes.dedup_by(|a, b| a.0 == b.0);
-        let mut rooms = HashMap::new();
-        for (scope, limit) in scopes {
-            if let Some(lock) = ADVISORY_LOCK {
-                sqlx::query(lock)
-                    .bind(scope.lock_name())
-                    .execute(&mut *conn)
-                    .await?;
-            }
-            let (since, _) = limit.period(now);
-            let used = used_in(&mut *conn, &scope, since).await?;
-            rooms.insert(
-                scope,
-                crate::terms::spend::Room { limit, used, blocked: false, now },
-            );
-        }
-        Ok(rooms)
-    }
-
     /// The reserved-or-spent cost of the ledger rows of `scope` made at or after `since`.
     pub(crate) async fn used_in(
         conn: &mut Conn,
