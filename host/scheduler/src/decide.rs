@@ -331,13 +331,13 @@ fn account_update(
     u
 }
 
-/// The cancel rule, shared by every path that plans a unit's update (tick, callback, fault):
+/// The cancel rule, shared by every path that decides a unit's update (tick, callback, fault):
 /// a unit the client cancelled while it was `submitted` keeps its slot while its provider job
 /// runs, and whatever would take it out of `submitted` (the job succeeded or failed, a next
 /// stage, back to pending) ends it `cancelled` instead: never finalized, never requeued. The
 /// provider's result and error stay on the unit for the record. An update decided without a
 /// cancel in view is guarded by [`UnitUpdate::unless_cancel_requested`], so a cancel landing
-/// during the handler call makes the store skip it and the next poll plans it with the cancel.
+/// during the handler call makes the store skip it and the next poll decides it with the cancel.
 ///
 /// A future contract with a provider-side cancel ends the unit the same way: its "cancel
 /// confirmed" answer is one more outcome that leaves `submitted`.

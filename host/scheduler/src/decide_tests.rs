@@ -1,4 +1,4 @@
-//! Planning updates from handler changes: outcomes, budgets, faults, cancels, deadlines.
+//! Deciding updates from handler changes: outcomes, budgets, faults, cancels, deadlines.
 
 use super::*;
 use crate::test_units::unit;

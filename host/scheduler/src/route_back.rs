@@ -57,7 +57,7 @@ fn refusal(
     }
 }
 
-/// Turn `update` (planned for a fresh submit of routed `unit`) into its way back to the route
+/// Turn `update` (decided for a fresh submit of routed `unit`) into its way back to the route
 /// when the target refused the unit before accepting it; returns the (route, target, reason)
 /// refused, for the metrics. Leaves every other update alone.
 pub fn route_back(
