@@ -12,6 +12,7 @@ mod events;
 pub mod group_commit;
 mod one_impl;
 pub mod postgres;
+mod releases;
 mod shared;
 pub mod sqlite;
 mod standing;
@@ -33,6 +34,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 pub use events::{BadCursor, EventCursor, EventScope};
+pub use releases::{NewRelease, Published, Release, release_key};
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{
     Bind, Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms,
@@ -553,6 +555,13 @@ pub trait StoreRead: Send + Sync + 'static {
     /// end by id, so a recent window costs the window, not the log.
     async fn pool_slot_log(&self, pool: &str, since: i64, limit: u32) -> StoreResult<SlotLog>;
 
+    /// A published handler release and its bytes, by its sha256 (`None`: never published).
+    /// Bytes that no longer hash to the key are reported as corrupt, never returned.
+    async fn release_get(&self, sha256: &str) -> StoreResult<Option<(Release, Vec<u8>)>>;
+
+    /// The published releases, newest first; only those of handler `name` if given.
+    async fn release_list(&self, name: Option<&str>) -> StoreResult<Vec<Release>>;
+
     /// The newest `limit` history rows, newest first; only those of handler `name` if given.
     async fn handler_version_list(
         &self,
@@ -624,10 +633,15 @@ pub trait RecordWrite: Send + Sync + 'static {
     /// docs/handlers.md: every loaded version is recorded; refusals and quarantines too, so an
     /// operator can tell afterwards which build served when and why one was dropped).
     async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()>;
+
+    /// Publish a handler file as a release, keyed by the sha256 the store computes: a new
+    /// release, the same file again (nothing changes), or a version already published as
+    /// another file (refused, nothing changes).
+    async fn release_put(&self, release: &NewRelease) -> StoreResult<Published>;
 }
 
 /// The writes of tasks and units: creation, the submit marker, guarded updates, cancel,
-/// retry and finalization. Only `slotd-server`'s lifecycle holds one (docs/architecture.md).
+/// retry and finalization. Only `slotd-units`' lifecycle holds one (docs/architecture.md).
 #[async_trait]
 pub trait UnitWrite: Send + Sync + 'static {
     /// Store a task and its units in one transaction, unless the tenant's idempotency key

@@ -285,6 +285,17 @@ macro_rules! impl_task_store {
             ) -> StoreResult<Vec<HandlerVersionRow>> {
                 shared::handler_version_list(self.reader(), name, limit).await
             }
+
+            async fn release_get(
+                &self,
+                sha256: &str,
+            ) -> StoreResult<Option<(crate::Release, Vec<u8>)>> {
+                crate::releases::$driver::release_get(self.reader(), sha256).await
+            }
+
+            async fn release_list(&self, name: Option<&str>) -> StoreResult<Vec<crate::Release>> {
+                crate::releases::$driver::release_list(self.reader(), name).await
+            }
         }
 
         #[async_trait::async_trait]
@@ -338,6 +349,10 @@ macro_rules! impl_task_store {
 
             async fn handler_version_record(&self, row: &HandlerVersionRow) -> StoreResult<()> {
                 shared::handler_version_record(self.writer(), row).await
+            }
+
+            async fn release_put(&self, release: &crate::NewRelease) -> StoreResult<crate::Published> {
+                crate::releases::$driver::release_put(self.writer(), release).await
             }
         }
 

@@ -16,6 +16,7 @@ mod fixtures;
 mod moves;
 mod outbox;
 mod reads;
+mod releases;
 mod routes;
 mod standing;
 mod streams;
@@ -60,6 +61,7 @@ pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
     list_paging_and_filters,
 };
+pub(crate) use releases::handler_releases;
 pub(crate) use routes::routed_units_bind_once_and_go_back_to_their_route;
 pub(crate) use standing::queue_standing_follows_the_fill_order;
 pub(crate) use streams::{event_scopes_page_and_resume, event_streams_page_and_resume};
@@ -109,6 +111,7 @@ macro_rules! store_suite {
             fence_newer_accepted,
             fence_concurrent_advance_monotonic,
             handler_version_history,
+            handler_releases,
             concurrent_claims_are_disjoint,
             host_key_shared,
             apply_guard_submit_attempt,

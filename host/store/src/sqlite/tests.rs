@@ -218,3 +218,47 @@ async fn slot_log_reads_only_the_window() {
         "{plan}"
     );
 }
+
+#[tokio::test]
+async fn a_release_whose_bytes_changed_is_reported_not_returned() {
+    let db = sqlite_db().await;
+    let published = db
+        .store
+        .release_put(&crate::NewRelease {
+            name: "kling-video".into(),
+            version: "1.0.0".into(),
+            contract: "1.3.0".into(),
+            bytes: b"\0asm the real build".to_vec(),
+            published_by: "team-kling".into(),
+            now: 1,
+        })
+        .await
+        .unwrap();
+    let crate::Published::New(key) = published else {
+        panic!("{published:?}")
+    };
+    let path = db
+        .guard
+        .downcast_ref::<tempfile::TempDir>()
+        .unwrap()
+        .path()
+        .join("slotd.db");
+    let raw = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    // The stored file altered by other means (a hand edit, a damaged restore).
+    sqlx::query("UPDATE handler_releases SET bytes = X'00616263'")
+        .execute(&raw)
+        .await
+        .unwrap();
+    raw.close().await;
+    match db.store.release_get(&key).await {
+        Err(crate::StoreError::Corrupt(msg)) => {
+            assert!(
+                msg.contains(&key) && msg.contains("kling-video 1.0.0"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected Corrupt naming the release, got {other:?}"),
+    }
+}
