@@ -15,6 +15,7 @@
 //!   `submitted`, so its reservation stays accounted for);
 //! - no pool's recorded creates (`pool_creates`, kept a day) exceed a `rate` or `daily` quota
 //!   in any of its windows, nor an account's its own in any pool;
+//! - every published handler release's stored bytes still hash to its key;
 //! - with `--objects`: every `completed` unit's artifacts exist with the recorded size and
 //!   sha256;
 //! - with Redis: each pool's slot holders are its `submitted` units, and the database's
@@ -36,7 +37,7 @@ mod rules;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use rows::{EventRow, Finding, Snapshot, UnitRow};
+pub use rows::{EventRow, Finding, ReleaseRow, Snapshot, UnitRow};
 
 /// How long a `finalizing` unit's lease may be past its expiry before it is reported: the
 /// finalize loop claims expired leases at its next interval.
@@ -157,6 +158,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     f.extend(rules::reservations(&snap));
     f.extend(rules::quota_windows(&snap, &opts.pool_quotas));
     f.extend(rules::account_quota_windows(&snap, &opts.account_quotas));
+    f.extend(rules::releases(&snap));
     if let Some(url) = &opts.objects {
         let (found, checked) = live::objects(url, &snap).await?;
         report.findings.extend(found);

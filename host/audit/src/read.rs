@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
+use sha2::{Digest, Sha256};
 use sqlx::Row;
 
-use super::rows::{EventRow, Snapshot, UnitRow};
+use super::rows::{EventRow, ReleaseRow, Snapshot, UnitRow};
 
 const TASKS_SQL: &str = "SELECT id FROM tasks ORDER BY seq";
 const UNITS_SQL: &str = "SELECT id, task_id, CAST(idx AS BIGINT) AS idx, pool, stage, status, \
@@ -22,6 +23,8 @@ const RESERVATIONS_SQL: &str = "SELECT unit_id, submission FROM budget_ledger \
 const CREATES_SQL: &str =
     "SELECT pool, account, CAST(at AS BIGINT) AS at FROM pool_creates ORDER BY at";
 const FENCES_SQL: &str = "SELECT pool, CAST(token AS BIGINT) AS token FROM pool_fences";
+const RELEASES_SQL: &str =
+    "SELECT sha256, name, version, bytes FROM handler_releases ORDER BY sha256";
 
 /// Rows of both backends decode the same way; this macro runs one closure body per backend
 /// instead of writing it twice.
@@ -148,6 +151,15 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
             r.try_get::<Option<String>, _>("account")?,
             r.try_get::<i64, _>("at")?
         )));
+    // Each release's bytes are hashed as they are read and not kept: a check holds one file
+    // at a time.
+    let releases: Vec<ReleaseRow> =
+        rows!(conn, RELEASES_SQL, |r| Ok::<_, sqlx::Error>(ReleaseRow {
+            sha256: r.try_get("sha256")?,
+            name: r.try_get("name")?,
+            version: r.try_get("version")?,
+            content_sha256: hex::encode(Sha256::digest(r.try_get::<Vec<u8>, _>("bytes")?)),
+        }));
     let mut by_unit: BTreeMap<String, Vec<EventRow>> = BTreeMap::new();
     for (unit, e) in events {
         by_unit.entry(unit).or_default().push(e);
@@ -159,5 +171,6 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         fences: fences.into_iter().collect(),
         open_reservations,
         creates,
+        releases,
     })
 }

@@ -40,6 +40,19 @@ pub struct Snapshot {
     pub open_reservations: Vec<(String, String)>,
     /// The recorded creates of pools with quotas: (pool, account, Unix ms), oldest first.
     pub creates: Vec<(String, Option<String>, i64)>,
+    /// The published handler releases, each with the sha256 of the bytes stored under it.
+    pub releases: Vec<ReleaseRow>,
+}
+
+/// A published handler release as the check reads it: its key and what its bytes hash to.
+#[derive(Clone, Debug, Default)]
+pub struct ReleaseRow {
+    /// The key it was published under (hex sha256).
+    pub sha256: String,
+    pub name: String,
+    pub version: String,
+    /// The hex sha256 of the bytes stored now.
+    pub content_sha256: String,
 }
 
 /// The columns of a unit the rules read.

@@ -227,6 +227,24 @@ fn unit_finding(unit: &UnitRow, kind: &'static str, message: String) -> Finding 
     }
 }
 
+/// Every published handler release's bytes still hash to the key it was published under: a
+/// process that loads a release by its key must get the file that was checked and published.
+pub fn releases(snap: &Snapshot) -> Vec<Finding> {
+    snap.releases
+        .iter()
+        .filter(|r| r.content_sha256 != r.sha256)
+        .map(|r| Finding {
+            kind: "handler release",
+            task_id: None,
+            unit_id: None,
+            message: format!(
+                "release {} of {} {}: its stored bytes hash to {}, not to its key",
+                r.sha256, r.name, r.version, r.content_sha256
+            ),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[path = "rules_tests.rs"]
 mod tests;

@@ -61,6 +61,7 @@ fn snap(units: Vec<UnitRow>, events: Vec<(&str, Vec<EventRow>)>) -> Snapshot {
         fences: BTreeMap::new(),
         open_reservations: Vec::new(),
         creates: Vec::new(),
+        releases: Vec::new(),
     }
 }
 
@@ -371,4 +372,83 @@ fn a_zoned_calendar_day_is_judged_by_its_own_midnight() {
         ..Snapshot::default()
     };
     assert!(quota_windows(&clean, &quotas).is_empty());
+}
+
+fn release(sha256: &str, content: &str) -> crate::ReleaseRow {
+    crate::ReleaseRow {
+        sha256: sha256.into(),
+        name: "kling-video".into(),
+        version: "1.0.0".into(),
+        content_sha256: content.into(),
+    }
+}
+
+#[test]
+fn a_release_whose_bytes_no_longer_hash_to_its_key_is_reported() {
+    let mut snap = Snapshot {
+        releases: vec![release("aa", "aa"), release("bb", "cc")],
+        ..Snapshot::default()
+    };
+    let found = releases(&snap);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].kind, "handler release");
+    assert!(
+        found[0].message.contains("release bb of kling-video 1.0.0"),
+        "{}",
+        found[0]
+    );
+    assert!(found[0].message.contains("hash to cc"), "{}", found[0]);
+    snap.releases.pop();
+    assert!(releases(&snap).is_empty());
+}
+
+/// The whole check over a real SQLite database: a release published through the store passes,
+/// the same release with its bytes altered behind the store's back is reported.
+#[tokio::test]
+async fn the_check_hashes_the_releases_the_store_keeps() {
+    let dir = tempfile::TempDir::new().expect("tmp");
+    let url = format!("sqlite://{}", dir.path().join("releases.db").display());
+    let store = slotd_store::open(&url).await.expect("open");
+    let published = store
+        .release_put(&slotd_store::NewRelease {
+            name: "kling-video".into(),
+            version: "1.0.0".into(),
+            contract: "1.3.0".into(),
+            bytes: b"\0asm the checked build".to_vec(),
+            published_by: "team-kling".into(),
+            now: 1,
+        })
+        .await
+        .expect("published");
+    let slotd_store::Published::New(key) = published else {
+        panic!("{published:?}")
+    };
+    let opts = crate::CheckOptions::for_config(
+        &slotd_core::config::Config {
+            database_url: url.clone(),
+            ..slotd_core::config::Config::default()
+        },
+        1_000,
+    );
+    let opts = crate::CheckOptions {
+        objects: None,
+        ..opts
+    };
+    let clean = crate::run(&opts).await.expect("check runs");
+    assert!(clean.findings.is_empty(), "{:?}", clean.findings);
+
+    let raw = sqlx::SqlitePool::connect(&url).await.expect("raw");
+    sqlx::query("UPDATE handler_releases SET bytes = X'0061736d'")
+        .execute(&raw)
+        .await
+        .expect("alter");
+    raw.close().await;
+    let report = crate::run(&opts).await.expect("check runs");
+    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, ["handler release"], "{:?}", report.findings);
+    assert!(
+        report.findings[0].message.contains(&key),
+        "{}",
+        report.findings[0]
+    );
 }
