@@ -35,11 +35,13 @@ async fn server() -> Server {
             key: Secret::new("key-tenant-a"),
             tenant: "a".into(),
             admin: false,
+            publish: Vec::new(),
         },
         ApiKey {
             key: Secret::new("key-tenant-b"),
             tenant: "b".into(),
             admin: false,
+            publish: Vec::new(),
         },
     ];
     config.max_body_bytes = 64 * 1024;

@@ -140,11 +140,13 @@ async fn budgets_are_admin_only_and_usage_is_the_tenants_own() {
                 key: slotd_core::config::Secret::new("key-tenant-a"),
                 tenant: "a".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             slotd_core::config::ApiKey {
                 key: slotd_core::config::Secret::new("key-admin-ops"),
                 tenant: "ops".into(),
                 admin: true,
+                publish: Vec::new(),
             },
         ];
     })

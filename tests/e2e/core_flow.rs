@@ -212,11 +212,13 @@ async fn two_tenants_share_one_slot_on(database_url: Option<String>) {
                 key: Secret::new("key-big"),
                 tenant: "big".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             ApiKey {
                 key: Secret::new("key-small"),
                 tenant: "small".into(),
                 admin: false,
+                publish: Vec::new(),
             },
         ];
     })

@@ -31,6 +31,7 @@ mod metrics_dashboard;
 mod openapi_fuzz;
 mod plugin_new;
 mod quotas_cluster;
+mod releases_cluster;
 mod reload_hot;
 mod routes;
 mod runway;

@@ -51,12 +51,16 @@ pub struct Cluster {
     _check: CheckOnDrop,
     pub sim: SimHandle,
     pub api: Proc,
+    /// API processes beside `api` ([`ClusterOptions::apis`] − 1).
+    pub more_apis: Vec<Proc>,
     pub schedulers: Vec<Proc>,
     pub client: reqwest::Client,
     pub prefix: String,
     config: PathBuf,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    /// Each process has a plugins directory of its own, empty ([`ClusterOptions::own_plugins`]).
+    own_plugins: bool,
+    pub dir: tempfile::TempDir,
     /// Dropped after the processes (fields drop in order): the schema outlives its users.
     _db: crate::pg::PgSchema,
 }
@@ -77,6 +81,11 @@ pub struct ClusterOptions {
     pub redis_url: String,
     /// `[pools."kling:video"] rate`, if any.
     pub video_rate: Option<String>,
+    /// API processes (at least one).
+    pub apis: usize,
+    /// Each process gets its own empty plugins directory (handlers come as releases) instead
+    /// of one shared directory holding the Kling handlers.
+    pub own_plugins: bool,
 }
 
 impl ClusterOptions {
@@ -90,6 +99,8 @@ impl ClusterOptions {
             callbacks: false,
             redis_url: redis_url(),
             video_rate: None,
+            apis: 1,
+            own_plugins: false,
         }
     }
 }
@@ -110,11 +121,18 @@ impl Cluster {
         let config = write_config(dir.path(), &sim, &prefix, &db.url(), &opts, &api_listen);
         let log = dir.path().join("slotd.log");
         let client = reqwest::Client::new();
-        let api = spawn_at(&config, &log, "api", api_listen);
+        let own = opts.own_plugins;
+        let api = spawn_at(&own_config(&config, own), &log, "api", api_listen);
         wait_healthy(&client, &api.base).await;
+        let mut more_apis = Vec::new();
+        for _ in 1..opts.apis {
+            let p = spawn(&own_config(&config, own), &log, "api");
+            wait_healthy(&client, &p.base).await;
+            more_apis.push(p);
+        }
         let mut procs = Vec::new();
         for _ in 0..opts.schedulers {
-            let p = spawn(&config, &log, "scheduler");
+            let p = spawn(&own_config(&config, own), &log, "scheduler");
             wait_healthy(&client, &p.base).await;
             procs.push(p);
         }
@@ -138,19 +156,25 @@ impl Cluster {
             _check: check,
             sim,
             api,
+            more_apis,
             schedulers: procs,
             client,
             prefix,
             config,
             log,
-            _dir: dir,
+            own_plugins: own,
+            dir,
             _db: db,
         }
     }
 
     /// Another scheduler process.
     pub async fn add_scheduler(&mut self) {
-        let p = spawn(&self.config, &self.log, "scheduler");
+        let p = spawn(
+            &own_config(&self.config, self.own_plugins),
+            &self.log,
+            "scheduler",
+        );
         wait_healthy(&self.client, &p.base).await;
         self.schedulers.push(p);
     }
@@ -286,6 +310,7 @@ impl Drop for Cluster {
         for p in self
             .schedulers
             .iter_mut()
+            .chain(self.more_apis.iter_mut())
             .chain(std::iter::once(&mut self.api))
         {
             let _ = Command::new("kill")
@@ -367,6 +392,37 @@ allowed_hosts = ["{host}"]
         host = sim.addr(),
     );
     let path = dir.join("slotd.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// `config` itself, or with `own`, a copy naming a new empty plugins directory of its own.
+fn own_config(config: &Path, own: bool) -> PathBuf {
+    if !own {
+        return config.to_path_buf();
+    }
+    let dir = config.parent().expect("the config's directory");
+    let n = std::fs::read_dir(dir)
+        .expect("the cluster's directory")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("plugins-"))
+        })
+        .count();
+    let plugins = dir.join(format!("plugins-{n}"));
+    std::fs::create_dir_all(&plugins).expect("plugins directory");
+    let text = std::fs::read_to_string(config).expect("read config");
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("plugins_dir = ") {
+                format!("plugins_dir = \"{}\"\n", plugins.display())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let path = dir.join(format!("slotd-{n}.toml"));
     std::fs::write(&path, text).expect("write config");
     path
 }

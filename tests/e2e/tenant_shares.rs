@@ -22,11 +22,13 @@ fn tenants(a: TenantConfig, b: TenantConfig) -> impl FnOnce(&mut slotd_core::con
                 key: Secret::new(KEY_A),
                 tenant: "a".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             ApiKey {
                 key: Secret::new(KEY_B),
                 tenant: "b".into(),
                 admin: false,
+                publish: Vec::new(),
             },
         ];
         c.tenants.insert("a".into(), a);

@@ -53,6 +53,24 @@ pub fn tenant_of(headers: &HeaderMap, keys: &[ApiKey]) -> Option<String> {
     tenant_for_key(keys, presented)
 }
 
+/// The configured key the request's `Authorization: Bearer` header presents, if any; every
+/// key is compared, over fixed-length digests, as in [`tenant_of`].
+pub fn key_of<'a>(headers: &HeaderMap, keys: &'a [ApiKey]) -> Option<&'a ApiKey> {
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token)?;
+    let presented = Sha256::digest(presented.as_bytes());
+    let mut found = None;
+    for k in keys {
+        let expected = Sha256::digest(k.key.expose());
+        if constant_time_eq(&presented, &expected) && found.is_none() {
+            found = Some(k);
+        }
+    }
+    found
+}
+
 /// The token of a `Bearer` authorization value (scheme is case-insensitive, RFC 7235).
 pub(super) fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
@@ -105,11 +123,13 @@ mod tests {
                 key: Secret::new("key-of-tenant-a"),
                 tenant: "a".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             ApiKey {
                 key: Secret::new("key-of-tenant-b"),
                 tenant: "b".into(),
                 admin: false,
+                publish: Vec::new(),
             },
         ];
         assert_eq!(

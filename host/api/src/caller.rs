@@ -104,6 +104,7 @@ mod tests {
             key: Secret::new(k),
             tenant: tenant.into(),
             admin,
+            publish: Vec::new(),
         }
     }
 

@@ -25,6 +25,7 @@ async fn harness() -> Harness {
         key: Secret::new(k),
         tenant: tenant.into(),
         admin,
+        publish: Vec::new(),
     };
     harness_with(Config {
         api_keys: vec![
@@ -449,11 +450,13 @@ async fn the_console_reads_routes_and_which_target_served_each_routed_unit() {
                 key: Secret::new(KEY_A),
                 tenant: "a".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             ApiKey {
                 key: Secret::new(KEY_OPS),
                 tenant: "ops".into(),
                 admin: true,
+                publish: Vec::new(),
             },
         ],
         ..Config::default()

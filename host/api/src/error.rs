@@ -39,6 +39,10 @@ pub enum ApiError {
     /// No such resource for this tenant (another tenant's task looks the same as none).
     #[error("{0}")]
     NotFound(String),
+    /// The request contradicts what is stored (a handler version already published as
+    /// another file).
+    #[error("{0}")]
+    Conflict(String),
     /// The route exists but not with this method.
     #[error("method not allowed")]
     MethodNotAllowed,
@@ -105,6 +109,14 @@ impl ApiError {
         }
     }
 
+    /// A 422 about the request as a whole.
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        ApiError::Unprocessable {
+            detail: detail.into(),
+            field: None,
+        }
+    }
+
     /// A 422 naming the offending field.
     pub fn invalid_field(field: &str, detail: impl Into<String>) -> Self {
         ApiError::Unprocessable {
@@ -120,6 +132,7 @@ impl ApiError {
             ApiError::Unauthorized | ApiError::CallbackToken(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -142,6 +155,7 @@ impl ApiError {
             ApiError::CallbackToken(_) => ("callback-token", "Unauthorized"),
             ApiError::Forbidden(_) => ("forbidden", "Forbidden"),
             ApiError::NotFound(_) => ("not-found", "Not found"),
+            ApiError::Conflict(_) => ("conflict", "Conflict"),
             ApiError::MethodNotAllowed => ("method-not-allowed", "Method not allowed"),
             ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Payload too large"),
             ApiError::Unprocessable { .. } => ("validation", "Validation failed"),

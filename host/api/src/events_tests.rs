@@ -29,6 +29,7 @@ async fn harness() -> Harness {
         key: Secret::new(key),
         tenant: tenant.into(),
         admin: false,
+        publish: Vec::new(),
     };
     harness_with(Config {
         api_keys: vec![key(KEY_A, "a"), key(KEY_B, "b")],

@@ -24,7 +24,7 @@ const HISTORY_LIMIT_MAX: u32 = 1000;
 /// Routes under `/v1/handlers`.
 pub fn router() -> OpenApiRouter<Services> {
     OpenApiRouter::new()
-        .routes(routes!(list))
+        .routes(routes!(list, super::releases::publish))
         .routes(routes!(history))
 }
 

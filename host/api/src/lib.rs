@@ -35,6 +35,7 @@ mod local_guard;
 pub mod openapi;
 mod pools;
 mod provider_callbacks;
+mod releases;
 mod route_list;
 pub mod serve;
 mod task_create;
@@ -46,6 +47,8 @@ mod timeline;
 
 #[cfg(test)]
 mod console_tests;
+#[cfg(test)]
+mod releases_tests;
 #[cfg(test)]
 mod test_harness;
 #[cfg(test)]
@@ -90,6 +93,7 @@ fn routes() -> OpenApiRouter<Services> {
         .merge(route_list::router())
         .merge(tenants::router())
         .merge(handlers::router())
+        .merge(releases::router())
         .merge(health::router())
         .routes(utoipa_axum::routes!(openapi_json))
 }

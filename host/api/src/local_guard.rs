@@ -78,6 +78,8 @@ impl LocalGuard {
         }
         match req.headers().get(header::CONTENT_TYPE) {
             Some(v) if is_json_media_type(&String::from_utf8_lossy(v.as_bytes())) => Ok(()),
+            // A handler upload (`POST /v1/handlers`): no HTML form can send these types either.
+            Some(v) if is_binary_media_type(&String::from_utf8_lossy(v.as_bytes())) => Ok(()),
             Some(v) => Err(ApiError::UnsupportedMediaType {
                 found: format!("{:?}", String::from_utf8_lossy(v.as_bytes())),
             }),
@@ -140,6 +142,15 @@ fn is_loopback_origin(origin: &str) -> bool {
     origin
         .split_once("://")
         .is_some_and(|(_, host)| !host.contains('/') && is_loopback_host(host))
+}
+
+/// `application/wasm` or `application/octet-stream`, parameters ignored: a handler upload.
+pub fn is_binary_media_type(value: &str) -> bool {
+    value.split(';').next().is_some_and(|essence| {
+        let essence = essence.trim();
+        essence.eq_ignore_ascii_case("application/wasm")
+            || essence.eq_ignore_ascii_case("application/octet-stream")
+    })
 }
 
 /// `application/json` or `application/<anything>+json`, parameters (`; charset=utf-8`)
@@ -216,6 +227,7 @@ mod tests {
             key: slotd_core::config::Secret::new("key-of-tenant-a"),
             tenant: "a".into(),
             admin: false,
+            publish: Vec::new(),
         });
         assert_eq!(LocalGuard::for_config(&config), None);
     }
@@ -239,6 +251,23 @@ mod tests {
             "",
         ] {
             assert!(!is_json_media_type(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn binary_media_types_are_only_the_upload_types() {
+        for ok in ["application/wasm", "Application/Octet-Stream; x=y"] {
+            assert!(is_binary_media_type(ok), "{ok}");
+        }
+        // What an HTML form can send is never one of them.
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/wasm-ish",
+            "",
+        ] {
+            assert!(!is_binary_media_type(bad), "{bad}");
         }
     }
 }

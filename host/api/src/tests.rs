@@ -59,11 +59,13 @@ async fn harness() -> Harness {
                 key: Secret::new(KEY_A),
                 tenant: "a".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             ApiKey {
                 key: Secret::new(KEY_B),
                 tenant: "b".into(),
                 admin: false,
+                publish: Vec::new(),
             },
         ],
         ..Config::default()

@@ -63,11 +63,13 @@ fn with_keys() -> Config {
                 key: Secret::new(KEY_A),
                 tenant: "a".into(),
                 admin: false,
+                publish: Vec::new(),
             },
             ApiKey {
                 key: Secret::new(KEY_B),
                 tenant: "b".into(),
                 admin: false,
+                publish: Vec::new(),
             },
         ],
         ..Config::default()

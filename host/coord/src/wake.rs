@@ -35,6 +35,9 @@ pub enum WakeKey<'a> {
     /// The completion webhook outbox: a task ended (local only: the outbox is drained by the
     /// process that wrote the delivery, and every process polls it on its interval).
     Webhooks,
+    /// The release follower of every process: a handler release was published, promoted or
+    /// withdrawn.
+    Releases,
 }
 
 /// The wire names of the host's own loops (the suffix of their Redis channel). They keep the
@@ -43,6 +46,7 @@ pub enum WakeKey<'a> {
 const FINALIZER_WIRE: &str = "slotd:finalize";
 const LEASES_WIRE: &str = "slotd:leases";
 const WEBHOOKS_WIRE: &str = "slotd:webhooks";
+const RELEASES_WIRE: &str = "slotd:releases";
 
 impl<'a> WakeKey<'a> {
     /// The key's name on the wire: the suffix of its Redis channel.
@@ -52,6 +56,7 @@ impl<'a> WakeKey<'a> {
             WakeKey::Finalizer => FINALIZER_WIRE,
             WakeKey::Leases => LEASES_WIRE,
             WakeKey::Webhooks => WEBHOOKS_WIRE,
+            WakeKey::Releases => RELEASES_WIRE,
         }
     }
 
@@ -61,6 +66,7 @@ impl<'a> WakeKey<'a> {
             FINALIZER_WIRE => WakeKey::Finalizer,
             LEASES_WIRE => WakeKey::Leases,
             WEBHOOKS_WIRE => WakeKey::Webhooks,
+            RELEASES_WIRE => WakeKey::Releases,
             pool => WakeKey::Pool(pool),
         }
     }

@@ -117,11 +117,13 @@ fn demo_config(
             key: Secret::new(*k),
             tenant: (*t).into(),
             admin: false,
+            publish: Vec::new(),
         })
         .chain([ApiKey {
             key: Secret::new(OPS_KEY),
             tenant: "ops".into(),
             admin: true,
+            publish: Vec::new(),
         }])
         .collect();
     c

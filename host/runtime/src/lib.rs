@@ -302,6 +302,7 @@ mod cost_tests;
 mod engine;
 #[cfg(test)]
 mod fal_tests;
+pub mod follow;
 pub mod handler;
 mod host_impl;
 #[cfg(test)]
@@ -332,6 +333,7 @@ pub mod watcher;
 
 pub use cache::DiskCache;
 pub use engine::EPOCH_TICK;
+pub use follow::{Follower, ProcessId};
 pub use handler::{Allocator, Handler};
 pub use load::{CheckReport, check_file, sha256_hex};
 pub use quarantine::Tripped;

@@ -43,6 +43,7 @@ impl Runtime {
     }
 
     async fn load_bytes_inner(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<Arc<Handler>> {
+        check_size(bytes.len(), self.limits.handler_file_bytes)?;
         check_header(&bytes)?;
         let sha256 = sha256_hex(&bytes);
         let Placed { component, misfit } = self.compile(&sha256, bytes).await?;
@@ -148,6 +149,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Refuse non-wasm files and core modules early with a message saying what the file is.
+/// A component file is at most `[limits] handler_file_mb`.
+fn check_size(len: usize, max: usize) -> anyhow::Result<()> {
+    if len > max {
+        bail!(
+            "the file is {len} bytes, more than limits.handler_file_mb allows ({} MiB)",
+            max / (1024 * 1024)
+        );
+    }
+    Ok(())
+}
+
 fn check_header(bytes: &[u8]) -> anyhow::Result<()> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         bail!(

@@ -65,6 +65,21 @@ pub async fn run_with(
         None
     };
 
+    // Releases (docs/handlers.md): follow what is published anywhere in the cluster. An API
+    // process relays the cluster's wakes for its follower; a scheduler's relay does it too.
+    let follower = tokio::spawn(services.follower.clone().run(
+        services.runtime.clone(),
+        services.registry.clone(),
+        services.wake.listener(slotd_coord::wake::WakeKey::Releases),
+        slotd_runtime::follow::FOLLOW_INTERVAL,
+        token.clone(),
+    ));
+    if !services.config.role.runs_scheduler()
+        && let Some(keys) = services.keyspace.clone()
+    {
+        tokio::spawn(services.wake.clone().relay(keys, token.clone()));
+    }
+
     if let Some(listener) = listener {
         let addr = listener.local_addr().ok();
         tracing::info!(?addr, "API listening");
@@ -86,6 +101,7 @@ pub async fn run_with(
     if let Some(t) = sched_task {
         t.await.context("scheduler task")?;
     }
+    follower.await.context("release follower task")?;
     if let Some(w) = watcher {
         w.task.await.context("plugins watcher task")?;
     }

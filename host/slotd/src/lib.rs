@@ -4,10 +4,12 @@
 //!
 //! - [`demo`]: `slotd demo`, the main job end to end against the simulators (the `slotd-demo`
 //!   crate, feature `demo`).
+//! - [`publish`]: `slotd plugin publish`, a handler sent to a running cluster as a release.
 //! - [`scaffold`]: `slotd plugin new`, a new handler project on the vendored SDK.
 //! - [`watch`]: `slotd task watch`, a task's live progress from its event stream.
 
 #[cfg(feature = "demo")]
 pub use slotd_demo as demo;
+pub mod publish;
 pub mod scaffold;
 pub mod watch;

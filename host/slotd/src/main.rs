@@ -113,6 +113,23 @@ enum PluginCommand {
     /// Validate a handler component offline: print what it declares and every problem found
     /// (non-zero exit when slotd would refuse it). Run it before dropping a file in plugins/.
     Check { file: PathBuf },
+    /// Publish a handler component to a running slotd (`POST /v1/handlers`) as a release
+    /// every process of the cluster runs, then wait until each has loaded it.
+    Publish {
+        file: PathBuf,
+        /// Base URL of the slotd API.
+        #[arg(long, env = "SLOTD_URL", default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// API key (Bearer): an admin key, or one allowed to publish this handler.
+        #[arg(long, env = "SLOTD_API_KEY")]
+        key: Option<String>,
+        /// How long to wait for every process to load it.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        wait: std::time::Duration,
+        /// Do not wait for the processes.
+        #[arg(long)]
+        no_wait: bool,
+    },
     /// Run a handler offline against a recording (`[handlers.X] record = "DIR"` writes one):
     /// print what every call returns and its guest instruction count (fuel); fail on any
     /// difference from the recorded requests or changes.
@@ -486,6 +503,23 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
         } => {
             init_tracing(false);
             plugin_check(file).await
+        }
+        Command::Plugin {
+            command:
+                PluginCommand::Publish {
+                    file,
+                    url,
+                    key,
+                    wait,
+                    no_wait,
+                },
+        } => {
+            let opts = slotd::publish::PublishOptions {
+                url: &url,
+                key: key.as_deref(),
+                wait: (!no_wait).then_some(wait),
+            };
+            slotd::publish::publish(&file, &opts).await.map(|_| ())
         }
         Command::Plugin {
             command:

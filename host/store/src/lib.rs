@@ -34,7 +34,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 pub use events::{BadCursor, EventCursor, EventScope};
-pub use releases::{NewRelease, Published, Release, release_key};
+pub use releases::{
+    HandlerLoad, NewRelease, Published, Release, ReleaseFollower, current_releases, release_key,
+};
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{
     Bind, Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms,
@@ -562,6 +564,12 @@ pub trait StoreRead: Send + Sync + 'static {
     /// The published releases, newest first; only those of handler `name` if given.
     async fn release_list(&self, name: Option<&str>) -> StoreResult<Vec<Release>>;
 
+    /// Every process's word on the releases it was given, heard since `since` (Unix ms).
+    async fn handler_load_list(&self, since: i64) -> StoreResult<Vec<HandlerLoad>>;
+
+    /// The processes that looked at the releases since `since` (Unix ms).
+    async fn handler_process_list(&self, since: i64) -> StoreResult<Vec<ReleaseFollower>>;
+
     /// The newest `limit` history rows, newest first; only those of handler `name` if given.
     async fn handler_version_list(
         &self,
@@ -638,6 +646,32 @@ pub trait RecordWrite: Send + Sync + 'static {
     /// release, the same file again (nothing changes), or a version already published as
     /// another file (refused, nothing changes).
     async fn release_put(&self, release: &NewRelease) -> StoreResult<Published>;
+
+    /// Make release `sha256` its handler's current one (and no longer withdrawn); false when
+    /// there is no such release.
+    async fn release_promote(&self, sha256: &str, now: i64) -> StoreResult<bool>;
+
+    /// Withdraw handler `name`'s releases published by `published_by` (a file removed from
+    /// the plugins directory); returns their sha256s.
+    async fn release_withdraw(
+        &self,
+        name: &str,
+        published_by: &str,
+        reason: &str,
+        now: i64,
+    ) -> StoreResult<Vec<String>>;
+
+    /// Record that `follower` looked at the releases, and (rewrite) its word on each release
+    /// it was given: loaded, unloaded or failed.
+    async fn handler_load_put(
+        &self,
+        follower: &ReleaseFollower,
+        loads: &[HandlerLoad],
+    ) -> StoreResult<()>;
+
+    /// Forget the words and processes older than `before` (Unix ms): processes long gone.
+    /// Returns how many rows went.
+    async fn handler_load_prune(&self, before: i64) -> StoreResult<u64>;
 }
 
 /// The writes of tasks and units: creation, the submit marker, guarded updates, cancel,

@@ -296,6 +296,17 @@ macro_rules! impl_task_store {
             async fn release_list(&self, name: Option<&str>) -> StoreResult<Vec<crate::Release>> {
                 crate::releases::$driver::release_list(self.reader(), name).await
             }
+
+            async fn handler_load_list(&self, since: i64) -> StoreResult<Vec<crate::HandlerLoad>> {
+                crate::releases::$driver::handler_load_list(self.reader(), since).await
+            }
+
+            async fn handler_process_list(
+                &self,
+                since: i64,
+            ) -> StoreResult<Vec<crate::ReleaseFollower>> {
+                crate::releases::$driver::handler_process_list(self.reader(), since).await
+            }
         }
 
         #[async_trait::async_trait]
@@ -353,6 +364,33 @@ macro_rules! impl_task_store {
 
             async fn release_put(&self, release: &crate::NewRelease) -> StoreResult<crate::Published> {
                 crate::releases::$driver::release_put(self.writer(), release).await
+            }
+
+            async fn release_promote(&self, sha256: &str, now: i64) -> StoreResult<bool> {
+                crate::releases::$driver::release_promote(self.writer(), sha256, now).await
+            }
+
+            async fn release_withdraw(
+                &self,
+                name: &str,
+                published_by: &str,
+                reason: &str,
+                now: i64,
+            ) -> StoreResult<Vec<String>> {
+                crate::releases::$driver::release_withdraw(self.writer(), name, published_by, reason, now)
+                    .await
+            }
+
+            async fn handler_load_put(
+                &self,
+                follower: &crate::ReleaseFollower,
+                loads: &[crate::HandlerLoad],
+            ) -> StoreResult<()> {
+                crate::releases::$driver::handler_load_put(self.writer(), follower, loads).await
+            }
+
+            async fn handler_load_prune(&self, before: i64) -> StoreResult<u64> {
+                crate::releases::$driver::handler_load_prune(self.writer(), before).await
             }
         }
 

@@ -29,7 +29,7 @@ pub struct NewRelease {
 }
 
 /// A release as listed: everything but its bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Release {
     /// Hex sha256 of the bytes: the release's key.
     pub sha256: String,
@@ -41,6 +41,29 @@ pub struct Release {
     pub published_by: String,
     /// Unix ms.
     pub published_at: i64,
+    /// When it last became its handler's current release (Unix ms): at publishing, or when
+    /// the plugins directory saw its file change (see [`current_releases`]).
+    pub promoted_at: i64,
+    /// When it was withdrawn (its file removed from the plugins directory), if it was: a
+    /// withdrawn release is no handler's current one until promoted again.
+    pub withdrawn_at: Option<i64>,
+    pub withdrawn_reason: Option<String>,
+}
+
+/// Each handler's current release in `releases`: the most recently promoted one not withdrawn
+/// (ties: the later published, then the greater sha256, so every process picks the same).
+pub fn current_releases(releases: &[Release]) -> std::collections::BTreeMap<String, &Release> {
+    let mut current: std::collections::BTreeMap<String, &Release> = Default::default();
+    for r in releases.iter().filter(|r| r.withdrawn_at.is_none()) {
+        let key = |r: &Release| (r.promoted_at, r.published_at, r.sha256.clone());
+        match current.get(&r.name) {
+            Some(c) if key(c) >= key(r) => {}
+            _ => {
+                current.insert(r.name.clone(), r);
+            }
+        }
+    }
+    current
 }
 
 /// What publishing did.
@@ -64,7 +87,8 @@ pub fn release_key(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-const RELEASE_COLS: &str = "sha256, name, version, contract, size, published_by, published_at";
+const RELEASE_COLS: &str = "sha256, name, version, contract, size, published_by, published_at, \
+     COALESCE(promoted_at, published_at) AS promoted_at, withdrawn_at, withdrawn_reason";
 
 on_both_drivers! {
     fn release_from_row(row: &DbRow) -> StoreResult<Release> {
@@ -76,6 +100,9 @@ on_both_drivers! {
             size: row.try_get("size")?,
             published_by: row.try_get("published_by")?,
             published_at: row.try_get("published_at")?,
+            promoted_at: row.try_get("promoted_at")?,
+            withdrawn_at: row.try_get("withdrawn_at")?,
+            withdrawn_reason: row.try_get("withdrawn_reason")?,
         })
     }
 
@@ -85,8 +112,9 @@ on_both_drivers! {
         let size = i64::try_from(r.bytes.len()).unwrap_or(i64::MAX);
         let inserted = sqlx::query(
             "INSERT INTO handler_releases \
-             (sha256, name, version, contract, size, bytes, published_by, published_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+             (sha256, name, version, contract, size, bytes, published_by, published_at, \
+              promoted_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT DO NOTHING",
         )
         .bind(&sha256)
         .bind(&r.name)
@@ -131,6 +159,41 @@ on_both_drivers! {
         }
     }
 
+    /// See [`crate::RecordWrite::release_promote`].
+    pub(crate) async fn release_promote(pool: &Pool, sha256: &str, now: i64) -> StoreResult<bool> {
+        Ok(sqlx::query(
+            "UPDATE handler_releases SET promoted_at = $2, withdrawn_at = NULL, \
+             withdrawn_reason = NULL WHERE sha256 = $1",
+        )
+        .bind(sha256)
+        .bind(now)
+        .execute(pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+
+    /// See [`crate::RecordWrite::release_withdraw`].
+    pub(crate) async fn release_withdraw(
+        pool: &Pool,
+        name: &str,
+        published_by: &str,
+        reason: &str,
+        now: i64,
+    ) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(
+            "UPDATE handler_releases SET withdrawn_at = $4, withdrawn_reason = $3 \
+             WHERE name = $1 AND published_by = $2 AND withdrawn_at IS NULL RETURNING sha256",
+        )
+        .bind(name)
+        .bind(published_by)
+        .bind(reason)
+        .bind(now)
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get("sha256")?)).collect()
+    }
+
     /// See [`crate::StoreRead::release_get`].
     pub(crate) async fn release_get(
         pool: &Pool,
@@ -170,4 +233,131 @@ on_both_drivers! {
         .await?;
         rows.iter().map(release_from_row).collect()
     }
+    fn load_from_row(row: &DbRow) -> StoreResult<HandlerLoad> {
+        Ok(HandlerLoad {
+            process: row.try_get("process")?,
+            role: row.try_get("role")?,
+            sha256: row.try_get("sha256")?,
+            name: row.try_get("name")?,
+            version: row.try_get("version")?,
+            state: row.try_get("state")?,
+            reason: row.try_get("reason")?,
+            at: row.try_get("at")?,
+        })
+    }
+
+    /// See [`crate::RecordWrite::handler_load_put`].
+    pub(crate) async fn handler_load_put(
+        pool: &Pool,
+        follower: &ReleaseFollower,
+        loads: &[HandlerLoad],
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO handler_processes (process, role, at) VALUES ($1, $2, $3) \
+             ON CONFLICT (process) DO UPDATE SET role = excluded.role, at = excluded.at",
+        )
+        .bind(&follower.process)
+        .bind(&follower.role)
+        .bind(follower.last_seen)
+        .execute(pool)
+        .await?;
+        for l in loads {
+            sqlx::query(&format!(
+                "INSERT INTO handler_loads ({LOAD_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (process, sha256) DO UPDATE SET role = excluded.role, \
+                 name = excluded.name, version = excluded.version, state = excluded.state, \
+                 reason = excluded.reason, at = excluded.at"
+            ))
+            .bind(&l.process)
+            .bind(&l.role)
+            .bind(&l.sha256)
+            .bind(&l.name)
+            .bind(&l.version)
+            .bind(&l.state)
+            .bind(&l.reason)
+            .bind(l.at)
+            .execute(pool)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// See [`crate::StoreRead::handler_load_list`].
+    pub(crate) async fn handler_load_list(pool: &Pool, since: i64) -> StoreResult<Vec<HandlerLoad>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {LOAD_COLS} FROM handler_loads WHERE at >= $1 ORDER BY process, name, at DESC"
+        ))
+        .bind(since)
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(load_from_row).collect()
+    }
+
+    /// See [`crate::StoreRead::handler_process_list`].
+    pub(crate) async fn handler_process_list(
+        pool: &Pool,
+        since: i64,
+    ) -> StoreResult<Vec<ReleaseFollower>> {
+        let rows = sqlx::query(
+            "SELECT process, role, at FROM handler_processes WHERE at >= $1 ORDER BY process",
+        )
+        .bind(since)
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ReleaseFollower {
+                    process: row.try_get("process")?,
+                    role: row.try_get("role")?,
+                    last_seen: row.try_get("at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// See [`crate::RecordWrite::handler_load_prune`].
+    pub(crate) async fn handler_load_prune(pool: &Pool, before: i64) -> StoreResult<u64> {
+        let loads = sqlx::query("DELETE FROM handler_loads WHERE at < $1")
+            .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected();
+        let processes = sqlx::query("DELETE FROM handler_processes WHERE at < $1")
+            .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected();
+        Ok(loads + processes)
+    }
 }
+
+/// One process's word on one release (`RecordWrite::handler_load_put`): `GET /v1/handlers`
+/// shows, per process, what it runs and what it could not load.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct HandlerLoad {
+    /// The process: host, pid and a random suffix (new at each start).
+    pub process: String,
+    /// `api`, `scheduler` or `all`.
+    pub role: String,
+    pub sha256: String,
+    pub name: String,
+    pub version: String,
+    /// `loaded` (serving), `unloaded` (replaced) or `failed` (see `reason`).
+    pub state: String,
+    pub reason: Option<String>,
+    /// Unix ms of the process's last word on it: it rewrites its rows at every look at the
+    /// releases, so an old `at` means the process has gone.
+    pub at: i64,
+}
+
+/// A process following the releases, and when it last looked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ReleaseFollower {
+    pub process: String,
+    /// `api`, `scheduler` or `all`.
+    pub role: String,
+    /// Unix ms of its last look at the releases.
+    pub last_seen: i64,
+}
+
+const LOAD_COLS: &str = "process, role, sha256, name, version, state, reason, at";

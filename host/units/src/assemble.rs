@@ -102,8 +102,14 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         metrics.clone(),
     )
     .context("starting the wasm engine")?;
+    let wake = match &keyspace {
+        Some(keys) => Wake::clustered(keys.clone(), metrics.clone()),
+        None => Wake::new(),
+    };
     let registry = Arc::new(Registry::new());
     registry.attach_metrics(metrics.clone());
+    let releases_woken = wake.clone();
+    registry.attach_release_hook(move || releases_woken.wake(slotd_coord::wake::WakeKey::Releases));
     registry.attach_history(store.clone());
     registry.restore_owners().await;
     if config.plugins_dir.is_dir() {
@@ -111,6 +117,14 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         registry.load_dir(&runtime, &config.plugins_dir).await;
     } else {
         tracing::warn!(dir = %config.plugins_dir.display(), "plugins directory does not exist; no handlers loaded");
+    }
+    // Then what was published (the cluster's releases, this directory's among them).
+    let follower = slotd_runtime::Follower::new(
+        store.clone(),
+        slotd_runtime::ProcessId::this(role_name(config.role)),
+    );
+    if let Err(e) = follower.look(&runtime, &registry).await {
+        tracing::warn!(error = %e, "could not read the handler releases; serving the plugins directory only until they can be read");
     }
     // Tenants' minimums must fit in the pools the loaded handlers size.
     for (name, limit) in slotd_pools::pool_state::pool_limits(&config, &registry) {
@@ -128,10 +142,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         slots,
         runtime,
         registry,
-        wake: match &keyspace {
-            Some(keys) => Wake::clustered(keys.clone(), metrics.clone()),
-            None => Wake::new(),
-        },
+        wake,
         clock,
         objects,
         hot,
@@ -151,7 +162,18 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         prometheus: Some(prometheus),
         discovered: Default::default(),
         events: Default::default(),
+        follower,
     })
+}
+
+/// How a role is named in a process's words on releases.
+fn role_name(role: slotd_core::config::Role) -> &'static str {
+    use slotd_core::config::Role;
+    match role {
+        Role::Api => "api",
+        Role::Scheduler => "scheduler",
+        Role::All => "all",
+    }
 }
 
 /// Write `[tenants.NAME] budget` into the database, where every instance reads budgets from.

@@ -57,4 +57,7 @@ pub struct Services {
     /// The one reader of the event log that wakes this instance's live event streams; idle
     /// until a stream opens.
     pub events: crate::event_feed::EventFeed,
+    /// Keeps this process's handlers in step with the published releases (its loop runs in
+    /// `app::run_with`; its first look happens while the services are built).
+    pub follower: Arc<slotd_runtime::Follower>,
 }

@@ -71,6 +71,10 @@ pub struct ApiKey {
     /// console's view). Default false: a key sees only its own tenant.
     #[serde(default)]
     pub admin: bool,
+    /// `publish = ["runway-video"]`: the handler names this key may publish as releases
+    /// (`POST /v1/handlers`, `slotd plugin publish`). An admin key may publish any.
+    #[serde(default)]
+    pub publish: Vec<String>,
 }
 
 /// One handler's settings: what its guest may read, what it may sign with, where it may call.

@@ -18,6 +18,8 @@ pub const HANDLER_CPU_BUDGET_DEFAULT: Duration = Duration::from_secs(10);
 /// Consecutive crashing calls (trap, CPU budget, memory cap, a deadline spent in guest code)
 /// after which a handler version is quarantined; the provider's slowness does not count.
 pub const QUARANTINE_AFTER_DEFAULT: u32 = 5;
+/// Largest handler component file loaded or published (the built handlers are a few MiB).
+pub const HANDLER_FILE_DEFAULT: usize = 64 * 1024 * 1024;
 
 /// Sandbox limits applied to every handler call (docs/handlers.md). The file's `[limits]` keys
 /// are these fields' names, but for `memory_mb`.
@@ -43,6 +45,10 @@ pub struct RuntimeLimits {
     /// Consecutive faulting calls after which a version is quarantined and the previous good
     /// version restored (`[limits] quarantine_after`).
     pub quarantine_after: u32,
+    /// Largest handler component file loaded from the plugins directory or published; written
+    /// in MiB (`handler_file_mb`).
+    #[serde(rename = "handler_file_mb", deserialize_with = "values::mebibytes")]
+    pub handler_file_bytes: usize,
 }
 
 impl Default for RuntimeLimits {
@@ -55,6 +61,7 @@ impl Default for RuntimeLimits {
             http_batch_concurrency: HTTP_BATCH_CONCURRENCY_DEFAULT,
             cpu_budget: HANDLER_CPU_BUDGET_DEFAULT,
             quarantine_after: QUARANTINE_AFTER_DEFAULT,
+            handler_file_bytes: HANDLER_FILE_DEFAULT,
         }
     }
 }
@@ -67,6 +74,9 @@ impl RuntimeLimits {
         }
         if self.http_batch_concurrency == 0 {
             bail!("limits.http_batch_concurrency must be at least 1");
+        }
+        if self.handler_file_bytes < 1024 * 1024 {
+            bail!("limits.handler_file_mb must be at least 1");
         }
         if self.quarantine_after == 0 {
             bail!("limits.quarantine_after must be at least 1");

@@ -73,6 +73,9 @@ fn errors_name_the_key() {
     assert!(bad("tick = 3", &[]).contains("unknown field"));
     assert!(bad("database_url = \"mysql://x\"", &[]).contains("database_url"));
     assert!(bad("[[api_keys]]\nkey = \"short\"\ntenant = \"a\"", &[]).contains("api_keys[0]"));
+    let publish =
+        "[[api_keys]]\nkey = \"key-of-a-team\"\ntenant = \"a\"\npublish = [\"Kling Video\"]";
+    assert!(bad(publish, &[]).contains("api_keys[0].publish"));
     assert!(bad("[scheduler]\nstage_deadline = \"1s\"", &[]).contains("scheduler.stage_deadline"));
     assert!(
         bad("[handlers.h]\nfile = \"h.wasm\"\nsha256 = \"abc\"", &[]).contains("handlers.h.sha256")

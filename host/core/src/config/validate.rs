@@ -47,6 +47,18 @@ impl Config {
                 bail!("api_keys[{i}].key is too short (at least 8 characters)");
             }
             check_tenant_name(&format!("api_keys[{i}].tenant"), &k.tenant)?;
+            for name in &k.publish {
+                let ok = !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if !ok {
+                    bail!(
+                        "api_keys[{i}].publish: {name:?} is not a handler name (lowercase letters, \
+                         digits and -)"
+                    );
+                }
+            }
         }
         for (name, t) in &self.tenants {
             check_tenant_name(&format!("tenants.{name}"), name)?;

@@ -1,6 +1,6 @@
 //! Handler releases: content-addressed, one file per handler version, bytes returned exactly.
 
-use crate::{DynStore, NewRelease, Published, release_key};
+use crate::{DynStore, HandlerLoad, NewRelease, Published, ReleaseFollower, release_key};
 
 use super::fixtures::T0;
 
@@ -87,4 +87,143 @@ pub(crate) async fn handler_releases(store: DynStore) {
     assert_eq!(meta, kling[1]);
     assert_eq!(meta.contract, "1.3.0");
     assert!(store.release_get(&"0".repeat(64)).await.unwrap().is_none());
+}
+
+fn load(process: &str, sha: &str, state: &str, at: i64) -> HandlerLoad {
+    HandlerLoad {
+        process: process.into(),
+        role: "scheduler".into(),
+        sha256: sha.into(),
+        name: "kling-video".into(),
+        version: "1.0.0".into(),
+        state: state.into(),
+        reason: (state == "failed").then(|| "compile: out of memory".into()),
+        at,
+    }
+}
+
+fn follower(process: &str, at: i64) -> ReleaseFollower {
+    ReleaseFollower {
+        process: process.into(),
+        role: "scheduler".into(),
+        last_seen: at,
+    }
+}
+
+/// Each process's word on a release is one row it rewrites; old words are pruned.
+pub(crate) async fn handler_loads(store: DynStore) {
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    // A process that looked with nothing to load is listed all the same.
+    store
+        .handler_load_put(&follower("p0", T0), &[])
+        .await
+        .unwrap();
+    store
+        .handler_load_put(&follower("p1", T0), &[load("p1", &a, "loaded", T0)])
+        .await
+        .unwrap();
+    store
+        .handler_load_put(&follower("p2", T0), &[load("p2", &a, "failed", T0)])
+        .await
+        .unwrap();
+    // p1 moves on to b: a is unloaded, b loaded; the row for (p1, a) is rewritten, not added.
+    store
+        .handler_load_put(
+            &follower("p1", T0 + 10),
+            &[
+                load("p1", &a, "unloaded", T0 + 10),
+                load("p1", &b, "loaded", T0 + 10),
+            ],
+        )
+        .await
+        .unwrap();
+    let alive = store.handler_process_list(T0 + 5).await.unwrap();
+    assert_eq!(alive, [follower("p1", T0 + 10)]);
+    assert_eq!(store.handler_process_list(0).await.unwrap().len(), 3);
+    let all = store.handler_load_list(0).await.unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
+    let p1a = all
+        .iter()
+        .find(|l| l.process == "p1" && l.sha256 == a)
+        .unwrap();
+    assert_eq!((p1a.state.as_str(), p1a.at), ("unloaded", T0 + 10));
+    let p2 = all.iter().find(|l| l.process == "p2").unwrap();
+    assert_eq!(p2.reason.as_deref(), Some("compile: out of memory"));
+    // Only what was heard since T0 + 5; pruning drops p2's old word.
+    assert_eq!(store.handler_load_list(T0 + 5).await.unwrap().len(), 2);
+    // p2's word, p0's and p2's looks.
+    assert_eq!(store.handler_load_prune(T0 + 5).await.unwrap(), 3);
+    assert_eq!(store.handler_load_list(0).await.unwrap().len(), 2);
+    assert_eq!(store.handler_process_list(0).await.unwrap().len(), 1);
+}
+
+/// A handler's current release: the most recently promoted one not withdrawn.
+pub(crate) async fn release_currency(store: DynStore) {
+    let put = |version: &str, bytes: &[u8], by: &str, now: i64| NewRelease {
+        published_by: by.into(),
+        ..release("kling-video", version, bytes, now)
+    };
+    let one = store
+        .release_put(&put("1.0.0", b"\0asm one", "plugins:kling-video.wasm", T0))
+        .await
+        .unwrap();
+    let two = store
+        .release_put(&put("2.0.0", b"\0asm two", "team-kling", T0 + 10))
+        .await
+        .unwrap();
+    let (Published::New(one), Published::New(two)) = (one, two) else {
+        panic!("both new");
+    };
+    let current = |all: &[crate::Release]| {
+        crate::current_releases(all)
+            .get("kling-video")
+            .map(|r| r.sha256.clone())
+    };
+    let all = store.release_list(None).await.unwrap();
+    assert_eq!(
+        current(&all),
+        Some(two.clone()),
+        "the newer publish is current"
+    );
+    assert!(all.iter().all(|r| r.promoted_at == r.published_at));
+
+    // The older file promoted again (dropped back into a plugins directory) serves.
+    assert!(store.release_promote(&one, T0 + 20).await.unwrap());
+    assert!(
+        !store
+            .release_promote(&"0".repeat(64), T0 + 20)
+            .await
+            .unwrap()
+    );
+    let all = store.release_list(None).await.unwrap();
+    assert_eq!(current(&all), Some(one.clone()));
+
+    // Its file removed: withdrawn (only what that source published), and 2.0.0 is current.
+    let gone = store
+        .release_withdraw(
+            "kling-video",
+            "plugins:kling-video.wasm",
+            "file removed",
+            T0 + 30,
+        )
+        .await
+        .unwrap();
+    assert_eq!(gone, vec![one.clone()]);
+    let all = store.release_list(None).await.unwrap();
+    assert_eq!(current(&all), Some(two.clone()));
+    let withdrawn = all.iter().find(|r| r.sha256 == one).unwrap();
+    assert_eq!(withdrawn.withdrawn_at, Some(T0 + 30));
+    assert_eq!(withdrawn.withdrawn_reason.as_deref(), Some("file removed"));
+    // Withdrawing again finds nothing; promoting brings it back.
+    assert!(
+        store
+            .release_withdraw("kling-video", "plugins:kling-video.wasm", "again", T0 + 40)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store.release_promote(&one, T0 + 50).await.unwrap();
+    let all = store.release_list(None).await.unwrap();
+    assert_eq!(current(&all), Some(one));
+    assert!(all.iter().all(|r| r.withdrawn_at.is_none()));
 }

@@ -22,6 +22,9 @@ use super::quarantine::Tripped;
 use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
 use slotd_store::{DynServiceStore, HandlerVersionRow};
 
+mod releases;
+pub use releases::{from_release, plugins_publisher, release_path};
+
 /// Previous versions kept per handler for a quarantine to fall back on.
 const PREVIOUS_KEPT: usize = 4;
 
@@ -78,6 +81,9 @@ pub struct Registry {
     history: OnceLock<DynServiceStore>,
     /// Where loads, refusals and quarantines are counted; unset (nowhere) in some tests.
     metrics: OnceLock<slotd_core::telemetry::Metrics>,
+    /// Called after the plugins directory published, promoted or withdrew a release (wakes
+    /// every process's release follower); unset in some tests.
+    on_release: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Registry {
@@ -92,6 +98,17 @@ impl Registry {
 
     fn metrics(&self) -> slotd_core::telemetry::Metrics {
         self.metrics.get().cloned().unwrap_or_default()
+    }
+
+    /// Call `hook` whenever the plugins directory changed the releases (see `releases.rs`).
+    pub fn attach_release_hook(&self, hook: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_release.set(Box::new(hook));
+    }
+
+    fn releases_changed(&self) {
+        if let Some(hook) = self.on_release.get() {
+            hook();
+        }
     }
 
     /// Journal every version state change into `store` from now on.
@@ -234,8 +251,15 @@ impl Registry {
     }
 
     /// Load (or reload) one file. A refused file changes nothing that serves; the same content
-    /// seen again for the same path is not loaded twice.
+    /// seen again for the same path is not loaded twice. A file that loads is published as a
+    /// release and made its handler's current one (the watcher saw it change).
     pub async fn load_path(&self, runtime: &Runtime, path: &Path) -> PathOutcome {
+        self.load_path_with(runtime, path, true).await
+    }
+
+    /// [`Registry::load_path`]; `promote`: make the file's release current even when it was
+    /// published before (false at start-up, when an old file must not roll the cluster back).
+    async fn load_path_with(&self, runtime: &Runtime, path: &Path, promote: bool) -> PathOutcome {
         let bytes = match tokio::fs::read(path).await {
             Ok(b) => b,
             Err(e) => return PathOutcome::Refused(format!("reading {}: {e}", path.display())),
@@ -257,6 +281,7 @@ impl Registry {
             );
             return self.refuse(path, &sha, None, reason).await;
         }
+        let published = self.history.get().is_some().then(|| bytes.clone());
         let handler = match runtime.load_bytes(path, bytes).await {
             Ok(h) => h,
             Err(e) => return self.refuse(path, &sha, None, format!("{e:#}")).await,
@@ -298,6 +323,9 @@ impl Registry {
                 .increment(1)
         });
         self.journal(journal.into_iter().flatten()).await;
+        if let Some(bytes) = published {
+            self.publish_file(path, &handler, bytes, promote).await;
+        }
         outcome
     }
 
@@ -346,6 +374,8 @@ impl Registry {
             )
         };
         self.journal(journal.1).await;
+        self.withdraw_file(path, &journal.0, &removed_reason(path))
+            .await;
         Some(journal.0)
     }
 
@@ -491,7 +521,7 @@ impl Registry {
             }
         };
         for path in files {
-            match self.load_path(runtime, &path).await {
+            match self.load_path_with(runtime, &path, false).await {
                 PathOutcome::Loaded { name, version } => summary.loaded.push((path, name, version)),
                 PathOutcome::Unchanged => {}
                 PathOutcome::Refused(reason) => summary.refused.push((path, reason)),
