@@ -102,3 +102,126 @@ async fn a_handler_published_once_runs_in_every_process() {
         }
     }
 }
+
+/// Publish `file` through `base` (no key: the loopback cluster's single caller) with
+/// `slotd plugin publish`, waiting until every process runs it; its sha256.
+fn publish(base: &str, file: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_slotd"))
+        .args(["plugin", "publish"])
+        .arg(file)
+        .args(["--url", base, "--wait", "60s"])
+        .env_remove("SLOTD_API_KEY")
+        .output()
+        .expect("slotd plugin publish");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "publish failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("processes run it"), "{stdout}");
+    let bytes = std::fs::read(file).expect("the built handler");
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
+}
+
+/// Calls of `function` made by handler version `version`, summed over `procs` (the count of
+/// `slotd_handler_call_seconds`, labelled by version).
+async fn calls_by_version(c: &Cluster, version: &str, function: &str) -> f64 {
+    let mut sum = 0.0;
+    for p in &c.schedulers {
+        let text = c
+            .client
+            .get(format!("{}/metrics", p.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        sum += text
+            .lines()
+            .filter(|l| l.starts_with("slotd_handler_call_seconds_count{"))
+            .filter(|l| {
+                l.contains(&format!("version=\"{version}\""))
+                    && l.contains(&format!("function=\"{function}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    sum
+}
+
+/// Each unit of task `id` as the API shows it (`?units=true`).
+async fn units_of(c: &Cluster, id: &str) -> Vec<Value> {
+    let v = get_json(
+        &c.client,
+        &format!("{}/v1/tasks/{id}?units=true", c.api.base),
+    )
+    .await
+    .expect("the task");
+    v["units"].as_array().cloned().unwrap_or_default()
+}
+
+/// Version 1.1 published while 1.0 has 18 jobs in flight: those are polled and finished by
+/// 1.0 (its tick calls go on after the publish, and each unit names 1.0 as the release of its
+/// job), new units go to 1.1, and 1.0 is unloaded in every scheduler after its last job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_jobs_finish_on_the_release_that_created_them() {
+    let opts = ClusterOptions {
+        apis: 2,
+        own_plugins: true,
+        // 30–120 s clips take 3–12 s: long enough to publish while they run.
+        time_scale: 0.1,
+        ..ClusterOptions::new(2, 42)
+    };
+    let c = Cluster::start_with(opts).await;
+    let v10 = publish(&c.api.base, &built_plugin("kling-video"));
+    let first = c.submit_videos(1, 18).await.remove(0);
+    c.wait_creates(18).await;
+
+    let ticks_before = calls_by_version(&c, "1.0.0", "tick").await;
+    let v11 = publish(&c.more_apis[0].base, &built_plugin("kling-video-next"));
+    let view = get_json(&c.client, &format!("{}/v1/tasks/{first}", c.api.base))
+        .await
+        .expect("the task");
+    assert_ne!(view["status"], "completed", "the jobs were still in flight");
+    let second = c.submit_videos(1, 20).await.remove(0);
+    c.wait_completed(&[first.clone(), second.clone()]).await;
+
+    // 1.0 kept polling its own jobs after 1.1 was published.
+    let ticks_after = calls_by_version(&c, "1.0.0", "tick").await;
+    assert!(
+        ticks_after > ticks_before,
+        "1.0 made no tick call after 1.1 was published ({ticks_before} → {ticks_after})"
+    );
+    assert!(calls_by_version(&c, "1.1.0", "tick").await > 0.0);
+    for u in units_of(&c, &first).await {
+        assert_eq!(u["planned_release"], v10.as_str(), "{u}");
+        assert_eq!(u["job_release"], v10.as_str(), "{u}");
+    }
+    for u in units_of(&c, &second).await {
+        assert_eq!(u["planned_release"], v11.as_str(), "{u}");
+        assert_eq!(u["job_release"], v11.as_str(), "{u}");
+    }
+    // Its last job ended: 1.0 is unloaded in every process that kept it.
+    eventually(
+        Duration::from_secs(30),
+        "1.0 unloaded everywhere",
+        async || {
+            let list = get_json(
+                &c.client,
+                &format!("{}/v1/handlers/kling-video/releases", c.api.base),
+            )
+            .await?;
+            let old = list["releases"]
+                .as_array()?
+                .iter()
+                .find(|r| r["sha256"] == v10.as_str())?
+                .clone();
+            let words = old["processes"].as_array()?;
+            (words.len() == 4 && words.iter().all(|w| w["state"] == "unloaded")).then_some(())
+        },
+    )
+    .await;
+    c.assert_clean(38).await;
+}

@@ -86,6 +86,8 @@ pub struct ClusterOptions {
     /// Each process gets its own empty plugins directory (handlers come as releases) instead
     /// of one shared directory holding the Kling handlers.
     pub own_plugins: bool,
+    /// The simulator's time scale (its 30–120 s clips take that × as long).
+    pub time_scale: f64,
 }
 
 impl ClusterOptions {
@@ -101,6 +103,7 @@ impl ClusterOptions {
             video_rate: None,
             apis: 1,
             own_plugins: false,
+            time_scale: TIME_SCALE,
         }
     }
 }
@@ -112,9 +115,12 @@ impl Cluster {
 
     pub async fn start_with(opts: ClusterOptions) -> Cluster {
         let dir = tempfile::TempDir::new().expect("tmp");
-        let sim = slotd_sim::kling::start(sim_options(opts.seed))
-            .await
-            .expect("simulator");
+        let sim = slotd_sim::kling::start(slotd_sim::kling::SimOptions {
+            time_scale: opts.time_scale,
+            ..sim_options(opts.seed)
+        })
+        .await
+        .expect("simulator");
         let prefix = format!("slotd-e2e:{}:", uuid::Uuid::new_v4().simple());
         let db = crate::pg::PgSchema::create().await;
         let api_listen = format!("127.0.0.1:{}", free_port());

@@ -96,6 +96,7 @@ async fn seed(h: &Harness, tenant: &str, units: usize) -> (String, Vec<String>) 
                 routes: None,
                 routing: None,
                 cost_estimate: None,
+                planned_release: None,
             })
             .collect(),
         now: NOW - 500_000,
@@ -497,6 +498,7 @@ async fn the_console_reads_routes_and_which_target_served_each_routed_unit() {
                 routes: None,
                 routing: Some(clip_routing(None, None)),
                 cost_estimate: None,
+                planned_release: None,
             })
             .collect(),
         now: NOW - 500_000,

@@ -173,6 +173,7 @@ async fn seed(h: &Harness, tenant: &str, units: usize) -> (String, Vec<String>) 
                 routes: None,
                 routing: None,
                 cost_estimate: None,
+                planned_release: None,
             })
             .collect(),
         now: 1_000_000,

@@ -146,9 +146,10 @@ async fn receive(
             });
             ApiError::CallbackToken(e.to_string())
         })?;
+    // The release that created the jobs while it drains, else the one serving.
     let handler = services
         .registry
-        .by_name(&name)
+        .for_release(&name, scope.release.as_deref())
         .ok_or_else(|| ApiError::NotFound(format!("no handler named {name:?} is loaded")))?;
     verify_signature(&services, &name, &headers, &body)?;
     let headers: Vec<(String, String)> = headers

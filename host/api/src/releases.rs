@@ -45,6 +45,17 @@ pub struct PublishedView {
     pub release: Release,
 }
 
+/// Query of `POST /v1/handlers`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PublishQuery {
+    /// The release takes over the provider jobs of the releases before it at once (it reads
+    /// their job state); by default each job finishes on the release that created it.
+    #[serde(default)]
+    pub takes_over: bool,
+}
+
 /// Which handler names the caller may publish: `None` for any.
 fn publish_rights(
     services: &Services,
@@ -79,6 +90,7 @@ fn publish_rights(
     path = "/v1/handlers",
     tag = "handlers",
     operation_id = "publish_handler",
+    params(PublishQuery),
     request_body(description = "The component file", content(
         (Vec<u8> = "application/wasm"),
         (Vec<u8> = "application/octet-stream"),
@@ -96,8 +108,10 @@ pub(crate) async fn publish(
     State(services): State<Services>,
     Tenant(tenant): Tenant,
     headers: HeaderMap,
+    query: Result<Query<PublishQuery>, QueryRejection>,
     body: Body,
 ) -> Result<(StatusCode, Json<PublishedView>), ApiError> {
+    let Query(q) = query.map_err(ApiError::malformed_query)?;
     let rights = publish_rights(&services, &headers)?;
     let limit = services.config.limits.handler_file_bytes;
     let bytes = axum::body::to_bytes(body, limit)
@@ -125,6 +139,7 @@ pub(crate) async fn publish(
         contract: checked.contract.clone(),
         bytes,
         published_by: format!("tenant:{tenant}"),
+        takes_over: q.takes_over,
         now: services.clock.now_ms(),
     };
     let published = services

@@ -115,6 +115,7 @@ impl Harness {
                     routes: None,
                     routing: None,
                     cost_estimate: None,
+                    planned_release: None,
                 })
                 .collect(),
             now: 1_000_000,

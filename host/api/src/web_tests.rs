@@ -373,6 +373,7 @@ async fn store_write_error(h: &Harness, units: usize) -> String {
                 routes: None,
                 routing: None,
                 cost_estimate: None,
+                planned_release: None,
             })
             .collect(),
         now: 1_000_000,

@@ -40,6 +40,7 @@ fn task(id: &str, pool: &str, n: usize) -> NewTask {
                 routes: None,
                 routing: None,
                 cost_estimate: None,
+                planned_release: None,
             })
             .collect(),
         now: T0,

@@ -416,6 +416,7 @@ async fn the_check_hashes_the_releases_the_store_keeps() {
             contract: "1.3.0".into(),
             bytes: b"\0asm the checked build".to_vec(),
             published_by: "team-kling".into(),
+            takes_over: false,
             now: 1,
         })
         .await

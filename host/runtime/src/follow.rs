@@ -25,7 +25,8 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::{PathOutcome, from_release};
+use crate::registry::PathOutcome;
+use crate::registry::releases::from_release;
 use crate::{Registry, Runtime};
 use slotd_store::{DynServiceStore, HandlerLoad, Release, current_releases};
 
@@ -68,6 +69,8 @@ pub struct Look {
     pub failed: Vec<(String, String)>,
     /// Handlers no longer served (their releases withdrawn).
     pub unloaded: Vec<String>,
+    /// (handler, version) of replaced versions dropped once their last job ended.
+    pub drained: Vec<(String, String)>,
 }
 
 /// Follows the releases for one process.
@@ -149,6 +152,23 @@ impl Follower {
                 }
             }
         }
+        // Versions kept for their jobs: dropped once the last job they created has ended.
+        let draining = registry.draining();
+        if !draining.is_empty() {
+            let jobs: BTreeMap<String, i64> =
+                self.store.unit_job_releases().await?.into_iter().collect();
+            for h in draining {
+                if jobs.get(&h.sha256).copied().unwrap_or(0) == 0
+                    && registry
+                        .drained(&h.sha256, "its last provider job ended")
+                        .await
+                        .is_some()
+                {
+                    look.drained
+                        .push((h.info.name.clone(), h.info.version.clone()));
+                }
+            }
+        }
         self.record(registry, &by_sha, now).await;
         Ok(look)
     }
@@ -185,9 +205,14 @@ impl Follower {
             .into_iter()
             .map(|h| h.sha256.clone())
             .collect();
+        let draining: std::collections::BTreeSet<String> = registry
+            .draining()
+            .into_iter()
+            .map(|h| h.sha256.clone())
+            .collect();
         let words: Vec<HandlerLoad> = {
             let mut words = self.words.lock();
-            for sha in &serving {
+            for sha in serving.iter().chain(&draining) {
                 if let Some(release) = by_sha.get(sha.as_str()) {
                     let w = words.entry(sha.clone()).or_insert_with(|| HandlerLoad {
                         process: self.process.id.clone(),
@@ -199,13 +224,22 @@ impl Follower {
                         reason: None,
                         at: now,
                     });
-                    w.state = "loaded".into();
-                    w.reason = None;
+                    if serving.contains(sha) {
+                        w.state = "loaded".into();
+                        w.reason = None;
+                    } else {
+                        w.state = "draining".into();
+                        w.reason = Some("replaced; kept for the provider jobs it created".into());
+                    }
                 }
             }
             for (sha, w) in words.iter_mut() {
-                if w.state == "loaded" && !serving.contains(sha) {
+                if (w.state == "loaded" || w.state == "draining")
+                    && !serving.contains(sha)
+                    && !draining.contains(sha)
+                {
                     w.state = "unloaded".into();
+                    w.reason = None;
                 }
             }
             words

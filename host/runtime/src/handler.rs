@@ -720,6 +720,7 @@ impl Handler {
             metrics::histogram!(
                 "slotd_handler_call_seconds",
                 "handler" => self.name.to_string(),
+                "version" => self.info.version.clone(),
                 "function" => function,
             )
             .record(started.elapsed().as_secs_f64())

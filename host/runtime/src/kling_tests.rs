@@ -132,6 +132,7 @@ pub(super) fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         routes: None,
         routing: None,
         terms: Default::default(),
+        releases: Default::default(),
         created_at: now,
         updated_at: now,
     }

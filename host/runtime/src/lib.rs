@@ -13,7 +13,10 @@
 //! - `host_impl/`: the imports a guest sees.
 //! - `linked.rs`: a component linked for one engine, with its optional exports found.
 //! - `handler.rs`: [`Handler`], a loaded component with typed async calls.
-//! - `registry.rs`: [`Registry`], the current set of handlers behind an `ArcSwap`.
+//! - `registry/`: [`Registry`], the current set of handlers behind an `ArcSwap`, and the
+//!   versions kept draining for their jobs; `registry/releases.rs`: the plugins directory's
+//!   files published as releases, and a release served.
+//! - `follow.rs`: [`Follower`], this process in step with the published releases.
 //! - `ownership.rs`: which file may serve a handler name (first come, or pinned by config).
 //! - `limiter.rs`: the per-call memory cap over the whole store.
 
@@ -312,6 +315,8 @@ mod linked;
 mod load;
 mod output;
 mod ownership;
+#[cfg(test)]
+mod pinning_tests;
 mod pool;
 #[cfg(test)]
 mod pooling_tests;

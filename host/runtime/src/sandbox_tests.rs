@@ -58,6 +58,7 @@ fn unit(spec: &str) -> Unit {
         routes: None,
         routing: None,
         terms: Default::default(),
+        releases: Default::default(),
         created_at: 0,
         updated_at: 0,
     }

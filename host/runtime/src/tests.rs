@@ -79,6 +79,7 @@ fn unit(id: &str, task_type: &str, stage: &str, spec: &str) -> Unit {
         routes: None,
         routing: None,
         terms: Default::default(),
+        releases: Default::default(),
         created_at: 0,
         updated_at: 0,
     }

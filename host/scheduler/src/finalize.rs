@@ -138,7 +138,8 @@ impl Scheduler {
         let cfg = &s.config.scheduler;
         let now = s.clock.now_ms();
         let work = async {
-            let Some(h) = s.registry.for_type(&unit.task_type) else {
+            let job_release = unit.releases.job_release.as_deref();
+            let Some(h) = s.registry.for_job(&unit.task_type, job_release) else {
                 return Err(format!("no handler serves task type {:?}", unit.task_type));
             };
             let ctx = TickContext {

@@ -40,7 +40,7 @@ use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use slotd_pools::pool_state::slot_key;
-use slotd_runtime::BatchUnit;
+use slotd_runtime::{BatchUnit, Handler};
 use slotd_store::Fence;
 use slotd_units::provider_callback_token::{self, Scope};
 use slotd_units::services::Services;
@@ -133,22 +133,24 @@ impl Scheduler {
     /// those units (see [`slotd_units::provider_callback_token`]).
     fn provider_callback_url(
         &self,
-        handler: &str,
+        handler: &Handler,
         pool: &str,
         units: &[BatchUnit],
     ) -> Option<String> {
         let base = self.services.config.public_url.as_ref()?;
+        let name = &handler.info.name;
         let scope = Scope::for_call(
-            handler,
+            name,
             pool,
             units
                 .iter()
                 .filter(|b| b.unit.provider_job_id.is_none())
                 .filter_map(|b| b.unit.submitted_at),
-        );
+        )
+        .with_release(&handler.sha256);
         let token = provider_callback_token::mint(&self.services.provider_callback_key, &scope);
         Some(format!(
-            "{}/v1/callbacks/{handler}/{token}",
+            "{}/v1/callbacks/{name}/{token}",
             base.trim_end_matches('/')
         ))
     }

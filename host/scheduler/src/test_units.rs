@@ -30,6 +30,7 @@ pub(crate) fn unit(id: &str, job: Option<&str>, stage: &str) -> Unit {
         routes: None,
         routing: None,
         terms: Default::default(),
+        releases: Default::default(),
         created_at: 0,
         updated_at: 0,
     }

@@ -470,9 +470,17 @@ impl Scheduler {
             expire_stage_deadline(&s.config.scheduler, batch, |b: &BatchUnit| &b.unit, now);
         let mut unsent: Vec<Unit> = Vec::new();
         type Call = (Arc<Handler>, Vec<BatchUnit>);
+        // By release (a job goes to the version that created it while that one drains) and
+        // account.
         let mut by_handler: BTreeMap<(String, Option<String>), Call> = BTreeMap::new();
         for b in batch {
-            let h = s.registry.for_type(&b.unit.task_type);
+            // A unit with no job yet (or in doubt) goes to the serving release.
+            let job_release = b
+                .unit
+                .provider_job_id
+                .as_ref()
+                .and(b.unit.releases.job_release.as_deref());
+            let h = s.registry.for_job(&b.unit.task_type, job_release);
             // A cancelled unit in doubt is never handed to `tick`, whose in-doubt resolution
             // may create it. A handler with provider cancel gets it in `cancel`, with no job
             // id: it knows whether a job of it may still run (and holds the slot meanwhile);
@@ -487,7 +495,7 @@ impl Scheduler {
             // A handler unloaded between the query and now leaves its units for a later tick.
             if let Some(h) = h {
                 by_handler
-                    .entry((h.info.name.clone(), b.unit.terms.account.clone()))
+                    .entry((h.sha256.clone(), b.unit.terms.account.clone()))
                     .or_insert_with(|| (h, Vec::new()))
                     .1
                     .push(b);
@@ -533,8 +541,16 @@ impl Scheduler {
             CallResult::default()
         } else {
             let mut c = ctx;
-            c.provider_callback_url = self.provider_callback_url(&h.info.name, &c.pool, &units);
-            self.call_isolating(h, c, units, now, backlog).await
+            c.provider_callback_url = self.provider_callback_url(&h, &c.pool, &units);
+            let release = h.sha256.clone();
+            let mut r = self.call_isolating(h, c, units, now, backlog).await;
+            // The jobs this call created are pinned to this release.
+            for u in &mut r.updates {
+                if u.provider_job_id.value().is_some() {
+                    u.job_release = Some(release.clone());
+                }
+            }
+            r
         };
         if let Some(c) = cancelled {
             r.updates.extend(c.updates);

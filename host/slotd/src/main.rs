@@ -129,6 +129,10 @@ enum PluginCommand {
         /// Do not wait for the processes.
         #[arg(long)]
         no_wait: bool,
+        /// This release reads the job state of the releases before it: their provider jobs
+        /// move to it at once instead of finishing on the release that created them.
+        #[arg(long)]
+        takes_over: bool,
     },
     /// Run a handler offline against a recording (`[handlers.X] record = "DIR"` writes one):
     /// print what every call returns and its guest instruction count (fuel); fail on any
@@ -512,12 +516,14 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
                     key,
                     wait,
                     no_wait,
+                    takes_over,
                 },
         } => {
             let opts = slotd::publish::PublishOptions {
                 url: &url,
                 key: key.as_deref(),
                 wait: (!no_wait).then_some(wait),
+                takes_over,
             };
             slotd::publish::publish(&file, &opts).await.map(|_| ())
         }

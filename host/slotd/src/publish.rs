@@ -17,6 +17,8 @@ pub struct PublishOptions<'a> {
     pub key: Option<&'a str>,
     /// Wait this long for every process to load the release (`None`: do not wait).
     pub wait: Option<Duration>,
+    /// The release takes over the provider jobs of the releases before it.
+    pub takes_over: bool,
 }
 
 /// Publish `file`; returns the release's sha256.
@@ -30,7 +32,12 @@ pub async fn publish(file: &Path, opts: &PublishOptions<'_>) -> anyhow::Result<S
         Some(k) => rb.bearer_auth(k),
         None => rb,
     };
-    let resp = auth(client.post(format!("{base}/v1/handlers")))
+    let query = if opts.takes_over {
+        "?takes_over=true"
+    } else {
+        ""
+    };
+    let resp = auth(client.post(format!("{base}/v1/handlers{query}")))
         .header(reqwest::header::CONTENT_TYPE, "application/wasm")
         .body(bytes)
         .timeout(Duration::from_secs(120))

@@ -162,6 +162,7 @@ mod tests {
                 routes: None,
                 routing: None,
                 cost_estimate: None,
+                planned_release: None,
             }],
             now: 1_000,
             terms: Default::default(),

@@ -160,6 +160,8 @@ pub struct NewUnit {
     pub routing: Option<String>,
     /// The handler's estimate of the unit's cost (contract 1.2), if it gave one.
     pub cost_estimate: Option<f64>,
+    /// The handler release (sha256) whose `plan` made it.
+    pub planned_release: Option<String>,
 }
 
 /// The result of [`UnitWrite::task_create`].
@@ -566,6 +568,10 @@ pub trait StoreRead: Send + Sync + 'static {
 
     /// Every process's word on the releases it was given, heard since `since` (Unix ms).
     async fn handler_load_list(&self, since: i64) -> StoreResult<Vec<HandlerLoad>>;
+
+    /// How many units have a provider job in flight (`submitted`, `succeeded`, `finalizing`)
+    /// per handler release that created it.
+    async fn unit_job_releases(&self) -> StoreResult<Vec<(String, i64)>>;
 
     /// The processes that looked at the releases since `since` (Unix ms).
     async fn handler_process_list(&self, since: i64) -> StoreResult<Vec<ReleaseFollower>>;

@@ -301,6 +301,10 @@ macro_rules! impl_task_store {
                 crate::releases::$driver::handler_load_list(self.reader(), since).await
             }
 
+            async fn unit_job_releases(&self) -> StoreResult<Vec<(String, i64)>> {
+                crate::releases::$driver::unit_job_releases(self.reader()).await
+            }
+
             async fn handler_process_list(
                 &self,
                 since: i64,

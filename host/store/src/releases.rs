@@ -25,6 +25,8 @@ pub struct NewRelease {
     pub bytes: Vec<u8>,
     /// Who published it: an API key's tenant, or the plugins directory.
     pub published_by: String,
+    /// See [`Release::takes_over`].
+    pub takes_over: bool,
     pub now: i64,
 }
 
@@ -44,6 +46,9 @@ pub struct Release {
     /// When it last became its handler's current release (Unix ms): at publishing, or when
     /// the plugins directory saw its file change (see [`current_releases`]).
     pub promoted_at: i64,
+    /// Published as able to take over the jobs of the releases before it: they move to it
+    /// at once instead of finishing on the release that created them.
+    pub takes_over: bool,
     /// When it was withdrawn (its file removed from the plugins directory), if it was: a
     /// withdrawn release is no handler's current one until promoted again.
     pub withdrawn_at: Option<i64>,
@@ -88,7 +93,8 @@ pub fn release_key(bytes: &[u8]) -> String {
 }
 
 const RELEASE_COLS: &str = "sha256, name, version, contract, size, published_by, published_at, \
-     COALESCE(promoted_at, published_at) AS promoted_at, withdrawn_at, withdrawn_reason";
+     COALESCE(promoted_at, published_at) AS promoted_at, withdrawn_at, withdrawn_reason, \
+     takes_over";
 
 on_both_drivers! {
     fn release_from_row(row: &DbRow) -> StoreResult<Release> {
@@ -101,6 +107,7 @@ on_both_drivers! {
             published_by: row.try_get("published_by")?,
             published_at: row.try_get("published_at")?,
             promoted_at: row.try_get("promoted_at")?,
+            takes_over: row.try_get("takes_over")?,
             withdrawn_at: row.try_get("withdrawn_at")?,
             withdrawn_reason: row.try_get("withdrawn_reason")?,
         })
@@ -113,8 +120,8 @@ on_both_drivers! {
         let inserted = sqlx::query(
             "INSERT INTO handler_releases \
              (sha256, name, version, contract, size, bytes, published_by, published_at, \
-              promoted_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT DO NOTHING",
+              promoted_at, takes_over) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) ON CONFLICT DO NOTHING",
         )
         .bind(&sha256)
         .bind(&r.name)
@@ -124,6 +131,7 @@ on_both_drivers! {
         .bind(&r.bytes)
         .bind(&r.published_by)
         .bind(r.now)
+        .bind(r.takes_over)
         .execute(pool)
         .await?
         .rows_affected();
@@ -293,6 +301,21 @@ on_both_drivers! {
         rows.iter().map(load_from_row).collect()
     }
 
+    /// See [`crate::StoreRead::unit_job_releases`].
+    pub(crate) async fn unit_job_releases(pool: &Pool) -> StoreResult<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT job_release, COUNT(*) AS jobs FROM units \
+             WHERE status IN ('submitted', 'succeeded', 'finalizing') \
+               AND job_release IS NOT NULL \
+             GROUP BY job_release ORDER BY job_release",
+        )
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("job_release")?, r.try_get("jobs")?)))
+            .collect()
+    }
+
     /// See [`crate::StoreRead::handler_process_list`].
     pub(crate) async fn handler_process_list(
         pool: &Pool,
@@ -342,7 +365,8 @@ pub struct HandlerLoad {
     pub sha256: String,
     pub name: String,
     pub version: String,
-    /// `loaded` (serving), `unloaded` (replaced) or `failed` (see `reason`).
+    /// `loaded` (serving), `draining` (replaced, kept for the provider jobs it created),
+    /// `unloaded` or `failed` (see `reason`).
     pub state: String,
     pub reason: Option<String>,
     /// Unix ms of the process's last word on it: it rewrites its rows at every look at the

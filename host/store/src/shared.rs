@@ -26,7 +26,8 @@ use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub(crate) const UNIT_COLS: &str = "id, task_id, idx, tenant, task_type, pool, stage, status, \
      priority, spec, state, provider_job_id, submit_attempt, attempts, polls, next_at, \
      submitted_at, error, result, cost, cancel_requested_at, routes, created_at, updated_at, \
-     account, deadline_at, start_by, best_effort, cost_estimate, wait_reason, routing";
+     account, deadline_at, start_by, best_effort, cost_estimate, wait_reason, routing, \
+     planned_release, job_release";
 
 /// A stored `deadline_at`: [`slotd_core::model::NO_DEADLINE`] means none.
 pub(crate) fn deadline_of(stored: i64) -> Option<i64> {
@@ -227,6 +228,10 @@ on_both_drivers! {
                 best_effort: row.try_get::<i32, _>("best_effort")? != 0,
                 cost_estimate: row.try_get("cost_estimate")?,
                 wait_reason: row.try_get("wait_reason")?,
+            },
+            releases: slotd_core::model::UnitReleases {
+                planned_release: row.try_get("planned_release")?,
+                job_release: row.try_get("job_release")?,
             },
             created_at: row.try_get("created_at")?,
             updated_at: row.try_get("updated_at")?,

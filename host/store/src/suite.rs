@@ -61,7 +61,7 @@ pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
     list_paging_and_filters,
 };
-pub(crate) use releases::{handler_loads, handler_releases, release_currency};
+pub(crate) use releases::{handler_loads, handler_releases, release_currency, unit_releases};
 pub(crate) use routes::routed_units_bind_once_and_go_back_to_their_route;
 pub(crate) use standing::queue_standing_follows_the_fill_order;
 pub(crate) use streams::{event_scopes_page_and_resume, event_streams_page_and_resume};
@@ -114,6 +114,7 @@ macro_rules! store_suite {
             handler_releases,
             handler_loads,
             release_currency,
+            unit_releases,
             concurrent_claims_are_disjoint,
             host_key_shared,
             apply_guard_submit_attempt,

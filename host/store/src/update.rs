@@ -77,6 +77,9 @@ pub struct UnitUpdate {
     /// Why the unit waits (`provider_queue` while the provider holds a submitted unit's job
     /// in its own queue); `Clear` when it no longer does.
     pub wait_reason: Field<String>,
+    /// The handler release (sha256) that created the job this update records: set with a
+    /// new provider job id.
+    pub job_release: Option<String>,
     /// Applied only if no cancel has been requested for the unit: an update planned before a
     /// cancel landed must not finalize, fail or requeue a unit the client cancelled (the next
     /// poll plans it again, cancel in view). See `scheduler::decide::honour_cancel`.
@@ -117,6 +120,7 @@ impl UnitUpdate {
             && self.submitted_at.is_keep()
             && self.detail.is_none()
             && self.wait_reason.is_keep()
+            && self.job_release.is_none()
     }
 }
 

@@ -97,7 +97,13 @@ pub struct Scope {
     pub pool: String,
     /// Unix ms of the submit markers, newest first, at most [`SCOPE_MAX_ATTEMPTS`].
     pub submitted_at: Vec<i64>,
+    /// The first [`RELEASE_PREFIX`] hex digits of the handler release that created the jobs:
+    /// their callbacks go through it while it drains (docs/handlers.md, "Releases").
+    pub release: Option<String>,
 }
+
+/// Hex digits of a release's sha256 a token carries.
+pub const RELEASE_PREFIX: usize = 16;
 
 impl Scope {
     /// The scope of one handler call: the submit attempts of the units it may create jobs for.
@@ -114,6 +120,15 @@ impl Scope {
             handler: handler.to_string(),
             pool: pool.to_string(),
             submitted_at: at,
+            release: None,
+        }
+    }
+
+    /// This scope, for jobs created by release `sha256`.
+    pub fn with_release(self, sha256: &str) -> Scope {
+        Scope {
+            release: Some(sha256.chars().take(RELEASE_PREFIX).collect()),
+            ..self
         }
     }
 
@@ -155,6 +170,8 @@ struct Wire {
     h: String,
     p: String,
     s: Vec<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r: Option<String>,
 }
 
 /// The token for `scope`.
@@ -164,6 +181,7 @@ pub fn mint(key: &ProviderCallbackKey, scope: &Scope) -> String {
         h: scope.handler.clone(),
         p: scope.pool.clone(),
         s: scope.submitted_at.clone(),
+        r: scope.release.clone(),
     };
     // A struct of strings and integers always serializes.
     let json = serde_json::to_vec(&wire).unwrap_or_default();
@@ -201,6 +219,7 @@ pub fn verify(key: &ProviderCallbackKey, handler: &str, token: &str) -> Result<S
         handler: wire.h,
         pool: wire.p,
         submitted_at: wire.s,
+        release: wire.r,
     })
 }
 
@@ -231,6 +250,17 @@ mod tests {
             Ok(&vec![3_000, 2_000, 1_000])
         );
         assert_eq!(got, Ok(scope()));
+    }
+
+    #[test]
+    fn a_token_names_the_release_that_created_the_jobs() {
+        let sha = "ab".repeat(32);
+        let token = mint(&key(1), &scope().with_release(&sha));
+        let back = verify(&key(1), "kling-video", &token).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back.release.as_deref(), Some(&sha[..RELEASE_PREFIX]));
+        // A token minted before releases (no release in it) still verifies, naming none.
+        let old = verify(&key(1), "kling-video", &mint(&key(1), &scope()));
+        assert_eq!(old.map(|s| s.release), Ok(None));
     }
 
     #[test]
@@ -336,6 +366,7 @@ mod tests {
             routes: None,
             routing: None,
             terms: Default::default(),
+            releases: Default::default(),
         };
         assert!(s.covers(&u));
         u.submitted_at = Some(4_000);

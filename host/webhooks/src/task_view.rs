@@ -323,6 +323,7 @@ mod tests {
             routes: None,
             routing: None,
             terms: Default::default(),
+            releases: Default::default(),
             created_at: 1,
             updated_at: 2,
         }

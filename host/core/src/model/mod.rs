@@ -17,4 +17,4 @@ pub use routing::{
 };
 pub use status::{UnitStatus, UnknownStatus};
 pub use task::{TaskStatus, TaskTerms, UnitCounts};
-pub use unit::{FINALIZE_PARKED_AT, NO_DEADLINE, Unit, UnitTerms, idempotency_key};
+pub use unit::{FINALIZE_PARKED_AT, NO_DEADLINE, Unit, UnitReleases, UnitTerms, idempotency_key};

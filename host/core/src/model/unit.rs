@@ -53,8 +53,20 @@ pub struct Unit {
     /// Accounts, deadlines, cost and why it waits.
     #[serde(flatten)]
     pub terms: UnitTerms,
+    /// The handler releases that planned it and created its provider job.
+    #[serde(flatten)]
+    pub releases: UnitReleases,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// The handler releases behind a unit (docs/handlers.md, "Releases"), by sha256: the one whose
+/// `plan` made it and the one whose `tick` created its current provider job. The job's polls,
+/// provider callbacks, cancel and finalization go through the latter while it stays loaded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct UnitReleases {
+    pub planned_release: Option<String>,
+    pub job_release: Option<String>,
 }
 
 /// What a unit carries beyond its status: the provider account it was marked submitted on, its task's

@@ -22,8 +22,7 @@ use super::quarantine::Tripped;
 use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
 use slotd_store::{DynServiceStore, HandlerVersionRow};
 
-mod releases;
-pub use releases::{from_release, plugins_publisher, release_path};
+pub mod releases;
 
 /// Previous versions kept per handler for a quarantine to fall back on.
 const PREVIOUS_KEPT: usize = 4;
@@ -35,6 +34,10 @@ pub struct Snapshot {
     pub by_name: BTreeMap<String, Arc<Handler>>,
     /// Handler name by task type.
     pub by_type: BTreeMap<String, String>,
+    /// Versions replaced while they had provider jobs in flight, by sha256: their jobs' polls,
+    /// callbacks, cancels and finalization still go through them (docs/handlers.md,
+    /// "Releases") until the release follower finds their last job ended.
+    pub draining: BTreeMap<String, Arc<Handler>>,
 }
 
 /// What loading a directory did.
@@ -157,6 +160,69 @@ impl Registry {
             .cloned()
     }
 
+    /// The handler for a job created by release `job_release` (a unit's `job_release`): that
+    /// version while it drains, else the one serving the task type.
+    pub fn for_job(&self, task_type: &str, job_release: Option<&str>) -> Option<Arc<Handler>> {
+        let snap = self.current.load();
+        if let Some(h) = job_release.and_then(|sha| snap.draining.get(sha))
+            && h.info.task_types.iter().any(|t| t.name == task_type)
+        {
+            return Some(h.clone());
+        }
+        snap.by_type
+            .get(task_type)
+            .and_then(|n| snap.by_name.get(n))
+            .cloned()
+    }
+
+    /// Handler `name` in the version whose sha256 starts with `release` (a provider callback's
+    /// token names the release that created the job): that version while it serves or
+    /// drains, else the one serving the name.
+    pub fn for_release(&self, name: &str, release: Option<&str>) -> Option<Arc<Handler>> {
+        let snap = self.current.load();
+        if let Some(prefix) = release.filter(|p| !p.is_empty())
+            && let Some(h) = snap
+                .draining
+                .values()
+                .find(|h| h.info.name == name && h.sha256.starts_with(prefix))
+        {
+            return Some(h.clone());
+        }
+        snap.by_name.get(name).cloned()
+    }
+
+    /// The versions kept for their jobs in flight.
+    pub fn draining(&self) -> Vec<Arc<Handler>> {
+        self.current.load().draining.values().cloned().collect()
+    }
+
+    /// Version `sha256` no longer drains (its last job ended): it is dropped.
+    pub async fn drained(&self, sha256: &str, reason: &str) -> Option<Arc<Handler>> {
+        let (gone, record) = {
+            let mut book = self.book.lock();
+            let old = self.current.load_full();
+            let gone = old.draining.get(sha256)?.clone();
+            let mut draining = old.draining.clone();
+            draining.remove(sha256);
+            self.current.store(Arc::new(Snapshot {
+                by_name: old.by_name.clone(),
+                by_type: old.by_type.clone(),
+                draining,
+            }));
+            set_state(
+                &mut book,
+                &gone,
+                VersionState::Unloaded,
+                Some(reason.to_string()),
+                now_ms(),
+            );
+            (gone.clone(), record_of(&book, &gone.sha256, &gone.path))
+        };
+        tracing::info!(handler = %gone.info.name, version = %gone.info.version, sha256 = %short(sha256), "handler version unloaded: {reason}");
+        self.journal(record).await;
+        Some(gone)
+    }
+
     /// A handler by name.
     pub fn by_name(&self, name: &str) -> Option<Arc<Handler>> {
         self.current.load().by_name.get(name).cloned()
@@ -179,6 +245,13 @@ impl Registry {
         self.insert_locked(&mut book, handler).map(|_| ())
     }
 
+    /// [`Registry::insert`]; `takes_over`: the new version takes the jobs of the versions
+    /// before it at once (none is kept to drain).
+    pub fn insert_taking_over(&self, handler: Arc<Handler>) -> Result<(), String> {
+        let mut book = self.book.lock();
+        self.insert_with(&mut book, handler, true).map(|_| ())
+    }
+
     /// Unload a handler by name; its units wait as pending.
     pub fn remove(&self, name: &str) -> Option<Arc<Handler>> {
         let _book = self.book.lock();
@@ -189,6 +262,18 @@ impl Registry {
         &self,
         book: &mut Book,
         handler: Arc<Handler>,
+    ) -> Result<Option<Arc<Handler>>, String> {
+        self.insert_with(book, handler, false)
+    }
+
+    /// Swap `handler` in. The version it replaces is kept to drain its jobs in flight
+    /// (dropped by the release follower once none is left), unless `takes_over`: then the new
+    /// version takes every job of its name at once.
+    fn insert_with(
+        &self,
+        book: &mut Book,
+        handler: Arc<Handler>,
+        takes_over: bool,
     ) -> Result<Option<Arc<Handler>>, String> {
         let old = self.current.load_full();
         let name = handler.info.name.clone();
@@ -213,7 +298,21 @@ impl Registry {
             by_type.insert(t.name.clone(), name.clone());
         }
         let replaced = by_name.insert(name.clone(), handler.clone());
-        self.current.store(Arc::new(Snapshot { by_name, by_type }));
+        let mut draining = old.draining.clone();
+        draining.remove(&handler.sha256);
+        if takes_over {
+            draining.retain(|_, h| h.info.name != name);
+        } else if let Some(r) = replaced
+            .as_ref()
+            .filter(|r| r.sha256 != handler.sha256 && !book.quarantined.contains(&r.sha256))
+        {
+            draining.insert(r.sha256.clone(), r.clone());
+        }
+        self.current.store(Arc::new(Snapshot {
+            by_name,
+            by_type,
+            draining,
+        }));
         let stamp = now_ms();
         if let Some(r) = &replaced
             && r.sha256 != handler.sha256
@@ -246,7 +345,19 @@ impl Registry {
             .filter(|(_, n)| *n != name)
             .map(|(t, n)| (t.clone(), n.clone()))
             .collect();
-        self.current.store(Arc::new(Snapshot { by_name, by_type }));
+        // Unloaded (its file removed, its release withdrawn): its units wait, whichever
+        // version created their jobs.
+        let draining = old
+            .draining
+            .iter()
+            .filter(|(_, h)| h.info.name != name)
+            .map(|(s, h)| (s.clone(), h.clone()))
+            .collect();
+        self.current.store(Arc::new(Snapshot {
+            by_name,
+            by_type,
+            draining,
+        }));
         Some(gone)
     }
 
@@ -386,6 +497,17 @@ impl Registry {
         let (restored, journal) = {
             let mut book = self.book.lock();
             book.quarantined.insert(tripped.sha256.clone());
+            // A draining version that crashes hands its jobs to the serving one.
+            let old = self.current.load_full();
+            if old.draining.contains_key(&tripped.sha256) {
+                let mut draining = old.draining.clone();
+                draining.remove(&tripped.sha256);
+                self.current.store(Arc::new(Snapshot {
+                    by_name: old.by_name.clone(),
+                    by_type: old.by_type.clone(),
+                    draining,
+                }));
+            }
             let reason = format!(
                 "{} consecutive faulting calls, the last: {}",
                 tripped.count, tripped.fault

@@ -82,6 +82,7 @@ impl Registry {
             contract: handler.contract.clone(),
             bytes,
             published_by: plugins_publisher(path),
+            takes_over: false,
             now,
         };
         match store.release_put(&release).await {
@@ -146,6 +147,7 @@ impl Registry {
         release: &Release,
         bytes: Vec<u8>,
     ) -> PathOutcome {
+        // (A release published as taking over the jobs of those before it keeps none draining.)
         let path = release_path(&release.sha256);
         let sha = release.sha256.clone();
         if self.book.lock().quarantined.contains(&sha) {
@@ -175,7 +177,7 @@ impl Registry {
         }
         let inserted = {
             let mut book = self.book.lock();
-            self.insert_locked(&mut book, handler.clone())
+            self.insert_with(&mut book, handler.clone(), release.takes_over)
                 .map(|replaced| {
                     let mut journal = vec![record_of(&book, &sha, &path)];
                     if let Some(r) = replaced.filter(|r| r.sha256 != sha) {

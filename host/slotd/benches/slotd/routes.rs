@@ -503,6 +503,7 @@ async fn seed_routed(services: &slotd_server::services::Services, units: u32, no
                     routes: None,
                     routing: Some(routing.to_json()),
                     cost_estimate: None,
+                    planned_release: None,
                 }
             })
             .collect();

@@ -23,11 +23,11 @@ const APPLY_SQL: &str = "WITH input AS ( \
              $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
              $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
              $18::bool[], $19::int8[], $20::text[], $21::bool[], $23::int8[], $24::bool[], \
-             $25::bool[], $26::text[], $27::text[], $28::text[]) \
+             $25::bool[], $26::text[], $27::text[], $28::text[], $29::text[]) \
          WITH ORDINALITY AS u (id, from_status, from_stage, to_status, stage, pool, set_job, \
              job, state, result, set_error, error, cost, next_at, attempts, polls, \
              submit_attempt, set_submitted, submitted_at, detail, eventful, from_submitted, \
-             no_cancel, set_wait, wait_reason, task_type, routing, ord) \
+             no_cancel, set_wait, wait_reason, task_type, routing, job_release, ord) \
      ), old AS ( \
          SELECT units.status AS old_status, input.* FROM input \
          JOIN units ON units.id = input.id \
@@ -44,6 +44,7 @@ const APPLY_SQL: &str = "WITH input AS ( \
              task_type = COALESCE(i.task_type, units.task_type), \
              routing = COALESCE(i.routing, units.routing), \
              provider_job_id = CASE WHEN i.set_job THEN i.job ELSE units.provider_job_id END, \
+             job_release = COALESCE(i.job_release, units.job_release), \
              state = COALESCE(i.state, units.state), \
              result = COALESCE(i.result, units.result), \
              error = CASE WHEN i.set_error THEN i.error ELSE units.error END, \
@@ -230,6 +231,7 @@ async fn apply_batch(
         .bind(col(|u| u.wait_reason.value().cloned()))
         .bind(col(|u| u.task_type.clone()))
         .bind(col(|u| u.routing.clone()))
+        .bind(col(|u| u.job_release.clone()))
         .fetch_all(conn)
         .await?)
 }

@@ -32,14 +32,15 @@ const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, id
 /// guesses ten rows for any array, which would make a join of tasks and units quadratic.
 const UNITS_INSERT_SQL: &str = "WITH unit AS ( \
          INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
-             stage, status, spec, state, routes, routing, next_at, created_at, updated_at) \
+             stage, status, spec, state, routes, routing, planned_release, next_at, created_at, \
+             updated_at) \
          SELECT id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, \
-             'pending', spec, state, routes, routing, now, now, now \
+             'pending', spec, state, routes, routing, planned_release, now, now, now \
          FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::int8[], \
              $7::int4[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], \
-             $13::int8[], $14::text[]) WITH ORDINALITY \
+             $13::int8[], $14::text[], $15::text[]) WITH ORDINALITY \
              AS u (id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, spec, \
-                 state, routes, now, routing, ord) \
+                 state, routes, now, routing, planned_release, ord) \
          ORDER BY ord \
          RETURNING id, task_id, task_seq, idx, stage, created_at \
      ) \
@@ -65,6 +66,7 @@ struct UnitArrays<'a> {
     routes: Vec<Option<&'a str>>,
     nows: Vec<i64>,
     routing: Vec<Option<&'a str>>,
+    planned_release: Vec<Option<&'a str>>,
 }
 
 impl<'a> UnitArrays<'a> {
@@ -91,6 +93,7 @@ impl<'a> UnitArrays<'a> {
                 a.routes.push(u.routes.as_deref());
                 a.nows.push(t.now);
                 a.routing.push(u.routing.as_deref());
+                a.planned_release.push(u.planned_release.as_deref());
             }
         }
         Ok(a)
@@ -139,6 +142,7 @@ pub(super) async fn task_create_batch(
             .bind(u.routes)
             .bind(u.nows)
             .bind(u.routing)
+            .bind(u.planned_release)
             .execute(&mut *tx)
             .await?;
     }

@@ -20,7 +20,7 @@ use slotd_core::model::UnitStatus;
 /// 0 id, 1 from, 2 from_stage, 3 from_submitted_at, 4 unless_cancel_requested, 5 to, 6 stage,
 /// 7 pool, 8 set_job, 9 job, 10 state, 11 result, 12 set_error, 13 error, 14 cost, 15 next_at,
 /// 16 attempts, 17 polls, 18 submit_attempt, 19 set_submitted, 20 submitted_at, 21 detail,
-/// 22 eventful, 23 ord, 24 set_wait, 25 wait_reason, 26 task_type, 27 routing.
+/// 22 eventful, 23 ord, 24 set_wait, 25 wait_reason, 26 task_type, 27 routing, 28 job_release.
 ///
 /// Each row is read out of `json_each` once, as JSONB (`r`): `json_each` renders its `value`
 /// column afresh as text on every reference, and taking 28 fields from it directly rendered
@@ -34,7 +34,8 @@ const INPUT: &str = "WITH r AS MATERIALIZED (SELECT jsonb(value) AS v FROM json_
          v->>16 AS attempts, v->>17 AS polls, v->>18 AS submit_attempt, \
          v->>19 AS set_submitted, v->>20 AS submitted_at, v->>21 AS detail, \
          v->>22 AS eventful, v->>23 AS ord, v->>24 AS set_wait, \
-         v->>25 AS wait_reason, v->>26 AS task_type, v->>27 AS routing \
+         v->>25 AS wait_reason, v->>26 AS task_type, v->>27 AS routing, \
+         v->>28 AS job_release \
      FROM r)";
 
 /// The guard of one input row `i` on `units`.
@@ -61,7 +62,7 @@ fn event_sql() -> String {
 /// alone). The lease follows the status, and `updated_at` always moves.
 fn update_sql(updates: &[&UnitUpdate]) -> String {
     let any = |f: fn(&UnitUpdate) -> bool| updates.iter().any(|u| f(u));
-    let columns: [(bool, &str); 16] = [
+    let columns: [(bool, &str); 17] = [
         (
             any(|u| u.to.is_some()),
             "status = COALESCE(i.to_status, units.status)",
@@ -85,6 +86,10 @@ fn update_sql(updates: &[&UnitUpdate]) -> String {
         (
             any(|u| !u.provider_job_id.is_keep()),
             "provider_job_id = CASE WHEN i.set_job THEN i.job ELSE units.provider_job_id END",
+        ),
+        (
+            any(|u| u.job_release.is_some()),
+            "job_release = COALESCE(i.job_release, units.job_release)",
         ),
         (
             any(|u| u.state.is_some()),
@@ -215,6 +220,7 @@ fn row(u: &UnitUpdate, ord: usize) -> Value {
         u.wait_reason.value(),
         u.task_type,
         u.routing,
+        u.job_release,
     ])
 }
 

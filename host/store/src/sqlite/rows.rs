@@ -54,6 +54,8 @@ struct UnitRow {
     cost_estimate: Option<f64>,
     wait_reason: Option<String>,
     routing: Option<String>,
+    planned_release: Option<String>,
+    job_release: Option<String>,
 }
 
 /// Decode a JSON array of units written with [`unit_json_cols`].
@@ -93,6 +95,10 @@ pub(super) fn units_from_json(text: &str) -> StoreResult<Vec<Unit>> {
                     best_effort: r.best_effort != 0,
                     cost_estimate: r.cost_estimate,
                     wait_reason: r.wait_reason,
+                },
+                releases: slotd_core::model::UnitReleases {
+                    planned_release: r.planned_release,
+                    job_release: r.job_release,
                 },
                 created_at: r.created_at,
                 updated_at: r.updated_at,

@@ -34,6 +34,7 @@ struct UnitJson<'a> {
     state: &'a str,
     routes: Option<&'a str>,
     routing: Option<&'a str>,
+    planned_release: Option<&'a str>,
     now: i64,
 }
 
@@ -57,11 +58,12 @@ const TASKS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value)
 /// The units of the tasks inserted, with the task's tenant, type, priority and seq copied.
 const UNITS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value) AS v FROM json_each(?1)) \
      INSERT INTO units (id, task_id, idx, tenant, task_type, \
-         task_seq, priority, pool, stage, status, spec, state, routes, routing, next_at, \
-         created_at, updated_at) \
+         task_seq, priority, pool, stage, status, spec, state, routes, routing, \
+         planned_release, next_at, created_at, updated_at) \
      SELECT u.v ->> '$.id', t.id, u.v ->> '$.idx', t.tenant, t.type, t.seq, t.priority, \
          u.v ->> '$.pool', u.v ->> '$.stage', 'pending', u.v ->> '$.spec', \
          u.v ->> '$.state', u.v ->> '$.routes', u.v ->> '$.routing', \
+         u.v ->> '$.planned_release', \
          u.v ->> '$.now', u.v ->> '$.now', u.v ->> '$.now' \
      FROM r AS u JOIN tasks AS t ON t.id = u.v ->> '$.task_id' \
      ORDER BY u.key";
@@ -112,6 +114,7 @@ pub(super) async fn task_create_batch(
                 state: &u.state,
                 routes: u.routes.as_deref(),
                 routing: u.routing.as_deref(),
+                planned_release: u.planned_release.as_deref(),
                 now: t.now,
             })
         })

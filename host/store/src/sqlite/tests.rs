@@ -230,6 +230,7 @@ async fn a_release_whose_bytes_changed_is_reported_not_returned() {
             contract: "1.3.0".into(),
             bytes: b"\0asm the real build".to_vec(),
             published_by: "team-kling".into(),
+            takes_over: false,
             now: 1,
         })
         .await

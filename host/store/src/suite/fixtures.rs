@@ -42,6 +42,7 @@ pub(crate) fn task(
                 routes: None,
                 routing: None,
                 cost_estimate: None,
+                planned_release: None,
             })
             .collect(),
         now: T0,

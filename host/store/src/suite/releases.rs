@@ -11,6 +11,7 @@ fn release(name: &str, version: &str, bytes: &[u8], now: i64) -> NewRelease {
         contract: "1.3.0".into(),
         bytes: bytes.to_vec(),
         published_by: "team-kling".into(),
+        takes_over: false,
         now,
     }
 }
@@ -161,6 +162,7 @@ pub(crate) async fn handler_loads(store: DynStore) {
 pub(crate) async fn release_currency(store: DynStore) {
     let put = |version: &str, bytes: &[u8], by: &str, now: i64| NewRelease {
         published_by: by.into(),
+        takes_over: false,
         ..release("kling-video", version, bytes, now)
     };
     let one = store
@@ -226,4 +228,67 @@ pub(crate) async fn release_currency(store: DynStore) {
     let all = store.release_list(None).await.unwrap();
     assert_eq!(current(&all), Some(one));
     assert!(all.iter().all(|r| r.withdrawn_at.is_none()));
+}
+
+/// A unit records the release that planned it and the one that created its job; the jobs in
+/// flight are counted per release.
+pub(crate) async fn unit_releases(store: DynStore) {
+    use super::fixtures::{POOL, VIDEO, apply, create, submit, task, unit};
+    use crate::{Field, UnitUpdate};
+    use slotd_core::model::UnitStatus;
+    let (v1, v2) = ("1".repeat(64), "2".repeat(64));
+    let mut t = task("rel", "a", VIDEO, POOL, 3, 0);
+    for u in &mut t.units {
+        u.planned_release = Some(v1.clone());
+    }
+    create(&store, t).await;
+    let u0 = unit(&store, "rel", 0).await;
+    assert_eq!(u0.releases.planned_release.as_deref(), Some(v1.as_str()));
+    assert_eq!(u0.releases.job_release, None);
+    submit(&store, &["rel-u0", "rel-u1"], T0 + 1).await;
+    for (id, job, sha) in [("rel-u0", "job-0", &v1), ("rel-u1", "job-1", &v2)] {
+        apply(
+            &store,
+            UnitUpdate {
+                unit_id: id.into(),
+                from: Some(UnitStatus::Submitted),
+                provider_job_id: Field::Set(job.into()),
+                job_release: Some(sha.clone()),
+                ..Default::default()
+            },
+            T0 + 2,
+        )
+        .await;
+    }
+    // A later poll that names no release keeps it.
+    apply(
+        &store,
+        UnitUpdate {
+            unit_id: "rel-u0".into(),
+            from: Some(UnitStatus::Submitted),
+            polls: Some(1),
+            next_at: Some(T0 + 100),
+            ..Default::default()
+        },
+        T0 + 3,
+    )
+    .await;
+    let u0 = unit(&store, "rel", 0).await;
+    assert_eq!(u0.releases.job_release.as_deref(), Some(v1.as_str()));
+    let jobs = store.unit_job_releases().await.unwrap();
+    assert_eq!(jobs, vec![(v1.clone(), 1), (v2.clone(), 1)]);
+    // A job that ended no longer counts.
+    apply(
+        &store,
+        UnitUpdate {
+            unit_id: "rel-u1".into(),
+            from: Some(UnitStatus::Submitted),
+            to: Some(UnitStatus::Failed),
+            error: Field::Set(r#"{"message":"gone"}"#.into()),
+            ..Default::default()
+        },
+        T0 + 4,
+    )
+    .await;
+    assert_eq!(store.unit_job_releases().await.unwrap(), vec![(v1, 1)]);
 }

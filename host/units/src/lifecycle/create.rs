@@ -76,7 +76,12 @@ pub async fn create_task(
     let stages = handler.info.stages(task_type).unwrap_or_default();
     let units: Vec<NewUnit> = planned
         .into_iter()
-        .map(|p| routed_unit(&handler.info.name, stages, &first_stage, p))
+        .map(|p| {
+            routed_unit(&handler.info.name, stages, &first_stage, p).map(|u| NewUnit {
+                planned_release: Some(handler.sha256.clone()),
+                ..u
+            })
+        })
         .collect::<Result<_, _>>()?;
     // What the handler states of the units' durations (contract 1.3), for ETAs and deadline
     // decisions until the pool's own jobs have ended: asked once per kind of unit.
@@ -283,5 +288,6 @@ fn routed_unit(
         routes,
         routing: None,
         cost_estimate: p.cost,
+        planned_release: None,
     })
 }

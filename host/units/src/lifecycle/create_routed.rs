@@ -81,6 +81,8 @@ pub async fn create_routed_task(
             routes: None,
             routing: Some(routing.to_json()),
             cost_estimate: None,
+            // Planned by the route, not a release; a target's release plans it when bound.
+            planned_release: None,
         });
     }
     let kinds: Vec<slotd_pools::pool_state::durations::UnitKind<'_>> = kinds
