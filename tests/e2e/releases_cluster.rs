@@ -25,7 +25,7 @@ async fn a_handler_published_once_runs_in_every_process() {
         own_plugins: true,
         ..ClusterOptions::new(2, 41)
     };
-    let c = Cluster::start_with(opts).await;
+    let mut c = Cluster::start_with(opts).await;
     // Four processes follow the releases, and none serves Kling: nothing is published yet.
     let list = eventually(
         Duration::from_secs(30),
@@ -91,6 +91,14 @@ async fn a_handler_published_once_runs_in_every_process() {
     ids.push(second["task_id"].as_str().expect("id").to_string());
     c.wait_completed(&ids).await;
     c.assert_clean(40).await;
+
+    // A process started now loads the current release before it serves: its first word,
+    // written while it started, is already "loaded".
+    c.add_scheduler().await;
+    let list = releases(&c).await;
+    let words = list["releases"][0]["processes"].as_array().expect("words");
+    assert_eq!(words.len(), 5, "{list}");
+    assert!(words.iter().all(|w| w["state"] == "loaded"), "{list}");
 
     // Nothing was copied into any process's plugins directory.
     for entry in std::fs::read_dir(c.dir.path()).expect("the cluster's directory") {

@@ -190,3 +190,73 @@ async fn a_published_release_is_listed_and_loaded_by_a_process_that_follows() {
     let none = get(&h, "/v1/handlers/fal-video/releases").await;
     assert_eq!(none["releases"], Value::Array(vec![]), "{none}");
 }
+
+#[tokio::test]
+async fn a_process_that_cannot_load_a_release_says_why_and_keeps_what_it_had() {
+    // This process pins kling-video to a file of its plugins directory: a release published
+    // by a tenant is refused here.
+    let mut config = Config::default();
+    config.handlers.insert(
+        "kling-video".into(),
+        slotd_core::config::HandlerConfig {
+            file: Some("kling-video.wasm".into()),
+            ..Default::default()
+        },
+    );
+    let h = harness_with(config).await;
+    let bytes = built("kling-video");
+    let published = h
+        .store
+        .release_put(&slotd_store::NewRelease {
+            name: "kling-video".into(),
+            version: "1.0.0".into(),
+            contract: "1.5.0".into(),
+            bytes,
+            published_by: "tenant:ops".into(),
+            takes_over: false,
+            now: 1_000_000,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let slotd_store::Published::New(sha) = published else {
+        panic!("{published:?}");
+    };
+    let before: Vec<String> = h
+        .services
+        .registry
+        .all()
+        .iter()
+        .map(|x| x.sha256.clone())
+        .collect();
+    let look = |h: &Harness| {
+        let (f, rt, reg) = (
+            h.services.follower.clone(),
+            h.services.runtime.clone(),
+            h.services.registry.clone(),
+        );
+        async move { f.look(&rt, &reg).await.unwrap_or_else(|e| panic!("{e:#}")) }
+    };
+    let first = look(&h).await;
+    assert_eq!(first.failed.len(), 1, "{first:?}");
+    assert!(first.failed[0].1.contains("pinned"), "{first:?}");
+    let after: Vec<String> = h
+        .services
+        .registry
+        .all()
+        .iter()
+        .map(|x| x.sha256.clone())
+        .collect();
+    assert_eq!(before, after, "what served still serves");
+    // The same bytes are not tried again; the refusal is this process's word on the release.
+    assert_eq!(look(&h).await.failed.len(), 0);
+    let list = get(&h, "/v1/handlers/kling-video/releases").await;
+    let word = &list["releases"][0]["processes"][0];
+    assert_eq!(list["releases"][0]["sha256"], sha.as_str());
+    assert_eq!(word["state"], "failed", "{list}");
+    assert!(
+        word["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("pinned")),
+        "{list}"
+    );
+}

@@ -1,7 +1,6 @@
 //! The API test harness shared by `tests.rs` and `web_tests.rs`: the real router over the
 //! real SQLite store in a temp dir, in-process slots, and the real compiled fixture handler.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -71,7 +70,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         Err(e) => panic!("object store: {e:#}"),
     };
     let slots = Arc::new(LocalSlots::new());
-    let runtime = match Runtime::new(config.limits.clone(), BTreeMap::new()) {
+    let runtime = match Runtime::new(config.limits.clone(), config.handlers.clone()) {
         Ok(r) => r,
         Err(e) => panic!("building the runtime: {e:#}"),
     };
