@@ -33,6 +33,7 @@ mod plugin_new;
 mod quotas_cluster;
 mod releases_cluster;
 mod reload_hot;
+mod rollouts_cluster;
 mod routes;
 mod runway;
 mod runway_cancel;

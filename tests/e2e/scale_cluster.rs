@@ -88,6 +88,8 @@ pub struct ClusterOptions {
     pub own_plugins: bool,
     /// The simulator's time scale (its 30–120 s clips take that × as long).
     pub time_scale: f64,
+    /// The simulator's `over_capacity_rate` (creates refused 1303 with room left).
+    pub over_capacity_rate: f64,
 }
 
 impl ClusterOptions {
@@ -104,6 +106,7 @@ impl ClusterOptions {
             apis: 1,
             own_plugins: false,
             time_scale: TIME_SCALE,
+            over_capacity_rate: 0.0,
         }
     }
 }
@@ -117,6 +120,7 @@ impl Cluster {
         let dir = tempfile::TempDir::new().expect("tmp");
         let sim = slotd_sim::kling::start(slotd_sim::kling::SimOptions {
             time_scale: opts.time_scale,
+            over_capacity_rate: opts.over_capacity_rate,
             ..sim_options(opts.seed)
         })
         .await
@@ -279,6 +283,16 @@ impl Cluster {
     /// Delete this cluster's Redis keys: a flush, as far as this cluster can tell.
     pub async fn flush_redis(&self) {
         flush_prefix(&self.prefix).await;
+    }
+
+    /// `slotd check` on the cluster's database, clean.
+    pub async fn check(&self) {
+        assert_check_clean(
+            &self._db.url(),
+            None,
+            &[("kling:video", 18), ("kling:avatar", 2)],
+        )
+        .await;
     }
 
     /// The checks every scenario ends with: each shot created once, never above the video

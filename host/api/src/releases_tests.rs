@@ -128,21 +128,38 @@ async fn a_refused_file_names_the_reason_and_changes_nothing() {
     let (status, body) = publish(&tight, ADMIN, big).await;
     assert_eq!(status, 413, "{body}");
 
-    // A build declaring a published version with other content: 409, naming the release.
-    let (status, first) = publish(&h, ADMIN, built("kling-video")).await;
-    assert_eq!(status, 201, "{first}");
-    let (status, body) = publish(&h, ADMIN, built("kling-video-misclassified")).await;
+    // Another build was published as kling-video 1.0.0 before (stored directly here): the
+    // real 1.0.0 build is refused with 409, naming the release that has the version.
+    let other = h
+        .store
+        .release_put(&slotd_store::NewRelease {
+            name: "kling-video".into(),
+            version: "1.0.0".into(),
+            contract: "1.5.0".into(),
+            bytes: b"\0asm another build of 1.0.0".to_vec(),
+            published_by: "tenant:ops".into(),
+            takes_over: false,
+            current: true,
+            now: 1_000_000,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let slotd_store::Published::New(other) = other else {
+        panic!("{other:?}");
+    };
+    let (status, body) = publish(&h, ADMIN, built("kling-video")).await;
     assert_eq!(status, 409, "{body}");
-    let sha = first["release"]["sha256"].as_str().unwrap_or_default();
     assert!(
-        body["detail"].as_str().is_some_and(|d| d.contains(sha)),
+        body["detail"].as_str().is_some_and(|d| d.contains(&other)),
         "{body}"
     );
-    // The same file again is no error: it is made current again.
-    let (status, again) = publish(&h, ADMIN, built("kling-video")).await;
+    // A file published before is no error: it is made current again.
+    let (status, first) = publish(&h, ADMIN, built("runway-video")).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, again) = publish(&h, ADMIN, built("runway-video")).await;
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["published"], "already");
-    assert_eq!(releases(&h).await, 1, "one release, stored once");
+    assert_eq!(releases(&h).await, 2, "each file stored once");
 }
 
 #[tokio::test]
@@ -214,6 +231,7 @@ async fn a_process_that_cannot_load_a_release_says_why_and_keeps_what_it_had() {
             bytes,
             published_by: "tenant:ops".into(),
             takes_over: false,
+            current: true,
             now: 1_000_000,
         })
         .await

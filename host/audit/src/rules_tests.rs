@@ -417,6 +417,7 @@ async fn the_check_hashes_the_releases_the_store_keeps() {
             bytes: b"\0asm the checked build".to_vec(),
             published_by: "team-kling".into(),
             takes_over: false,
+            current: true,
             now: 1,
         })
         .await

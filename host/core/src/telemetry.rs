@@ -170,7 +170,12 @@ pub const SERIES: &[Series] = &[
     histogram(
         "slotd_handler_call_seconds",
         Unit::Seconds,
-        "Duration of each call into a handler, by handler and function (plan, finalize, ...).",
+        "Duration of each call into a handler, by handler, version and function (plan, tick, finalize, ...): its count is the calls each version took, so a rollout shows which release polled which jobs.",
+    ),
+    counter(
+        "slotd_rollout_moves_total",
+        Unit::Count,
+        "Moves of handler rollouts, by handler and the state moved to (running: the next stage, paused, promoted, rolled_back).",
     ),
     counter(
         "slotd_handler_faults_total",

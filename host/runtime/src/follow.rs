@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::registry::PathOutcome;
 use crate::registry::releases::from_release;
 use crate::{Registry, Runtime};
-use slotd_store::{DynServiceStore, HandlerLoad, Release, current_releases};
+use slotd_store::{DynServiceStore, HandlerLoad, Release, RolloutState, current_releases};
 
 /// How often a process looks at the releases when no wake arrives.
 pub const FOLLOW_INTERVAL: Duration = Duration::from_secs(10);
@@ -152,6 +152,8 @@ impl Follower {
                 }
             }
         }
+        self.follow_rollouts(runtime, registry, now, &mut look)
+            .await?;
         // Versions kept for their jobs: dropped once the last job they created has ended.
         let draining = registry.draining();
         if !draining.is_empty() {
@@ -171,6 +173,70 @@ impl Follower {
         }
         self.record(registry, &by_sha, now).await;
         Ok(look)
+    }
+
+    /// Each handler's newest rollout: while it runs (or is paused) its candidate is loaded as
+    /// the canary taking the stage's share of new units; once rolled back it takes none and
+    /// drains. A promoted candidate is the current release (the loop above serves it).
+    async fn follow_rollouts(
+        &self,
+        runtime: &Runtime,
+        registry: &Registry,
+        now: i64,
+        look: &mut Look,
+    ) -> anyhow::Result<()> {
+        let rollouts = self.store.rollout_list(None, 200).await?;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in rollouts {
+            if !seen.insert(r.name.clone()) {
+                continue;
+            }
+            let canary = registry.canary(&r.name);
+            match r.state {
+                RolloutState::Running | RolloutState::Paused => {
+                    if let Some((c, _)) = canary.filter(|(c, _)| c.sha256 == r.candidate) {
+                        let _ = registry.set_canary(c, r.share());
+                        continue;
+                    }
+                    if self.failed(&r.candidate) {
+                        continue;
+                    }
+                    let Some((release, bytes)) = self.store.release_get(&r.candidate).await? else {
+                        continue;
+                    };
+                    let path = crate::registry::releases::release_path(&release.sha256);
+                    let loaded = runtime
+                        .load_bytes(&path, bytes)
+                        .await
+                        .map_err(|e| format!("{e:#}"))
+                        .and_then(|h| {
+                            if h.info.name == r.name {
+                                Ok(h)
+                            } else {
+                                Err(format!("the candidate declares handler {:?}", h.info.name))
+                            }
+                        })
+                        .and_then(|h| registry.set_canary(h, r.share()));
+                    match loaded {
+                        Ok(()) => look
+                            .loaded
+                            .push((release.name.clone(), release.version.clone())),
+                        Err(reason) => {
+                            tracing::warn!(handler = %r.name, "rollout candidate refused: {reason}");
+                            self.say(&release, "failed", Some(reason.clone()), now);
+                            look.failed.push((r.name.clone(), reason));
+                        }
+                    }
+                }
+                RolloutState::RolledBack => {
+                    if canary.is_some_and(|(c, _)| c.sha256 == r.candidate) {
+                        registry.clear_canary(&r.name);
+                    }
+                }
+                RolloutState::Promoted => {}
+            }
+        }
+        Ok(())
     }
 
     /// Whether this process already failed to load `sha256`.
@@ -205,11 +271,18 @@ impl Follower {
             .into_iter()
             .map(|h| h.sha256.clone())
             .collect();
-        let draining: std::collections::BTreeSet<String> = registry
+        let mut draining: std::collections::BTreeSet<String> = registry
             .draining()
             .into_iter()
             .map(|h| h.sha256.clone())
             .collect();
+        let canaries: BTreeMap<String, u32> = registry
+            .snapshot()
+            .canary
+            .values()
+            .map(|(c, share)| (c.sha256.clone(), *share))
+            .collect();
+        draining.extend(canaries.keys().cloned());
         let words: Vec<HandlerLoad> = {
             let mut words = self.words.lock();
             for sha in serving.iter().chain(&draining) {
@@ -227,6 +300,9 @@ impl Follower {
                     if serving.contains(sha) {
                         w.state = "loaded".into();
                         w.reason = None;
+                    } else if let Some(share) = canaries.get(sha) {
+                        w.state = "canary".into();
+                        w.reason = Some(format!("rollout candidate: {share} % of new units"));
                     } else {
                         w.state = "draining".into();
                         w.reason = Some("replaced; kept for the provider jobs it created".into());
@@ -234,7 +310,7 @@ impl Follower {
                 }
             }
             for (sha, w) in words.iter_mut() {
-                if (w.state == "loaded" || w.state == "draining")
+                if matches!(w.state.as_str(), "loaded" | "draining" | "canary")
                     && !serving.contains(sha)
                     && !draining.contains(sha)
                 {

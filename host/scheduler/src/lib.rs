@@ -17,6 +17,7 @@ mod leasing;
 mod policy;
 mod provider_callback;
 mod renewal;
+pub mod rollout;
 mod rounds;
 mod route_back;
 mod route_fill;

@@ -41,6 +41,7 @@ impl Scheduler {
         tracker.spawn(self.clone().finalize_loop(shutdown.clone()));
         tracker.spawn(self.clone().webhook_loop(shutdown.clone()));
         tracker.spawn(self.clone().discovery_loop(shutdown.clone()));
+        tracker.spawn(self.clone().rollout_loop(shutdown.clone()));
         if let Some(leases) = self.leases.clone() {
             tracker.spawn(self.clone().lease_loop(leases, shutdown.clone()));
         }

@@ -474,13 +474,18 @@ impl Scheduler {
         // account.
         let mut by_handler: BTreeMap<(String, Option<String>), Call> = BTreeMap::new();
         for b in batch {
-            // A unit with no job yet (or in doubt) goes to the serving release.
+            // A unit with no job yet (or in doubt) goes to the serving release, or to a
+            // rollout's candidate.
             let job_release = b
                 .unit
                 .provider_job_id
                 .as_ref()
                 .and(b.unit.releases.job_release.as_deref());
-            let h = s.registry.for_job(&b.unit.task_type, job_release);
+            let h = match job_release {
+                Some(_) => s.registry.for_job(&b.unit.task_type, job_release),
+                // A rollout's candidate takes its stage's share of the new work.
+                None => s.registry.for_new(&b.unit.task_type, &b.unit.id),
+            };
             // A cancelled unit in doubt is never handed to `tick`, whose in-doubt resolution
             // may create it. A handler with provider cancel gets it in `cancel`, with no job
             // id: it knows whether a job of it may still run (and holds the slot meanwhile);
@@ -543,10 +548,17 @@ impl Scheduler {
             let mut c = ctx;
             c.provider_callback_url = self.provider_callback_url(&h, &c.pool, &units);
             let release = h.sha256.clone();
+            // Units this call submits: whatever it decides for them (a job, a refusal, a
+            // failure) is this release's doing, and a rollout is judged on it.
+            let submitting: std::collections::HashSet<String> = units
+                .iter()
+                .filter(|b| b.unit.provider_job_id.is_none())
+                .map(|b| b.unit.id.clone())
+                .collect();
             let mut r = self.call_isolating(h, c, units, now, backlog).await;
             // The jobs this call created are pinned to this release.
             for u in &mut r.updates {
-                if u.provider_job_id.value().is_some() {
+                if u.provider_job_id.value().is_some() || submitting.contains(&u.unit_id) {
                     u.job_release = Some(release.clone());
                 }
             }

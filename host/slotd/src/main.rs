@@ -57,6 +57,19 @@ enum Command {
         #[command(subcommand)]
         command: SimCommand,
     },
+    /// Act on a handler's rollout in progress: promote, rollback, pause or resume.
+    Handler {
+        /// Base URL of the slotd API.
+        #[arg(long, env = "SLOTD_URL", default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// API key (Bearer): an admin key, or one allowed to publish this handler.
+        #[arg(long, env = "SLOTD_API_KEY")]
+        key: Option<String>,
+        #[arg(value_parser = ["promote", "rollback", "pause", "resume"])]
+        action: String,
+        /// The handler.
+        name: String,
+    },
     /// Talk to a running slotd's API.
     Task {
         /// Base URL of the slotd API.
@@ -133,6 +146,17 @@ enum PluginCommand {
         /// move to it at once instead of finishing on the release that created them.
         #[arg(long)]
         takes_over: bool,
+        /// Roll it out in stages, judged on provider outcomes: shares of new units in percent,
+        /// ending at 100 (e.g. `10,25,100`).
+        #[arg(long)]
+        rollout: Option<String>,
+        /// With --rollout: follow the rollout until it is promoted (or rolled back: exit 1).
+        #[arg(long, requires = "rollout")]
+        watch: bool,
+        /// With --rollout: candidate units that must end in a stage before it is judged
+        /// (default 20).
+        #[arg(long, requires = "rollout")]
+        min_units: Option<u32>,
     },
     /// Run a handler offline against a recording (`[handlers.X] record = "DIR"` writes one):
     /// print what every call returns and its guest instruction count (fuel); fail on any
@@ -517,6 +541,9 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
                     wait,
                     no_wait,
                     takes_over,
+                    rollout,
+                    watch,
+                    min_units,
                 },
         } => {
             let opts = slotd::publish::PublishOptions {
@@ -524,6 +551,9 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
                 key: key.as_deref(),
                 wait: (!no_wait).then_some(wait),
                 takes_over,
+                rollout: rollout.as_deref(),
+                watch,
+                min_units,
             };
             slotd::publish::publish(&file, &opts).await.map(|_| ())
         }
@@ -560,6 +590,12 @@ async fn main_inner(cli: Cli) -> anyhow::Result<()> {
             slotd_sim::fal::serve(opts, shutdown_signal()).await
         }
         Command::Task { url, key, command } => task_command(&url, key.as_deref(), command).await,
+        Command::Handler {
+            url,
+            key,
+            action,
+            name,
+        } => slotd::publish::rollout_action(&url, key.as_deref(), &name, &action).await,
     }
 }
 

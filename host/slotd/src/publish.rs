@@ -19,6 +19,12 @@ pub struct PublishOptions<'a> {
     pub wait: Option<Duration>,
     /// The release takes over the provider jobs of the releases before it.
     pub takes_over: bool,
+    /// Roll it out in stages (`10,25,100`) instead of making it current at once.
+    pub rollout: Option<&'a str>,
+    /// With `rollout`: follow it until it is promoted or rolled back (exit status 1 then).
+    pub watch: bool,
+    /// With `rollout`: candidate units ended before a stage is judged.
+    pub min_units: Option<u32>,
 }
 
 /// Publish `file`; returns the release's sha256.
@@ -32,12 +38,18 @@ pub async fn publish(file: &Path, opts: &PublishOptions<'_>) -> anyhow::Result<S
         Some(k) => rb.bearer_auth(k),
         None => rb,
     };
-    let query = if opts.takes_over {
-        "?takes_over=true"
-    } else {
-        ""
-    };
-    let resp = auth(client.post(format!("{base}/v1/handlers{query}")))
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if opts.takes_over {
+        query.push(("takes_over", "true".into()));
+    }
+    if let Some(stages) = opts.rollout {
+        query.push(("rollout", stages.to_string()));
+    }
+    if let Some(n) = opts.min_units {
+        query.push(("min_units", n.to_string()));
+    }
+    let resp = auth(client.post(format!("{base}/v1/handlers")))
+        .query(&query)
         .header(reqwest::header::CONTENT_TYPE, "application/wasm")
         .body(bytes)
         .timeout(Duration::from_secs(120))
@@ -67,7 +79,122 @@ pub async fn publish(file: &Path, opts: &PublishOptions<'_>) -> anyhow::Result<S
     if let Some(limit) = opts.wait {
         follow(&client, base, opts.key, &name, &sha, limit).await?;
     }
+    if opts.watch && !body["rollout"].is_null() {
+        let id = body["rollout"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        watch_rollout(&client, base, opts.key, &name, &id).await?;
+    }
     Ok(sha)
+}
+
+/// A rollout's progress as one line: a bar over its stages, the stage, its share, its state.
+pub fn rollout_line(r: &Value) -> String {
+    let stages: Vec<u64> = r["stages"]
+        .as_array()
+        .map(|s| s.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let stage = r["stage"].as_u64().unwrap_or(0) as usize;
+    let state = r["state"].as_str().unwrap_or("?");
+    let done = if state == "promoted" {
+        stages.len()
+    } else {
+        stage
+    };
+    let bar: String = (0..stages.len())
+        .map(|i| {
+            if i < done {
+                '█'
+            } else if i == stage {
+                '▒'
+            } else {
+                '░'
+            }
+        })
+        .collect();
+    let share = stages.get(stage).copied().unwrap_or(100);
+    let mut line = format!(
+        "[{bar}] stage {} of {} ({share} % of new units): {state}",
+        stage + 1,
+        stages.len()
+    );
+    if let Some(reason) = r["reason"].as_str() {
+        line.push_str(&format!(" — {reason}"));
+    }
+    line
+}
+
+/// Print the rollout's moves until it ends; an error when it was rolled back.
+async fn watch_rollout(
+    client: &reqwest::Client,
+    base: &str,
+    key: Option<&str>,
+    name: &str,
+    id: &str,
+) -> anyhow::Result<()> {
+    let mut shown = String::new();
+    loop {
+        let mut rb = client.get(format!("{base}/v1/handlers/{name}/releases"));
+        if let Some(k) = key {
+            rb = rb.bearer_auth(k);
+        }
+        let list: Value = rb
+            .send()
+            .await
+            .context("reading the rollout")?
+            .json()
+            .await
+            .context("reading the rollout")?;
+        let Some(r) = list["rollouts"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["id"] == id))
+        else {
+            bail!("rollout {id} is gone");
+        };
+        let line = rollout_line(r);
+        if line != shown {
+            println!("{line}");
+            shown = line;
+        }
+        match r["state"].as_str() {
+            Some("promoted") => return Ok(()),
+            Some("rolled_back") => bail!("the rollout was rolled back"),
+            _ => {}
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// `slotd handler promote|rollback|pause|resume NAME`: act on a rollout in progress.
+pub async fn rollout_action(
+    url: &str,
+    key: Option<&str>,
+    name: &str,
+    action: &str,
+) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let base = url.trim_end_matches('/');
+    let mut rb = client
+        .post(format!("{base}/v1/handlers/{name}/rollout"))
+        .json(&serde_json::json!({ "action": action }));
+    if let Some(k) = key {
+        rb = rb.bearer_auth(k);
+    }
+    let resp = rb
+        .send()
+        .await
+        .with_context(|| format!("reaching {base}"))?;
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        bail!(
+            "{action} refused ({status}): {}",
+            body["detail"].as_str().unwrap_or("no detail")
+        );
+    }
+    println!("{}", rollout_line(&body));
+    Ok(())
 }
 
 /// Each process's word on release `sha`, from `GET /v1/handlers/{name}/releases`:
@@ -116,7 +243,11 @@ async fn follow(
             .await
             .context("reading the releases")?;
         let words = words(&list, sha);
-        let loaded = words.iter().filter(|(_, s, _)| s == "loaded").count();
+        // A rollout's candidate runs as a canary.
+        let loaded = words
+            .iter()
+            .filter(|(_, s, _)| s == "loaded" || s == "canary")
+            .count();
         let line = format!("{loaded}/{} processes run it", words.len());
         if line != shown {
             println!("{line}");

@@ -13,6 +13,7 @@ pub mod group_commit;
 mod one_impl;
 pub mod postgres;
 mod releases;
+mod rollouts;
 mod shared;
 pub mod sqlite;
 mod standing;
@@ -37,6 +38,7 @@ pub use events::{BadCursor, EventCursor, EventScope};
 pub use releases::{
     HandlerLoad, NewRelease, Published, Release, ReleaseFollower, current_releases, release_key,
 };
+pub use rollouts::{ReleaseOutcome, Rollout, RolloutEvent, RolloutMove, RolloutState};
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{
     Bind, Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms,
@@ -573,6 +575,28 @@ pub trait StoreRead: Send + Sync + 'static {
     /// per handler release that created it.
     async fn unit_job_releases(&self) -> StoreResult<Vec<(String, i64)>>;
 
+    /// A rollout's steps, oldest first.
+    async fn rollout_events(&self, id: &str) -> StoreResult<Vec<RolloutEvent>>;
+
+    /// The newest `limit` rollouts, newest first; only handler `name`'s if given.
+    async fn rollout_list(&self, name: Option<&str>, limit: u32) -> StoreResult<Vec<Rollout>>;
+
+    /// What became of the units whose jobs each of `releases` created, among those that ended
+    /// (or last changed) since `since` (Unix ms): counts by status and error.
+    async fn release_outcomes(
+        &self,
+        releases: &[String],
+        since: i64,
+    ) -> StoreResult<Vec<ReleaseOutcome>>;
+
+    /// (tenant, task id) of the tasks with a unit failed since `since` (Unix ms) whose job
+    /// release `release` created: what a rolled-back rollout retries.
+    async fn release_failed_tasks(
+        &self,
+        release: &str,
+        since: i64,
+    ) -> StoreResult<Vec<(String, String)>>;
+
     /// The processes that looked at the releases since `since` (Unix ms).
     async fn handler_process_list(&self, since: i64) -> StoreResult<Vec<ReleaseFollower>>;
 
@@ -652,6 +676,13 @@ pub trait RecordWrite: Send + Sync + 'static {
     /// release, the same file again (nothing changes), or a version already published as
     /// another file (refused, nothing changes).
     async fn release_put(&self, release: &NewRelease) -> StoreResult<Published>;
+
+    /// Start rollout `rollout`; false (nothing stored) when its handler already has one
+    /// running or paused.
+    async fn rollout_start(&self, rollout: &Rollout) -> StoreResult<bool>;
+
+    /// Move a rollout if it is still where the move expects it; false when it moved already.
+    async fn rollout_move(&self, m: &RolloutMove) -> StoreResult<bool>;
 
     /// Make release `sha256` its handler's current one (and no longer withdrawn); false when
     /// there is no such release.

@@ -301,6 +301,34 @@ macro_rules! impl_task_store {
                 crate::releases::$driver::handler_load_list(self.reader(), since).await
             }
 
+            async fn rollout_events(&self, id: &str) -> StoreResult<Vec<crate::RolloutEvent>> {
+                crate::rollouts::$driver::rollout_events(self.reader(), id).await
+            }
+
+            async fn rollout_list(
+                &self,
+                name: Option<&str>,
+                limit: u32,
+            ) -> StoreResult<Vec<crate::Rollout>> {
+                crate::rollouts::$driver::rollout_list(self.reader(), name, limit).await
+            }
+
+            async fn release_outcomes(
+                &self,
+                releases: &[String],
+                since: i64,
+            ) -> StoreResult<Vec<crate::ReleaseOutcome>> {
+                crate::rollouts::$driver::release_outcomes(self.reader(), releases, since).await
+            }
+
+            async fn release_failed_tasks(
+                &self,
+                release: &str,
+                since: i64,
+            ) -> StoreResult<Vec<(String, String)>> {
+                crate::rollouts::$driver::release_failed_tasks(self.reader(), release, since).await
+            }
+
             async fn unit_job_releases(&self) -> StoreResult<Vec<(String, i64)>> {
                 crate::releases::$driver::unit_job_releases(self.reader()).await
             }
@@ -368,6 +396,14 @@ macro_rules! impl_task_store {
 
             async fn release_put(&self, release: &crate::NewRelease) -> StoreResult<crate::Published> {
                 crate::releases::$driver::release_put(self.writer(), release).await
+            }
+
+            async fn rollout_start(&self, rollout: &crate::Rollout) -> StoreResult<bool> {
+                crate::rollouts::$driver::rollout_start(self.writer(), rollout).await
+            }
+
+            async fn rollout_move(&self, m: &crate::RolloutMove) -> StoreResult<bool> {
+                crate::rollouts::$driver::rollout_move(self.writer(), m).await
             }
 
             async fn release_promote(&self, sha256: &str, now: i64) -> StoreResult<bool> {

@@ -27,6 +27,9 @@ pub struct NewRelease {
     pub published_by: String,
     /// See [`Release::takes_over`].
     pub takes_over: bool,
+    /// It becomes its handler's current release at once; false for the candidate of a staged
+    /// rollout, which becomes current only when promoted.
+    pub current: bool,
     pub now: i64,
 }
 
@@ -121,7 +124,8 @@ on_both_drivers! {
             "INSERT INTO handler_releases \
              (sha256, name, version, contract, size, bytes, published_by, published_at, \
               promoted_at, takes_over) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) ON CONFLICT DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $10 THEN $8 ELSE 0 END, $9) \
+             ON CONFLICT DO NOTHING",
         )
         .bind(&sha256)
         .bind(&r.name)
@@ -132,6 +136,7 @@ on_both_drivers! {
         .bind(&r.published_by)
         .bind(r.now)
         .bind(r.takes_over)
+        .bind(r.current)
         .execute(pool)
         .await?
         .rows_affected();

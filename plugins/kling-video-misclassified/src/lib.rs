@@ -1,7 +1,8 @@
 //! Test-only: `kling-video` changed the way a careless edit would, classifying Kling's 1303
 //! ("the account's concurrency is full, nothing was created") as a permanent failure instead
 //! of `capacity-rejected`. Never installed; the host's replay tests show that such a change
-//! fails the replay of the committed Kling recordings.
+//! fails the replay of the committed Kling recordings, and a staged rollout of it (as version
+//! 1.0.1) is rolled back on its provider outcomes.
 
 use slotd_sdk::{
     Change, Finalized, Handler, HandlerInfo, Host, Outcome, PlanError, PlannedUnit, ProviderError,
@@ -14,7 +15,11 @@ struct Misclassified;
 
 impl Handler for Misclassified {
     fn describe() -> HandlerInfo {
-        KlingVideo::describe()
+        // A release of its own (a staged rollout publishes it beside 1.0.0).
+        HandlerInfo {
+            version: "1.0.1".into(),
+            ..KlingVideo::describe()
+        }
     }
 
     fn plan(

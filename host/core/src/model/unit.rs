@@ -61,8 +61,10 @@ pub struct Unit {
 }
 
 /// The handler releases behind a unit (docs/handlers.md, "Releases"), by sha256: the one whose
-/// `plan` made it and the one whose `tick` created its current provider job. The job's polls,
-/// provider callbacks, cancel and finalization go through the latter while it stays loaded.
+/// `plan` made it and the one whose `tick` last submitted it (and created its current provider
+/// job, if it has one). The job's polls, provider callbacks, cancel and finalization go through
+/// the latter while it stays loaded; a rollout is judged on what each release's submissions
+/// came to.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct UnitReleases {
     pub planned_release: Option<String>,

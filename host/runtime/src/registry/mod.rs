@@ -22,6 +22,7 @@ use super::quarantine::Tripped;
 use super::versions::{RECORDS_KEPT, VersionRecord, VersionState};
 use slotd_store::{DynServiceStore, HandlerVersionRow};
 
+pub mod canary;
 pub mod releases;
 
 /// Previous versions kept per handler for a quarantine to fall back on.
@@ -38,6 +39,9 @@ pub struct Snapshot {
     /// callbacks, cancels and finalization still go through them (docs/handlers.md,
     /// "Releases") until the release follower finds their last job ended.
     pub draining: BTreeMap<String, Arc<Handler>>,
+    /// The candidate of a staged rollout per handler name, and the share of new units it takes
+    /// (percent; 0 while paused): see [`Registry::for_new`].
+    pub canary: BTreeMap<String, (Arc<Handler>, u32)>,
 }
 
 /// What loading a directory did.
@@ -164,10 +168,18 @@ impl Registry {
     /// version while it drains, else the one serving the task type.
     pub fn for_job(&self, task_type: &str, job_release: Option<&str>) -> Option<Arc<Handler>> {
         let snap = self.current.load();
-        if let Some(h) = job_release.and_then(|sha| snap.draining.get(sha))
+        let kept = |sha: &str| {
+            snap.draining.get(sha).cloned().or_else(|| {
+                snap.canary
+                    .values()
+                    .find(|(c, _)| c.sha256 == sha)
+                    .map(|(c, _)| c.clone())
+            })
+        };
+        if let Some(h) = job_release.and_then(kept)
             && h.info.task_types.iter().any(|t| t.name == task_type)
         {
-            return Some(h.clone());
+            return Some(h);
         }
         snap.by_type
             .get(task_type)
@@ -184,6 +196,7 @@ impl Registry {
             && let Some(h) = snap
                 .draining
                 .values()
+                .chain(snap.canary.values().map(|(c, _)| c))
                 .find(|h| h.info.name == name && h.sha256.starts_with(prefix))
         {
             return Some(h.clone());
@@ -208,6 +221,7 @@ impl Registry {
                 by_name: old.by_name.clone(),
                 by_type: old.by_type.clone(),
                 draining,
+                canary: old.canary.clone(),
             }));
             set_state(
                 &mut book,
@@ -308,10 +322,19 @@ impl Registry {
         {
             draining.insert(r.sha256.clone(), r.clone());
         }
+        // The candidate promoted to serve is no longer a canary.
+        let mut canary = old.canary.clone();
+        if canary
+            .get(&name)
+            .is_some_and(|(c, _)| c.sha256 == handler.sha256)
+        {
+            canary.remove(&name);
+        }
         self.current.store(Arc::new(Snapshot {
             by_name,
             by_type,
             draining,
+            canary,
         }));
         let stamp = now_ms();
         if let Some(r) = &replaced
@@ -353,10 +376,17 @@ impl Registry {
             .filter(|(_, h)| h.info.name != name)
             .map(|(s, h)| (s.clone(), h.clone()))
             .collect();
+        let canary = old
+            .canary
+            .iter()
+            .filter(|(n, _)| *n != name)
+            .map(|(n, c)| (n.clone(), c.clone()))
+            .collect();
         self.current.store(Arc::new(Snapshot {
             by_name,
             by_type,
             draining,
+            canary,
         }));
         Some(gone)
     }
@@ -497,15 +527,25 @@ impl Registry {
         let (restored, journal) = {
             let mut book = self.book.lock();
             book.quarantined.insert(tripped.sha256.clone());
-            // A draining version that crashes hands its jobs to the serving one.
+            // A draining version (or a rollout's candidate) that crashes hands its jobs and
+            // its share of new units to the serving one.
             let old = self.current.load_full();
-            if old.draining.contains_key(&tripped.sha256) {
+            let canary_hit = old
+                .canary
+                .get(&tripped.name)
+                .is_some_and(|(c, _)| c.sha256 == tripped.sha256);
+            if old.draining.contains_key(&tripped.sha256) || canary_hit {
                 let mut draining = old.draining.clone();
                 draining.remove(&tripped.sha256);
+                let mut canary = old.canary.clone();
+                if canary_hit {
+                    canary.remove(&tripped.name);
+                }
                 self.current.store(Arc::new(Snapshot {
                     by_name: old.by_name.clone(),
                     by_type: old.by_type.clone(),
                     draining,
+                    canary,
                 }));
             }
             let reason = format!(

@@ -83,6 +83,7 @@ impl Registry {
             bytes,
             published_by: plugins_publisher(path),
             takes_over: false,
+            current: true,
             now,
         };
         match store.release_put(&release).await {

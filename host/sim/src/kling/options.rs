@@ -32,6 +32,8 @@ pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.01;
 ///   rest are not made slow by it: a provider that is slow for a while, then healthy.
 /// - `failure_after_accept_rate`: an accepted task later ends `failed` with a
 ///   `task_status_msg` (content moderation and the like).
+/// - `over_capacity_rate`: a create is refused 429/1303 though slotd's own jobs leave room
+///   (other clients of the account hold it); nothing is created.
 #[derive(Clone, Debug, clap::Args)]
 pub struct SimOptions {
     /// Address to listen on (port 0 picks a free port).
@@ -73,6 +75,10 @@ pub struct SimOptions {
     /// Share of video tasks drawn from the long tail (10–15 simulated minutes) (0..1).
     #[arg(long, default_value_t = LONG_TAIL_RATE_DEFAULT)]
     pub long_tail_rate: f64,
+    /// Share of creates refused 429/1303 although slotd's jobs leave room, as when other
+    /// clients of the same account hold its capacity (nothing is created) (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub over_capacity_rate: f64,
     /// `whsec_…` secret: when set, callbacks carry Standard Webhooks signature headers.
     #[arg(long)]
     pub webhook_secret: Option<String>,
@@ -99,6 +105,7 @@ impl Default for SimOptions {
             slow_first: 0,
             failure_after_accept_rate: 0.0,
             long_tail_rate: LONG_TAIL_RATE_DEFAULT,
+            over_capacity_rate: 0.0,
             webhook_secret: None,
             balance: None,
         }
@@ -121,6 +128,7 @@ impl SimOptions {
                     self.failure_after_accept_rate,
                 ),
                 ("--long-tail-rate", self.long_tail_rate),
+                ("--over-capacity-rate", self.over_capacity_rate),
             ],
         )?;
         if self.access_key.is_empty() || self.secret_key.is_empty() {

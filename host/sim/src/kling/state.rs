@@ -206,7 +206,9 @@ impl Sim {
                 inner.stats.balance_refusals += 1;
                 return Err(account::exhausted(balance, price));
             }
-            if inner.running >= self.opts.concurrency {
+            let others_hold_it = self.opts.over_capacity_rate > 0.0
+                && inner.rng.random::<f64>() < self.opts.over_capacity_rate;
+            if inner.running >= self.opts.concurrency || others_hold_it {
                 inner.stats.rate_limited_1303 += 1;
                 return Err(SimError::over_concurrency());
             }

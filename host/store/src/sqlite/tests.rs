@@ -231,6 +231,7 @@ async fn a_release_whose_bytes_changed_is_reported_not_returned() {
             bytes: b"\0asm the real build".to_vec(),
             published_by: "team-kling".into(),
             takes_over: false,
+            current: true,
             now: 1,
         })
         .await

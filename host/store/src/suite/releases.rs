@@ -12,6 +12,7 @@ fn release(name: &str, version: &str, bytes: &[u8], now: i64) -> NewRelease {
         bytes: bytes.to_vec(),
         published_by: "team-kling".into(),
         takes_over: false,
+        current: true,
         now,
     }
 }
@@ -163,6 +164,7 @@ pub(crate) async fn release_currency(store: DynStore) {
     let put = |version: &str, bytes: &[u8], by: &str, now: i64| NewRelease {
         published_by: by.into(),
         takes_over: false,
+        current: true,
         ..release("kling-video", version, bytes, now)
     };
     let one = store

@@ -147,6 +147,22 @@ async fn duplicate_external_task_id_is_refused() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn over_capacity_rate_refuses_creates_with_room_left() -> anyhow::Result<()> {
+    let handle = sim(SimOptions {
+        over_capacity_rate: 1.0,
+        ..frozen()
+    })
+    .await?;
+    let c = Client::new(&handle)?;
+    let (status, v) = c.post("/v1/videos/text2video", video("a", "a")).await?;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["code"], 1303);
+    let stats = handle.stats();
+    assert_eq!((stats.creates, stats.rate_limited_1303), (0, 1));
+    handle.shutdown().await
+}
+
+#[tokio::test]
 async fn over_the_limit_is_1303_and_creates_nothing() -> anyhow::Result<()> {
     let handle = sim(SimOptions {
         concurrency: 2,

@@ -1,0 +1,165 @@
+//! The rollout loop of every scheduler (docs/handlers.md, "Staged rollout"): each running
+//! rollout's stage is judged (`judge.rs`) every [`JUDGE_EVERY`], once enough of the
+//! candidate's units ended in it, on the outcomes of the units its candidate and its incumbent
+//! submitted since the rollout began; a stage that passes
+//! moves on (the last promotes the candidate to its handler's current release), one that fails
+//! rolls the candidate back and retries the tasks whose units it failed. Every move is a
+//! compare-and-set on the rollout's stage and state, so two schedulers judging at once move
+//! it once, and a scheduler killed mid-rollout leaves the stage, its start and its counts
+//! (they are the units' own records) to the survivor. Each move is logged, counted
+//! (`slotd_rollout_moves_total`), recorded as a step of the rollout (`handler_rollout_events`,
+//! shown by `GET /v1/handlers/{name}/releases`) and wakes every process's release follower.
+
+pub mod judge;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::Scheduler;
+use judge::{Side, Verdict, judge};
+use slotd_coord::wake::WakeKey;
+use slotd_store::{Rollout, RolloutMove, RolloutState};
+
+/// How often running rollouts are judged.
+pub const JUDGE_EVERY: Duration = Duration::from_secs(1);
+
+impl Scheduler {
+    pub(super) async fn rollout_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            if let Err(e) = self.judge_rollouts().await {
+                tracing::warn!(error = %e, "could not judge the running rollouts");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(JUDGE_EVERY) => {}
+            }
+        }
+    }
+
+    /// Judge every running rollout once.
+    pub async fn judge_rollouts(&self) -> slotd_store::StoreResult<()> {
+        let s = &self.services;
+        let rollouts = s.store.rollout_list(None, 200).await?;
+        let mut seen = std::collections::BTreeSet::new();
+        for r in rollouts {
+            if !seen.insert(r.name.clone()) || r.state != RolloutState::Running {
+                continue;
+            }
+            // The stage's own progress, then everything since the rollout started.
+            let candidate = [r.candidate.clone()];
+            let stage = s
+                .store
+                .release_outcomes(&candidate, r.stage_started_at)
+                .await?;
+            let stage_ended = Side::of(&stage, &r.candidate).ended;
+            if stage_ended < u64::from(r.min_units) {
+                continue;
+            }
+            let releases = [r.candidate.clone(), r.incumbent.clone()];
+            let outcomes = s.store.release_outcomes(&releases, r.started_at).await?;
+            let (verdict, figures) = judge(
+                &Side::of(&outcomes, &r.candidate),
+                &Side::of(&outcomes, &r.incumbent),
+                stage_ended,
+                r.min_units,
+                r.margin,
+            );
+            let figures = serde_json::to_value(&figures).ok();
+            let now = s.clock.now_ms();
+            let last = r.stage as usize + 1 >= r.stages.len();
+            let (stage, state, reason) = match verdict {
+                Verdict::Wait { .. } => continue,
+                Verdict::Pass(said) if last => (
+                    r.stage,
+                    RolloutState::Promoted,
+                    format!(
+                        "stage {} ({} %) passed: {said}; promoted",
+                        r.stage + 1,
+                        r.share()
+                    ),
+                ),
+                Verdict::Pass(said) => (
+                    r.stage + 1,
+                    RolloutState::Running,
+                    format!(
+                        "stage {} ({} %) passed: {said}; next {} %",
+                        r.stage + 1,
+                        r.share(),
+                        r.stages.get(r.stage as usize + 1).copied().unwrap_or(100)
+                    ),
+                ),
+                Verdict::Fail(said) => (
+                    r.stage,
+                    RolloutState::RolledBack,
+                    format!(
+                        "stage {} ({} %) failed: {said}; rolled back",
+                        r.stage + 1,
+                        r.share()
+                    ),
+                ),
+            };
+            let m = RolloutMove {
+                id: r.id.clone(),
+                from_stage: r.stage,
+                from_state: r.state,
+                stage,
+                state,
+                reason,
+                figures,
+                now,
+            };
+            self.move_rollout(&r, &m).await?;
+        }
+        Ok(())
+    }
+
+    /// Apply a move (if nobody moved the rollout first) and everything that follows from it.
+    pub async fn move_rollout(
+        &self,
+        r: &Rollout,
+        m: &RolloutMove,
+    ) -> slotd_store::StoreResult<bool> {
+        apply_move(&self.services, r, m).await
+    }
+}
+
+/// Apply `m` to rollout `r` and its consequences: a promoted candidate becomes the current
+/// release, a rolled-back one's failed tasks are retried. Returns false (nothing done) when
+/// the rollout had moved already.
+pub async fn apply_move(
+    s: &slotd_units::services::Services,
+    r: &Rollout,
+    m: &RolloutMove,
+) -> slotd_store::StoreResult<bool> {
+    if !s.store.rollout_move(m).await? {
+        return Ok(false);
+    }
+    tracing::info!(handler = %r.name, rollout = %r.id, state = m.state.as_str(), stage = m.stage + 1, "rollout: {}", m.reason);
+    s.metrics.record(|| {
+        metrics::counter!("slotd_rollout_moves_total", "handler" => r.name.clone(), "to" => m.state.as_str())
+            .increment(1)
+    });
+    match m.state {
+        RolloutState::Promoted => {
+            s.store.release_promote(&r.candidate, m.now).await?;
+        }
+        RolloutState::RolledBack => {
+            let tasks = s
+                .store
+                .release_failed_tasks(&r.candidate, r.started_at)
+                .await?;
+            let mut retried = 0;
+            for (tenant, task) in &tasks {
+                if let Some(n) = slotd_units::lifecycle::retry_task(s, tenant, task, m.now).await? {
+                    retried += n;
+                }
+            }
+            tracing::info!(handler = %r.name, rollout = %r.id, tasks = tasks.len(), units = retried, "rollout rolled back: the tasks its candidate failed units of are retried");
+        }
+        RolloutState::Running | RolloutState::Paused => {}
+    }
+    s.wake.wake(WakeKey::Releases);
+    Ok(true)
+}
