@@ -174,12 +174,14 @@ pub struct PublishQuery {
     /// Roll it out in stages instead of making it current at once: the shares of new units
     /// per stage, in percent, ascending, ending at 100 (`10,25,100`). Each stage is judged
     /// against the current release on provider outcomes (docs/handlers.md).
+    #[param(pattern = "^[0-9]{1,3}(,[0-9]{1,3}){0,9}$")]
     pub rollout: Option<String>,
     /// Candidate units that must end in a stage before it is judged (default 20).
     #[param(minimum = 1, maximum = 100000)]
     pub min_units: Option<u32>,
     /// How much higher (0..1) the candidate's failure share may be than the current release's
     /// (default 0.05).
+    #[param(minimum = 0.0, maximum = 0.99)]
     pub margin: Option<f64>,
 }
 
@@ -190,7 +192,8 @@ pub const MARGIN_DEFAULT: f64 = 0.05;
 
 /// The stages of `?rollout=`.
 fn parse_stages(text: &str) -> Result<Vec<u32>, ApiError> {
-    let bad = |why: String| ApiError::bad_field("rollout", why);
+    // Well-formed (the schema's pattern) but not a rollout: 422, naming the field.
+    let bad = |why: String| ApiError::invalid_field("rollout", why);
     let mut stages = Vec::new();
     for part in text.split(',') {
         let n: u32 = part
