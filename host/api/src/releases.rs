@@ -333,6 +333,22 @@ pub(crate) async fn publish(
             }
         }
     };
+    if stages.is_some() {
+        let running = services
+            .store
+            .rollout_list(Some(&name), 1)
+            .await
+            .map_err(log_store_error("reading the rollouts"))?
+            .into_iter()
+            .find(|r| !r.state.ended());
+        if let Some(r) = running {
+            return Err(ApiError::Conflict(format!(
+                "rollout {} of handler {name:?} is in progress: promote it, roll it back or wait \
+                 for its end (GET /v1/handlers/{name}/releases)",
+                r.id
+            )));
+        }
+    }
     let new = NewRelease {
         name: name.clone(),
         version: checked.info.version.clone(),

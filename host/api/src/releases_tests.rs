@@ -6,7 +6,7 @@ use std::path::Path;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::test_harness::{Harness, harness_with};
 use slotd_core::config::{ApiKey, Config, Secret};
@@ -275,6 +275,120 @@ async fn a_process_that_cannot_load_a_release_says_why_and_keeps_what_it_had() {
         word["reason"]
             .as_str()
             .is_some_and(|r| r.contains("pinned")),
+        "{list}"
+    );
+}
+
+async fn publish_with(h: &Harness, k: &str, query: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method("POST")
+        .uri(format!("/v1/handlers{query}"))
+        .header(header::AUTHORIZATION, format!("Bearer {k}"))
+        .header(header::CONTENT_TYPE, "application/wasm")
+        .body(Body::from(bytes))
+        .unwrap_or_else(|e| panic!("request: {e}"));
+    let (status, _, json) = h.call(req).await;
+    (status, json)
+}
+
+async fn act(h: &Harness, k: &str, name: &str, action: &str) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method("POST")
+        .uri(format!("/v1/handlers/{name}/rollout"))
+        .header(header::AUTHORIZATION, format!("Bearer {k}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(format!(r#"{{"action":"{action}"}}"#)))
+        .unwrap_or_else(|e| panic!("request: {e}"));
+    let (status, _, json) = h.call(req).await;
+    (status, json)
+}
+
+#[tokio::test]
+async fn a_rollout_starts_against_the_current_release_and_a_person_can_steer_it() {
+    let h = harness().await;
+    let next = || built("kling-video-next");
+    // Nothing to roll out against yet.
+    let (status, body) = publish_with(&h, ADMIN, "?rollout=10,100", next()).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(releases(&h).await, 0, "a refusal stores nothing");
+    let (status, body) = publish(&h, ADMIN, built("kling-video")).await;
+    assert_eq!(status, 201, "{body}");
+    // Stages that are not a rollout name the field.
+    for bad in ["?rollout=50,10,100", "?rollout=10,50", "?rollout=0,100"] {
+        let (status, body) = publish_with(&h, ADMIN, bad, next()).await;
+        assert_eq!(
+            (status.as_u16(), &body["field"]),
+            (422, &json!("rollout")),
+            "{bad}: {body}"
+        );
+    }
+    let (status, body) = publish_with(&h, ADMIN, "?rollout=10,100&min_units=5", next()).await;
+    assert_eq!(status, 201, "{body}");
+    let rollout = &body["rollout"];
+    assert_eq!(rollout["state"], "running", "{body}");
+    assert_eq!(rollout["stages"], json!([10, 100]));
+    assert_eq!(rollout["min_units"], 5);
+    // The candidate is not current: the incumbent still is.
+    let list = get(&h, "/v1/handlers/kling-video/releases").await;
+    let current: Vec<&str> = list["releases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["current"] == true)
+        .filter_map(|r| r["version"].as_str())
+        .collect();
+    assert_eq!(current, ["1.0.0"], "{list}");
+    assert_eq!(
+        list["rollouts"][0]["events"][0]["state"], "running",
+        "{list}"
+    );
+    // A second rollout of the same handler waits for this one.
+    let other = built("kling-video-misclassified");
+    let (status, body) = publish_with(&h, ADMIN, "?rollout=10,100", other).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("in progress")),
+        "{body}"
+    );
+    assert_eq!(releases(&h).await, 2, "the refused file was not stored");
+
+    // Steering: another team's key may not; pause, pause again (409), resume, roll back.
+    let (status, _) = act(&h, RUNWAY_TEAM, "kling-video", "pause").await;
+    assert_eq!(status, 403);
+    let (status, r) = act(&h, ADMIN, "kling-video", "pause").await;
+    assert_eq!(
+        (status.as_u16(), &r["state"]),
+        (200, &json!("paused")),
+        "{r}"
+    );
+    let (status, _) = act(&h, ADMIN, "kling-video", "pause").await;
+    assert_eq!(status, 409);
+    let (status, r) = act(&h, ADMIN, "kling-video", "resume").await;
+    assert_eq!(
+        (status.as_u16(), &r["state"]),
+        (200, &json!("running")),
+        "{r}"
+    );
+    let (status, r) = act(&h, ADMIN, "kling-video", "rollback").await;
+    assert_eq!(
+        (status.as_u16(), &r["state"]),
+        (200, &json!("rolled_back")),
+        "{r}"
+    );
+    let (status, _) = act(&h, ADMIN, "kling-video", "promote").await;
+    assert_eq!(status, 404, "no rollout in progress any more");
+    let list = get(&h, "/v1/handlers/kling-video/releases").await;
+    let steps: Vec<&str> = list["rollouts"][0]["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["state"].as_str())
+        .collect();
+    assert_eq!(
+        steps,
+        ["running", "paused", "running", "rolled_back"],
         "{list}"
     );
 }
