@@ -71,6 +71,27 @@ pub fn key_of<'a>(headers: &HeaderMap, keys: &'a [ApiKey]) -> Option<&'a ApiKey>
     found
 }
 
+/// Which handler names the caller may publish: `None` for any.
+pub(crate) fn publish_rights(
+    services: &Services,
+    headers: &HeaderMap,
+) -> Result<Option<Vec<String>>, ApiError> {
+    let keys = &services.config.api_keys;
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    match key_of(headers, keys) {
+        None => Err(ApiError::Unauthorized),
+        Some(k) if k.admin => Ok(None),
+        Some(k) if !k.publish.is_empty() => Ok(Some(k.publish.clone())),
+        Some(k) => Err(ApiError::Forbidden(format!(
+            "the key of tenant {:?} may not publish handlers: an admin key may, or a key with \
+             publish = [\"<handler name>\", …] in [[api_keys]]",
+            k.tenant
+        ))),
+    }
+}
+
 /// The token of a `Bearer` authorization value (scheme is case-insensitive, RFC 7235).
 pub(super) fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;

@@ -36,6 +36,7 @@ pub mod openapi;
 mod pools;
 mod provider_callbacks;
 mod releases;
+mod rollouts;
 mod route_list;
 pub mod serve;
 mod task_create;
@@ -94,6 +95,7 @@ fn routes() -> OpenApiRouter<Services> {
         .merge(tenants::router())
         .merge(handlers::router())
         .merge(releases::router())
+        .merge(rollouts::router())
         .merge(health::router())
         .routes(utoipa_axum::routes!(openapi_json))
 }

@@ -6,7 +6,8 @@
 //!   declaration, the configuration's pins, its task types against the other handlers') before
 //!   anything is stored; a refusal names the reason and changes nothing.
 //! - `GET /v1/handlers/releases` (`?name=`) and `GET /v1/handlers/{name}/releases`: every
-//!   release, which is current, and each process's word on it (loaded, unloaded, failed).
+//!   release, which is current, each process's word on it (loaded, draining, canary,
+//!   unloaded, failed), and the rollouts (`rollouts.rs`).
 
 use std::path::Path as FsPath;
 
@@ -19,12 +20,11 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::{Tenant, key_of};
+use super::auth::{Tenant, publish_rights};
 use super::error::{ApiError, log_store_error};
 use slotd_coord::wake::WakeKey;
 use slotd_store::{
-    HandlerLoad, NewRelease, Published, Release, ReleaseFollower, Rollout, RolloutMove,
-    RolloutState, current_releases,
+    HandlerLoad, NewRelease, Published, Release, ReleaseFollower, Rollout, current_releases,
 };
 use slotd_units::services::Services;
 
@@ -37,118 +37,6 @@ pub fn router() -> OpenApiRouter<Services> {
     OpenApiRouter::new()
         .routes(routes!(list_releases))
         .routes(routes!(handler_releases))
-        .routes(routes!(rollout_action))
-}
-
-/// What a person does to a rollout.
-#[derive(Clone, Copy, Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RolloutAction {
-    /// Make the candidate the current release now.
-    Promote,
-    /// Send no new unit to the candidate; its jobs finish on it; the tasks it failed units of
-    /// are retried.
-    Rollback,
-    /// Send no new unit to the candidate for now; nothing is judged until resumed.
-    Pause,
-    /// Go on with the stage in force.
-    Resume,
-}
-
-/// Body of `POST /v1/handlers/{name}/rollout`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RolloutRequest {
-    pub action: RolloutAction,
-}
-
-/// Act on a rollout
-///
-/// Promote, roll back, pause or resume handler `name`'s rollout in progress (the keys that may
-/// publish the handler may). The move is recorded with its reason in the handler history.
-#[utoipa::path(
-    post,
-    path = "/v1/handlers/{name}/rollout",
-    tag = "handlers",
-    operation_id = "rollout_action",
-    params(("name" = String, Path, description = "The handler's name")),
-    request_body = RolloutRequest,
-    responses(
-        (status = 200, description = "The rollout after the move", body = Rollout),
-        (status = 403, description = "This key may not publish this handler"),
-        (status = 404, description = "The handler has no rollout in progress"),
-        (status = 409, description = "The move does not apply to the rollout's state, or it moved meanwhile"),
-    ),
-)]
-async fn rollout_action(
-    State(services): State<Services>,
-    Tenant(tenant): Tenant,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    body: Result<Json<RolloutRequest>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<Rollout>, ApiError> {
-    let Json(req) = body.map_err(|e| ApiError::BadRequest {
-        detail: format!("bad body: {}", e.body_text()),
-        field: None,
-    })?;
-    if let Some(names) = publish_rights(&services, &headers)?
-        && !names.contains(&name)
-    {
-        return Err(ApiError::Forbidden(format!(
-            "the key of tenant {tenant:?} may act only on the rollouts of {names:?}"
-        )));
-    }
-    let r = services
-        .store
-        .rollout_list(Some(&name), 1)
-        .await
-        .map_err(log_store_error("reading the rollouts"))?
-        .into_iter()
-        .next()
-        .filter(|r| !r.state.ended())
-        .ok_or_else(|| {
-            ApiError::NotFound(format!("handler {name:?} has no rollout in progress"))
-        })?;
-    let (stage, state) = match (req.action, r.state) {
-        (RolloutAction::Promote, _) => (r.stage, RolloutState::Promoted),
-        (RolloutAction::Rollback, _) => (r.stage, RolloutState::RolledBack),
-        (RolloutAction::Pause, RolloutState::Running) => (r.stage, RolloutState::Paused),
-        (RolloutAction::Resume, RolloutState::Paused) => (r.stage, RolloutState::Running),
-        (action, state) => {
-            return Err(ApiError::Conflict(format!(
-                "cannot {action:?} a rollout that is {}",
-                state.as_str()
-            )));
-        }
-    };
-    let now = services.clock.now_ms();
-    let m = RolloutMove {
-        id: r.id.clone(),
-        from_stage: r.stage,
-        from_state: r.state,
-        stage,
-        state,
-        reason: format!("{:?} by {tenant}", req.action).to_lowercase(),
-        figures: None,
-        now,
-    };
-    let moved = slotd_scheduler::rollout::apply_move(&services, &r, &m)
-        .await
-        .map_err(log_store_error("moving a rollout"))?;
-    if !moved {
-        return Err(ApiError::Conflict(
-            "the rollout moved meanwhile; read it again".into(),
-        ));
-    }
-    let after = services
-        .store
-        .rollout_list(Some(&name), 1)
-        .await
-        .map_err(log_store_error("reading the rollout"))?
-        .into_iter()
-        .next()
-        .ok_or(ApiError::Internal)?;
-    Ok(Json(after))
 }
 
 /// What publishing did.
@@ -183,57 +71,6 @@ pub struct PublishQuery {
     /// (default 0.05).
     #[param(minimum = 0.0, maximum = 0.99)]
     pub margin: Option<f64>,
-}
-
-/// Default candidate units ended before a stage is judged.
-pub const MIN_UNITS_DEFAULT: u32 = 20;
-/// Default margin of a stage's judgement.
-pub const MARGIN_DEFAULT: f64 = 0.05;
-
-/// The stages of `?rollout=`.
-fn parse_stages(text: &str) -> Result<Vec<u32>, ApiError> {
-    // Well-formed (the schema's pattern) but not a rollout: 422, naming the field.
-    let bad = |why: String| ApiError::invalid_field("rollout", why);
-    let mut stages = Vec::new();
-    for part in text.split(',') {
-        let n: u32 = part
-            .trim()
-            .parse()
-            .map_err(|_| bad(format!("{part:?} is not a whole percentage")))?;
-        if n == 0 || n > 100 || stages.last().is_some_and(|l| *l >= n) {
-            return Err(bad(format!(
-                "stages are ascending percentages from 1 to 100; {text:?} is not"
-            )));
-        }
-        stages.push(n);
-    }
-    if stages.last() != Some(&100) || stages.len() > 10 {
-        return Err(bad(format!(
-            "the last stage must be 100 (all new units), at most 10 stages: {text:?}"
-        )));
-    }
-    Ok(stages)
-}
-
-/// Which handler names the caller may publish: `None` for any.
-fn publish_rights(
-    services: &Services,
-    headers: &HeaderMap,
-) -> Result<Option<Vec<String>>, ApiError> {
-    let keys = &services.config.api_keys;
-    if keys.is_empty() {
-        return Ok(None);
-    }
-    match key_of(headers, keys) {
-        None => Err(ApiError::Unauthorized),
-        Some(k) if k.admin => Ok(None),
-        Some(k) if !k.publish.is_empty() => Ok(Some(k.publish.clone())),
-        Some(k) => Err(ApiError::Forbidden(format!(
-            "the key of tenant {:?} may not publish handlers: an admin key may, or a key with \
-             publish = [\"<handler name>\", …] in [[api_keys]]",
-            k.tenant
-        ))),
-    }
 }
 
 /// Publish a handler
@@ -271,21 +108,7 @@ pub(crate) async fn publish(
     body: Body,
 ) -> Result<(StatusCode, Json<PublishedView>), ApiError> {
     let Query(q) = query.map_err(ApiError::malformed_query)?;
-    let stages = q.rollout.as_deref().map(parse_stages).transpose()?;
-    let min_units = q.min_units.unwrap_or(MIN_UNITS_DEFAULT);
-    if min_units == 0 {
-        return Err(ApiError::bad_field(
-            "min_units",
-            "min_units must be at least 1",
-        ));
-    }
-    let margin = q.margin.unwrap_or(MARGIN_DEFAULT);
-    if !(0.0..1.0).contains(&margin) {
-        return Err(ApiError::bad_field(
-            "margin",
-            "margin is a share from 0 to below 1",
-        ));
-    }
+    let terms = super::rollouts::RolloutTerms::of(q.rollout.as_deref(), q.min_units, q.margin)?;
     let rights = publish_rights(&services, &headers)?;
     let limit = services.config.limits.handler_file_bytes;
     let bytes = axum::body::to_bytes(body, limit)
@@ -308,47 +131,10 @@ pub(crate) async fn publish(
     }
     refuse_unservable(&services, &checked)?;
     // A rollout is judged against the current release: there must be one, and not this file.
-    let incumbent = match &stages {
+    let incumbent = match &terms {
+        Some(_) => Some(super::rollouts::incumbent_for(&services, &name, &checked.sha256).await?),
         None => None,
-        Some(_) => {
-            let all = services
-                .store
-                .release_list(Some(&name))
-                .await
-                .map_err(log_store_error("reading the handler's releases"))?;
-            let current = current_releases(&all).get(&name).map(|r| r.sha256.clone());
-            match current {
-                None => {
-                    return Err(ApiError::unprocessable(format!(
-                        "handler {name:?} has no current release to roll out against: publish \
-                         it without a rollout first"
-                    )));
-                }
-                Some(c) if c == checked.sha256 => {
-                    return Err(ApiError::Conflict(format!(
-                        "this file is already handler {name:?}'s current release"
-                    )));
-                }
-                Some(c) => Some(c),
-            }
-        }
     };
-    if stages.is_some() {
-        let running = services
-            .store
-            .rollout_list(Some(&name), 1)
-            .await
-            .map_err(log_store_error("reading the rollouts"))?
-            .into_iter()
-            .find(|r| !r.state.ended());
-        if let Some(r) = running {
-            return Err(ApiError::Conflict(format!(
-                "rollout {} of handler {name:?} is in progress: promote it, roll it back or wait \
-                 for its end (GET /v1/handlers/{name}/releases)",
-                r.id
-            )));
-        }
-    }
     let new = NewRelease {
         name: name.clone(),
         version: checked.info.version.clone(),
@@ -356,7 +142,7 @@ pub(crate) async fn publish(
         bytes,
         published_by: format!("tenant:{tenant}"),
         takes_over: q.takes_over,
-        current: stages.is_none(),
+        current: terms.is_none(),
         now: services.clock.now_ms(),
     };
     let published = services
@@ -366,7 +152,7 @@ pub(crate) async fn publish(
         .map_err(log_store_error("publishing a handler release"))?;
     let (status, word, sha) = match published {
         Published::New(sha) => (StatusCode::CREATED, "new", sha),
-        Published::Already(sha) if stages.is_none() => {
+        Published::Already(sha) if terms.is_none() => {
             services
                 .store
                 .release_promote(&sha, new.now)
@@ -394,39 +180,11 @@ pub(crate) async fn publish(
         .into_iter()
         .find(|r| r.sha256 == sha)
         .ok_or(ApiError::Internal)?;
-    let rollout = match (stages, incumbent) {
-        (Some(stages), Some(incumbent)) => {
-            let r = Rollout {
-                id: uuid::Uuid::now_v7().to_string(),
-                name: name.clone(),
-                candidate: sha.clone(),
-                incumbent,
-                stages,
-                stage: 0,
-                state: RolloutState::Running,
-                min_units,
-                margin,
-                started_at: new.now,
-                stage_started_at: new.now,
-                updated_at: new.now,
-                reason: Some(format!("published by {tenant}: rollout started")),
-                figures: None,
-                events: Vec::new(),
-            };
-            let started = services
-                .store
-                .rollout_start(&r)
-                .await
-                .map_err(log_store_error("starting a rollout"))?;
-            if !started {
-                return Err(ApiError::Conflict(format!(
-                    "a rollout of handler {name:?} is in progress: promote it, roll it back or \
-                     wait for its end (GET /v1/handlers/{name}/releases)"
-                )));
-            }
-            tracing::info!(handler = %name, rollout = %r.id, stages = ?r.stages, "rollout started");
-            Some(r)
-        }
+    let rollout = match (terms, incumbent) {
+        (Some(terms), Some(incumbent)) => Some(
+            super::rollouts::start(&services, terms, &name, &sha, incumbent, &tenant, new.now)
+                .await?,
+        ),
         _ => None,
     };
     tracing::info!(handler = %name, version = %release.version, sha256 = %sha, %tenant, "handler release published");

@@ -135,17 +135,7 @@ async fn watch_rollout(
 ) -> anyhow::Result<()> {
     let mut shown = String::new();
     loop {
-        let mut rb = client.get(format!("{base}/v1/handlers/{name}/releases"));
-        if let Some(k) = key {
-            rb = rb.bearer_auth(k);
-        }
-        let list: Value = rb
-            .send()
-            .await
-            .context("reading the rollout")?
-            .json()
-            .await
-            .context("reading the rollout")?;
+        let list = releases_of(client, base, key, name).await?;
         let Some(r) = list["rollouts"]
             .as_array()
             .and_then(|rs| rs.iter().find(|r| r["id"] == id))
@@ -219,6 +209,25 @@ pub fn words(list: &Value, sha: &str) -> Vec<(String, String, Option<String>)> {
     out
 }
 
+/// `GET {base}/v1/handlers/{name}/releases`: the releases, each process's word, the rollouts.
+async fn releases_of(
+    client: &reqwest::Client,
+    base: &str,
+    key: Option<&str>,
+    name: &str,
+) -> anyhow::Result<Value> {
+    let mut rb = client.get(format!("{base}/v1/handlers/{name}/releases"));
+    if let Some(k) = key {
+        rb = rb.bearer_auth(k);
+    }
+    rb.send()
+        .await
+        .context("reading the releases")?
+        .json()
+        .await
+        .context("reading the releases")
+}
+
 /// Poll until every process heard from has loaded `sha` (or one failed, or `limit` passed).
 async fn follow(
     client: &reqwest::Client,
@@ -231,17 +240,7 @@ async fn follow(
     let started = Instant::now();
     let mut shown = String::new();
     loop {
-        let mut rb = client.get(format!("{base}/v1/handlers/{name}/releases"));
-        if let Some(k) = key {
-            rb = rb.bearer_auth(k);
-        }
-        let list: Value = rb
-            .send()
-            .await
-            .context("reading the releases")?
-            .json()
-            .await
-            .context("reading the releases")?;
+        let list = releases_of(client, base, key, name).await?;
         let words = words(&list, sha);
         // A rollout's candidate runs as a canary.
         let loaded = words

@@ -76,6 +76,13 @@ impl Registry {
             return;
         };
         let now = now_ms();
+        // At start-up each file is usually published already: ask without sending its bytes.
+        if !promote
+            && let Ok(known) = store.release_list(Some(&handler.info.name)).await
+            && known.iter().any(|r| r.sha256 == handler.sha256)
+        {
+            return;
+        }
         let release = NewRelease {
             name: handler.info.name.clone(),
             version: handler.info.version.clone(),
