@@ -2,8 +2,8 @@
 //! API and two scheduler processes of the real binary with empty plugins directories,
 //! PostgreSQL, Redis and the Kling simulator: the next version under a 10/50/100 rollout with a
 //! scheduler killed after the first stage; the survivor goes on with the same stage and counts
-//! and promotes it. (The judgement's failing side is shown by `rollout::judge`'s tests; an
-//! end-to-end rollback of the misclassifying build is still to come.)
+//! and promotes it. The misclassifying build under the same rollout, while other clients of
+//! the account take its capacity now and then: rolled back on its own at the first stage.
 
 use std::process::Command;
 use std::time::Duration;
@@ -147,5 +147,101 @@ async fn a_good_release_is_promoted_stage_by_stage_across_a_killed_scheduler() {
     ];
     let want: Vec<(u64, String)> = want.iter().map(|(s, x)| (*s, x.to_string())).collect();
     assert_eq!(steps, want, "{r}");
+    c.check().await;
+}
+
+/// The misclassifying build (1.0.1: it fails a unit on Kling's 1303 "over capacity", which
+/// creates nothing and which 1.0.0 retries) published with a 10 % first stage while 200 shots
+/// run and other clients of the account take its capacity now and then: it is rolled back by
+/// the judgement alone, after at most `min_units` of its units ended plus those it had in
+/// flight (no more than the pool's slots); the tasks whose units it failed are retried and 1.0.0
+/// serves everything else; every shot is created at Kling exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misclassifying_release_is_rolled_back_on_provider_outcomes() {
+    const MIN_UNITS: u64 = 5;
+    // Jobs at the simulator's usual pace: over capacity a third of the time, the pool runs
+    // few jobs at once, and the candidate's tenth of them must still end soon.
+    let opts = ClusterOptions {
+        time_scale: crate::kling::TIME_SCALE,
+        ..cluster_options(45)
+    };
+    let slots = u64::from(opts.video_slots);
+    let c = Cluster::start_with(opts).await;
+    publish_incumbent(&c).await;
+    let ids = c.submit_videos(50, 4).await;
+    c.wait_creates(20).await;
+
+    // Other clients of the account hold a share of its capacity while the build rolls out.
+    c.others_hold(0.3).await;
+    let bytes = std::fs::read(built_plugin("kling-video-misclassified")).expect("the build");
+    let r = c
+        .client
+        .post(format!(
+            "{}/v1/handlers?rollout=10,50,100&min_units={MIN_UNITS}",
+            c.api.base
+        ))
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .await
+        .expect("publish");
+    assert_eq!(r.status(), 201, "{:?}", r.text().await);
+
+    let r = rollout_when(&c, "rolled back", |r| {
+        r["state"] != "running" && r["state"] != "paused"
+    })
+    .await;
+    c.others_hold(0.0).await;
+    assert_eq!(r["state"], "rolled_back", "no person acted: {r}");
+    let reason = r["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("stage 1 (10 %) failed"), "{reason}");
+    let figures = &r["figures"];
+    let (ended, failed) = (
+        figures["candidate"]["ended"].as_u64().unwrap_or(0),
+        figures["candidate"]["failed"].as_u64().unwrap_or(0),
+    );
+    assert!(figures["stage_ended"].as_u64() >= Some(MIN_UNITS), "{r}");
+    assert!(
+        failed >= 2 && ended <= MIN_UNITS + slots,
+        "judged on its own units, no more than min_units plus those in flight: {r}"
+    );
+    assert_eq!(
+        figures["candidate"]["failed_by_code"]["1303"].as_u64(),
+        Some(failed),
+        "it failed units on 1303 only: {r}"
+    );
+    assert_eq!(figures["incumbent"]["failed"], 0, "{r}");
+    assert!(figures["p"].as_f64() < Some(0.01), "{r}");
+
+    // No new unit goes to it; every task completes (the ones it failed were retried), and no
+    // shot was created twice.
+    c.wait_completed(&ids).await;
+    let mut units = Vec::new();
+    for id in &ids {
+        let url = format!("{}/v1/tasks/{id}?units=true", c.api.base);
+        let view = get_json(&c.client, &url).await.expect("the task view");
+        units.extend(view["units"].as_array().cloned().unwrap_or_default());
+    }
+    assert_eq!(units.len(), 200);
+    let stats = c.sim.stats();
+    assert_eq!(stats.creates, 200, "every shot created once");
+    assert!(stats.creates_by_external_id.values().all(|&n| n == 1));
+    assert!(stats.rate_limited_1303 > 0, "{stats:?}");
+    let candidate = r["candidate"].as_str().unwrap_or_default().to_string();
+    let by_candidate = units
+        .iter()
+        .filter(|u| u["job_release"] == candidate.as_str())
+        .count() as u64;
+    assert!(
+        by_candidate + failed <= MIN_UNITS + slots,
+        "{by_candidate} units finished by the candidate, {failed} failed by it"
+    );
+    let steps: Vec<String> = r["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e["state"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(steps, ["running", "rolled_back"], "{r}");
     c.check().await;
 }

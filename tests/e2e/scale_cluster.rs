@@ -88,8 +88,6 @@ pub struct ClusterOptions {
     pub own_plugins: bool,
     /// The simulator's time scale (its 30–120 s clips take that × as long).
     pub time_scale: f64,
-    /// The simulator's `over_capacity_rate` (creates refused 1303 with room left).
-    pub over_capacity_rate: f64,
 }
 
 impl ClusterOptions {
@@ -106,7 +104,6 @@ impl ClusterOptions {
             apis: 1,
             own_plugins: false,
             time_scale: TIME_SCALE,
-            over_capacity_rate: 0.0,
         }
     }
 }
@@ -120,7 +117,6 @@ impl Cluster {
         let dir = tempfile::TempDir::new().expect("tmp");
         let sim = slotd_sim::kling::start(slotd_sim::kling::SimOptions {
             time_scale: opts.time_scale,
-            over_capacity_rate: opts.over_capacity_rate,
             ..sim_options(opts.seed)
         })
         .await
@@ -204,6 +200,19 @@ impl Cluster {
             ids.push(v["task_id"].as_str().expect("id").to_string());
         }
         ids
+    }
+
+    /// Other clients of the Kling account take its capacity for a while: that share of
+    /// creates is refused 429/1303 with room left (`POST /_sim/account`); 0 ends it.
+    pub async fn others_hold(&self, over_capacity_rate: f64) {
+        let r = self
+            .client
+            .post(format!("{}/_sim/account", self.sim.base_url()))
+            .json(&json!({ "over_capacity_rate": over_capacity_rate }))
+            .send()
+            .await
+            .expect("the simulator's account control");
+        assert_eq!(r.status(), 200, "{:?}", r.text().await);
     }
 
     pub async fn wait_creates(&self, n: u64) {

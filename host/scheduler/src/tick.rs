@@ -95,6 +95,39 @@ impl CallResult {
     }
 }
 
+/// Whether `h`'s handler has a rollout running here (a candidate loaded as its canary).
+fn rolls_out(s: &slotd_units::services::Services, h: &Handler) -> bool {
+    s.registry.canary(&h.info.name).is_some()
+}
+
+/// What one release's call did, as a rollout counts it (docs/handlers.md, "Staged rollout"):
+/// the units given, the creates sent and refused for capacity, the faults, the changes the
+/// state machine refused, and the jobs (of `jobs_started`: unit → submitted at) seen ending.
+fn call_signals(
+    r: &CallResult,
+    given: usize,
+    creates: usize,
+    jobs_started: &HashMap<String, i64>,
+    now: i64,
+) -> slotd_store::ReleaseSignals {
+    let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+    let mut signals = slotd_store::ReleaseSignals {
+        units: n(given),
+        creates: n(creates),
+        create_refused: n(r.capacity_rejected),
+        faults: n(r.faults),
+        refused_changes: n(r.refused),
+        ..Default::default()
+    };
+    for u in &r.updates {
+        let ended = matches!(u.to, Some(UnitStatus::Succeeded | UnitStatus::Failed));
+        if let (true, Some(at)) = (ended, jobs_started.get(&u.unit_id)) {
+            signals.job(now - at);
+        }
+    }
+    signals
+}
+
 /// Step 2's answer: what goes to the handlers, and what ends without them.
 #[derive(Default)]
 struct Due {
@@ -555,11 +588,34 @@ impl Scheduler {
                 .filter(|b| b.unit.provider_job_id.is_none())
                 .map(|b| b.unit.id.clone())
                 .collect();
+            // While its handler rolls out, what this call did is counted for the judgement.
+            let rolling_out = rolls_out(&self.services, &h);
+            let jobs_started: HashMap<String, i64> = if rolling_out {
+                units
+                    .iter()
+                    .filter(|b| b.unit.provider_job_id.is_some())
+                    .filter_map(|b| Some((b.unit.id.clone(), b.unit.submitted_at?)))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+            let given = units.len();
             let mut r = self.call_isolating(h, c, units, now, backlog).await;
             // The jobs this call created are pinned to this release.
             for u in &mut r.updates {
                 if u.provider_job_id.value().is_some() || submitting.contains(&u.unit_id) {
                     u.job_release = Some(release.clone());
+                }
+            }
+            if rolling_out {
+                let signals = call_signals(&r, given, submitting.len(), &jobs_started, now);
+                if let Err(e) = self
+                    .services
+                    .store
+                    .release_signals_add(&release, now, &signals)
+                    .await
+                {
+                    tracing::warn!(error = %e, %release, "could not count a rollout's signals");
                 }
             }
             r

@@ -12,6 +12,7 @@ mod events;
 pub mod group_commit;
 mod one_impl;
 pub mod postgres;
+mod release_signals;
 mod releases;
 mod rollouts;
 mod shared;
@@ -35,6 +36,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 pub use events::{BadCursor, EventCursor, EventScope};
+pub use release_signals::ReleaseSignals;
 pub use releases::{
     HandlerLoad, NewRelease, Published, Release, ReleaseFollower, current_releases, release_key,
 };
@@ -589,6 +591,14 @@ pub trait StoreRead: Send + Sync + 'static {
         since: i64,
     ) -> StoreResult<Vec<ReleaseOutcome>>;
 
+    /// Each of `releases`' signals (see [`ReleaseSignals`]) summed over the minutes from the
+    /// one `since` (Unix ms) falls in.
+    async fn release_signals(
+        &self,
+        releases: &[String],
+        since: i64,
+    ) -> StoreResult<Vec<(String, ReleaseSignals)>>;
+
     /// (tenant, task id) of the tasks with a unit failed since `since` (Unix ms) whose job
     /// release `release` created: what a rolled-back rollout retries.
     async fn release_failed_tasks(
@@ -683,6 +693,18 @@ pub trait RecordWrite: Send + Sync + 'static {
 
     /// Move a rollout if it is still where the move expects it; false when it moved already.
     async fn rollout_move(&self, m: &RolloutMove) -> StoreResult<bool>;
+
+    /// Record a running rollout's latest judgement figures without moving it (what
+    /// `GET /v1/handlers/{name}/releases` shows while a stage is judged).
+    async fn rollout_figures(&self, id: &str, figures: &serde_json::Value) -> StoreResult<()>;
+
+    /// Add one tick's signals of release `release` (sha256) at `at` (Unix ms).
+    async fn release_signals_add(
+        &self,
+        release: &str,
+        at: i64,
+        signals: &ReleaseSignals,
+    ) -> StoreResult<()>;
 
     /// Make release `sha256` its handler's current one (and no longer withdrawn); false when
     /// there is no such release.

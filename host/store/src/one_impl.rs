@@ -321,6 +321,15 @@ macro_rules! impl_task_store {
                 crate::rollouts::$driver::release_outcomes(self.reader(), releases, since).await
             }
 
+            async fn release_signals(
+                &self,
+                releases: &[String],
+                since: i64,
+            ) -> StoreResult<Vec<(String, crate::ReleaseSignals)>> {
+                crate::release_signals::$driver::release_signals(self.reader(), releases, since)
+                    .await
+            }
+
             async fn release_failed_tasks(
                 &self,
                 release: &str,
@@ -404,6 +413,29 @@ macro_rules! impl_task_store {
 
             async fn rollout_move(&self, m: &crate::RolloutMove) -> StoreResult<bool> {
                 crate::rollouts::$driver::rollout_move(self.writer(), m).await
+            }
+
+            async fn rollout_figures(
+                &self,
+                id: &str,
+                figures: &serde_json::Value,
+            ) -> StoreResult<()> {
+                crate::rollouts::$driver::rollout_figures(self.writer(), id, figures).await
+            }
+
+            async fn release_signals_add(
+                &self,
+                release: &str,
+                at: i64,
+                signals: &crate::ReleaseSignals,
+            ) -> StoreResult<()> {
+                crate::release_signals::$driver::release_signals_add(
+                    self.writer(),
+                    release,
+                    at,
+                    signals,
+                )
+                .await
             }
 
             async fn release_promote(&self, sha256: &str, now: i64) -> StoreResult<bool> {

@@ -158,7 +158,7 @@ on_both_drivers! {
     }
 
     async fn rollout_event(
-        pool: &Pool,
+        conn: &mut Conn,
         id: &str,
         at: i64,
         stage: u32,
@@ -174,7 +174,7 @@ on_both_drivers! {
         .bind(i64::from(stage))
         .bind(state.as_str())
         .bind(reason)
-        .execute(pool)
+        .execute(conn)
         .await?;
         Ok(())
     }
@@ -205,14 +205,23 @@ on_both_drivers! {
     }
 
     /// See [`crate::RecordWrite::rollout_start`].
+    /// The rollout, its first step and the check that none other runs are one transaction.
     pub(crate) async fn rollout_start(pool: &Pool, r: &Rollout) -> StoreResult<bool> {
+        let mut tx = pool.begin().await?;
+        if let Some(lock) = ADVISORY_LOCK {
+            sqlx::query(lock)
+                .bind(format!("rollout:{}", r.name))
+                .execute(&mut *tx)
+                .await?;
+        }
         let running: Option<String> = sqlx::query_scalar(
             "SELECT id FROM handler_rollouts WHERE name = $1 AND state IN ('running', 'paused')",
         )
         .bind(&r.name)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *tx)
         .await?;
         if running.is_some() {
+            tx.rollback().await?;
             return Ok(false);
         }
         sqlx::query(&format!(
@@ -233,15 +242,18 @@ on_both_drivers! {
         .bind(r.updated_at)
         .bind(&r.reason)
         .bind(r.figures.as_ref().map(|f| f.to_string()))
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
         let reason = r.reason.as_deref().unwrap_or("started");
-        rollout_event(pool, &r.id, r.started_at, r.stage, r.state, reason).await?;
+        rollout_event(&mut tx, &r.id, r.started_at, r.stage, r.state, reason).await?;
+        tx.commit().await?;
         Ok(true)
     }
 
     /// See [`crate::RecordWrite::rollout_move`].
+    /// The move and its step are one transaction: a listing never shows one without the other.
     pub(crate) async fn rollout_move(pool: &Pool, m: &RolloutMove) -> StoreResult<bool> {
+        let mut tx = pool.begin().await?;
         let moved = sqlx::query(
             "UPDATE handler_rollouts SET stage = $4, state = $5, reason = $6, \
                  figures = COALESCE($7, figures), updated_at = $8, \
@@ -257,14 +269,29 @@ on_both_drivers! {
         .bind(&m.reason)
         .bind(m.figures.as_ref().map(|f| f.to_string()))
         .bind(m.now)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected()
             == 1;
         if moved {
-            rollout_event(pool, &m.id, m.now, m.stage, m.state, &m.reason).await?;
+            rollout_event(&mut tx, &m.id, m.now, m.stage, m.state, &m.reason).await?;
         }
+        tx.commit().await?;
         Ok(moved)
+    }
+
+    /// See [`crate::RecordWrite::rollout_figures`].
+    pub(crate) async fn rollout_figures(
+        pool: &Pool,
+        id: &str,
+        figures: &serde_json::Value,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE handler_rollouts SET figures = $2 WHERE id = $1 AND state = 'running'")
+            .bind(id)
+            .bind(figures.to_string())
+            .execute(pool)
+            .await?;
+        Ok(())
     }
 
     /// See [`crate::StoreRead::rollout_list`].

@@ -61,7 +61,9 @@ pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
     list_paging_and_filters,
 };
-pub(crate) use releases::{handler_loads, handler_releases, release_currency, unit_releases};
+pub(crate) use releases::{
+    handler_loads, handler_releases, release_currency, rollout_signals, unit_releases,
+};
 pub(crate) use routes::routed_units_bind_once_and_go_back_to_their_route;
 pub(crate) use standing::queue_standing_follows_the_fill_order;
 pub(crate) use streams::{event_scopes_page_and_resume, event_streams_page_and_resume};
@@ -115,6 +117,7 @@ macro_rules! store_suite {
             handler_loads,
             release_currency,
             unit_releases,
+            rollout_signals,
             concurrent_claims_are_disjoint,
             host_key_shared,
             apply_guard_submit_attempt,

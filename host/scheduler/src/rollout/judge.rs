@@ -1,28 +1,44 @@
 //! Judging a rollout's stage (docs/handlers.md, "Staged rollout"): pure, from the outcome
-//! counts of the candidate's units and the incumbent's.
+//! counts of the candidate's units and the incumbent's and the signals their tick calls left
+//! (`release_signals`).
 //!
 //! A unit counts once its job ended: `succeeded`, `finalizing` and `completed` as a success,
 //! `failed` as a failure (by its error code); the release counted is the one that last
 //! submitted it. A stage is judged once `min_units` of the candidate's units ended *in that
 //! stage*, on everything both releases did *since the rollout started* (the same pools and
 //! time window; the incumbent's share shrinks stage by stage, so a stage's own window would
-//! leave it nothing to compare with at 100 %):
-//! - **fail** when the candidate's failure share exceeds the incumbent's by more than `margin`
-//!   *and* that many failures are unlikely to be chance: a one-sided Fisher exact test
-//!   (hypergeometric tail: the chance that the candidate's units would hold at least its
-//!   failures if failures fell on both releases' units alike) below 1 %. Exact, so it holds on
-//!   the small counts of a first stage: 5 failures of 20 against none of 69 fail (p ≈ 0.0004),
-//!   2 of 10 against none of 62 do not yet (p ≈ 0.018);
-//! - **pass** otherwise: the stage moves on (the last one promotes).
+//! leave it nothing to compare with at 100 %). Each of these is a check of a share, the
+//! candidate's against the incumbent's:
+//! - units failed, of the units ended; and the same for each failure class (error code) the
+//!   candidate failed units with;
+//! - creates the provider refused for capacity, of the creates sent;
+//! - handler faults, of the units its calls were given;
+//! - changes the state machine refused, of the units its calls were given.
 //!
-//! So a bad candidate is rolled back at the first stage whose judgement shows it, after at most
-//! `min_units` of its units ended per stage (plus those still in flight), and no stage passes
-//! on fewer.
+//! A check **fails** when the candidate's share exceeds the incumbent's by more than `margin`
+//! *and* that excess is unlikely to be chance: a one-sided Fisher exact test (hypergeometric
+//! tail: the chance that the candidate's side would hold at least its count if the events
+//! fell on both sides alike) below 1 % (divided among the failure classes, Bonferroni, so
+//! several classes do not multiply the false alarms). Exact, so it holds on the small counts
+//! of a first stage: 5 failures of 20 against none of 69 fail (p ≈ 0.0004), 2 of 10 against
+//! none of 62 do not yet (p ≈ 0.018). It is **undecided** when the excess is beyond the margin
+//! but not yet beyond chance (1 failure of 10 against none), and **within** otherwise.
+//!
+//! Provider job durations are a check of their own: it fails when the candidate's mean job
+//! is more than [`DURATION_MARGIN`] longer than the incumbent's and a one-sided Welch test
+//! (normal tail of the difference of means over its standard error) puts that below 1 %,
+//! each side having at least `min_units` jobs timed; it is undecided while the mean is beyond
+//! the margin but not yet beyond chance.
+//!
+//! The stage **fails** (rolls back) on the first failing check, **waits** while any is
+//! undecided, and **passes** (moves on; the last stage promotes) when all are within. So a bad
+//! candidate is rolled back at the first stage whose judgement shows it, after `min_units` of
+//! its units ended plus as many more as the evidence needs, and no stage passes on fewer.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use slotd_store::ReleaseOutcome;
+use slotd_store::{ReleaseOutcome, ReleaseSignals};
 
 /// The chance below which the candidate's excess failures are not put down to chance.
 pub const P_FAIL: f64 = 0.01;
@@ -70,13 +86,39 @@ impl Side {
 /// What a judgement found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
-    /// Not enough of the candidate's units ended yet.
-    Wait {
-        ended: u64,
-        needed: u64,
-    },
+    /// Not enough of the candidate's units ended yet, or a check is still undecided.
+    Wait(String),
     Pass(String),
     Fail(String),
+}
+
+/// How much longer the candidate's mean provider job may be than the incumbent's.
+pub const DURATION_MARGIN: f64 = 0.25;
+
+/// What a judgement compares: both releases' outcomes and signals since the rollout started.
+#[derive(Clone, Debug, Default)]
+pub struct Evidence {
+    pub candidate: Side,
+    pub incumbent: Side,
+    pub candidate_signals: ReleaseSignals,
+    pub incumbent_signals: ReleaseSignals,
+}
+
+/// One check of a judgement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    /// What is compared: `units failed`, `units failed with 1303`, `creates refused`,
+    /// `handler faults`, `changes refused`, `job duration`.
+    pub signal: String,
+    /// The candidate's share (or mean job, ms) and the incumbent's.
+    pub candidate: f64,
+    pub incumbent: f64,
+    /// The one-sided p-value of the candidate's excess.
+    pub p: f64,
+    /// `within`, `undecided` or `worse`.
+    pub result: &'static str,
+    /// The counts behind it, said in words.
+    pub said: String,
 }
 
 /// The figures of a judgement, as stored with the rollout and shown.
@@ -85,30 +127,53 @@ pub struct Figures {
     /// Since the rollout started.
     pub candidate: Side,
     pub incumbent: Side,
+    pub candidate_signals: ReleaseSignals,
+    pub incumbent_signals: ReleaseSignals,
     /// The candidate's units ended in this stage.
     pub stage_ended: u64,
-    /// The one-sided Fisher exact p-value of the candidate's failures.
+    /// The one-sided Fisher exact p-value of the candidate's unit failures.
     pub p: f64,
     pub margin: f64,
     pub min_units: u32,
+    /// Every check, in the order judged.
+    pub checks: Vec<Check>,
 }
 
-/// ln(n!) for n = 0..=max.
-fn ln_factorials(max: u64) -> Vec<f64> {
-    let mut t = Vec::with_capacity(max as usize + 1);
-    let mut acc = 0.0;
-    t.push(0.0);
-    for n in 1..=max {
-        acc += (n as f64).ln();
-        t.push(acc);
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, n = 9; relative error below 1e-13): the log-factorials
+/// of the Fisher tail without a table as long as the counts.
+fn ln_gamma(x: f64) -> f64 {
+    const G: f64 = 7.0;
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        // Reflection: Γ(x)Γ(1−x) = π / sin(πx).
+        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
     }
-    t
+    let x = x - 1.0;
+    let mut a = C[0];
+    let t = x + G + 0.5;
+    for (i, c) in C.iter().enumerate().skip(1) {
+        a += c / (x + i as f64);
+    }
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+fn ln_choose(n: u64, k: u64) -> f64 {
+    ln_gamma(n as f64 + 1.0) - ln_gamma(k as f64 + 1.0) - ln_gamma((n - k) as f64 + 1.0)
 }
 
 /// P(X ≥ a) for X hypergeometric: `draws` drawn from `total` of which `marked` are marked.
 pub fn fisher_upper(total: u64, marked: u64, draws: u64, a: u64) -> f64 {
-    let lf = ln_factorials(total);
-    let ln_choose = |n: u64, k: u64| lf[n as usize] - lf[k as usize] - lf[(n - k) as usize];
+    let (marked, draws) = (marked.min(total), draws.min(total));
     let hi = marked.min(draws);
     let lo_k = draws.saturating_sub(total - marked);
     let denom = ln_choose(total, draws);
@@ -118,56 +183,176 @@ pub fn fisher_upper(total: u64, marked: u64, draws: u64, a: u64) -> f64 {
         .min(1.0)
 }
 
-/// Judge a stage: `candidate` and `incumbent` since the rollout started, `stage_ended` the
-/// candidate's units ended in this stage.
-pub fn judge(
-    candidate: &Side,
-    incumbent: &Side,
-    stage_ended: u64,
-    min_units: u32,
+/// P(Z ≥ z) for a standard normal Z (Abramowitz–Stegun 7.1.26 for erfc; error below 1.5e-7).
+pub fn normal_upper(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erfc = poly * (-x * x).exp();
+    if z >= 0.0 {
+        erfc / 2.0
+    } else {
+        1.0 - erfc / 2.0
+    }
+}
+
+/// A check of a share: the candidate's `c` of `cn` against the incumbent's `i` of `in_`.
+fn share_check(
+    signal: &str,
+    (c, cn): (u64, u64),
+    (i, in_): (u64, u64),
     margin: f64,
-) -> (Verdict, Figures) {
-    let (pc, pi) = (candidate.share(), incumbent.share());
-    let p = if candidate.ended == 0 {
+    alpha: f64,
+) -> Check {
+    let share = |x: u64, n: u64| if n == 0 { 0.0 } else { x as f64 / n as f64 };
+    let (pc, pi) = (share(c, cn), share(i, in_));
+    let p = if cn == 0 {
         1.0
     } else {
-        fisher_upper(
-            candidate.ended + incumbent.ended,
-            candidate.failed + incumbent.failed,
-            candidate.ended,
-            candidate.failed,
-        )
+        fisher_upper(cn + in_, c + i, cn, c)
     };
-    let figures = Figures {
-        candidate: candidate.clone(),
-        incumbent: incumbent.clone(),
-        stage_ended,
+    let result = if pc - pi <= margin {
+        "within"
+    } else if p < alpha {
+        "worse"
+    } else {
+        "undecided"
+    };
+    Check {
+        signal: signal.to_string(),
+        candidate: pc,
+        incumbent: pi,
         p,
+        result,
+        said: format!(
+            "{signal}: candidate {c} of {cn} ({:.1} %), incumbent {i} of {in_} ({:.1} %), \
+             margin {:.1} %, p {p:.4}",
+            pc * 100.0,
+            pi * 100.0,
+            margin * 100.0
+        ),
+    }
+}
+
+/// The check of provider job durations (means, Welch).
+fn duration_check(c: &ReleaseSignals, i: &ReleaseSignals, min_jobs: u64) -> Check {
+    let stats = |s: &ReleaseSignals| {
+        let n = s.jobs.max(0) as f64;
+        if n == 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let mean = s.job_ms / n;
+        let var = if n > 1.0 {
+            ((s.job_ms_sq - n * mean * mean) / (n - 1.0)).max(0.0)
+        } else {
+            0.0
+        };
+        (n, mean, var)
+    };
+    let ((nc, mc, vc), (ni, mi, vi)) = (stats(c), stats(i));
+    let enough = nc >= min_jobs as f64 && ni >= min_jobs as f64;
+    let se = (vc / nc.max(1.0) + vi / ni.max(1.0)).sqrt();
+    let p = if !enough {
+        1.0
+    } else if se == 0.0 {
+        if mc > mi { 0.0 } else { 1.0 }
+    } else {
+        normal_upper((mc - mi) / se)
+    };
+    let beyond = enough && mc > mi * (1.0 + DURATION_MARGIN);
+    let result = if !beyond {
+        "within"
+    } else if p < P_FAIL {
+        "worse"
+    } else {
+        "undecided"
+    };
+    Check {
+        signal: "job duration".into(),
+        candidate: mc,
+        incumbent: mi,
+        p,
+        result,
+        said: format!(
+            "job duration: candidate mean {:.0} ms of {nc} jobs, incumbent {:.0} ms of {ni}, \
+             margin {:.0} %, p {p:.4}",
+            mc,
+            mi,
+            DURATION_MARGIN * 100.0
+        ),
+    }
+}
+
+/// Judge a stage on `e` (since the rollout started); `stage_ended` is the candidate's units
+/// ended in this stage.
+pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Verdict, Figures) {
+    let (c, i) = (&e.candidate, &e.incumbent);
+    let (cs, is) = (&e.candidate_signals, &e.incumbent_signals);
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    let mut checks = vec![share_check(
+        "units failed",
+        (c.failed, c.ended),
+        (i.failed, i.ended),
+        margin,
+        P_FAIL,
+    )];
+    let classes = c.failed_by_code.len().max(1) as f64;
+    for (code, &failed) in &c.failed_by_code {
+        let theirs = i.failed_by_code.get(code).copied().unwrap_or(0);
+        checks.push(share_check(
+            &format!("units failed with {code}"),
+            (failed, c.ended),
+            (theirs, i.ended),
+            margin,
+            P_FAIL / classes,
+        ));
+    }
+    checks.push(share_check(
+        "creates refused",
+        (n(cs.create_refused), n(cs.creates)),
+        (n(is.create_refused), n(is.creates)),
+        margin,
+        P_FAIL,
+    ));
+    checks.push(share_check(
+        "handler faults",
+        (n(cs.faults), n(cs.units)),
+        (n(is.faults), n(is.units)),
+        margin,
+        P_FAIL,
+    ));
+    checks.push(share_check(
+        "changes refused",
+        (n(cs.refused_changes), n(cs.units)),
+        (n(is.refused_changes), n(is.units)),
+        margin,
+        P_FAIL,
+    ));
+    checks.push(duration_check(cs, is, u64::from(min_units)));
+    let figures = Figures {
+        candidate: c.clone(),
+        incumbent: i.clone(),
+        candidate_signals: cs.clone(),
+        incumbent_signals: is.clone(),
+        stage_ended,
+        p: checks[0].p,
         margin,
         min_units,
+        checks,
     };
-    if stage_ended < u64::from(min_units) {
-        let verdict = Verdict::Wait {
-            ended: stage_ended,
-            needed: u64::from(min_units),
-        };
-        return (verdict, figures);
-    }
-    let said = format!(
-        "candidate failed {} of {} ({:.1} %), incumbent {} of {} ({:.1} %), margin {:.1} %, \
-         p {p:.4}",
-        candidate.failed,
-        candidate.ended,
-        pc * 100.0,
-        incumbent.failed,
-        incumbent.ended,
-        pi * 100.0,
-        margin * 100.0,
-    );
-    let verdict = if pc - pi > margin && p < P_FAIL {
-        Verdict::Fail(said)
+    let verdict = if stage_ended < u64::from(min_units) {
+        Verdict::Wait(format!(
+            "{stage_ended} of {min_units} units ended in the stage"
+        ))
+    } else if let Some(worse) = figures.checks.iter().find(|k| k.result == "worse") {
+        Verdict::Fail(worse.said.clone())
+    } else if let Some(open) = figures.checks.iter().find(|k| k.result == "undecided") {
+        Verdict::Wait(open.said.clone())
     } else {
-        Verdict::Pass(said)
+        Verdict::Pass(figures.checks[0].said.clone())
     };
     (verdict, figures)
 }
@@ -184,21 +369,27 @@ mod tests {
         }
     }
 
+    fn ev(candidate: Side, incumbent: Side) -> Evidence {
+        Evidence {
+            candidate,
+            incumbent,
+            ..Evidence::default()
+        }
+    }
+
+    fn verdict(e: &Evidence) -> Verdict {
+        judge(e, e.candidate.ended, 10, 0.05).0
+    }
+
     #[test]
     fn a_stage_waits_for_its_minimum() {
-        let (v, _) = judge(&side(30, 30), &side(100, 0), 19, 20, 0.05);
-        assert_eq!(
-            v,
-            Verdict::Wait {
-                ended: 19,
-                needed: 20
-            }
-        );
+        let (v, _) = judge(&ev(side(30, 30), side(100, 0)), 19, 20, 0.05);
+        assert_eq!(v, Verdict::Wait("19 of 20 units ended in the stage".into()));
     }
 
     #[test]
     fn the_documented_figures_hold() {
-        let fail = |c: Side, i: Side| matches!(judge(&c, &i, 99, 10, 0.05).0, Verdict::Fail(_));
+        let fail = |c: Side, i: Side| matches!(verdict(&ev(c, i)), Verdict::Fail(_));
         assert!(fail(side(20, 5), side(69, 0)));
         assert!(!fail(side(10, 2), side(62, 0)));
         // Everything failing against nothing failing.
@@ -213,13 +404,138 @@ mod tests {
     }
 
     #[test]
-    fn the_fisher_tail_matches_hand_computed_values() {
+    fn a_stage_passes_only_within_the_margin() {
+        // One failure of 10 against none of 86: not yet beyond chance, not within 5 % either.
+        assert!(matches!(
+            verdict(&ev(side(10, 1), side(86, 0))),
+            Verdict::Wait(_)
+        ));
+        assert!(matches!(
+            verdict(&ev(side(10, 0), side(86, 0))),
+            Verdict::Pass(_)
+        ));
+        // More units settle it either way.
+        assert!(matches!(
+            verdict(&ev(side(20, 4), side(120, 0))),
+            Verdict::Fail(_)
+        ));
+        assert!(matches!(
+            verdict(&ev(side(40, 2), side(200, 4))),
+            Verdict::Pass(_)
+        ));
+    }
+
+    #[test]
+    fn a_new_failure_class_fails_where_the_total_does_not() {
+        // The incumbent fails 20 % of its units for moderation; the candidate as many, but a
+        // third of its failures are a class the incumbent never had.
+        let mut c = side(60, 12);
+        c.failed_by_code = [("moderation".to_string(), 6), ("1303".to_string(), 6)].into();
+        let mut i = side(300, 60);
+        i.failed_by_code = [("moderation".to_string(), 60)].into();
+        let (v, f) = judge(&ev(c, i), 60, 10, 0.05);
+        assert!(
+            matches!(&v, Verdict::Fail(said) if said.starts_with("units failed with 1303")),
+            "{v:?}"
+        );
+        assert_eq!(
+            f.checks[0].result, "within",
+            "the total alone passes: {f:?}"
+        );
+    }
+
+    fn signals(
+        units: i64,
+        creates: i64,
+        refused: i64,
+        faults: i64,
+        changes: i64,
+    ) -> ReleaseSignals {
+        ReleaseSignals {
+            units,
+            creates,
+            create_refused: refused,
+            faults,
+            refused_changes: changes,
+            ..ReleaseSignals::default()
+        }
+    }
+
+    #[test]
+    fn refusals_faults_and_refused_changes_are_judged() {
+        let judged = |cs: ReleaseSignals, is: ReleaseSignals| {
+            let e = Evidence {
+                candidate_signals: cs,
+                incumbent_signals: is,
+                ..ev(side(20, 0), side(200, 0))
+            };
+            verdict(&e)
+        };
+        let healthy = signals(2_000, 200, 4, 0, 0);
+        let cases = [
+            ("creates refused", signals(200, 20, 12, 0, 0)),
+            ("handler faults", signals(200, 20, 0, 30, 0)),
+            ("changes refused", signals(200, 20, 0, 0, 25)),
+        ];
+        for (what, bad) in cases {
+            let v = judged(bad, healthy.clone());
+            assert!(
+                matches!(&v, Verdict::Fail(said) if said.starts_with(what)),
+                "{what}: {v:?}"
+            );
+        }
+        assert!(matches!(
+            judged(signals(200, 20, 0, 1, 0), healthy),
+            Verdict::Pass(_)
+        ));
+    }
+
+    fn jobs(ms: &[i64]) -> ReleaseSignals {
+        let mut s = ReleaseSignals::default();
+        for &m in ms {
+            s.job(m);
+        }
+        s
+    }
+
+    #[test]
+    fn slower_jobs_fail_beyond_the_duration_margin() {
+        let judged = |c: &[i64], i: &[i64]| {
+            let e = Evidence {
+                candidate_signals: jobs(c),
+                incumbent_signals: jobs(i),
+                ..ev(side(20, 0), side(200, 0))
+            };
+            judge(&e, 20, 10, 0.05)
+        };
+        let usual: Vec<i64> = (0..40).map(|k| 60_000 + (k % 5) * 1_000).collect();
+        let slow: Vec<i64> = (0..12).map(|k| 120_000 + (k % 3) * 2_000).collect();
+        let (v, _) = judged(&slow, &usual);
+        assert!(
+            matches!(&v, Verdict::Fail(said) if said.starts_with("job duration")),
+            "{v:?}"
+        );
+        // 10 % slower: within the 25 % margin.
+        let a_bit: Vec<i64> = (0..12).map(|k| 66_000 + (k % 3) * 1_000).collect();
+        assert!(matches!(judged(&a_bit, &usual).0, Verdict::Pass(_)));
+        // Too few timed jobs to say: the check does not hold the stage.
+        assert!(matches!(judged(&slow[..3], &usual).0, Verdict::Pass(_)));
+    }
+
+    #[test]
+    fn the_tails_match_hand_computed_values() {
         // 2 of 10 against 0 of 62: C(10,2)/C(72,2) = 45/2556.
         assert!((fisher_upper(72, 2, 10, 2) - 45.0 / 2556.0).abs() < 1e-9);
         // At least 0 of anything: certain.
         assert!((fisher_upper(50, 5, 10, 0) - 1.0).abs() < 1e-9);
         // More failures than there are: impossible.
         assert!(fisher_upper(50, 5, 10, 6) < 1e-12);
+        // Large counts need no table: 1 % against 1 % is no evidence.
+        assert!(fisher_upper(2_000_000, 20_000, 1_000_000, 10_000) > 0.4);
+        assert!((normal_upper(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_upper(2.326_348) - 0.01).abs() < 1e-6);
+        assert!((normal_upper(-1.644_854) - 0.95).abs() < 1e-6);
+        assert!((ln_gamma(11.0) - (3_628_800f64).ln()).abs() < 1e-9);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::Scheduler;
-use judge::{Side, Verdict, judge};
+use judge::{Evidence, Side, Verdict, judge};
 use slotd_coord::wake::WakeKey;
 use slotd_store::{Rollout, RolloutMove, RolloutState};
 
@@ -54,23 +54,33 @@ impl Scheduler {
                 .release_outcomes(&candidate, r.stage_started_at)
                 .await?;
             let stage_ended = Side::of(&stage, &r.candidate).ended;
-            if stage_ended < u64::from(r.min_units) {
-                continue;
-            }
             let releases = [r.candidate.clone(), r.incumbent.clone()];
             let outcomes = s.store.release_outcomes(&releases, r.started_at).await?;
-            let (verdict, figures) = judge(
-                &Side::of(&outcomes, &r.candidate),
-                &Side::of(&outcomes, &r.incumbent),
-                stage_ended,
-                r.min_units,
-                r.margin,
-            );
+            let signals = s.store.release_signals(&releases, r.started_at).await?;
+            let signals_of = |release: &str| {
+                signals
+                    .iter()
+                    .find(|(r, _)| r == release)
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_default()
+            };
+            let evidence = Evidence {
+                candidate: Side::of(&outcomes, &r.candidate),
+                incumbent: Side::of(&outcomes, &r.incumbent),
+                candidate_signals: signals_of(&r.candidate),
+                incumbent_signals: signals_of(&r.incumbent),
+            };
+            let (verdict, figures) = judge(&evidence, stage_ended, r.min_units, r.margin);
             let figures = serde_json::to_value(&figures).ok();
+            if let (Verdict::Wait(_), Some(f)) = (&verdict, &figures) {
+                // What a provider team watches while the stage is judged.
+                s.store.rollout_figures(&r.id, f).await?;
+                continue;
+            }
             let now = s.clock.now_ms();
             let last = r.stage as usize + 1 >= r.stages.len();
             let (stage, state, reason) = match verdict {
-                Verdict::Wait { .. } => continue,
+                Verdict::Wait(_) => continue,
                 Verdict::Pass(said) if last => (
                     r.stage,
                     RolloutState::Promoted,

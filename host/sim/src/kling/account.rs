@@ -28,12 +28,27 @@ pub(crate) struct Account {
     pub revoked: bool,
     /// Resource-pack units left; `None`: unlimited.
     pub balance: Option<f64>,
+    /// Share of creates refused 429/1303 with room left (other clients hold the capacity).
+    pub over_capacity_rate: f64,
 }
 
 impl Account {
     pub(crate) fn to_json(self) -> Value {
-        json!({ "revoked": self.revoked, "balance": self.balance })
+        json!({
+            "revoked": self.revoked,
+            "balance": self.balance,
+            "over_capacity_rate": self.over_capacity_rate,
+        })
     }
+}
+
+/// The changes a `POST /_sim/account` asks for; `None` keeps the value in force.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct AccountChange {
+    pub revoked: Option<bool>,
+    /// `Some(None)`: unlimited.
+    pub balance: Option<Option<f64>>,
+    pub over_capacity_rate: Option<f64>,
 }
 
 /// What a job costs in resource-pack units, the same rule `final_unit_deduction` reports (and
@@ -77,43 +92,56 @@ pub(crate) async fn show(State(sim): State<Sim>) -> Response {
     Json(sim.account().to_json()).into_response()
 }
 
-/// `POST /_sim/account` with `{"revoked": bool?, "balance": number|null?}`: fields left out
-/// keep their value. A body that is not such an object is answered 400 and changes nothing.
+/// `POST /_sim/account` with `{"revoked": bool?, "balance": number|null?,
+/// "over_capacity_rate": number?}`: fields left out keep their value. A body that is not such
+/// an object is answered 400 and changes nothing.
 pub(crate) async fn update(State(sim): State<Sim>, body: Bytes) -> Response {
     match parse(&body) {
-        Ok((revoked, balance)) => {
-            Json(sim.update_account(revoked, balance).to_json()).into_response()
-        }
+        Ok(change) => Json(sim.update_account(change).to_json()).into_response(),
         Err(why) => (StatusCode::BAD_REQUEST, Json(json!({ "error": why }))).into_response(),
     }
 }
 
-/// The requested changes: `revoked` if given; `balance` if given (`Some(None)`: unlimited).
-#[allow(clippy::type_complexity)]
-pub(crate) fn parse(body: &[u8]) -> Result<(Option<bool>, Option<Option<f64>>), String> {
+/// The requested changes.
+pub(crate) fn parse(body: &[u8]) -> Result<AccountChange, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let Value::Object(map) = value else {
-        return Err("the body must be a JSON object {\"revoked\"?, \"balance\"?}".into());
+        return Err(
+            "the body must be a JSON object {\"revoked\"?, \"balance\"?, \"over_capacity_rate\"?}"
+                .into(),
+        );
     };
-    let mut revoked = None;
-    let mut balance = None;
+    let mut change = AccountChange::default();
     for (key, value) in map {
         match (key.as_str(), value) {
-            ("revoked", Value::Bool(b)) => revoked = Some(b),
+            ("revoked", Value::Bool(b)) => change.revoked = Some(b),
             ("revoked", other) => return Err(format!("revoked must be a boolean, got {other}")),
-            ("balance", Value::Null) => balance = Some(None),
+            ("balance", Value::Null) => change.balance = Some(None),
             ("balance", Value::Number(n)) => match n.as_f64() {
-                Some(f) if f.is_finite() && f >= 0.0 => balance = Some(Some(f)),
+                Some(f) if f.is_finite() && f >= 0.0 => change.balance = Some(Some(f)),
                 _ => return Err(format!("balance must be a number ≥ 0 or null, got {n}")),
             },
             ("balance", other) => {
                 return Err(format!("balance must be a number ≥ 0 or null, got {other}"));
             }
-            (other, _) => return Err(format!("unknown field {other:?} (revoked, balance)")),
+            ("over_capacity_rate", Value::Number(n)) => match n.as_f64() {
+                Some(f) if (0.0..=1.0).contains(&f) => change.over_capacity_rate = Some(f),
+                _ => return Err(format!("over_capacity_rate must be within 0..1, got {n}")),
+            },
+            ("over_capacity_rate", other) => {
+                return Err(format!(
+                    "over_capacity_rate must be within 0..1, got {other}"
+                ));
+            }
+            (other, _) => {
+                return Err(format!(
+                    "unknown field {other:?} (revoked, balance, over_capacity_rate)"
+                ));
+            }
         }
     }
-    Ok((revoked, balance))
+    Ok(change)
 }
 
 #[cfg(test)]
@@ -122,12 +150,29 @@ mod tests {
 
     #[test]
     fn bodies_say_what_changes() {
-        assert_eq!(parse(b"{}"), Ok((None, None)));
-        assert_eq!(parse(br#"{"revoked": true}"#), Ok((Some(true), None)));
-        assert_eq!(parse(br#"{"balance": 2.5}"#), Ok((None, Some(Some(2.5)))));
+        let change = |revoked, balance, over_capacity_rate| {
+            Ok(AccountChange {
+                revoked,
+                balance,
+                over_capacity_rate,
+            })
+        };
+        assert_eq!(parse(b"{}"), change(None, None, None));
+        assert_eq!(
+            parse(br#"{"revoked": true}"#),
+            change(Some(true), None, None)
+        );
+        assert_eq!(
+            parse(br#"{"balance": 2.5}"#),
+            change(None, Some(Some(2.5)), None)
+        );
         assert_eq!(
             parse(br#"{"balance": null, "revoked": false}"#),
-            Ok((Some(false), Some(None)))
+            change(Some(false), Some(None), None)
+        );
+        assert_eq!(
+            parse(br#"{"over_capacity_rate": 0.25}"#),
+            change(None, None, Some(0.25))
         );
         for bad in [
             &b"[]"[..],
@@ -136,6 +181,8 @@ mod tests {
             br#"{"balance": -1}"#,
             br#"{"balance": "3"}"#,
             br#"{"credits": 3}"#,
+            br#"{"over_capacity_rate": 1.5}"#,
+            br#"{"over_capacity_rate": true}"#,
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }

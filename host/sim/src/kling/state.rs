@@ -81,7 +81,7 @@ struct Inner {
     first_create: Option<Instant>,
     last_end: Option<Instant>,
     stats: SimStats,
-    /// Revoked credentials and the balance (`POST /_sim/account`).
+    /// Revoked credentials, the balance and other clients' hold (`POST /_sim/account`).
     account: Account,
 }
 
@@ -122,6 +122,7 @@ impl Sim {
             account: Account {
                 revoked: false,
                 balance: opts.balance,
+                over_capacity_rate: opts.over_capacity_rate,
             },
         };
         Ok(Sim(Arc::new(Shared {
@@ -206,8 +207,8 @@ impl Sim {
                 inner.stats.balance_refusals += 1;
                 return Err(account::exhausted(balance, price));
             }
-            let others_hold_it = self.opts.over_capacity_rate > 0.0
-                && inner.rng.random::<f64>() < self.opts.over_capacity_rate;
+            let rate = inner.account.over_capacity_rate;
+            let others_hold_it = rate > 0.0 && inner.rng.random::<f64>() < rate;
             if inner.running >= self.opts.concurrency || others_hold_it {
                 inner.stats.rate_limited_1303 += 1;
                 return Err(SimError::over_concurrency());
@@ -284,17 +285,16 @@ impl Sim {
     }
 
     /// Change what is given (`balance: Some(None)` = unlimited); returns the state in force.
-    pub(crate) fn update_account(
-        &self,
-        revoked: Option<bool>,
-        balance: Option<Option<f64>>,
-    ) -> Account {
+    pub(crate) fn update_account(&self, change: account::AccountChange) -> Account {
         let mut inner = self.inner.lock();
-        if let Some(revoked) = revoked {
+        if let Some(revoked) = change.revoked {
             inner.account.revoked = revoked;
         }
-        if let Some(balance) = balance {
+        if let Some(balance) = change.balance {
             inner.account.balance = balance;
+        }
+        if let Some(rate) = change.over_capacity_rate {
+            inner.account.over_capacity_rate = rate;
         }
         inner.account
     }

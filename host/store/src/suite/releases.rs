@@ -294,3 +294,107 @@ pub(crate) async fn unit_releases(store: DynStore) {
     .await;
     assert_eq!(store.unit_job_releases().await.unwrap(), vec![(v1, 1)]);
 }
+
+/// A rollout's live figures and moves (each with its step), and the signals its releases'
+/// ticks add, summed over the minutes of a window.
+pub(crate) async fn rollout_signals(store: DynStore) {
+    use crate::{ReleaseSignals, Rollout, RolloutMove, RolloutState};
+    let (cand, inc) = ("c".repeat(64), "i".repeat(64));
+    let rollout = Rollout {
+        id: "r1".into(),
+        name: "kling-video".into(),
+        candidate: cand.clone(),
+        incumbent: inc.clone(),
+        stages: vec![10, 100],
+        stage: 0,
+        state: RolloutState::Running,
+        min_units: 5,
+        margin: 0.05,
+        started_at: T0,
+        stage_started_at: T0,
+        updated_at: T0,
+        reason: Some("started".into()),
+        figures: None,
+        events: Vec::new(),
+    };
+    assert!(store.rollout_start(&rollout).await.unwrap());
+    assert!(
+        !store
+            .rollout_start(&Rollout {
+                id: "r2".into(),
+                ..rollout.clone()
+            })
+            .await
+            .unwrap(),
+        "one rollout of a handler at a time"
+    );
+    let live = serde_json::json!({"candidate": {"ended": 3}});
+    store.rollout_figures("r1", &live).await.unwrap();
+    let listed = store.rollout_list(Some("kling-video"), 10).await.unwrap();
+    assert_eq!(listed[0].figures.as_ref(), Some(&live));
+    let m = RolloutMove {
+        id: "r1".into(),
+        from_stage: 0,
+        from_state: RolloutState::Running,
+        stage: 0,
+        state: RolloutState::RolledBack,
+        reason: "stage 1 failed".into(),
+        figures: None,
+        now: T0 + 10,
+    };
+    assert!(store.rollout_move(&m).await.unwrap());
+    assert!(!store.rollout_move(&m).await.unwrap(), "moved once");
+    let steps = store.rollout_events("r1").await.unwrap();
+    let states: Vec<_> = steps.iter().map(|e| e.state).collect();
+    assert_eq!(states, [RolloutState::Running, RolloutState::RolledBack]);
+    // Figures of an ended rollout stay those it ended on.
+    store
+        .rollout_figures("r1", &serde_json::json!({}))
+        .await
+        .unwrap();
+    let listed = store.rollout_list(Some("kling-video"), 10).await.unwrap();
+    assert_eq!(listed[0].figures.as_ref(), Some(&live));
+
+    let tick = |units, refused, job_ms: Option<i64>| {
+        let mut s = ReleaseSignals {
+            units,
+            creates: units,
+            create_refused: refused,
+            faults: 1,
+            refused_changes: 0,
+            ..ReleaseSignals::default()
+        };
+        if let Some(ms) = job_ms {
+            s.job(ms);
+        }
+        s
+    };
+    // A minute before the window, then two ticks inside it.
+    store
+        .release_signals_add(&cand, T0 - 60_000, &tick(100, 100, None))
+        .await
+        .unwrap();
+    store
+        .release_signals_add(&cand, T0 + 1, &tick(4, 1, Some(1_000)))
+        .await
+        .unwrap();
+    store
+        .release_signals_add(&cand, T0 + 2, &tick(6, 2, Some(3_000)))
+        .await
+        .unwrap();
+    let got = store
+        .release_signals(&[cand.clone(), inc.clone()], T0)
+        .await
+        .unwrap();
+    let want = ReleaseSignals {
+        units: 10,
+        creates: 10,
+        create_refused: 3,
+        faults: 2,
+        refused_changes: 0,
+        jobs: 2,
+        job_ms: 4_000.0,
+        job_ms_sq: 10_000_000.0,
+    };
+    assert_eq!(got, vec![(cand, want), (inc, ReleaseSignals::default())]);
+}

@@ -1,7 +1,8 @@
 //! The account's runtime controls (`POST /_sim/account`): revoked credentials answer 401/1002
 //! until restored; a balance is spent by accepted creates at the unit price and a create it
 //! does not cover is refused 429/1102; succeeded tasks report that price as
-//! `final_unit_deduction`.
+//! `final_unit_deduction`; other clients taking the account's capacity for a while refuse
+//! creates 429/1303 until they let go.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -34,7 +35,10 @@ async fn revoked_credentials_are_refused_until_restored() -> anyhow::Result<()> 
 
     let (status, v) = account(&c, json!({"revoked": true})).await?;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(v, json!({"revoked": true, "balance": null}));
+    assert_eq!(
+        v,
+        json!({"revoked": true, "balance": null, "over_capacity_rate": 0.0})
+    );
     for (status, v) in [
         c.get(&format!("{TEXT2VIDEO}/{id}")).await?,
         c.post(TEXT2VIDEO, clip("r2", "std", "5")).await?,
@@ -70,7 +74,10 @@ async fn a_balance_is_spent_at_the_unit_price_then_refused_with_1102() -> anyhow
     let handle = sim(frozen()).await?;
     let c = Client::new(&handle)?;
     let (_, v) = account(&c, json!({"balance": 4.5})).await?;
-    assert_eq!(v, json!({"revoked": false, "balance": 4.5}));
+    assert_eq!(
+        v,
+        json!({"revoked": false, "balance": 4.5, "over_capacity_rate": 0.0})
+    );
 
     c.create(TEXT2VIDEO, clip("b1", "std", "5")).await?;
     c.create(TEXT2VIDEO, clip("b2", "pro", "5")).await?;
@@ -140,5 +147,28 @@ async fn succeeded_tasks_report_their_price_as_final_unit_deduction() -> anyhow:
             "{mode} {duration}s: {task}"
         );
     }
+    handle.shutdown().await
+}
+
+#[tokio::test]
+async fn other_clients_hold_the_capacity_for_a_while() -> anyhow::Result<()> {
+    let handle = sim(frozen()).await?;
+    let c = Client::new(&handle)?;
+    let (_, v) = account(&c, json!({"over_capacity_rate": 1.0})).await?;
+    assert_eq!(v["over_capacity_rate"], 1.0);
+    let (status, v) = c.post(TEXT2VIDEO, clip("o1", "std", "5")).await?;
+    assert_eq!(
+        (status, v["code"].clone()),
+        (StatusCode::TOO_MANY_REQUESTS, json!(1303)),
+        "{v}"
+    );
+    // They let go: the same create goes through, once.
+    account(&c, json!({"over_capacity_rate": 0})).await?;
+    c.create(TEXT2VIDEO, clip("o1", "std", "5")).await?;
+    let stats = handle.stats();
+    assert_eq!((stats.rate_limited_1303, stats.creates), (1, 1));
+
+    let (status, v) = account(&c, json!({"over_capacity_rate": 2})).await?;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     handle.shutdown().await
 }
