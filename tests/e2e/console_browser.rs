@@ -260,6 +260,88 @@ async fn route_refusal(run: &Run) {
     assert_eq!(report.applied.len(), 1, "{report:?}");
 }
 
+/// Publish `plugin`'s build to the run's API with `query`; returns the HTTP status.
+async fn publish(run: &Run, plugin: &str, query: &str) -> u16 {
+    let bytes = std::fs::read(crate::support::built_plugin(plugin)).expect("the built handler");
+    let r = run
+        .client
+        .post(format!("{}/v1/handlers{query}", run.base))
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .await
+        .expect("publish");
+    r.status().as_u16()
+}
+
+/// The handlers page lists the releases; kling-video's page shows a rollout of the next build
+/// held at its first stage (it needs 1,000 of its units to be judged) with its stage, the live
+/// checks and its steps; it is paused, then rolled back, from the page.
+async fn handler_rollout(run: &Run, c: &Client) {
+    let incumbent = publish(run, "kling-video", "").await;
+    assert!(incumbent == 200 || incumbent == 201, "{incumbent}");
+    let started = publish(run, "kling-video-next", "?rollout=10,50,100&min_units=1000").await;
+    assert_eq!(started, 201);
+    until(
+        c,
+        "the releases, one rolling out",
+        r#"const rows = [...document.querySelectorAll('section.releases tbody tr')];
+           return rows.some((r) => /kling-video/.test(r.textContent) && /rolling out/.test(r.textContent));"#,
+    )
+    .await;
+    screenshot(c, "handlers.png").await;
+    c.find(Locator::Css(
+        r##"section.releases a[href="#/handlers/kling-video"]"##,
+    ))
+    .await
+    .expect("the handler's link")
+    .click()
+    .await
+    .expect("open the handler");
+    let shown = until(
+        c,
+        "the rollout with its stage, its checks and its first step",
+        r#"const card = document.querySelector('section.rollout[data-state="running"]');
+           if (!card) return null;
+           const stage = card.querySelector('.stages .stage.running')?.textContent;
+           const checks = [...card.querySelectorAll('table.checks tr[data-check]')].map((r) => r.dataset.check);
+           const steps = card.querySelectorAll('ol.steps li').length;
+           return checks.length >= 5 && steps === 1 ? [stage, checks.slice(0, 1), steps] : null;"#,
+    )
+    .await;
+    assert_eq!(shown, json!(["10 %", ["units failed"], 1]));
+    let words = js(
+        c,
+        r#"return [...document.querySelectorAll('table.releases tr[data-release] [data-word]')].map((w) => w.dataset.word);"#,
+    )
+    .await;
+    assert!(
+        words
+            .as_array()
+            .is_some_and(|w| w.contains(&json!("canary"))),
+        "the process's word on the candidate: {words}"
+    );
+    screenshot(c, "handler.png").await;
+    for (action, state, steps) in [("pause", "paused", 2), ("rollback", "rolled_back", 3)] {
+        c.find(Locator::Css(&format!(r#"button[data-action="{action}"]"#)))
+            .await
+            .expect("the action's button")
+            .click()
+            .await
+            .expect("click");
+        until(
+            c,
+            &format!("the rollout {state}, a step more"),
+            &format!(
+                r#"const card = document.querySelector('section.rollout[data-state="{state}"]');
+                   return card && card.querySelectorAll('ol.steps li').length === {steps};"#
+            ),
+        )
+        .await;
+    }
+    screenshot(c, "handler-rolled-back.png").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     slotd_skip_tool_tests,
@@ -395,7 +477,7 @@ async fn console_in_a_browser() {
         .await
         .expect("handlers page");
     until(&c, "the handlers serving", r#"return /kling-video/.test(document.querySelector('main section.card table')?.textContent || '');"#).await;
-    screenshot(&c, "handlers.png").await;
+    handler_rollout(&run, &c).await;
 
     // Routes: the route with its policy, its units waiting, each target's state and room, and
     // its refusals by reason.

@@ -20,10 +20,11 @@ use slotd_units::services::Services;
 
 const PAGE: &str = include_str!("console/index.html");
 /// The scripts, by name under `/console/`, in the order the page loads them: helpers, the
-/// pools and routes pages, then URL routing and the other pages.
-const SCRIPTS: [(&str, &str); 3] = [
+/// pools and routes pages, the releases and rollouts, then URL routing and the other pages.
+const SCRIPTS: [(&str, &str); 4] = [
     ("core.js", include_str!("console/core.js")),
     ("pools.js", include_str!("console/pools.js")),
+    ("releases.js", include_str!("console/releases.js")),
     ("app.js", include_str!("console/app.js")),
 ];
 const STYLE: &str = include_str!("console/app.css");
@@ -72,7 +73,7 @@ async fn page() -> impl IntoResponse {
     tag = "operations",
     operation_id = "console_asset",
     security(()),
-    params(("file" = String, Path, description = "`core.js`, `pools.js`, `app.js` or `app.css`")),
+    params(("file" = String, Path, description = "`core.js`, `pools.js`, `releases.js`, `app.js` or `app.css`")),
     responses(
         (status = 200, description = "The file", content(
             (String = "text/javascript"),

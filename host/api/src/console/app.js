@@ -1,6 +1,6 @@
-// slotd operator console, part 3 of 3: routing (URL hashes, so the back button and shared
-// links work) and the tasks, task, handlers and webhooks pages. Uses core.js and pools.js
-// (which also holds the routes page).
+// slotd operator console, the last part: routing (URL hashes, so the back button and shared
+// links work) and the tasks, task, handlers and webhooks pages. Uses core.js, pools.js
+// (which also holds the routes page) and releases.js (one handler's page, the releases).
 "use strict";
 
 // ---- routing -------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ async function render() {
     a.classList.toggle("active", a.dataset.page === r.page);
   }
   const view = document.getElementById("view");
-  const pages = { pools: poolsPage, routes: routesPage, tasks: r.id ? taskPage : tasksPage, handlers: handlersPage, webhooks: webhooksPage };
+  const pages = { pools: poolsPage, routes: routesPage, tasks: r.id ? taskPage : tasksPage, handlers: r.id ? handlerPage : handlersPage, webhooks: webhooksPage };
   const page = pages[r.page] || notFoundPage;
   let first = true;
   const tick = async () => {
@@ -229,8 +229,9 @@ function costOf(res) {
 // ---- handlers ------------------------------------------------------------------------------
 
 async function handlersPage(view, r, first, current) {
-  const [active, all, history] = await Promise.all([
+  const [active, all, history, releases] = await Promise.all([
     api("/v1/handlers"), api("/v1/handlers?all=true"), api("/v1/handlers/history?limit=100"),
+    api("/v1/handlers/releases"),
   ]);
   if (!current()) return;
   const short = (s) => s ? el("code", { title: s }, String(s).slice(0, 12) + "…") : "—";
@@ -240,13 +241,14 @@ async function handlersPage(view, r, first, current) {
       active.length ? el("table", {},
         el("thead", {}, el("tr", {}, ["name", "version", "contract", "features", "task types", "pools", "sha256", "loaded", "faults in a row"].map((h) => el("th", {}, h)))),
         el("tbody", {}, active.map((h) => el("tr", {},
-          el("td", {}, el("b", {}, h.name), el("div", { class: "muted mono" }, h.path)), el("td", {}, h.version), el("td", {}, h.contract),
+          el("td", {}, el("a", { href: "#/handlers/" + q(h.name) }, el("b", {}, h.name)), el("div", { class: "muted mono" }, h.path)), el("td", {}, h.version), el("td", {}, h.contract),
           el("td", {}, Object.entries(h.features || {}).filter(([, on]) => on).map(([k]) => k).join(", ") || "—"),
           el("td", {}, (h.task_types || []).map((t) => t.name).join(", ")),
           el("td", {}, (h.pools || []).map((p) => p.name + " (default " + p.default_max_slots + ")").join(", ")),
           el("td", {}, short(h.sha256)), el("td", {}, dateTime(h.loaded_at)),
           el("td", {}, h.consecutive_faults ? el("span", { class: "badge warn" }, h.consecutive_faults) : "0")))))
         : el("p", { class: "empty" }, "No handler is loaded.")),
+    releasesCard(releases),
     el("section", { class: "card" }, el("h2", {}, "Refused, quarantined and unloaded (this process)"),
       problems.length ? el("table", {},
         el("thead", {}, el("tr", {}, ["file", "name", "version", "state", "reason", "sha256", "changed"].map((h) => el("th", {}, h)))),
