@@ -170,9 +170,10 @@ async fn units_of(c: &Cluster, id: &str) -> Vec<Value> {
     v["units"].as_array().cloned().unwrap_or_default()
 }
 
-/// Version 1.1 published while 1.0 has 18 jobs in flight: those are polled and finished by
-/// 1.0 (its tick calls go on after the publish, and each unit names 1.0 as the release of its
-/// job), new units go to 1.1, and 1.0 is unloaded in every scheduler after its last job.
+/// Version 1.1 published while 1.0 has 20 jobs in flight (the account's whole concurrency):
+/// those are polled and finished by 1.0 (its tick calls go on after the publish, and each unit
+/// names 1.0 as the release of its job), new units go to 1.1, and 1.0 is unloaded in every
+/// scheduler after its last job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_jobs_finish_on_the_release_that_created_them() {
     let opts = ClusterOptions {
@@ -180,12 +181,13 @@ async fn in_flight_jobs_finish_on_the_release_that_created_them() {
         own_plugins: true,
         // 30–120 s clips take 3–12 s: long enough to publish while they run.
         time_scale: 0.1,
+        video_slots: 20,
         ..ClusterOptions::new(2, 42)
     };
     let c = Cluster::start_with(opts).await;
     let v10 = publish(&c.api.base, &built_plugin("kling-video"));
-    let first = c.submit_videos(1, 18).await.remove(0);
-    c.wait_creates(18).await;
+    let first = c.submit_videos(1, 20).await.remove(0);
+    c.wait_creates(20).await;
 
     let ticks_before = calls_by_version(&c, "1.0.0", "tick").await;
     let v11 = publish(&c.more_apis[0].base, &built_plugin("kling-video-next"));
@@ -231,5 +233,5 @@ async fn in_flight_jobs_finish_on_the_release_that_created_them() {
         },
     )
     .await;
-    c.assert_clean(38).await;
+    c.assert_clean(40).await;
 }

@@ -60,6 +60,8 @@ pub struct Cluster {
     log: PathBuf,
     /// Each process has a plugins directory of its own, empty ([`ClusterOptions::own_plugins`]).
     own_plugins: bool,
+    /// `[pools."kling:video"] max_slots`.
+    video_slots: u32,
     pub dir: tempfile::TempDir,
     /// Dropped after the processes (fields drop in order): the schema outlives its users.
     _db: crate::pg::PgSchema,
@@ -169,6 +171,7 @@ impl Cluster {
             config,
             log,
             own_plugins: own,
+            video_slots: opts.video_slots,
             dir,
             _db: db,
         }
@@ -305,13 +308,14 @@ impl Cluster {
     }
 
     /// The checks every scenario ends with: each shot created once, never above the video
-    /// pool's own limit (18, below the account's 20, so a slot accounting error shows) and no
-    /// 1303, no panic in any process, and `slotd check` clean on the database.
+    /// pool's own limit (by default 18, below the account's 20, so a slot accounting error
+    /// shows) and no 1303, no panic in any process, and `slotd check` clean on the database.
     pub async fn assert_clean(&self, shots: u64) {
+        let slots = self.video_slots;
         assert_check_clean(
             &self._db.url(),
             None,
-            &[("kling:video", 18), ("kling:avatar", 2)],
+            &[("kling:video", slots), ("kling:avatar", 2)],
         )
         .await;
         let stats = self.sim.stats();
@@ -321,8 +325,8 @@ impl Cluster {
             "an external_task_id was created twice"
         );
         assert!(
-            stats.max_running <= 18,
-            "simulator saw {} at once; the pool allows 18",
+            stats.max_running <= slots,
+            "simulator saw {} at once; the pool allows {slots}",
             stats.max_running
         );
         assert_eq!(stats.rate_limited_1303, 0, "the provider refused a submit");
