@@ -194,6 +194,7 @@ async fn a_misclassifying_release_is_rolled_back_on_provider_outcomes() {
     c.others_hold(0.0).await;
     assert_eq!(r["state"], "rolled_back", "no person acted: {r}");
     let reason = r["reason"].as_str().unwrap_or_default();
+    eprintln!("rolled back: {reason}");
     assert!(reason.starts_with("stage 1 (10 %) failed"), "{reason}");
     let figures = &r["figures"];
     let (ended, failed) = (
@@ -223,6 +224,27 @@ async fn a_misclassifying_release_is_rolled_back_on_provider_outcomes() {
         units.extend(view["units"].as_array().cloned().unwrap_or_default());
     }
     assert_eq!(units.len(), 200);
+    // The units it failed went back to pending by the rollback's retry (their event logs say
+    // so) and ended completed like the rest.
+    let mut retried = 0;
+    for id in &ids {
+        let url = format!("{}/v1/tasks/{id}/events", c.api.base);
+        let events = get_json(&c.client, &url).await.expect("the task's events");
+        retried += events["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| {
+                e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("retry requested"))
+            })
+            .count() as u64;
+    }
+    assert!(
+        retried >= failed,
+        "{retried} units retried, {failed} failed by it"
+    );
     let stats = c.sim.stats();
     assert_eq!(stats.creates, 200, "every shot created once");
     assert!(stats.creates_by_external_id.values().all(|&n| n == 1));
