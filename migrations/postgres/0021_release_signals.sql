@@ -2,7 +2,7 @@
 -- rollout"): per release and minute, while its handler has a rollout running, the units its
 -- tick calls were given, the creates it sent and those the provider refused, its calls that
 -- faulted, the changes the state machine refused, and the provider job durations it saw
--- (count, sum and sum of squares, in ms). Every scheduler adds its ticks' counts.
+-- (count, and the sum and sum of squares of their natural logs, ln ms). Every scheduler adds its ticks' counts.
 CREATE TABLE release_signals (
     release TEXT NOT NULL,            -- sha256
     minute BIGINT NOT NULL,           -- Unix ms of the minute's start
@@ -12,7 +12,7 @@ CREATE TABLE release_signals (
     faults BIGINT NOT NULL,
     refused_changes BIGINT NOT NULL,
     jobs BIGINT NOT NULL,
-    job_ms DOUBLE PRECISION NOT NULL,
-    job_ms_sq DOUBLE PRECISION NOT NULL,
+    job_log_ms DOUBLE PRECISION NOT NULL,
+    job_log_ms_sq DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (release, minute)
 );

@@ -54,13 +54,27 @@ async fn releases(c: &Cluster) -> Option<Value> {
     .await
 }
 
-/// The newest rollout of kling-video once `pred` holds for it.
+/// The newest rollout of kling-video once `pred` holds for it; on a timeout, the rollout as
+/// last seen (its stage, reason and the checks of its latest judgement) is in the panic.
 async fn rollout_when(c: &Cluster, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    eventually(Duration::from_secs(90), what, async || {
-        let r = releases(c).await?["rollouts"][0].clone();
-        pred(&r).then_some(r)
-    })
-    .await
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let mut last = Value::Null;
+    loop {
+        // A busy API may answer with an error body: only a rollout counts.
+        if let Some(r) = releases(c).await.map(|v| v["rollouts"][0].clone())
+            && r["state"].is_string()
+        {
+            if pred(&r) {
+                return r;
+            }
+            last = r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after 90 s waiting for {what}; the rollout: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

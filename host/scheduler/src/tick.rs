@@ -44,6 +44,8 @@ struct CallResult {
     updates: Vec<UnitUpdate>,
     refused: usize,
     faults: usize,
+    /// Units of the calls that faulted (a rollout's judgement compares them per unit given).
+    faulted_units: usize,
     capacity_rejected: usize,
     accepted: usize,
     /// What each account's calls said (by account name; `None` the implicit account).
@@ -87,6 +89,7 @@ impl CallResult {
         self.updates.extend(r.updates);
         self.refused += r.refused;
         self.faults += r.faults;
+        self.faulted_units += r.faulted_units;
         self.capacity_rejected += r.capacity_rejected;
         self.accepted += r.accepted;
         for (account, seen) in r.accounts {
@@ -115,7 +118,7 @@ fn call_signals(
         units: n(given),
         creates: n(creates),
         create_refused: n(r.capacity_rejected),
-        faults: n(r.faults),
+        faults: n(r.faulted_units),
         refused_changes: n(r.refused),
         ..Default::default()
     };
@@ -677,6 +680,7 @@ impl Scheduler {
                         accepted: decided.accepted,
                         updates: decided.updates,
                         faults: 0,
+                        faulted_units: 0,
                         accounts: BTreeMap::from([(ctx.account.clone(), seen)]),
                     }
                 }
@@ -699,6 +703,7 @@ impl Scheduler {
                     CallResult {
                         updates: fault_updates(cfg, &refs, &fault, now),
                         faults: 1,
+                        faulted_units: units.len(),
                         ..CallResult::default()
                     }
                 }

@@ -18,14 +18,15 @@ pub struct ReleaseSignals {
     pub creates: i64,
     /// Of those, refused by the provider for capacity.
     pub create_refused: i64,
-    /// Its calls that faulted (trap, budget, error), counted once per unit charged.
+    /// Units of its calls that faulted (trap, budget, error, the provider past the deadline).
     pub faults: i64,
     /// Changes it asked for that the state machine refused.
     pub refused_changes: i64,
-    /// Provider jobs it saw end, with the sum and sum of squares of their durations (ms).
+    /// Provider jobs it saw end, with the sum and the sum of squares of the natural logs of
+    /// their durations (ln ms): a geometric mean, which one long-tail job does not swing.
     pub jobs: i64,
-    pub job_ms: f64,
-    pub job_ms_sq: f64,
+    pub job_log_ms: f64,
+    pub job_log_ms_sq: f64,
 }
 
 impl ReleaseSignals {
@@ -36,16 +37,16 @@ impl ReleaseSignals {
         self.faults += o.faults;
         self.refused_changes += o.refused_changes;
         self.jobs += o.jobs;
-        self.job_ms += o.job_ms;
-        self.job_ms_sq += o.job_ms_sq;
+        self.job_log_ms += o.job_log_ms;
+        self.job_log_ms_sq += o.job_log_ms_sq;
     }
 
-    /// A job of `ms` seen ending.
+    /// A job of `ms` seen ending (1 ms at least).
     pub fn job(&mut self, ms: i64) {
-        let ms = ms.max(0) as f64;
+        let ln = (ms.max(1) as f64).ln();
         self.jobs += 1;
-        self.job_ms += ms;
-        self.job_ms_sq += ms * ms;
+        self.job_log_ms += ln;
+        self.job_log_ms_sq += ln * ln;
     }
 
     /// Whether nothing was counted.
@@ -69,7 +70,7 @@ on_both_drivers! {
     ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO release_signals (release, minute, units, creates, create_refused, \
-                 faults, refused_changes, jobs, job_ms, job_ms_sq) \
+                 faults, refused_changes, jobs, job_log_ms, job_log_ms_sq) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
              ON CONFLICT (release, minute) DO UPDATE SET \
                  units = release_signals.units + excluded.units, \
@@ -78,8 +79,8 @@ on_both_drivers! {
                  faults = release_signals.faults + excluded.faults, \
                  refused_changes = release_signals.refused_changes + excluded.refused_changes, \
                  jobs = release_signals.jobs + excluded.jobs, \
-                 job_ms = release_signals.job_ms + excluded.job_ms, \
-                 job_ms_sq = release_signals.job_ms_sq + excluded.job_ms_sq",
+                 job_log_ms = release_signals.job_log_ms + excluded.job_log_ms, \
+                 job_log_ms_sq = release_signals.job_log_ms_sq + excluded.job_log_ms_sq",
         )
         .bind(release)
         .bind(minute(at))
@@ -89,8 +90,8 @@ on_both_drivers! {
         .bind(s.faults)
         .bind(s.refused_changes)
         .bind(s.jobs)
-        .bind(s.job_ms)
-        .bind(s.job_ms_sq)
+        .bind(s.job_log_ms)
+        .bind(s.job_log_ms_sq)
         .execute(pool)
         .await?;
         Ok(())
@@ -111,8 +112,8 @@ on_both_drivers! {
                      CAST(COALESCE(SUM(faults), 0) AS BIGINT) AS faults, \
                      CAST(COALESCE(SUM(refused_changes), 0) AS BIGINT) AS refused_changes, \
                      CAST(COALESCE(SUM(jobs), 0) AS BIGINT) AS jobs, \
-                     CAST(COALESCE(SUM(job_ms), 0) AS DOUBLE PRECISION) AS job_ms, \
-                     CAST(COALESCE(SUM(job_ms_sq), 0) AS DOUBLE PRECISION) AS job_ms_sq \
+                     CAST(COALESCE(SUM(job_log_ms), 0) AS DOUBLE PRECISION) AS job_log_ms, \
+                     CAST(COALESCE(SUM(job_log_ms_sq), 0) AS DOUBLE PRECISION) AS job_log_ms_sq \
                  FROM release_signals WHERE release = $1 AND minute >= $2",
             )
             .bind(release)
@@ -128,8 +129,8 @@ on_both_drivers! {
                     faults: r.try_get("faults")?,
                     refused_changes: r.try_get("refused_changes")?,
                     jobs: r.try_get("jobs")?,
-                    job_ms: r.try_get("job_ms")?,
-                    job_ms_sq: r.try_get("job_ms_sq")?,
+                    job_log_ms: r.try_get("job_log_ms")?,
+                    job_log_ms_sq: r.try_get("job_log_ms_sq")?,
                 },
             ));
         }

@@ -24,11 +24,12 @@
 //! none of 62 do not yet (p ≈ 0.018). It is **undecided** when the excess is beyond the margin
 //! but not yet beyond chance (1 failure of 10 against none), and **within** otherwise.
 //!
-//! Provider job durations are a check of their own: it fails when the candidate's mean job
-//! is more than [`DURATION_MARGIN`] longer than the incumbent's and a one-sided Welch test
-//! (normal tail of the difference of means over its standard error) puts that below 1 %,
-//! each side having at least `min_units` jobs timed; it is undecided while the mean is beyond
-//! the margin but not yet beyond chance.
+//! Provider job durations are a check of their own, on geometric means (means of ln ms, so
+//! one long-tail job does not swing a stage's few): it fails when the candidate's is more than
+//! [`DURATION_MARGIN`] longer than the incumbent's and a one-sided Welch test (normal tail of
+//! the excess over the margin, over its standard error) puts that below 1 %, each side having
+//! at least `min_units` jobs timed; it is never undecided (durations are the noisiest signal:
+//! they can roll a stage back, never hold one).
 //!
 //! The stage **fails** (rolls back) on the first failing check, **waits** while any is
 //! undecided, and **passes** (moves on; the last stage promotes) when all are within. So a bad
@@ -237,16 +238,20 @@ fn share_check(
     }
 }
 
-/// The check of provider job durations (means, Welch).
+/// The check of provider job durations: geometric means (means of ln ms), so one long-tail
+/// job does not swing a stage's few. Worse when the candidate's is more than
+/// [`DURATION_MARGIN`] longer than the incumbent's *and* a one-sided Welch test (normal tail)
+/// says it exceeds the margin itself beyond chance; never undecided: durations are the
+/// noisiest signal, so they can roll a stage back but never hold one.
 fn duration_check(c: &ReleaseSignals, i: &ReleaseSignals, min_jobs: u64) -> Check {
     let stats = |s: &ReleaseSignals| {
         let n = s.jobs.max(0) as f64;
         if n == 0.0 {
             return (0.0, 0.0, 0.0);
         }
-        let mean = s.job_ms / n;
+        let mean = s.job_log_ms / n;
         let var = if n > 1.0 {
-            ((s.job_ms_sq - n * mean * mean) / (n - 1.0)).max(0.0)
+            ((s.job_log_ms_sq - n * mean * mean) / (n - 1.0)).max(0.0)
         } else {
             0.0
         };
@@ -254,33 +259,32 @@ fn duration_check(c: &ReleaseSignals, i: &ReleaseSignals, min_jobs: u64) -> Chec
     };
     let ((nc, mc, vc), (ni, mi, vi)) = (stats(c), stats(i));
     let enough = nc >= min_jobs as f64 && ni >= min_jobs as f64;
+    let margin = (1.0 + DURATION_MARGIN).ln();
+    let excess = mc - mi - margin;
     let se = (vc / nc.max(1.0) + vi / ni.max(1.0)).sqrt();
     let p = if !enough {
         1.0
     } else if se == 0.0 {
-        if mc > mi { 0.0 } else { 1.0 }
+        if excess > 0.0 { 0.0 } else { 1.0 }
     } else {
-        normal_upper((mc - mi) / se)
+        normal_upper(excess / se)
     };
-    let beyond = enough && mc > mi * (1.0 + DURATION_MARGIN);
-    let result = if !beyond {
-        "within"
-    } else if p < P_FAIL {
+    let result = if enough && excess > 0.0 && p < P_FAIL {
         "worse"
     } else {
-        "undecided"
+        "within"
     };
+    let geo = |n: f64, m: f64| if n == 0.0 { 0.0 } else { m.exp() };
+    let (gc, gi) = (geo(nc, mc), geo(ni, mi));
     Check {
         signal: "job duration".into(),
-        candidate: mc,
-        incumbent: mi,
+        candidate: gc,
+        incumbent: gi,
         p,
         result,
         said: format!(
-            "job duration: candidate mean {:.0} ms of {nc} jobs, incumbent {:.0} ms of {ni}, \
-             margin {:.0} %, p {p:.4}",
-            mc,
-            mi,
+            "job duration: candidate {gc:.0} ms (geometric mean of {nc} jobs), incumbent \
+             {gi:.0} ms of {ni}, margin {:.0} %, p {p:.4}",
             DURATION_MARGIN * 100.0
         ),
     }
@@ -520,6 +524,10 @@ mod tests {
         assert!(matches!(judged(&a_bit, &usual).0, Verdict::Pass(_)));
         // Too few timed jobs to say: the check does not hold the stage.
         assert!(matches!(judged(&slow[..3], &usual).0, Verdict::Pass(_)));
+        // One long-tail job (ten times the usual) among a dozen: not a slower build.
+        let mut one_tail: Vec<i64> = (0..11).map(|k| 60_000 + (k % 5) * 1_000).collect();
+        one_tail.push(700_000);
+        assert!(matches!(judged(&one_tail, &usual).0, Verdict::Pass(_)));
     }
 
     #[test]

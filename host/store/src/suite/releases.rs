@@ -393,8 +393,19 @@ pub(crate) async fn rollout_signals(store: DynStore) {
         faults: 2,
         refused_changes: 0,
         jobs: 2,
-        job_ms: 4_000.0,
-        job_ms_sq: 10_000_000.0,
+        job_log_ms: 0.0,
+        job_log_ms_sq: 0.0,
     };
-    assert_eq!(got, vec![(cand, want), (inc, ReleaseSignals::default())]);
+    let (ln1, ln3) = (1_000f64.ln(), 3_000f64.ln());
+    let (c, i) = (&got[0], &got[1]);
+    assert_eq!((&c.0, &i.0), (&cand, &inc));
+    assert!((c.1.job_log_ms - (ln1 + ln3)).abs() < 1e-9, "{got:?}");
+    assert!((c.1.job_log_ms_sq - (ln1 * ln1 + ln3 * ln3)).abs() < 1e-9);
+    let counts = ReleaseSignals {
+        job_log_ms: 0.0,
+        job_log_ms_sq: 0.0,
+        ..c.1.clone()
+    };
+    assert_eq!(counts, want);
+    assert_eq!(i.1, ReleaseSignals::default());
 }
