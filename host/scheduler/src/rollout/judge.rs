@@ -21,8 +21,11 @@
 //! fell on both sides alike) below 1 % (divided among the failure classes, Bonferroni, so
 //! several classes do not multiply the false alarms). Exact, so it holds on the small counts
 //! of a first stage: 5 failures of 20 against none of 69 fail (p ≈ 0.0004), 2 of 10 against
-//! none of 62 do not yet (p ≈ 0.018). It is **undecided** when the excess is beyond the margin
-//! but not yet beyond chance (1 failure of 10 against none), and **within** otherwise.
+//! none of 62 do not yet (p ≈ 0.018). It is **within** when the share is within the margin
+//! (for the units-failed check, the one passing rests on, also *shown* within: as few
+//! failures would be unlikely, binomial below [`P_WITHIN`], were the candidate's true share the
+//! incumbent's plus the margin; none of 32 at 5 %), and **undecided** otherwise: beyond the
+//! margin but not yet beyond chance (1 failure of 10 against none), or not yet shown within.
 //!
 //! Provider job durations are a check of their own, on geometric means (means of ln ms, so
 //! one long-tail job does not swing a stage's few): it fails when the candidate's is more than
@@ -31,10 +34,11 @@
 //! at least `min_units` jobs timed; it is never undecided (durations are the noisiest signal:
 //! they can roll a stage back, never hold one).
 //!
-//! The stage **fails** (rolls back) on the first failing check, **waits** while any is
-//! undecided, and **passes** (moves on; the last stage promotes) when all are within. So a bad
-//! candidate is rolled back at the first stage whose judgement shows it, after `min_units` of
-//! its units ended plus as many more as the evidence needs, and no stage passes on fewer.
+//! The stage **fails** (rolls back) on the first failing check, at any count, **waits** while
+//! fewer than `min_units` of the candidate's units ended in it or any check is undecided, and
+//! **passes** (moves on; the last stage promotes) when all are within. So a bad candidate is
+//! rolled back as soon as its failures are beyond chance, and no stage passes on fewer than
+//! `min_units` of its units.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +47,10 @@ use slotd_store::{ReleaseOutcome, ReleaseSignals};
 
 /// The chance below which the candidate's excess failures are not put down to chance.
 pub const P_FAIL: f64 = 0.01;
+
+/// The chance below which the candidate's unit failures are shown within the margin: a stage
+/// passes on 80 % confidence (later stages judge again, on more units).
+pub const P_WITHIN: f64 = 0.2;
 
 /// One release's ended units in the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -207,6 +215,7 @@ fn share_check(
     (i, in_): (u64, u64),
     margin: f64,
     alpha: f64,
+    shown: bool,
 ) -> Check {
     let share = |x: u64, n: u64| if n == 0 { 0.0 } else { x as f64 / n as f64 };
     let (pc, pi) = (share(c, cn), share(i, in_));
@@ -215,12 +224,20 @@ fn share_check(
     } else {
         fisher_upper(cn + in_, c + i, cn, c)
     };
-    let result = if pc - pi <= margin {
-        "within"
-    } else if p < alpha {
+    // Shown within: were the candidate's true share the incumbent's plus the margin, this
+    // few events on its units would be unlikely.
+    let p_within = binomial_lower(cn, (pi + margin).min(1.0), c);
+    let result = if pc - pi > margin && p < alpha {
         "worse"
+    } else if pc - pi <= margin && (!shown || p_within < P_WITHIN) {
+        "within"
     } else {
         "undecided"
+    };
+    let shown_said = if shown {
+        format!(", shown within: p {p_within:.3}")
+    } else {
+        String::new()
     };
     Check {
         signal: signal.to_string(),
@@ -230,12 +247,27 @@ fn share_check(
         result,
         said: format!(
             "{signal}: candidate {c} of {cn} ({:.1} %), incumbent {i} of {in_} ({:.1} %), \
-             margin {:.1} %, p {p:.4}",
+             margin {:.1} %, p {p:.4}{shown_said}",
             pc * 100.0,
             pi * 100.0,
             margin * 100.0
         ),
     }
+}
+
+/// P(X ≤ a) for X binomial over `n` trials of chance `q`.
+pub fn binomial_lower(n: u64, q: f64, a: u64) -> f64 {
+    if a >= n || q <= 0.0 {
+        return 1.0;
+    }
+    if q >= 1.0 {
+        return 0.0;
+    }
+    let (lq, lr) = (q.ln(), (1.0 - q).ln());
+    (0..=a)
+        .map(|k| (ln_choose(n, k) + k as f64 * lq + (n - k) as f64 * lr).exp())
+        .sum::<f64>()
+        .min(1.0)
 }
 
 /// The check of provider job durations: geometric means (means of ln ms), so one long-tail
@@ -302,6 +334,7 @@ pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Ve
         (i.failed, i.ended),
         margin,
         P_FAIL,
+        true,
     )];
     let classes = c.failed_by_code.len().max(1) as f64;
     for (code, &failed) in &c.failed_by_code {
@@ -312,6 +345,7 @@ pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Ve
             (theirs, i.ended),
             margin,
             P_FAIL / classes,
+            false,
         ));
     }
     checks.push(share_check(
@@ -320,6 +354,7 @@ pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Ve
         (n(is.create_refused), n(is.creates)),
         margin,
         P_FAIL,
+        false,
     ));
     checks.push(share_check(
         "handler faults",
@@ -327,6 +362,7 @@ pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Ve
         (n(is.faults), n(is.units)),
         margin,
         P_FAIL,
+        false,
     ));
     checks.push(share_check(
         "changes refused",
@@ -334,6 +370,7 @@ pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Ve
         (n(is.refused_changes), n(is.units)),
         margin,
         P_FAIL,
+        false,
     ));
     checks.push(duration_check(cs, is, u64::from(min_units)));
     let figures = Figures {
@@ -347,12 +384,14 @@ pub fn judge(e: &Evidence, stage_ended: u64, min_units: u32, margin: f64) -> (Ve
         min_units,
         checks,
     };
-    let verdict = if stage_ended < u64::from(min_units) {
+    // A worse check fails the stage at any count (the exact test holds on few units); no
+    // stage passes on fewer than `min_units`.
+    let verdict = if let Some(worse) = figures.checks.iter().find(|k| k.result == "worse") {
+        Verdict::Fail(worse.said.clone())
+    } else if stage_ended < u64::from(min_units) {
         Verdict::Wait(format!(
             "{stage_ended} of {min_units} units ended in the stage"
         ))
-    } else if let Some(worse) = figures.checks.iter().find(|k| k.result == "worse") {
-        Verdict::Fail(worse.said.clone())
     } else if let Some(open) = figures.checks.iter().find(|k| k.result == "undecided") {
         Verdict::Wait(open.said.clone())
     } else {
@@ -386,9 +425,13 @@ mod tests {
     }
 
     #[test]
-    fn a_stage_waits_for_its_minimum() {
-        let (v, _) = judge(&ev(side(30, 30), side(100, 0)), 19, 20, 0.05);
+    fn a_stage_waits_for_its_minimum_to_pass_not_to_fail() {
+        let (v, _) = judge(&ev(side(40, 0), side(100, 0)), 19, 20, 0.05);
         assert_eq!(v, Verdict::Wait("19 of 20 units ended in the stage".into()));
+        // 3 failures of 4 against none of 100 are beyond chance already (p ≈ 0.00002).
+        let (v, f) = judge(&ev(side(4, 3), side(100, 0)), 4, 5, 0.05);
+        assert!(matches!(v, Verdict::Fail(_)), "{v:?}");
+        assert!(f.p < 0.0001, "{f:?}");
     }
 
     #[test]
@@ -414,8 +457,15 @@ mod tests {
             verdict(&ev(side(10, 1), side(86, 0))),
             Verdict::Wait(_)
         ));
+        // None of 10 is not yet shown within 5 % (0.95^10 ≈ 0.60 ≥ 0.2): a build failing 30 %
+        // of its units would show it 3 % of the time.
         assert!(matches!(
             verdict(&ev(side(10, 0), side(86, 0))),
+            Verdict::Wait(_)
+        ));
+        // None of 32 is (0.95^32 ≈ 0.19).
+        assert!(matches!(
+            verdict(&ev(side(32, 0), side(86, 0))),
             Verdict::Pass(_)
         ));
         // More units settle it either way.
@@ -425,6 +475,10 @@ mod tests {
         ));
         assert!(matches!(
             verdict(&ev(side(40, 2), side(200, 4))),
+            Verdict::Wait(_)
+        ));
+        assert!(matches!(
+            verdict(&ev(side(80, 2), side(200, 4))),
             Verdict::Pass(_)
         ));
     }
@@ -442,9 +496,9 @@ mod tests {
             matches!(&v, Verdict::Fail(said) if said.starts_with("units failed with 1303")),
             "{v:?}"
         );
-        assert_eq!(
-            f.checks[0].result, "within",
-            "the total alone passes: {f:?}"
+        assert_ne!(
+            f.checks[0].result, "worse",
+            "the total alone does not fail: {f:?}"
         );
     }
 
@@ -471,7 +525,7 @@ mod tests {
             let e = Evidence {
                 candidate_signals: cs,
                 incumbent_signals: is,
-                ..ev(side(20, 0), side(200, 0))
+                ..ev(side(60, 0), side(200, 0))
             };
             verdict(&e)
         };
@@ -508,7 +562,7 @@ mod tests {
             let e = Evidence {
                 candidate_signals: jobs(c),
                 incumbent_signals: jobs(i),
-                ..ev(side(20, 0), side(200, 0))
+                ..ev(side(60, 0), side(200, 0))
             };
             judge(&e, 20, 10, 0.05)
         };
@@ -538,6 +592,9 @@ mod tests {
         assert!((fisher_upper(50, 5, 10, 0) - 1.0).abs() < 1e-9);
         // More failures than there are: impossible.
         assert!(fisher_upper(50, 5, 10, 6) < 1e-12);
+        // None of 32 at 5 %: 0.95^32; at most 1 of 3 at ½: ½.
+        assert!((binomial_lower(32, 0.05, 0) - 0.95f64.powi(32)).abs() < 1e-12);
+        assert!((binomial_lower(3, 0.5, 1) - 0.5).abs() < 1e-12);
         // Large counts need no table: 1 % against 1 % is no evidence.
         assert!(fisher_upper(2_000_000, 20_000, 1_000_000, 10_000) > 0.4);
         assert!((normal_upper(0.0) - 0.5).abs() < 1e-7);
