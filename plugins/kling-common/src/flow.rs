@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use slotd_sdk::client::Call;
 use slotd_sdk::polling::{ListPoll, Listing, Round, path_segment};
-use slotd_sdk::settings;
 use slotd_sdk::{Change, Host, Outcome, ProviderError, TickContext, Unit};
 
 use crate::answer::{CAPACITY_RETRY_MS, Class, Problem};
@@ -35,8 +34,9 @@ pub const LIST_MIN_UNITS: usize = 2;
 pub struct Settings<'a> {
     pub now_ms: u64,
     pub callback_url: Option<&'a str>,
-    /// Multiplies poll hints (`expected_duration_scale` in the handler config).
-    pub hint_scale: f64,
+    /// Multiply poll hints: the pace (`expected_duration_scale` in the handler config) and the
+    /// expected durations (`stated_duration_scale`, the same unless set).
+    pub hint_scale: crate::task::Scales,
 }
 
 /// Decides what a `succeed` task means for a unit.
@@ -44,7 +44,8 @@ pub type SuccessFn<'a> = &'a dyn Fn(&Unit, &TaskObject) -> Success;
 
 /// A handler's whole tick: units whose spec `job_of` cannot read fail (`bad_spec`), the rest
 /// run through [`run`]. `expected_duration_scale` (default 1) multiplies poll hints, for
-/// simulators running faster than the real provider.
+/// simulators running faster than the real provider; `stated_duration_scale` (default: the
+/// same) only the durations the handler expects of jobs.
 pub fn tick(
     host: &dyn Host,
     handler: &str,
@@ -53,9 +54,7 @@ pub fn tick(
     job_of: fn(&Unit) -> Result<Job<'_>, String>,
     success: SuccessFn<'_>,
 ) -> Result<Vec<Change>, String> {
-    let hint_scale = settings::Settings::new(host, handler)
-        .positive("expected_duration_scale")?
-        .unwrap_or(1.0);
+    let hint_scale = crate::task::scales(host, handler)?;
     let mut client = Client::new(host, handler, ctx.now_ms)?;
     let mut changes = Vec::with_capacity(batch.len());
     let mut jobs = Vec::with_capacity(batch.len());
@@ -271,12 +270,16 @@ fn task_change(
     settings: &Settings<'_>,
     success: SuccessFn<'_>,
 ) -> Change {
-    let hint = task::running_hint(
-        job.unit,
-        settings.now_ms,
-        job.expected_secs,
-        settings.hint_scale,
-    );
+    let hint = if job.stated {
+        task::pace_hint(settings.hint_scale)
+    } else {
+        task::running_hint(
+            job.unit,
+            settings.now_ms,
+            job.expected_secs,
+            settings.hint_scale,
+        )
+    };
     task::change_for(job.unit, task, hint, success)
 }
 

@@ -40,13 +40,14 @@ fn run(host: &ScriptedHost, units: &[Unit]) -> Vec<Change> {
             collection: video::TEXT2VIDEO,
             body: json!({"prompt": "p"}),
             expected_secs: (30, 120),
+            stated: false,
             page_size_max: video::PAGE_SIZE_MAX,
         })
         .collect();
     let settings = Settings {
         now_ms: DEFAULT_NOW_MS,
         callback_url: Some("https://slotd.example/v1/callbacks/kling-video"),
-        hint_scale: 1.0,
+        hint_scale: crate::task::Scales::same(1.0),
     };
     flow::run(&mut client, &jobs, &settings, &|_, t| video::success(t))
 }

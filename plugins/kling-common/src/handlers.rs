@@ -10,12 +10,13 @@
 //! Configuration (`[handlers.<name>]`): `base_url`, `access_key`, the secret `secret_key`
 //! (signs the JWT in the host), optionally the secret `webhook_secret`, `request_timeout_ms`
 //! and `expected_duration_scale` (poll hints and stated durations × this; 0.01 against a 100×
-//! simulator).
+//! simulator); `stated_duration_scale` (default: the same) moves the stated durations alone,
+//! for a provider whose jobs run faster or slower than documented (and the benchmark of a
+//! wrong prior).
 
 use slotd_sdk::{
     Artifact, CallbackChange, Change, ExpectedDuration, Finalized, Handler, HandlerInfo, Host,
     PlanError, PlannedUnit, PoolInfo, RoutedShot, StageInfo, TaskTypeInfo, TickContext, Unit,
-    settings,
 };
 
 use crate::flow;
@@ -58,6 +59,7 @@ fn video_job(unit: &Unit) -> Result<Job<'_>, String> {
         unit,
         collection,
         expected_secs: video::expected_secs(&body),
+        stated: true,
         body,
         page_size_max: video::PAGE_SIZE_MAX,
     })
@@ -71,6 +73,7 @@ fn avatar_job(unit: &Unit) -> Result<Job<'_>, String> {
         collection,
         body,
         expected_secs: avatar::expected_secs(&unit.stage),
+        stated: false,
         page_size_max: avatar::page_size_max(collection),
     })
 }
@@ -110,17 +113,14 @@ impl<const NEXT: bool> Handler for KlingVideo<NEXT> {
     }
 
     /// Contract 1.3: a shot's expected run from its mode and clip length (KLING_API.md "How
-    /// long things take"), times `expected_duration_scale`; unknown when that setting is
-    /// unusable (ticks refuse it too).
+    /// long things take"), times `stated_duration_scale` (`expected_duration_scale` unless
+    /// set); unknown when a scale is unusable (ticks refuse it too).
     fn expected_duration(host: &dyn Host, task_type: &str, spec: &str) -> Option<ExpectedDuration> {
         if task_type != video::TASK_TYPE {
             return None;
         }
-        let scale = settings::Settings::new(host, video::HANDLER)
-            .positive("expected_duration_scale")
-            .ok()?
-            .unwrap_or(1.0);
-        video::expected_duration(spec, scale)
+        let scales = crate::task::scales(host, video::HANDLER).ok()?;
+        video::expected_duration(spec, scales.prior)
     }
 
     /// Contract 1.5: every video model (see [`video_route`]).

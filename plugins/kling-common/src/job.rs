@@ -13,6 +13,10 @@ pub struct Job<'u> {
     pub body: Value,
     /// Shortest and longest expected duration in seconds (for poll hints).
     pub expected_secs: (u64, u64),
+    /// The handler states this job's duration to the host (contract 1.3), which then times
+    /// the reads from it and from what it observes: the poll hint is the pace alone, not a
+    /// countdown to the shortest expected duration (a prior the host could not correct).
+    pub stated: bool,
     /// Largest `pageSize` the collection's list accepts.
     pub page_size_max: u32,
 }

@@ -78,17 +78,48 @@ impl TaskObject {
 /// an optional new state. An error means the result is unusable (retried, then failed).
 pub type Success = Result<(Outcome, Option<String>), ProviderError>;
 
-/// Expected remaining time in milliseconds: until the shortest expected duration, then
-/// [`LATE_POLL_MS`]; both scaled by `scale` (1.0 for the real provider; tests against a
-/// simulator running 100× faster configure 0.01).
-pub fn running_hint(unit: &Unit, now_ms: u64, expected_secs: (u64, u64), scale: f64) -> u64 {
+/// Expected remaining time in milliseconds: until the shortest expected duration (scaled by
+/// `scales.prior`), then [`LATE_POLL_MS`] (scaled by `scales.pace`); both 1.0 for the real
+/// provider (tests against a simulator running 100× faster configure 0.01).
+pub fn running_hint(unit: &Unit, now_ms: u64, expected_secs: (u64, u64), scales: Scales) -> u64 {
     let elapsed = unit
         .submitted_at_ms
         .map(|t| now_ms.saturating_sub(t))
         .unwrap_or(0);
-    let shortest = (expected_secs.0 as f64 * 1000.0 * scale) as u64;
-    let late = (LATE_POLL_MS as f64 * scale) as u64;
+    let shortest = (expected_secs.0 as f64 * 1000.0 * scales.prior) as u64;
+    let late = (LATE_POLL_MS as f64 * scales.pace) as u64;
     shortest.saturating_sub(elapsed).max(late).max(1)
+}
+
+/// The poll pace alone: [`LATE_POLL_MS`] × `scales.pace`.
+pub fn pace_hint(scales: Scales) -> u64 {
+    ((LATE_POLL_MS as f64 * scales.pace) as u64).max(1)
+}
+
+/// The handler's time scales from its settings; an unusable one is refused, naming it.
+pub fn scales(host: &dyn slotd_sdk::Host, handler: &str) -> Result<Scales, String> {
+    let settings = slotd_sdk::settings::Settings::new(host, handler);
+    let pace = settings.positive("expected_duration_scale")?.unwrap_or(1.0);
+    let prior = settings.positive("stated_duration_scale")?.unwrap_or(pace);
+    Ok(Scales { pace, prior })
+}
+
+/// The handler's time scales: `pace` (`expected_duration_scale`) multiplies its poll pace,
+/// `prior` (`stated_duration_scale`, `pace` unless set) the durations it expects of jobs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scales {
+    pub pace: f64,
+    pub prior: f64,
+}
+
+impl Scales {
+    /// Both the same (the usual case).
+    pub fn same(scale: f64) -> Scales {
+        Scales {
+            pace: scale,
+            prior: scale,
+        }
+    }
 }
 
 /// The change a task object means for `unit`.
@@ -172,9 +203,20 @@ mod tests {
             submitted_at_ms: Some(1_000),
             ..Unit::default()
         };
-        assert_eq!(running_hint(&unit, 11_000, (30, 120), 1.0), 20_000);
-        assert_eq!(running_hint(&unit, 100_000, (30, 120), 1.0), LATE_POLL_MS);
-        assert_eq!(running_hint(&unit, 1_000, (30, 120), 0.01), 300);
+        let same = Scales::same;
+        assert_eq!(running_hint(&unit, 11_000, (30, 120), same(1.0)), 20_000);
+        assert_eq!(
+            running_hint(&unit, 100_000, (30, 120), same(1.0)),
+            LATE_POLL_MS
+        );
+        assert_eq!(running_hint(&unit, 1_000, (30, 120), same(0.01)), 300);
+        // A prior ten times too long counts down ten times as far; the pace stays.
+        let long = Scales {
+            pace: 0.01,
+            prior: 0.1,
+        };
+        assert_eq!(running_hint(&unit, 1_000, (30, 120), long), 3_000);
+        assert_eq!(running_hint(&unit, 100_000, (30, 120), long), 50);
     }
 
     #[test]

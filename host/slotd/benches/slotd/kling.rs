@@ -35,6 +35,7 @@ fn config(
     dir: &std::path::Path,
     sim: &slotd_sim::kling::SimHandle,
     time_scale: f64,
+    prior: f64,
     public: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Config> {
     let plugins = dir.join("plugins");
@@ -57,6 +58,13 @@ fn config(
     h.settings.insert("access_key".into(), "AK".into());
     h.settings
         .insert("expected_duration_scale".into(), time_scale.to_string());
+    if prior != 1.0 {
+        // The handler expects jobs `prior` × as long as they run (its pace stays).
+        h.settings.insert(
+            "stated_duration_scale".into(),
+            (time_scale * prior).to_string(),
+        );
+    }
     h.secrets.insert("secret_key".into(), Secret::new("SK"));
     h.allowed_hosts.push(sim.addr().to_string());
     c.handlers.insert("kling-video".into(), h);
@@ -99,6 +107,18 @@ pub(crate) async fn start(
     time_scale: f64,
     callbacks: bool,
 ) -> anyhow::Result<Option<(String, Running)>> {
+    start_with_prior(deployment, dir, sim, time_scale, 1.0, callbacks).await
+}
+
+/// [`start`] with the handler's stated durations `prior` × the real ones (embedded only).
+async fn start_with_prior(
+    deployment: Deployment,
+    dir: &std::path::Path,
+    sim: &slotd_sim::kling::SimHandle,
+    time_scale: f64,
+    prior: f64,
+    callbacks: bool,
+) -> anyhow::Result<Option<(String, Running)>> {
     if deployment == Deployment::Cluster {
         let tick = Duration::from_secs_f64(10.0 * time_scale);
         let handler = handler_toml(sim, time_scale);
@@ -109,7 +129,7 @@ pub(crate) async fn start(
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let c = config(dir, sim, time_scale, callbacks.then_some(addr))?;
+    let c = config(dir, sim, time_scale, prior, callbacks.then_some(addr))?;
     let services = slotd_server::app::build(c).await?;
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(slotd_server::run_with(
@@ -153,6 +173,16 @@ async fn run_one(
     time_scale: f64,
     callbacks: bool,
 ) -> anyhow::Result<Option<Figures>> {
+    run_with_prior(deployment, shots, time_scale, 1.0, callbacks).await
+}
+
+async fn run_with_prior(
+    deployment: Deployment,
+    shots: usize,
+    time_scale: f64,
+    prior: f64,
+    callbacks: bool,
+) -> anyhow::Result<Option<Figures>> {
     let dir = tempfile::TempDir::new()?;
     let sim = slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
@@ -164,7 +194,8 @@ async fn run_one(
         ..SimOptions::default()
     })
     .await?;
-    let Some((base, running)) = start(deployment, dir.path(), &sim, time_scale, callbacks).await?
+    let Some((base, running)) =
+        start_with_prior(deployment, dir.path(), &sim, time_scale, prior, callbacks).await?
     else {
         return Ok(None);
     };
@@ -281,5 +312,48 @@ pub async fn run(report: &mut Report) {
                 Target::AtMost(0.0),
             );
         }
+    }
+}
+
+/// A wrong prior (issue 42, item 3): the polling mode, embedded, at time × 0.1, with the
+/// handler's stated durations right, ten times too long and ten times too short (its poll pace
+/// unchanged): backlog utilization and provider requests per shot of each, printed beside the
+/// right prior's. `SLOTD_BENCH_SHOTS` changes the run (100 shots by default).
+pub async fn run_prior(report: &mut Report) {
+    let shots: usize = std::env::var("SLOTD_BENCH_SHOTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let scale = 0.1;
+    let mut right = None;
+    for (name, prior) in [("right", 1.0), ("10x_long", 10.0), ("10x_short", 0.1)] {
+        eprintln!("kling prior {name}: {shots} shots on {LIMIT} slots at time x{scale}, polling…");
+        let f = run_with_prior(Deployment::Embedded, shots, scale, prior, false)
+            .await
+            .expect("kling run")
+            .expect("an embedded run always starts");
+        let baseline = *right.get_or_insert(f.backlog_util);
+        eprintln!(
+            "kling prior {name}: backlog utilization {:.4} ({:.3}x the right prior's), {:.2} \
+             provider requests per shot, wall {:.1} s",
+            f.backlog_util,
+            f.backlog_util / baseline.max(1e-9),
+            f.requests_per_shot,
+            f.wall.as_secs_f64()
+        );
+        report.add(
+            &format!("backlog_util_prior_{name}"),
+            "sqlite",
+            f.backlog_util,
+            "ratio",
+            Target::AtLeast(0.98),
+        );
+        report.add(
+            &format!("requests_per_shot_prior_{name}"),
+            "sqlite",
+            f.requests_per_shot,
+            "1",
+            Target::AtMost(3.0),
+        );
     }
 }

@@ -33,7 +33,7 @@ mod tick;
 use std::path::PathBuf;
 
 const GROUPS: &[&str] = &[
-    "runtime", "tick", "submit", "memory", "kling", "eta", "routes", "scale", "sse",
+    "runtime", "tick", "submit", "memory", "kling", "prior", "eta", "routes", "scale", "sse",
 ];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
@@ -81,6 +81,9 @@ fn main() {
         }
         if wanted("kling") {
             kling::run(&mut report).await;
+        }
+        if wanted("prior") {
+            kling::run_prior(&mut report).await;
         }
         if wanted("eta") {
             eta::run(&mut report).await;
