@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use super::auth::{Tenant, publish_rights};
 use super::error::{ApiError, log_store_error};
-use slotd_store::{Rollout, RolloutMove, RolloutState, current_releases};
+use slotd_store::{Rollout, RolloutState, current_releases};
 use slotd_units::services::Services;
 
 /// Routes of rollouts.
@@ -253,16 +253,8 @@ async fn rollout_action(
         }
     };
     let now = services.clock.now_ms();
-    let m = RolloutMove {
-        id: r.id.clone(),
-        from_stage: r.stage,
-        from_state: r.state,
-        stage,
-        state,
-        reason: format!("{:?} by {tenant}", req.action).to_lowercase(),
-        figures: None,
-        now,
-    };
+    let reason = format!("{:?} by {tenant}", req.action).to_lowercase();
+    let m = r.move_to(stage, state, reason, None, now);
     let moved = slotd_scheduler::rollout::apply_move(&services, &r, &m)
         .await
         .map_err(log_store_error("moving a rollout"))?;

@@ -82,6 +82,27 @@ pub struct Rollout {
 }
 
 impl Rollout {
+    /// The move of this rollout, as it stands, to `stage` in `state`.
+    pub fn move_to(
+        &self,
+        stage: u32,
+        state: RolloutState,
+        reason: String,
+        figures: Option<serde_json::Value>,
+        now: i64,
+    ) -> RolloutMove {
+        RolloutMove {
+            id: self.id.clone(),
+            from_stage: self.stage,
+            from_state: self.state,
+            stage,
+            state,
+            reason,
+            figures,
+            now,
+        }
+    }
+
     /// The share of new units the candidate takes now, in percent (0 unless running).
     pub fn share(&self) -> u32 {
         match self.state {

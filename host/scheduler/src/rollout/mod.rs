@@ -110,16 +110,7 @@ impl Scheduler {
                     ),
                 ),
             };
-            let m = RolloutMove {
-                id: r.id.clone(),
-                from_stage: r.stage,
-                from_state: r.state,
-                stage,
-                state,
-                reason,
-                figures,
-                now,
-            };
+            let m = r.move_to(stage, state, reason, figures, now);
             self.move_rollout(&r, &m).await?;
         }
         Ok(())

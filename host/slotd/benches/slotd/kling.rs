@@ -315,7 +315,7 @@ pub async fn run(report: &mut Report) {
     }
 }
 
-/// A wrong prior (issue 42, item 3): the polling mode, embedded, at time × 0.1, with the
+/// A wrong duration prior (docs/testing.md, `prior`): the polling mode, embedded, at time × 0.1, with the
 /// handler's stated durations right, ten times too long and ten times too short (its poll pace
 /// unchanged): backlog utilization and provider requests per shot of each, printed beside the
 /// right prior's. `SLOTD_BENCH_SHOTS` changes the run (100 shots by default).
