@@ -515,6 +515,7 @@ impl Chaos {
             redis_prefix: self.prefix.clone(),
             pool_limits: BTreeMap::from([("kling:video".to_string(), POOL_LIMIT)]),
             account_limits: BTreeMap::new(),
+            shared_accounts: Default::default(),
             pool_quotas: BTreeMap::new(),
             account_quotas: BTreeMap::new(),
             finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,

@@ -43,6 +43,7 @@ mod runway_quotas;
 mod runway_recordings;
 mod scale_cluster;
 mod scale_pg_outage;
+mod shared_account;
 mod soak;
 mod tenant_shares;
 mod trust_runtime;

@@ -62,6 +62,8 @@ pub struct Cluster {
     own_plugins: bool,
     /// `[pools."kling:video"] max_slots`.
     video_slots: u32,
+    /// `[pools."kling:avatar"] max_slots`.
+    avatar_slots: u32,
     pub dir: tempfile::TempDir,
     /// Dropped after the processes (fields drop in order): the schema outlives its users.
     _db: crate::pg::PgSchema,
@@ -90,6 +92,14 @@ pub struct ClusterOptions {
     pub own_plugins: bool,
     /// The simulator's time scale (its 30–120 s clips take that × as long).
     pub time_scale: f64,
+    /// `[pools."kling:avatar"] max_slots`.
+    pub avatar_slots: u32,
+    /// What the simulator's account runs at once (a test may set it above what slotd is
+    /// configured with, so that an overshoot shows as a job too many instead of a refusal).
+    pub sim_concurrency: u32,
+    /// Both pools on one provider account (`[provider_accounts.kling]`): its limit, video's
+    /// `min` and avatar's `min` (their `max` are the pools' `max_slots`).
+    pub shared: Option<(u32, u32, u32)>,
 }
 
 impl ClusterOptions {
@@ -106,6 +116,9 @@ impl ClusterOptions {
             apis: 1,
             own_plugins: false,
             time_scale: TIME_SCALE,
+            avatar_slots: 2,
+            sim_concurrency: 20,
+            shared: None,
         }
     }
 }
@@ -119,6 +132,7 @@ impl Cluster {
         let dir = tempfile::TempDir::new().expect("tmp");
         let sim = slotd_sim::kling::start(slotd_sim::kling::SimOptions {
             time_scale: opts.time_scale,
+            concurrency: opts.sim_concurrency,
             ..sim_options(opts.seed)
         })
         .await
@@ -151,10 +165,11 @@ impl Cluster {
             redis_prefix: prefix.clone(),
             pool_limits: [
                 ("kling:video".to_string(), opts.video_slots),
-                ("kling:avatar".to_string(), 2),
+                ("kling:avatar".to_string(), opts.avatar_slots),
             ]
             .into(),
             account_limits: Default::default(),
+            shared_accounts: shared_check(&opts),
             pool_quotas: Default::default(),
             account_quotas: Default::default(),
             finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
@@ -172,6 +187,7 @@ impl Cluster {
             log,
             own_plugins: own,
             video_slots: opts.video_slots,
+            avatar_slots: opts.avatar_slots,
             dir,
             _db: db,
         }
@@ -302,7 +318,7 @@ impl Cluster {
         assert_check_clean(
             &self._db.url(),
             None,
-            &[("kling:video", 18), ("kling:avatar", 2)],
+            &[("kling:video", 18), ("kling:avatar", self.avatar_slots)],
         )
         .await;
     }
@@ -315,7 +331,7 @@ impl Cluster {
         assert_check_clean(
             &self._db.url(),
             None,
-            &[("kling:video", slots), ("kling:avatar", 2)],
+            &[("kling:video", slots), ("kling:avatar", self.avatar_slots)],
         )
         .await;
         let stats = self.sim.stats();
@@ -397,7 +413,7 @@ max_slots = {video_slots}
 {video_rate}
 
 [pools."kling:avatar"]
-max_slots = 2
+max_slots = {avatar_slots}
 
 [handlers.kling-video]
 base_url = "{base}"
@@ -415,6 +431,7 @@ allowed_hosts = ["{host}"]
         tick_ms = opts.tick.as_millis(),
         lease_ms = opts.lease_ttl.as_millis(),
         video_slots = opts.video_slots,
+        avatar_slots = opts.avatar_slots,
         video_rate = opts
             .video_rate
             .as_ref()
@@ -424,9 +441,35 @@ allowed_hosts = ["{host}"]
         base = sim.base_url(),
         host = sim.addr(),
     );
+    let shared = match opts.shared {
+        Some((limit, video_min, avatar_min)) => format!(
+            "\n[provider_accounts.kling]\nmax_slots = {limit}\npools.\"kling:video\" = {{ min = {video_min}, max = {} }}\npools.\"kling:avatar\" = {{ min = {avatar_min}, max = {} }}\n",
+            opts.video_slots, opts.avatar_slots
+        ),
+        None => String::new(),
+    };
     let path = dir.join("slotd.toml");
-    std::fs::write(&path, text).expect("write config");
+    std::fs::write(&path, text + &shared).expect("write config");
     path
+}
+
+/// The provider account `slotd check` holds the cluster to, when it has one.
+fn shared_check(
+    opts: &ClusterOptions,
+) -> std::collections::BTreeMap<String, slotd_server::check::SharedCheck> {
+    let Some((limit, _, _)) = opts.shared else {
+        return Default::default();
+    };
+    let members = [
+        (("kling:video".to_string(), None), opts.video_slots),
+        (("kling:avatar".to_string(), None), opts.avatar_slots),
+    ]
+    .into();
+    [(
+        "kling".to_string(),
+        slotd_server::check::SharedCheck { limit, members },
+    )]
+    .into()
 }
 
 /// `config` itself, or with `own`, a copy naming a new empty plugins directory of its own.

@@ -435,6 +435,7 @@ pub async fn check_report_with(
         redis_prefix: String::new(),
         pool_limits: pools.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
         account_limits: Default::default(),
+        shared_accounts: Default::default(),
         finalize_grace: slotd_server::check::FINALIZE_GRACE_DEFAULT,
         now_ms,
     };

@@ -60,6 +60,37 @@ pub struct PoolView {
     /// Its spend limit (`[pools."NAME"] spend`): the period's limit, reserved-or-spent cost,
     /// what is left and when the period ends. A spent pool is `closed_until` then too.
     pub spend: Option<slotd_pools::pool_state::SpendView>,
+    /// The provider accounts whose limit the pool shares with other pools
+    /// (`[provider_accounts.NAME]`): the account's slots in use over all its pools, this
+    /// pool's share and what it holds of it, borrowed included.
+    pub shared_accounts: Vec<ShareView>,
+}
+
+/// A pool's share of a provider account that spans pools.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ShareView {
+    /// The provider account (`[provider_accounts.NAME]`).
+    pub account: String,
+    /// Which of the pool's handler accounts is on it (`None`: the handler's implicit one).
+    pub handler_account: Option<String>,
+    /// The account's limit over every pool on it.
+    pub max_slots: u32,
+    /// Slots held over every pool on it now.
+    pub used: u32,
+    /// Kept for this pool while it has work waiting.
+    pub min: u32,
+    /// The most this pool may hold.
+    pub max: u32,
+    /// Slots this pool holds on the account now.
+    pub held: u32,
+    /// Of those, above its `min`: borrowed from the other pools' idle share, given back as
+    /// they free.
+    pub borrowed: u32,
+    /// The pool has work waiting for a slot on the account (the other pools keep its unmet
+    /// `min` free).
+    pub waiting: bool,
+    /// What the account would let the pool take now.
+    pub room: u32,
 }
 
 impl PoolView {
@@ -83,6 +114,7 @@ impl PoolView {
             closed_until: None,
             closure: None,
             spend: None,
+            shared_accounts: Vec::new(),
         }
     }
 }
@@ -179,6 +211,7 @@ async fn list(
                 max_slots_source: slotd_pools::pool_state::source::SOURCE_CONFIG,
                 quotas: Vec::new(),
                 spend: None,
+                share: None,
             }]
         });
         account_views(&services, view, &accounts).await;
@@ -285,6 +318,46 @@ async fn account_views(
         all_closed = all_closed.zip(closed).map(|(a, b)| a.min(b));
     }
     view.closed_until = all_closed.filter(|_| !accounts.is_empty());
+    for a in accounts {
+        if let Some(share) = &a.share {
+            view.shared_accounts
+                .push(share_view(services, share, a.name.clone()).await);
+        }
+    }
+}
+
+/// One slot set's share of a provider account as the slot store has it now (counts read as
+/// zero where the store could not be asked: that is logged).
+async fn share_view(
+    services: &Services,
+    share: &slotd_pools::pool_state::AccountShare,
+    handler_account: Option<String>,
+) -> ShareView {
+    let a = &share.account;
+    let keys: Vec<String> = a.members.iter().map(|m| m.key.clone()).collect();
+    let used: Vec<u32> = match services.slots.used_many(&keys).await {
+        Ok(n) => n.into_iter().map(Option::unwrap_or_default).collect(),
+        Err(e) => {
+            tracing::warn!(account = %a.name, error = %e, "reading the shared account's slots failed");
+            vec![0; keys.len()]
+        }
+    };
+    let flags = services.slots.waiting(&a.name).await.unwrap_or_default();
+    let waiting = a.waiting_now(&flags, services.clock.now_ms());
+    let held = used.get(share.this).copied().unwrap_or(0);
+    let (min, max) = share.mine().map_or((0, 0), |m| (m.min, m.max));
+    ShareView {
+        account: a.name.clone(),
+        handler_account,
+        max_slots: a.limit,
+        used: used.iter().sum(),
+        min,
+        max,
+        held,
+        borrowed: held.saturating_sub(min),
+        waiting: waiting.get(share.this).copied().unwrap_or(false),
+        room: a.room(share.this, &used, &waiting),
+    }
 }
 
 /// An account's own quotas as counted in its create log now (empty when it has none, or when

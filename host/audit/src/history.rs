@@ -99,16 +99,11 @@ impl Counter {
 }
 
 /// Where a unit's slot is held: (pool, account).
-type Holding = (String, Option<String>);
+pub type Holding = (String, Option<String>);
 
-/// No pool ever held more `submitted` units than its maximum, nor an account more than its
-/// own in any pool, replayed from the unit log (see the module docs). `pools` are pools'
-/// maxima by name, `accounts` accounts' maxima (per pool) by account name.
-pub fn slot_peaks(
-    snap: &Snapshot,
-    pools: &BTreeMap<String, u32>,
-    accounts: &BTreeMap<String, u32>,
-) -> Vec<Finding> {
+/// Replay the unit log (see the module docs): `f` is called with each event that takes a slot
+/// (`true`) or gives one back (`false`), and where the slot is held.
+fn replay_slots<'a>(snap: &'a Snapshot, mut f: impl FnMut(&'a EventRow, &Holding, bool)) {
     let units: BTreeMap<&str, &UnitRow> = snap.units.iter().map(|u| (u.id.as_str(), u)).collect();
     let mut log: Vec<(&str, &EventRow)> = snap
         .events
@@ -117,7 +112,6 @@ pub fn slot_peaks(
         .collect();
     log.sort_by_key(|(_, e)| e.id);
     let mut holding: BTreeMap<&str, Holding> = BTreeMap::new();
-    let (mut by_pool, mut by_account) = (Counter::default(), Counter::default());
     for (unit, e) in log {
         let entered = e.to_status == "submitted" && e.from_status.as_deref() != Some("submitted");
         let left = e.from_status.as_deref() == Some("submitted") && e.to_status != "submitted";
@@ -134,18 +128,106 @@ pub fn slot_peaks(
                 Some(m) => m.account.map(String::from),
                 None => row.and_then(|u| u.account.clone()),
             };
-            by_pool.take(&pool, pools.get(&pool).copied(), e);
-            if let Some(a) = &account {
+            let held = (pool, account);
+            f(e, &held, true);
+            holding.insert(unit, held);
+        } else if left && let Some(held) = holding.remove(unit) {
+            f(e, &held, false);
+        }
+    }
+}
+
+/// A provider account whose limit spans pools (`[provider_accounts.NAME]`), as the check
+/// reads it: its limit, and each slot set on it, (pool, handler account), with its share's
+/// maximum.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedCheck {
+    pub limit: u32,
+    pub members: BTreeMap<Holding, u32>,
+}
+
+/// No provider account shared by pools ever held more `submitted` units over its pools than
+/// its limit, nor a pool more than its share's maximum, replayed from the unit log.
+pub fn shared_peaks(snap: &Snapshot, shared: &BTreeMap<String, SharedCheck>) -> Vec<Finding> {
+    if shared.is_empty() {
+        return Vec::new();
+    }
+    let (mut total, mut share) = (Counter::default(), Counter::default());
+    replay_slots(snap, |e, held, took| {
+        for (name, a) in shared {
+            let Some(max) = a.members.get(held) else {
+                continue;
+            };
+            let member = format!("{name}/{}", slot_name(held));
+            if took {
+                total.take(name, Some(a.limit), e);
+                share.take(&member, Some(*max), e);
+            } else {
+                total.give(name);
+                share.give(&member);
+            }
+        }
+    });
+    let mut out: Vec<Finding> = total
+        .over
+        .iter()
+        .map(|(name, o)| Finding {
+            kind: "account limit",
+            task_id: None,
+            unit_id: None,
+            message: format!(
+                "provider account {name} held {} submitted units at once over its pools (first \
+                 above at event #{}, {}); its max_slots is {}",
+                o.peak,
+                o.first_event,
+                o.first_at,
+                shared.get(name).map_or(0, |a| a.limit)
+            ),
+        })
+        .collect();
+    out.extend(share.over.iter().map(|(member, o)| Finding {
+        kind: "account limit",
+        task_id: None,
+        unit_id: None,
+        message: format!(
+            "{member} held {} submitted units at once (first above at event #{}, {}), more than \
+             its share's max",
+            o.peak, o.first_event, o.first_at
+        ),
+    }));
+    out
+}
+
+/// A slot set's name: `pool` or `pool@account`.
+fn slot_name((pool, account): &Holding) -> String {
+    match account {
+        Some(a) => format!("{pool}@{a}"),
+        None => pool.clone(),
+    }
+}
+
+/// No pool ever held more `submitted` units than its maximum, nor an account more than its
+/// own in any pool, replayed from the unit log (see the module docs). `pools` are pools'
+/// maxima by name, `accounts` accounts' maxima (per pool) by account name.
+pub fn slot_peaks(
+    snap: &Snapshot,
+    pools: &BTreeMap<String, u32>,
+    accounts: &BTreeMap<String, u32>,
+) -> Vec<Finding> {
+    let (mut by_pool, mut by_account) = (Counter::default(), Counter::default());
+    replay_slots(snap, |e, (pool, account), took| {
+        if took {
+            by_pool.take(pool, pools.get(pool).copied(), e);
+            if let Some(a) = account {
                 by_account.take(&format!("{pool}@{a}"), accounts.get(a).copied(), e);
             }
-            holding.insert(unit, (pool, account));
-        } else if left && let Some((pool, account)) = holding.remove(unit) {
-            by_pool.give(&pool);
+        } else {
+            by_pool.give(pool);
             if let Some(a) = account {
                 by_account.give(&format!("{pool}@{a}"));
             }
         }
-    }
+    });
     let mut out: Vec<Finding> = by_pool
         .over
         .iter()

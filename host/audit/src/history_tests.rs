@@ -245,3 +245,34 @@ fn an_accepted_key_is_not_submitted_again_without_a_retry() {
     ));
     assert!(resubmits(&life(next)).is_empty());
 }
+
+#[test]
+fn a_provider_account_over_its_limit_across_pools_is_found() {
+    // video on account main: a [10, 40], b [20, 50]; avatar (implicit account): c [30, 60].
+    let mut s = timeline(&[("a", 10, 40), ("b", 20, 50)], " in pool v account main");
+    let other = timeline(&[("c", 30, 60)], " in pool av");
+    s.units.extend(other.units);
+    s.events.extend(other.events);
+    let check = |limit: u32, video_max: u32| {
+        let members = [
+            (("v".to_string(), Some("main".to_string())), video_max),
+            (("av".to_string(), None), 1),
+        ]
+        .into_iter()
+        .collect();
+        let shared = [("kling".to_string(), SharedCheck { limit, members })].into();
+        shared_peaks(&s, &shared)
+    };
+    assert!(check(3, 2).is_empty(), "three at once on an account of 3");
+    let f = check(2, 2);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].message.contains("provider account kling held 3")
+            && f[0].message.contains("event #30"),
+        "{}",
+        f[0]
+    );
+    let f = check(3, 1);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].message.contains("kling/v@main held 2"), "{}", f[0]);
+}

@@ -37,6 +37,7 @@ mod rules;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use history::SharedCheck;
 pub use rows::{EventRow, Finding, ReleaseRow, Snapshot, UnitRow};
 
 /// How long a `finalizing` unit's lease may be past its expiry before it is reported: the
@@ -59,6 +60,8 @@ pub struct CheckOptions {
     /// Each provider account's maximum in each pool it serves, by account name
     /// (`[[handlers.NAME.accounts]] max_slots`); accounts not listed are not limit-checked.
     pub account_limits: BTreeMap<String, u32>,
+    /// Provider accounts whose limit spans pools (`[provider_accounts.NAME]`), by name.
+    pub shared_accounts: BTreeMap<String, history::SharedCheck>,
     /// Each pool's quotas on creates (`rate`, `daily`); pools not listed are not checked.
     pub pool_quotas: BTreeMap<String, Vec<slotd_core::config::Quota>>,
     /// Each provider account's own quotas, by account name, checked in every pool its creates
@@ -107,6 +110,29 @@ impl CheckOptions {
                 .filter_map(|(name, p)| Some((name.clone(), p.max_slots?)))
                 .collect(),
             account_limits,
+            shared_accounts: config
+                .provider_accounts
+                .iter()
+                .map(|(name, a)| {
+                    let members = a
+                        .pools
+                        .iter()
+                        .map(|(pool, share)| {
+                            (
+                                (pool.clone(), share.account.clone()),
+                                share.max_of(a.max_slots),
+                            )
+                        })
+                        .collect();
+                    (
+                        name.clone(),
+                        history::SharedCheck {
+                            limit: a.max_slots,
+                            members,
+                        },
+                    )
+                })
+                .collect(),
             pool_quotas: config
                 .pools
                 .iter()
@@ -150,6 +176,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
         &opts.pool_limits,
         &opts.account_limits,
     ));
+    f.extend(history::shared_peaks(&snap, &opts.shared_accounts));
     f.extend(history::resubmits(&snap));
     f.extend(rules::idempotency(&snap));
     f.extend(route_rules::two_providers(&snap));

@@ -20,6 +20,7 @@ mod file;
 mod handler;
 mod limits;
 mod pools;
+mod provider_accounts;
 mod quotas;
 mod routes;
 mod scheduler;
@@ -42,6 +43,7 @@ pub use self::limits::{
     QUARANTINE_AFTER_DEFAULT, RuntimeLimits,
 };
 pub use self::pools::PoolConfig;
+pub use self::provider_accounts::{ProviderAccountConfig, ShareConfig, check_provider_accounts};
 pub use self::quotas::{QUOTA_WINDOW_MAX, Quota, Window, calendar_day, parse_rate};
 pub use self::routes::{
     ROUTE_NAME_MAX, ROUTE_TARGETS_MAX, RouteConfig, RoutePolicy, RouteTarget, check_routes,

@@ -143,7 +143,11 @@ impl Scheduler {
         slotd_pools::pool_state::durations::ask_unknown(&s.durations, &s.registry, &kinds).await;
         let slots = self.effective_max(pool, limit).max(1);
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
-        let used: u32 = self.slots_used_many(&keys).await?.iter().sum();
+        let used: u32 = self
+            .slots_used_many(&super::pool_sets(pool, &keys))
+            .await?
+            .iter()
+            .sum();
         let free = slots.saturating_sub(used);
         let pool_durations = s.durations.pool_distribution(pool);
         self.sweep_units(pool, units, (slots, free), pool_durations, now, fence)

@@ -43,6 +43,8 @@ pub(crate) struct Filled {
     pub backlog: bool,
     /// Quotas hold every new submit back until then (Unix ms).
     pub quota_wait_until: Option<i64>,
+    /// The shared provider account leaves the pool no slot now.
+    pub account_full: bool,
 }
 
 /// What every grant of one fill shares.
@@ -79,6 +81,9 @@ struct Room {
     closed_until: Option<i64>,
     /// The account's own create log in this pool, when it has quotas of its own.
     log: Option<CreateLog>,
+    /// Its slots are held back by the shared provider account it is on (borrowed by other
+    /// pools, or kept for their waiting minimums).
+    held_by_account: bool,
     /// What its grants may spend (the pool's and the account's limits), checked by the marker.
     spend: Option<std::sync::Arc<slotd_store::SpendTerms>>,
 }
@@ -129,6 +134,7 @@ impl Scheduler {
         if free == 0 && rooms.iter().all(|r| r.closed_until.is_some()) {
             filled.quota_wait_until = rooms.iter().filter_map(|r| r.closed_until).min();
         }
+        filled.account_full = free == 0 && rooms.iter().any(|r| r.held_by_account);
         let log = create_log(pool, &limit.quotas, now);
         free = self
             .pool_quota_room(limit, log.is_some(), free, now, &mut filled)
@@ -227,6 +233,13 @@ impl Scheduler {
         }
         // Pools left routed units this fill take them at once.
         slotd_units::lifecycle::routed_units_left(s, &routes.wake).await;
+        // The other pools of a shared account keep this one's minimum free while it waits.
+        self.note_waiting(
+            limit,
+            filled.backlog && filled.quota_wait_until.is_none(),
+            now,
+        )
+        .await;
         Ok(filled)
     }
 
@@ -345,7 +358,7 @@ impl Scheduler {
         let s = &self.services;
         let mut rooms = Vec::with_capacity(limit.accounts.len());
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
-        let used_now = self.slots_used_many(&keys).await?;
+        let used_now = self.slots_used_many(&super::pool_sets(pool, &keys)).await?;
         for ((account, key), used) in limit.accounts.iter().zip(keys).zip(used_now) {
             let max = s.capacity.effective(&key, account.max_slots);
             let mut free = max.saturating_sub(used);
@@ -383,6 +396,15 @@ impl Scheduler {
                 }
                 free = free.min(room);
             }
+            // A shared provider account: what the other pools on it leave this slot set.
+            let mut held_by_account = false;
+            if free > 0
+                && let Some(share) = &account.share
+            {
+                let room = self.shared_room(share, now).await?;
+                held_by_account = room == 0;
+                free = free.min(room);
+            }
             // An account whose period's spend is gone takes no grant: the marker would refuse
             // them all (settled submissions may free room before the period ends).
             if free > 0
@@ -402,6 +424,7 @@ impl Scheduler {
                 probe,
                 closed_until,
                 log,
+                held_by_account,
             });
         }
         Ok(rooms)
@@ -452,8 +475,9 @@ impl Scheduler {
                 continue;
             }
             let logs: Vec<CreateLog> = log.into_iter().chain(&room.log).cloned().collect();
+            let shared = room.account.share.as_ref().map(|s| s.on());
             let got = self
-                .acquire_slots(&room.key, &ids, room.max, &logs, now)
+                .acquire_slots((pool, &room.key), &ids, room.max, &logs, now, shared)
                 .await?;
             // Slots another instance took meanwhile: give the room's count back.
             room.free += u32::try_from(ids.len() - got.len().min(ids.len())).unwrap_or(0);
@@ -521,6 +545,7 @@ mod tests {
                 max_slots_source: "config",
                 quotas: Vec::new(),
                 spend: None,
+                share: None,
             },
             key: format!("p@{name}"),
             max: free,
@@ -530,6 +555,7 @@ mod tests {
             closed_until: None,
             log: None,
             spend: None,
+            held_by_account: false,
         }
     }
 

@@ -22,6 +22,7 @@ mod rounds;
 mod route_back;
 mod route_fill;
 mod service;
+mod shared;
 mod shares;
 mod tick;
 mod tick_report;
@@ -73,6 +74,8 @@ pub struct Scheduler {
     /// The fencing token this instance holds per pool (its pool lease's), passed with every
     /// scheduler write so a stale one is refused. No entry: unfenced (embedded, one instance).
     fences: Mutex<HashMap<String, Fence>>,
+    /// The waiting flag last written per shared slot set (until, Unix ms; 0: cleared).
+    waiting_noted: Mutex<HashMap<String, i64>>,
 }
 
 impl Scheduler {
@@ -92,6 +95,7 @@ impl Scheduler {
             lease_state: leasing::LeaseState::default(),
             services,
             last_reconcile: Mutex::new(HashMap::new()),
+            waiting_noted: Mutex::new(HashMap::new()),
             deadline_noted: Mutex::new(std::collections::HashSet::new()),
             deadline_groups: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
@@ -183,55 +187,68 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Slots in use; a lost slot set (Redis flushed) is rebuilt from the database first.
-    async fn slots_used(&self, pool: &str) -> Result<u32, SchedulerError> {
-        match self.services.slots.used(pool).await {
+    /// Slots in use of `pool`'s slot set `key`; a lost slot set (Redis flushed) is rebuilt
+    /// from the database first (the whole pool's).
+    async fn slots_used(&self, pool: &str, key: &str) -> Result<u32, SchedulerError> {
+        match self.services.slots.used(key).await {
             Err(slotd_coord::slots::SlotError::NotReconciled(_)) => {
                 tracing::warn!(
                     pool,
+                    key,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
                 self.reconcile_with(pool, true).await?;
-                Ok(self.services.slots.used(pool).await?)
+                Ok(self.services.slots.used(key).await?)
             }
             other => Ok(other?),
         }
     }
 
-    /// [`Scheduler::slots_used`] of each of `keys` (a pool's accounts), read in one call; a
-    /// lost set is rebuilt and read again on its own.
-    async fn slots_used_many(&self, keys: &[String]) -> Result<Vec<u32>, SchedulerError> {
-        let counts = self.services.slots.used_many(keys).await?;
+    /// [`Scheduler::slots_used`] of each of `sets` (pool, slot set), read in one call; a lost
+    /// set is rebuilt and read again on its own.
+    async fn slots_used_many(&self, sets: &[(&str, &str)]) -> Result<Vec<u32>, SchedulerError> {
+        let keys: Vec<String> = sets.iter().map(|(_, k)| k.to_string()).collect();
+        let counts = self.services.slots.used_many(&keys).await?;
         let mut out = Vec::with_capacity(keys.len());
-        for (key, n) in keys.iter().zip(counts) {
+        for ((pool, key), n) in sets.iter().zip(counts) {
             out.push(match n {
                 Some(n) => n,
-                None => self.slots_used(key).await?,
+                None => self.slots_used(pool, key).await?,
             });
         }
         Ok(out)
     }
 
-    /// Grant slots; a lost slot set is rebuilt from the database before anything is granted.
+    /// Grant slots of `pool`'s slot set `key`; a lost slot set (this one, or another member's
+    /// of its shared account) is rebuilt from the database before anything is granted.
     async fn acquire_slots(
         &self,
-        pool: &str,
+        (pool, key): (&str, &str),
         ids: &[String],
         max: u32,
         logs: &[slotd_coord::slots::CreateLog],
         now: i64,
+        shared: Option<slotd_coord::slots::OnShared<'_>>,
     ) -> Result<Vec<String>, SchedulerError> {
         let slots = &self.services.slots;
-        match slots.acquire_within(pool, ids, max, logs, now).await {
-            Err(slotd_coord::slots::SlotError::NotReconciled(_)) => {
-                tracing::warn!(
-                    pool,
-                    "slot set lost (Redis flushed?); rebuilding it from the database"
-                );
-                self.reconcile_with(pool, true).await?;
-                Ok(slots.acquire_within(pool, ids, max, logs, now).await?)
+        // Each lost set is rebuilt once; a shared account may have lost several.
+        let mut rebuilt = 0;
+        loop {
+            match slots.acquire_within(key, ids, max, logs, now, shared).await {
+                Err(slotd_coord::slots::SlotError::NotReconciled(lost)) if rebuilt <= 16 => {
+                    let of = shared
+                        .and_then(|on| on.account.members.iter().find(|m| m.key == lost))
+                        .map_or(pool, |m| m.pool.as_str());
+                    tracing::warn!(
+                        pool = of,
+                        key = %lost,
+                        "slot set lost (Redis flushed?); rebuilding it from the database"
+                    );
+                    self.reconcile_with(of, true).await?;
+                    rebuilt += 1;
+                }
+                other => return Ok(other?),
             }
-            other => Ok(other?),
         }
     }
 
@@ -264,6 +281,13 @@ impl Scheduler {
             }
         }
         by_key.entry(pool.to_string()).or_default();
+        // A shared account's member set of this pool, even with no handler loaded for it: a
+        // grant on another member waits on its mark.
+        for a in slotd_pools::pool_state::shared_accounts(&s.config).values() {
+            for m in a.members.iter().filter(|m| m.pool == pool) {
+                by_key.entry(m.key.clone()).or_default();
+            }
+        }
         for (id, account) in s.store.unit_list_submitted_accounts(pool).await? {
             by_key
                 .entry(slot_key(pool, account.as_deref()))
@@ -399,6 +423,11 @@ impl Scheduler {
         }
         Ok(())
     }
+}
+
+/// One pool's slot sets as (pool, set) pairs, for [`Scheduler::slots_used_many`].
+fn pool_sets<'a>(pool: &'a str, keys: &'a [String]) -> Vec<(&'a str, &'a str)> {
+    keys.iter().map(|k| (pool, k.as_str())).collect()
 }
 
 #[cfg(test)]

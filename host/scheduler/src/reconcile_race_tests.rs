@@ -40,10 +40,20 @@ impl SlotStore for EndsDuringTheRebuild {
         max: u32,
         logs: &[CreateLog],
         now: i64,
+        shared: Option<slotd_coord::slots::OnShared<'_>>,
     ) -> Result<Vec<String>, SlotError> {
         self.inner
-            .acquire_within(pool, unit_ids, max, logs, now)
+            .acquire_within(pool, unit_ids, max, logs, now, shared)
             .await
+    }
+    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError> {
+        self.inner.set_waiting(account, key, until).await
+    }
+    async fn waiting(
+        &self,
+        account: &str,
+    ) -> Result<std::collections::HashMap<String, i64>, SlotError> {
+        self.inner.waiting(account).await
     }
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
         self.inner.log_count(key, since).await

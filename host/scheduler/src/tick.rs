@@ -183,8 +183,10 @@ impl Scheduler {
             unused,
             backlog,
             quota_wait_until,
+            account_full,
         } = self.fill(pool, &limit, now, fence.as_ref()).await?;
         report.quota_wait_until = quota_wait_until;
+        report.account_full = account_full;
         report.released += unused;
         report.claimed = fresh.len();
 
@@ -261,7 +263,9 @@ impl Scheduler {
         let now = s.clock.now_ms();
         let mut used_total = 0;
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(&pool)).collect();
-        let used_now = self.slots_used_many(&keys).await?;
+        let used_now = self
+            .slots_used_many(&super::pool_sets(&pool, &keys))
+            .await?;
         for ((account, key), used) in limit.accounts.iter().zip(keys).zip(used_now) {
             used_total += used;
             let seen = seen.get(&account.name).cloned().unwrap_or_default();
@@ -306,11 +310,13 @@ impl Scheduler {
         let fills = if quota_wait.is_some() {
             // Nothing pending can go before the quota lets it.
             quota_wait
-        } else if report.used_after < effective {
+        } else if report.used_after < effective && !report.account_full {
             s.store.unit_next_due(&pool, UnitStatus::Pending).await?
         } else {
             None
         };
+        // Room this pool left on a shared account goes to the waiting pools on it at once.
+        self.wake_waiting_members(limit, now).await;
         report.next_due = polls.into_iter().chain(fills).min();
         self.services.metrics.record(|| {
             metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())

@@ -38,6 +38,9 @@ pub struct TickReport {
     /// While quotas hold every new submit of the pool back (a full window, or every slot set
     /// closed by the provider): until when (Unix ms). Pending units are not due before then.
     pub quota_wait_until: Option<i64>,
+    /// The pool's shared provider account had no room for its waiting units (its scheduler
+    /// sleeps until a member frees a slot and wakes it, or its tick interval).
+    pub account_full: bool,
     pub duration: Duration,
 }
 

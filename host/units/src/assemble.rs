@@ -127,9 +127,11 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         tracing::warn!(error = %e, "could not read the handler releases; serving the plugins directory only until they can be read");
     }
     // Tenants' minimums must fit in the pools the loaded handlers size.
-    for (name, limit) in slotd_pools::pool_state::pool_limits(&config, &registry) {
-        config.check_minimums(&name, limit.max_slots)?;
+    let limits = slotd_pools::pool_state::pool_limits(&config, &registry);
+    for (name, limit) in &limits {
+        config.check_minimums(name, limit.max_slots)?;
     }
+    check_shared_accounts(&config, &limits)?;
     let objects = slotd_objects::Objects::open(&config.object_store)?;
     let provider_callback_key = ProviderCallbackKey::load(&store, clock.now_ms())
         .await
@@ -209,6 +211,46 @@ async fn seed_budgets(
         .context("removing budgets the configuration no longer sets")?
     {
         tracing::info!(tenant = %tenant, "budget removed: the configuration no longer sets it");
+    }
+    Ok(())
+}
+
+/// Each share of a `[provider_accounts]` entry must name a slot set its pool's handler has:
+/// the handler's named account (`account = "…"`), or its implicit one when it has no
+/// `[[handlers.NAME.accounts]]`. A pool no loaded handler serves yet is only warned about: its
+/// handler may be published later.
+fn check_shared_accounts(
+    config: &Config,
+    limits: &std::collections::BTreeMap<String, slotd_pools::pool_state::PoolLimit>,
+) -> anyhow::Result<()> {
+    for (name, a) in &config.provider_accounts {
+        for (pool, share) in &a.pools {
+            let at = format!("provider_accounts.{name}.pools.{pool:?}");
+            let Some(limit) = limits.get(pool).filter(|l| !l.handlers.is_empty()) else {
+                tracing::warn!(provider_account = %name, pool = %pool, "no loaded handler serves this pool yet; its share applies once one does");
+                continue;
+            };
+            let named: Vec<&str> = limit
+                .accounts
+                .iter()
+                .filter_map(|x| x.name.as_deref())
+                .collect();
+            let handler = limit.handlers.join(", ");
+            match (&share.account, named.is_empty()) {
+                (Some(acc), true) => anyhow::bail!(
+                    "{at}.account: the pool's handler {handler} has no [[handlers.{handler}.accounts]], so no account {acc:?}; leave account out for its implicit account"
+                ),
+                (Some(acc), false) if !named.contains(&acc.as_str()) => anyhow::bail!(
+                    "{at}.account: handler {handler} has no account {acc:?} (its accounts: {})",
+                    named.join(", ")
+                ),
+                (None, false) => anyhow::bail!(
+                    "{at}: the pool draws on handler {handler}'s accounts {}; name the one on this provider account with account = \"…\"",
+                    named.join(", ")
+                ),
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::{CreateLog, LogCount, Reconciled, SlotError, SlotStore, log_entry};
+use super::{CreateLog, LogCount, OnShared, Reconciled, SlotError, SlotStore, log_entry};
 
 /// Holder sets per pool and create logs, under one lock so a grant and its count move
 /// together.
@@ -20,6 +20,8 @@ struct Inner {
     pools: HashMap<String, HashSet<String>>,
     /// Create logs: (Unix ms, entry), oldest first.
     logs: HashMap<String, BTreeSet<(i64, String)>>,
+    /// Shared accounts' waiting flags: account → slot set → until (Unix ms).
+    waiting: HashMap<String, HashMap<String, i64>>,
 }
 
 fn count_since(log: Option<&BTreeSet<(i64, String)>>, since: i64) -> LogCount {
@@ -49,12 +51,29 @@ impl SlotStore for LocalSlots {
         max: u32,
         logs: &[CreateLog],
         now: i64,
+        shared: Option<OnShared<'_>>,
     ) -> Result<Vec<String>, SlotError> {
         let mut inner = self.inner.lock();
         let Inner {
             pools,
             logs: held_logs,
+            waiting,
         } = &mut *inner;
+        // A shared account: every member's use and waiting flag, read under the same lock.
+        let mut members = shared.map(|on| {
+            let used: Vec<u32> = on
+                .account
+                .members
+                .iter()
+                .map(|m| {
+                    pools
+                        .get(&m.key)
+                        .map_or(0, |h| u32::try_from(h.len()).unwrap_or(u32::MAX))
+                })
+                .collect();
+            let flags = waiting.get(&on.account.name).cloned().unwrap_or_default();
+            (on, used, on.account.waiting_now(&flags, now))
+        });
         let held = pools.entry(pool.to_string()).or_default();
         // Each log's entries (pruned) and the running count of each of its checks.
         let mut counts: Vec<Vec<u32>> = Vec::with_capacity(logs.len());
@@ -78,7 +97,15 @@ impl SlotStore for LocalSlots {
                 .iter()
                 .zip(&counts)
                 .all(|(l, n)| l.checks.iter().zip(n).all(|(c, n)| *n < c.limit));
-            if (held.len() as u64) < u64::from(max) && room {
+            let share_room = members
+                .as_ref()
+                .is_none_or(|(on, used, waiting)| on.account.room(on.this, used, waiting) > 0);
+            if (held.len() as u64) < u64::from(max) && room && share_room {
+                if let Some((on, used, _)) = &mut members
+                    && let Some(n) = used.get_mut(on.this)
+                {
+                    *n += 1;
+                }
                 held.insert(id.clone());
                 granted.push(id.clone());
                 for (l, n) in logs.iter().zip(counts.iter_mut()) {
@@ -95,6 +122,23 @@ impl SlotStore for LocalSlots {
 
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
         Ok(count_since(self.inner.lock().logs.get(key), since))
+    }
+
+    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError> {
+        let mut inner = self.inner.lock();
+        let flags = inner.waiting.entry(account.to_string()).or_default();
+        flags.insert(key.to_string(), until);
+        Ok(())
+    }
+
+    async fn waiting(&self, account: &str) -> Result<HashMap<String, i64>, SlotError> {
+        Ok(self
+            .inner
+            .lock()
+            .waiting
+            .get(account)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
@@ -220,19 +264,19 @@ mod tests {
             keep_since: now - 100_000 + 1,
         };
         let got = s
-            .acquire_within("p", &ids(0..5), 10, &[log(1_000)], 1_000)
+            .acquire_within("p", &ids(0..5), 10, &[log(1_000)], 1_000, None)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(0..3), "the 10 s window takes three");
         // Held ids are granted again without a count; nothing new fits in the window yet.
         let got = s
-            .acquire_within("p", &ids(0..5), 10, &[log(5_000)], 5_000)
+            .acquire_within("p", &ids(0..5), 10, &[log(5_000)], 5_000, None)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(0..3));
         // 10 s later the short window has room, the long one for one more only.
         let got = s
-            .acquire_within("p", &ids(3..6), 10, &[log(11_000)], 11_000)
+            .acquire_within("p", &ids(3..6), 10, &[log(11_000)], 11_000, None)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(3..4));
@@ -261,18 +305,37 @@ mod tests {
         };
         // The pool allows 5, account a 2: a's slot set gets 2.
         let got = s
-            .acquire_within("p@a", &ids(0..4), 10, &[log("p", 5), log("p@a", 2)], 1)
+            .acquire_within(
+                "p@a",
+                &ids(0..4),
+                10,
+                &[log("p", 5), log("p@a", 2)],
+                1,
+                None,
+            )
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(0..2));
         // Account b has no quota of its own: the pool's 3 left.
         let got = s
-            .acquire_within("p@b", &ids(10..20), 10, &[log("p", 5)], 1)
+            .acquire_within("p@b", &ids(10..20), 10, &[log("p", 5)], 1, None)
             .await
             .unwrap_or_default();
         assert_eq!(got, ids(10..13));
         assert_eq!(s.log_count("p", 0).await.map(|n| n.count).ok(), Some(5));
         assert_eq!(s.log_count("p@a", 0).await.map(|n| n.count).ok(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn a_shared_account_lends_idle_slots_and_keeps_a_waiting_members_minimum() {
+        crate::slots::shared_tests::borrowing_and_giving_back(&LocalSlots::new()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_shared_account_holds_its_limit_under_concurrent_grants() {
+        let s: Arc<dyn SlotStore> = Arc::new(LocalSlots::new());
+        crate::slots::shared_tests::never_above_the_limit_under_concurrent_grants([s.clone(), s])
+            .await;
     }
 
     #[tokio::test]

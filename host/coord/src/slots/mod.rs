@@ -10,6 +10,8 @@
 
 pub mod local;
 pub mod redis;
+#[cfg(test)]
+mod shared_tests;
 
 use std::sync::Arc;
 
@@ -71,6 +73,77 @@ pub struct LogCount {
     pub oldest: Option<i64>,
 }
 
+/// A provider account whose limit spans the slot sets of several pools
+/// (docs/accounts-deadlines-budgets.md "One account, many pools"): together they hold at most
+/// `limit`; each holds at most its `max`, and its `min` is kept free for it while it has work
+/// waiting (lent to the others while it has none, given back only as their slots free).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SharedAccount {
+    pub name: String,
+    pub limit: u32,
+    pub members: Vec<Share>,
+}
+
+/// One slot set's share of a [`SharedAccount`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Share {
+    /// The slot set (`pool@account`, or the pool's own for a handler's implicit account).
+    pub key: String,
+    pub pool: String,
+    pub min: u32,
+    pub max: u32,
+}
+
+/// A grant on member `this` of a shared account.
+#[derive(Clone, Copy, Debug)]
+pub struct OnShared<'a> {
+    pub account: &'a SharedAccount,
+    pub this: usize,
+}
+
+impl SharedAccount {
+    /// New slots member `this` may take now, given each member's slots in use and whether it
+    /// has work waiting (both in member order): within its own `max`, within the account's
+    /// `limit`, and leaving free what the other waiting members are still owed of their `min`.
+    /// The one rule of a shared grant; the Redis script (`lua/acquire.lua`) applies the same.
+    pub fn room(&self, this: usize, used: &[u32], waiting: &[bool]) -> u32 {
+        let used_of = |i: usize| used.get(i).copied().unwrap_or(0);
+        let total: u32 = (0..self.members.len())
+            .map(used_of)
+            .fold(0, u32::saturating_add);
+        let owed: u32 = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != this && waiting.get(*i).copied().unwrap_or(false))
+            .map(|(i, m)| m.min.saturating_sub(used_of(i)))
+            .fold(0, u32::saturating_add);
+        let mine = self
+            .members
+            .get(this)
+            .map_or(0, |m| m.max.saturating_sub(used_of(this)));
+        mine.min(self.limit.saturating_sub(total).saturating_sub(owed))
+    }
+
+    /// The member index of slot set `key`.
+    pub fn member(&self, key: &str) -> Option<usize> {
+        self.members.iter().position(|m| m.key == key)
+    }
+
+    /// Which members have work waiting at `now`, from the `waiting` flags
+    /// ([`SlotStore::waiting`]), in member order.
+    pub fn waiting_now(
+        &self,
+        flags: &std::collections::HashMap<String, i64>,
+        now: i64,
+    ) -> Vec<bool> {
+        self.members
+            .iter()
+            .map(|m| flags.get(&m.key).is_some_and(|until| *until >= now))
+            .collect()
+    }
+}
+
 /// Per-pool slot accounting shared by every scheduler and API instance.
 #[async_trait]
 pub trait SlotStore: Send + Sync + 'static {
@@ -82,12 +155,14 @@ pub trait SlotStore: Send + Sync + 'static {
         unit_ids: &[String],
         max: u32,
     ) -> Result<Vec<String>, SlotError> {
-        self.acquire_within(pool, unit_ids, max, &[], now_unused())
+        self.acquire_within(pool, unit_ids, max, &[], now_unused(), None)
             .await
     }
     /// [`SlotStore::acquire`] that also passes every check of every one of `logs` (the pool's,
     /// an account's) for each new slot and counts it in each at `now`, atomically with the
-    /// slot.
+    /// slot; and, for a slot set on a shared provider account, the account's rule
+    /// ([`SharedAccount::room`], with the members' `waiting` flags as of `now`) in the same
+    /// step. A lost member set is [`SlotError::NotReconciled`] naming that set.
     async fn acquire_within(
         &self,
         pool: &str,
@@ -95,7 +170,17 @@ pub trait SlotStore: Send + Sync + 'static {
         max: u32,
         logs: &[CreateLog],
         now: i64,
+        shared: Option<OnShared<'_>>,
     ) -> Result<Vec<String>, SlotError>;
+    /// Flag slot set `key` of the shared account `account` as having work waiting until
+    /// `until` (Unix ms; a past instant clears it). The other members' grants keep its unmet
+    /// `min` free while the flag holds; a flag its scheduler stops renewing (a crash) lapses.
+    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError>;
+    /// Every waiting flag of `account`: slot set → until when (Unix ms).
+    async fn waiting(
+        &self,
+        account: &str,
+    ) -> Result<std::collections::HashMap<String, i64>, SlotError>;
     /// Creates in the log `key` at or after `since`.
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError>;
     /// Take entries out of the log `key` (grants that were not used).

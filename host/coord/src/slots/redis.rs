@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redis::Script;
 
-use super::{CreateLog, LogCount, Reconciled, SlotError, SlotStore};
+use super::{CreateLog, LogCount, OnShared, Reconciled, SlotError, SlotStore};
 use crate::keyspace::{Keyspace, KeyspaceError};
 
 /// Ids sent to one script call at most (Lua's argument stack is bounded).
@@ -75,6 +75,11 @@ impl RedisSlots {
         self.keys.key(&format!("creates:{key}"))
     }
 
+    /// A shared account's waiting flags: a hash of member set key → until (ms).
+    fn waiting_key(&self, account: &str) -> String {
+        self.keys.key(&format!("slots:waiting:{account}"))
+    }
+
     fn lost(pool: &str) -> SlotError {
         SlotError::NotReconciled(pool.to_string())
     }
@@ -90,6 +95,7 @@ impl RedisSlots {
         max: u32,
         logs: &[CreateLog],
         now: i64,
+        shared: Option<OnShared<'_>>,
     ) -> Result<(u32, Vec<String>), SlotError> {
         let mut conn = self.keys.conn().await?;
         let mut granted = Vec::new();
@@ -100,6 +106,12 @@ impl RedisSlots {
             for l in logs {
                 call.key(self.log_key(&l.key));
             }
+            if let Some(on) = shared {
+                for m in &on.account.members {
+                    call.key(self.set_key(&m.key)).key(self.marker_key(&m.key));
+                }
+                call.key(self.waiting_key(&on.account.name));
+            }
             call.key(self.counts_key());
             call.arg(max).arg(now).arg(logs.len());
             for l in logs {
@@ -108,9 +120,27 @@ impl RedisSlots {
                     call.arg(c.limit).arg(c.since);
                 }
             }
-            let (used, got): (i64, Vec<String>) = call.arg(chunk).invoke_async(&mut conn).await?;
+            match shared {
+                Some(on) => {
+                    call.arg(on.account.members.len())
+                        .arg(on.account.limit)
+                        .arg(on.this + 1);
+                    for m in &on.account.members {
+                        call.arg(m.min).arg(m.max);
+                    }
+                }
+                None => {
+                    call.arg(0);
+                }
+            }
+            let (used, got, lost): (i64, Vec<String>, i64) =
+                call.arg(chunk).invoke_async(&mut conn).await?;
             if used < 0 {
-                return Err(Self::lost(pool));
+                let member = usize::try_from(lost)
+                    .ok()
+                    .and_then(|i| i.checked_sub(1))
+                    .and_then(|i| shared.and_then(|on| on.account.members.get(i)));
+                return Err(Self::lost(member.map_or(pool, |m| m.key.as_str())));
             }
             // The script's own count is the first witness of the invariant.
             if used > i64::from(max) {
@@ -136,11 +166,39 @@ impl SlotStore for RedisSlots {
         max: u32,
         logs: &[CreateLog],
         now: i64,
+        shared: Option<OnShared<'_>>,
     ) -> Result<Vec<String>, SlotError> {
         Ok(self
-            .acquire_counted(pool, unit_ids, max, logs, now)
+            .acquire_counted(pool, unit_ids, max, logs, now, shared)
             .await?
             .1)
+    }
+
+    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError> {
+        let mut conn = self.keys.conn().await?;
+        redis::cmd("HSET")
+            .arg(self.waiting_key(account))
+            .arg(self.set_key(key))
+            .arg(until)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn waiting(
+        &self,
+        account: &str,
+    ) -> Result<std::collections::HashMap<String, i64>, SlotError> {
+        let mut conn = self.keys.conn().await?;
+        let flags: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
+            .arg(self.waiting_key(account))
+            .query_async(&mut conn)
+            .await?;
+        let prefix = self.set_key("");
+        Ok(flags
+            .into_iter()
+            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|k| (k.to_string(), v)))
+            .collect())
     }
 
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {

@@ -57,7 +57,7 @@ async fn cap_holds_for_concurrent_acquirers_on_two_instances() {
             for round in 0..40u32 {
                 let want = ids(t * 1000 + round * 3..t * 1000 + round * 3 + 3);
                 let (used, g) = s
-                    .acquire_counted("p", &want, MAX, &[], 0)
+                    .acquire_counted("p", &want, MAX, &[], 0, None)
                     .await
                     .expect("acquire");
                 assert!(used <= MAX, "script counted {used} > {MAX}");
@@ -215,6 +215,7 @@ async fn a_window_holds_for_concurrent_acquirers_on_two_instances() {
                         50,
                         std::slice::from_ref(&log),
                         1_000 + i64::from(round),
+                        None,
                     )
                     .await
                     .expect("acquire");
@@ -266,15 +267,78 @@ async fn a_grant_passes_the_pools_log_and_its_accounts_and_counts_in_both() {
     };
     // The pool allows 5, account a 2: a's slot set gets 2; b (no quota of its own) the rest.
     let got = s
-        .acquire_within("p@a", &ids(0..4), 10, &[log("p", 5), log("p@a", 2)], 1)
+        .acquire_within(
+            "p@a",
+            &ids(0..4),
+            10,
+            &[log("p", 5), log("p@a", 2)],
+            1,
+            None,
+        )
         .await
         .expect("acquire");
     assert_eq!(got, ids(0..2));
     let got = s
-        .acquire_within("p@b", &ids(10..20), 10, &[log("p", 5)], 1)
+        .acquire_within("p@b", &ids(10..20), 10, &[log("p", 5)], 1, None)
         .await
         .expect("acquire");
     assert_eq!(got, ids(10..13));
     assert_eq!(s.log_count("p", 0).await.expect("count").count, 5);
     assert_eq!(s.log_count("p@a", 0).await.expect("count").count, 2);
+}
+
+#[tokio::test]
+async fn a_shared_account_lends_idle_slots_and_keeps_a_waiting_members_minimum() {
+    let keys = testing::fresh();
+    let s = RedisSlots::new(keys.clone());
+    for set in ["a", "b"] {
+        s.reconcile(set, &[]).await.expect("reconcile");
+    }
+    crate::slots::shared_tests::borrowing_and_giving_back(&s).await;
+    testing::flush(&keys).await;
+}
+
+/// Two instances (two connections) granting on the two members at once: the script keeps the
+/// account's limit across them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shared_account_holds_its_limit_across_two_instances() {
+    let keys = testing::fresh();
+    let a = RedisSlots::new(keys.clone());
+    for set in ["a", "b"] {
+        a.reconcile(set, &[]).await.expect("reconcile");
+    }
+    let b = RedisSlots::new(testing::fresh_like(&keys));
+    crate::slots::shared_tests::never_above_the_limit_under_concurrent_grants([
+        Arc::new(a),
+        Arc::new(b),
+    ])
+    .await;
+    testing::flush(&keys).await;
+}
+
+/// A member set lost (a flush) refuses the other members' grants too, naming the lost set, so
+/// that an account is never judged on a count the flush emptied.
+#[tokio::test]
+async fn a_lost_member_set_refuses_the_shared_grant_naming_it() {
+    use crate::slots::OnShared;
+    let keys = testing::fresh();
+    let s = RedisSlots::new(keys.clone());
+    let acct = crate::slots::shared_tests::account();
+    s.reconcile("a", &[]).await.expect("reconcile a");
+    let on = Some(OnShared {
+        account: &acct,
+        this: 0,
+    });
+    match s.acquire_within("a", &ids(0..1), 10, &[], 0, on).await {
+        Err(SlotError::NotReconciled(set)) => assert_eq!(set, "b"),
+        other => panic!("expected the lost set b, got {other:?}"),
+    }
+    s.reconcile("b", &ids(50..52)).await.expect("reconcile b");
+    // b holds 2 of 5 now: a may take 3.
+    let got = s
+        .acquire_within("a", &ids(0..5), 10, &[], 0, on)
+        .await
+        .expect("acquire");
+    assert_eq!(got, ids(0..3));
+    testing::flush(&keys).await;
 }

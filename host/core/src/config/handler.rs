@@ -117,7 +117,7 @@ pub struct Account {
 }
 
 /// Account names: what may follow `@` in a slot key and appear in URLs and metrics labels.
-fn valid_account_name(name: &str) -> bool {
+pub(super) fn valid_account_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

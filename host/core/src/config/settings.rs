@@ -74,6 +74,8 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub limits: RuntimeLimits,
     pub pools: BTreeMap<String, PoolConfig>,
+    /// `[provider_accounts.NAME]`: provider accounts whose limit spans several pools.
+    pub provider_accounts: BTreeMap<String, super::ProviderAccountConfig>,
     #[serde(deserialize_with = "handler::handlers")]
     pub handlers: BTreeMap<String, HandlerConfig>,
     pub api_keys: Vec<ApiKey>,
@@ -107,6 +109,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             limits: RuntimeLimits::default(),
             pools: BTreeMap::new(),
+            provider_accounts: BTreeMap::new(),
             handlers: BTreeMap::new(),
             api_keys: Vec::new(),
             tenants: BTreeMap::new(),
@@ -137,6 +140,7 @@ impl fmt::Debug for Config {
             .field("scheduler", &self.scheduler)
             .field("limits", &self.limits)
             .field("pools", &self.pools)
+            .field("provider_accounts", &self.provider_accounts)
             .field("handlers", &self.handlers)
             .field("api_keys", &self.api_keys)
             .field("routes", &self.routes)

@@ -75,6 +75,7 @@ impl Config {
             }
         }
         super::check_routes(&self.routes, &self.pools)?;
+        super::check_provider_accounts(&self.provider_accounts)?;
         self.api.validate()?;
         self.webhooks.validate()?;
         if let Some(u) = &self.public_url {

@@ -181,6 +181,7 @@ mod tests {
                     max_slots_source: SOURCE_CONFIG,
                     quotas: vec![],
                     spend: None,
+                    share: None,
                 }],
                 quotas,
                 spend: None,

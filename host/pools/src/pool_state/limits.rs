@@ -54,6 +54,76 @@ pub struct PoolAccount {
     /// (`[[handlers.NAME.accounts]] spend`); `None` for the implicit account.
     #[serde(skip)]
     pub spend: Option<slotd_core::config::BudgetConfig>,
+    /// The provider account whose limit this slot set shares with other pools'
+    /// (`[provider_accounts.NAME]`), and which member it is.
+    #[serde(skip)]
+    pub share: Option<AccountShare>,
+}
+
+/// A slot set's place on a shared provider account.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccountShare {
+    pub account: std::sync::Arc<slotd_coord::slots::SharedAccount>,
+    pub this: usize,
+}
+
+impl AccountShare {
+    /// What a grant on this slot set passes to the slot store.
+    pub fn on(&self) -> slotd_coord::slots::OnShared<'_> {
+        slotd_coord::slots::OnShared {
+            account: &self.account,
+            this: self.this,
+        }
+    }
+
+    /// This member's share.
+    pub fn mine(&self) -> Option<&slotd_coord::slots::Share> {
+        self.account.members.get(self.this)
+    }
+}
+
+/// Every provider account shared by pools, built from `[provider_accounts]`: each share's slot
+/// set is its pool's own (the handler's implicit account) or `pool@account`.
+pub fn shared_accounts(
+    config: &Config,
+) -> BTreeMap<String, std::sync::Arc<slotd_coord::slots::SharedAccount>> {
+    config
+        .provider_accounts
+        .iter()
+        .map(|(name, a)| {
+            let members = a
+                .pools
+                .iter()
+                .map(|(pool, share)| slotd_coord::slots::Share {
+                    key: slot_key(pool, share.account.as_deref()),
+                    pool: pool.clone(),
+                    min: share.min,
+                    max: share.max_of(a.max_slots),
+                })
+                .collect();
+            (
+                name.clone(),
+                std::sync::Arc::new(slotd_coord::slots::SharedAccount {
+                    name: name.clone(),
+                    limit: a.max_slots,
+                    members,
+                }),
+            )
+        })
+        .collect()
+}
+
+/// The shared account slot set `key` is on, if any.
+fn share_of(
+    shared: &BTreeMap<String, std::sync::Arc<slotd_coord::slots::SharedAccount>>,
+    key: &str,
+) -> Option<AccountShare> {
+    shared.values().find_map(|a| {
+        a.member(key).map(|this| AccountShare {
+            account: a.clone(),
+            this,
+        })
+    })
 }
 
 impl PoolAccount {
@@ -116,6 +186,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
             }
         }
     }
+    let shared = shared_accounts(config);
     for (name, p) in out.iter_mut() {
         p.max_slots = config.pool_max(name, proposed.get(name).copied().unwrap_or(1));
         // The accounts of the first of its handlers that has any: a pool drawn on by accounts
@@ -145,6 +216,7 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                         max_slots_source: SOURCE_CONFIG,
                         quotas: super::quotas::of_account(a),
                         spend: a.spend,
+                        share: None,
                     })
                     .collect()
             }
@@ -155,10 +227,48 @@ pub fn pool_limits(config: &Config, registry: &Registry) -> BTreeMap<String, Poo
                 max_slots_source: SOURCE_CONFIG,
                 quotas: Vec::new(),
                 spend: None,
+                share: None,
             }],
         };
+        if !shared.is_empty() {
+            on_shared_accounts(config, name, p, &shared);
+        }
     }
     out
+}
+
+/// Place the pool's slot sets on the provider accounts they share: each such set holds at
+/// most its share's `max` (and, for a named handler account, that account's `max_slots`; an
+/// explicit `[pools."NAME"] max_slots` still caps the pool), and the pool's capacity is the
+/// sum again.
+fn on_shared_accounts(
+    config: &Config,
+    name: &str,
+    p: &mut PoolLimit,
+    shared: &BTreeMap<String, std::sync::Arc<slotd_coord::slots::SharedAccount>>,
+) {
+    let mut any = false;
+    for a in &mut p.accounts {
+        let Some(share) = share_of(shared, &a.slot_key(name)) else {
+            continue;
+        };
+        let max = share.mine().map_or(a.max_slots, |m| m.max);
+        a.max_slots = match a.name {
+            Some(_) => a.max_slots.min(max),
+            None => max,
+        };
+        a.share = Some(share);
+        any = true;
+    }
+    if any {
+        let sum: u32 = p.accounts.iter().map(|a| a.max_slots).sum();
+        p.max_slots = config
+            .pools
+            .get(name)
+            .and_then(|c| c.max_slots)
+            .map_or(sum, |m| m.min(sum))
+            .max(1);
+    }
 }
 
 fn push_unique(

@@ -34,6 +34,6 @@ pub use capacity::shared as shared_capacity;
 pub use capacity::{Capacity, Observed};
 pub use discovered::Discovered;
 pub use durations::Durations;
-pub use limits::{PoolAccount, PoolLimit, pool_limits, slot_key};
+pub use limits::{AccountShare, PoolAccount, PoolLimit, pool_limits, shared_accounts, slot_key};
 pub use quotas::{Closure, Closures, Gate, PoolQuota, QuotaView};
 pub use spend::SpendView;

@@ -150,6 +150,7 @@ mod tests {
             max_slots_source: super::super::source::SOURCE_CONFIG,
             quotas: Vec::new(),
             spend,
+            share: None,
         }
     }
 
