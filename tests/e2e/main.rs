@@ -22,6 +22,7 @@ mod events_sse;
 mod fal;
 mod fal_cancel;
 mod fal_recordings;
+mod fal_shared_account;
 mod fal_webhooks;
 mod fencing;
 mod finalize_trust;
