@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use slotd_core::config::{ApiKey, Config, HandlerConfig, PoolConfig, SchedulerConfig, Secret};
+use slotd_core::config::{ApiKey, Config, HandlerConfig, SchedulerConfig, Secret};
 use slotd_sim::kling::{SimHandle, SimOptions};
 
 /// Options of `slotd demo`.
@@ -93,8 +93,8 @@ fn demo_config(
     c.public_url = public;
     // The seed's timings, compressed like the provider's.
     c.scheduler = SchedulerConfig::scaled_to(Duration::from_secs_f64(10.0 * opts.time_scale));
-    // kling:video's capacity is its accounts' (see `accounts.rs`).
-    c.pools.insert("kling:avatar".into(), PoolConfig::slots(2));
+    // kling:video's capacity is its accounts', kling:avatar's its share of the main one (see
+    // `accounts.rs`).
     for name in ["kling-video", "kling-avatar"] {
         let mut h = HandlerConfig::default();
         h.settings
@@ -244,6 +244,8 @@ pub struct DemoOutcome {
     pub pika: slotd_sim::fal::FalStats,
     /// What the backup Kling account's simulator saw.
     pub backup: slotd_sim::kling::SimStats,
+    /// The main Kling account's jobs (both pools share it).
+    pub main_jobs: Vec<slotd_sim::kling::SimJob>,
     /// How the `clip` route's shots went.
     pub route: route::RouteOutcome,
 }
@@ -413,10 +415,10 @@ fn banner(opts: &DemoOptions, sims: &Simulators, base: &str) {
         runway::SLOTS_PER_MODEL
     );
     println!(
-        "fal simulator (Pika) at {} ({} concurrent); fal-video pools fal:<model id>, {} slots each",
+        "fal simulator (Pika) at {} ({} concurrent); fal-video pools fal:<model id>, one provider account of {} over them",
         sims.fal.base_url(),
         pika::ACCOUNT_CONCURRENCY,
-        pika::POOLS[0].1
+        pika::ACCOUNT_CONCURRENCY
     );
     println!(
         "backup Kling account at {} ({} concurrent)",
@@ -424,10 +426,13 @@ fn banner(opts: &DemoOptions, sims: &Simulators, base: &str) {
         accounts::BACKUP_SLOTS
     );
     println!(
-        "pools: kling:video {} slots on two accounts ({} main + {} backup), kling:avatar 2 slots; {}\n",
-        accounts::MAIN_VIDEO_SLOTS + accounts::BACKUP_SLOTS,
-        accounts::MAIN_VIDEO_SLOTS,
+        "pools: kling:video on two accounts (main {} + backup {}), kling:avatar on main; main is one provider account over both (video min {} max {}, avatars min {} max {}): idle slots are borrowed; {}\n",
+        accounts::MAIN_SLOTS,
         accounts::BACKUP_SLOTS,
+        accounts::VIDEO_SHARE.0,
+        accounts::VIDEO_SHARE.1,
+        accounts::AVATAR_SHARE.0,
+        accounts::AVATAR_SHARE.1,
         if opts.no_callbacks {
             "polling only"
         } else {
@@ -515,7 +520,12 @@ async fn finish(
         slotd.objects_root.as_deref(),
     );
     let backup_stats = sims.backup.stats();
-    accounts::print(&sims.kling.stats(), &backup_stats, &usage);
+    accounts::print(
+        &sims.kling.stats(),
+        &backup_stats,
+        &sims.kling.jobs(),
+        &usage,
+    );
     let runway_stats = sims.runway.stats();
     println!("{}", runway::summary(&runway_stats));
     let pika_stats = sims.fal.stats();
@@ -530,6 +540,7 @@ async fn finish(
         runway: runway_stats,
         pika: pika_stats,
         backup: backup_stats,
+        main_jobs: sims.kling.jobs(),
         route: routed,
     })
 }
@@ -595,6 +606,22 @@ mod tests {
         assert_the_route(&outcome.route);
         assert_runway_and_pika(&outcome);
         assert_the_backup_account(&outcome);
+        assert_the_shared_account(&outcome);
+    }
+
+    fn assert_the_shared_account(outcome: &DemoOutcome) {
+        // The main Kling account held both pools within its limit and each within its share.
+        let (video, avatar, both) = accounts::shared_peaks(&outcome.main_jobs);
+        assert!(
+            both <= accounts::MAIN_SLOTS as usize,
+            "{both} at once on main"
+        );
+        assert!(video <= accounts::VIDEO_SHARE.1 as usize, "video {video}");
+        assert!(
+            avatar <= accounts::AVATAR_SHARE.1 as usize,
+            "avatars {avatar}"
+        );
+        assert!(avatar > 0 && video > 0, "both pools ran on main");
     }
 
     /// The routed units a target of `handler` served.

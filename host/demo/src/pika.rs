@@ -5,23 +5,22 @@
 
 use serde_json::{Value, json};
 
-use slotd_core::config::{Config, HandlerConfig, PoolConfig, Secret};
+use slotd_core::config::{Config, HandlerConfig, ProviderAccountConfig, Secret, ShareConfig};
 use slotd_sim::fal::{ACCOUNT_DEFAULT, FalOptions, FalSimHandle, FalStats, KEY_DEFAULT};
 
 /// The handler's file and name.
 pub const HANDLER: &str = "fal-video";
 /// Requests the simulated fal account runs at once.
 pub const ACCOUNT_CONCURRENCY: u32 = 4;
-/// The Pika models the handler serves, each its own pool (`fal:<model id>`), with its slots:
-/// fal's concurrency is the account's over every model, so the two models the demo uses (the
-/// first two) split the account's four; the other two get one slot each (unused here; were
-/// they busy, fal would queue the excess, the handler would say so and slotd would lower the
-/// pools to what fal runs).
+/// The Pika models the handler serves, each its own pool (`fal:<model id>`), with the slots
+/// kept for it while it has work: fal's concurrency is the account's over every model, so the
+/// four pools share the account as one provider account (`[provider_accounts.fal]`), the two
+/// the demo uses guaranteed one each, any of them borrowing what the others leave idle.
 pub const POOLS: [(&str, u32); 4] = [
-    ("fal-ai/pika/v2.2/text-to-video", 2),
-    ("fal-ai/pika/v2.2/image-to-video", 2),
-    ("fal-ai/pika/v2.2/pikascenes", 1),
-    ("fal-ai/pika/v2.2/pikaframes", 1),
+    ("fal-ai/pika/v2.2/text-to-video", 1),
+    ("fal-ai/pika/v2.2/image-to-video", 1),
+    ("fal-ai/pika/v2.2/pikascenes", 0),
+    ("fal-ai/pika/v2.2/pikaframes", 0),
 ];
 
 /// Start the fal simulator at `time_scale`.
@@ -52,15 +51,24 @@ pub fn configure(c: &mut Config, sim: &FalSimHandle, time_scale: f64) {
     h.secrets.insert("api_key".into(), Secret::new(KEY_DEFAULT));
     h.allowed_hosts.push(sim.addr().to_string());
     c.handlers.insert(HANDLER.into(), h);
-    for (model, slots) in POOLS {
-        c.pools.insert(
-            format!("fal:{model}"),
-            PoolConfig {
-                max_slots: Some(slots),
-                ..PoolConfig::default()
-            },
-        );
-    }
+    c.provider_accounts.insert(
+        "fal".into(),
+        ProviderAccountConfig {
+            max_slots: ACCOUNT_CONCURRENCY,
+            pools: POOLS
+                .iter()
+                .map(|(model, min)| {
+                    (
+                        format!("fal:{model}"),
+                        ShareConfig {
+                            min: *min,
+                            ..ShareConfig::default()
+                        },
+                    )
+                })
+                .collect(),
+        },
+    );
 }
 
 /// The Pika part of the workload: (tenant, task type, label, payload, units).

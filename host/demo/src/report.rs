@@ -96,6 +96,23 @@ pub fn pool_figures(
     out
 }
 
+/// The most of `jobs` holding a slot at once (a job ending at the instant another starts
+/// frees its slot first).
+pub fn peak_running(jobs: &[&SimJob]) -> usize {
+    let mut edges: Vec<(f64, i32)> = Vec::with_capacity(jobs.len() * 2);
+    for j in jobs {
+        edges.push((j.started, 1));
+        edges.push((j.ended.unwrap_or(f64::MAX), -1));
+    }
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut best) = (0i64, 0i64);
+    for (_, d) in edges {
+        now += i64::from(d);
+        best = best.max(now);
+    }
+    usize::try_from(best).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +123,20 @@ mod tests {
         assert_eq!(ideal_fifo_makespan(&[5.0, 5.0, 5.0], 3), 5.0);
         assert_eq!(ideal_fifo_makespan(&[5.0, 5.0, 5.0, 1.0], 3), 6.0);
         assert_eq!(ideal_fifo_makespan(&[10.0, 1.0, 1.0, 1.0], 2), 10.0);
+    }
+
+    #[test]
+    fn peak_counts_overlaps_and_frees_before_it_takes() {
+        let job = |s: f64, e: f64| SimJob {
+            started: s,
+            ended: Some(e),
+            ..SimJob::default()
+        };
+        let (a, b, c) = (job(0.0, 10.0), job(5.0, 15.0), job(10.0, 20.0));
+        assert_eq!(peak_running(&[]), 0);
+        assert_eq!(peak_running(&[&a, &b, &c]), 2);
+        let d = job(6.0, 7.0);
+        assert_eq!(peak_running(&[&a, &b, &c, &d]), 3);
     }
 
     #[test]
