@@ -364,3 +364,45 @@ async fn runway_limits_are_read_again_when_the_handler_is_replaced() {
     .await;
     run.stop(&[(POOL, 5)]).await;
 }
+
+/// Runway's day is shorter than slotd was told (12 s where the handler says 40 s): slotd's own
+/// log would keep the pool closed for 40 s after its sixth create, but the organization read
+/// says how many Runway still counts, and a lower count than the log is believed: the oldest
+/// creates leave the log and the pool opens when Runway's day frees them, without a refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_a_shorter_day_at_the_provider_frees_the_pool_when_the_provider_does() {
+    const TOLD: f64 = 40.0;
+    const REAL: f64 = 12.0;
+    let opts = RunwayOptions {
+        daily_limit: 6,
+        day_seconds: Some(REAL),
+        ..sim_options(13)
+    };
+    let run = Run::start(opts, |c, _| {
+        c.scheduler.limits_refresh = Duration::from_millis(500);
+        if let Some(h) = c.handlers.get_mut(crate::runway::HANDLER) {
+            h.settings.insert("read_organization".into(), "true".into());
+            h.settings.insert("day_secs".into(), TOLD.to_string());
+        }
+    })
+    .await;
+    let id = run.submit(payload("short-day", 10)).await;
+    let views = run.wait_terminal(&[id], Duration::from_secs(90)).await;
+    assert_eq!(views[0]["status"], "completed", "{}", views[0]);
+    let created = created_secs(&run);
+    assert_eq!(created.len(), 10);
+    assert!(
+        created[5] < REAL && created[6] >= REAL - 0.5 && created[6] < TOLD - 10.0,
+        "6 in Runway's first day, the 7th once Runway's day freed it, long before slotd's \
+         own {TOLD} s: {created:?}"
+    );
+    let stats = run.sim.stats();
+    assert_eq!(stats.daily_limit_refusals, 0, "Runway refused nothing");
+    assert_eq!(stats.creates, 10, "one create per unit");
+    println!(
+        "a {REAL} s day at Runway where {TOLD} s was assumed: the 7th create {:.1} s after the \
+         first",
+        created[6]
+    );
+    run.stop(&[(POOL, 5)]).await;
+}

@@ -64,6 +64,16 @@ impl Scheduler {
                             }
                         }
                     }
+                    // The provider counts fewer of our creates in a window than the log
+                    // does: its window is shorter than documented, or a calendar day where a
+                    // rolling one was assumed. Believe it: the oldest go from the log, so the
+                    // pool opens when the provider's window does.
+                    for q in &l.quotas {
+                        let Some(used) = q.used else { continue };
+                        if let Some(n) = own.get_mut(&q.window_ms) {
+                            *n -= self.believe_fewer(&key, q.window_ms, *n, used, now).await;
+                        }
+                    }
                     let found = found_of(&l, now, |w| own.get(&w).copied().unwrap_or(0));
                     tracing::info!(
                         handler = %h.info.name,
@@ -90,6 +100,40 @@ impl Scheduler {
                     }
                     s.discovered.record(&l.pool, account.as_deref(), found);
                 }
+            }
+        }
+    }
+
+    /// Take out of `key`'s create log the oldest of the `own` creates it holds in a window of
+    /// `window_ms` beyond the `used` the provider counts there; returns how many. Creates too
+    /// recent for the provider's count to hold yet (a call's deadline and a second) are never
+    /// held against it.
+    async fn believe_fewer(&self, key: &str, window_ms: u64, own: u32, used: u32, now: i64) -> u32 {
+        let s = &self.services;
+        let since = now.saturating_sub(i64::try_from(window_ms).unwrap_or(i64::MAX));
+        let in_flight_ms = i64::try_from(s.config.limits.call_deadline.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(1_000);
+        let recent = match s
+            .slots
+            .log_count(key, now.saturating_sub(in_flight_ms))
+            .await
+        {
+            Ok(n) => n.count,
+            Err(_) => return 0,
+        };
+        let settled = own.saturating_sub(recent);
+        if settled <= used {
+            return 0;
+        }
+        match s.slots.log_trim_oldest(key, since, settled - used).await {
+            Ok(n) => {
+                tracing::info!(slots = %key, window_ms, own, provider_counts = used, forgotten = n, "the provider counts fewer creates in its window than slotd's log; the oldest are forgotten");
+                n.min(own)
+            }
+            Err(e) => {
+                tracing::warn!(slots = %key, error = %e, "forgetting creates the provider no longer counts failed");
+                0
             }
         }
     }

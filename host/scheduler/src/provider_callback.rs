@@ -145,7 +145,12 @@ pub async fn apply_provider_callback(
         now,
     );
     // A job a callback reports ended teaches the durations as much as one a poll found.
-    slotd_pools::pool_state::durations::learn(&services.durations, &refs, &decided.updates, now);
+    slotd_pools::pool_state::durations::learn_from_callback(
+        &services.durations,
+        &refs,
+        &decided.updates,
+        now,
+    );
     for u in &mut decided.updates {
         let unit = units.iter().find(|x| x.id == u.unit_id);
         u.from_submitted_at = unit.and_then(|x| x.submitted_at);

@@ -61,6 +61,9 @@ impl SlotStore for EndsDuringTheRebuild {
     async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
         self.inner.log_forget(key, entries).await
     }
+    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError> {
+        self.inner.log_trim_oldest(key, since, n).await
+    }
     async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
         self.inner.log_restore(key, entries).await
     }

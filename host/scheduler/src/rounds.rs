@@ -23,9 +23,10 @@ pub const ROUND_THETA: f64 = 0.5;
 /// waits) into one round: every polled unit gets the same `next_at`, so that the next call
 /// asks about all of them at once (one list request where the provider has one). The round
 /// is the one [`round_delay`] finds for the units whose class has a distribution (between
-/// `floor` and `ceil` from now); units of a class not learned yet are looked at every
-/// `prior` ms meanwhile, so the first completions (which teach the distribution) are not
-/// noticed late. A round the pool already decided wins when it comes sooner, so that units
+/// `floor` and `ceil` from now); units of a class with no distribution yet are looked at every
+/// `prior` ms meanwhile, and a class seen to end fewer than `MIN_SAMPLES` times (its handler's
+/// statement not yet borne out) by the time its youngest job's age has doubled, so the first
+/// completions (which teach the distribution) are not noticed late. A round the pool already decided wins when it comes sooner, so that units
 /// marked by other ticks meet in the same request. A unit with a floor (`not_before`: its
 /// handler's hint, a new job's first poll) is never read before it: it keeps the later of the
 /// round and its floor, so a provider with no list endpoint is read per job at its own pace.
@@ -44,6 +45,9 @@ pub fn schedule_round(
     let mut members = Vec::new();
     let mut running = Vec::new();
     let mut unknown = false;
+    // The youngest job of a class still learning: the round comes by the time it has lived
+    // as long again.
+    let mut explore: Option<i64> = None;
     for &i in &decided.polling {
         let Some(unit) = decided
             .updates
@@ -53,11 +57,13 @@ pub fn schedule_round(
             continue;
         };
         members.push(i);
-        match durations.distribution(pool, &class_of(unit)) {
-            Some(dist) => {
-                let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
-                running.push((dist, age));
-            }
+        let class = class_of(unit);
+        let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
+        if durations.learning(pool, &class) {
+            explore = Some(explore.map_or(age, |e: i64| e.min(age)));
+        }
+        match durations.distribution(pool, &class) {
+            Some(dist) => running.push((dist, age)),
             None => unknown = true,
         }
     }
@@ -72,6 +78,12 @@ pub fn schedule_round(
     };
     if unknown {
         delay = delay.min(prior);
+    }
+    // A class not yet seen to end enough times is looked at as its jobs' ages double,
+    // whatever its handler stated: a statement too long would otherwise leave its first jobs
+    // ending unseen, and teach slotd their durations late and too long.
+    if let Some(age) = explore {
+        delay = delay.min(age.max(floor));
     }
     let mut at = now.saturating_add(delay);
     {
@@ -243,6 +255,31 @@ mod tests {
         schedule_round(&d, "p1", &[&c], &mut decided, now + 2, (200, 5_000, 30_000));
         assert_eq!(decided.updates[0].next_at, Some(first));
     }
+    #[test]
+    fn a_statement_not_yet_borne_out_is_explored_as_ages_double() {
+        let d = Durations::default();
+        let mut a = crate::test_units::unit("a", Some("ja"), "s");
+        let now = 100_000;
+        a.submitted_at = Some(now - 2_000);
+        // The handler states jobs of 5 to 10 minutes; this one is 2 s old.
+        d.state("p1", &class_of(&a), 300_000, 600_000);
+        let mut decided = polls(&[&a], now);
+        schedule_round(&d, "p1", &[&a], &mut decided, now, (200, 5_000, 30_000));
+        assert_eq!(
+            decided.updates[0].next_at,
+            Some(now + 2_000),
+            "looked at when its age has doubled, not when the statement says"
+        );
+        // Once enough of its jobs were seen to end, the distribution decides alone.
+        for _ in 0..slotd_pools::pool_state::durations::MIN_SAMPLES {
+            d.observe("p1", &class_of(&a), 300_000);
+        }
+        d.rounds.lock().clear();
+        let mut decided = polls(&[&a], now);
+        schedule_round(&d, "p1", &[&a], &mut decided, now, (200, 5_000, 30_000));
+        assert_eq!(decided.updates[0].next_at, Some(now + 30_000));
+    }
+
     #[test]
     fn a_round_never_brings_a_paced_read_forward() {
         let d = Durations::default();

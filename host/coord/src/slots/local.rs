@@ -150,6 +150,22 @@ impl SlotStore for LocalSlots {
         Ok(())
     }
 
+    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError> {
+        let mut inner = self.inner.lock();
+        let Some(log) = inner.logs.get_mut(key) else {
+            return Ok(0);
+        };
+        let gone: Vec<(i64, String)> = log
+            .range((since, String::new())..)
+            .take(n as usize)
+            .cloned()
+            .collect();
+        for e in &gone {
+            log.remove(e);
+        }
+        Ok(u32::try_from(gone.len()).unwrap_or(u32::MAX))
+    }
+
     async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
         let mut inner = self.inner.lock();
         let log = inner.logs.entry(key.to_string()).or_default();
@@ -292,6 +308,15 @@ mod tests {
         let n = s.log_count("q", 0).await.unwrap_or_default();
         assert_eq!((n.count, n.oldest), (4, Some(50)));
         assert_eq!(s.log_count("q", 51).await.map(|n| n.count).ok(), Some(3));
+        // The provider counts fewer than the log holds since 51: the oldest go.
+        assert_eq!(s.log_trim_oldest("q", 51, 2).await.ok(), Some(2));
+        let n = s.log_count("q", 0).await.unwrap_or_default();
+        assert_eq!(
+            (n.count, n.oldest),
+            (2, Some(50)),
+            "the one before `since` stays"
+        );
+        assert_eq!(s.log_trim_oldest("nothing", 0, 2).await.ok(), Some(0));
     }
 
     #[tokio::test]

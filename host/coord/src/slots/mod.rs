@@ -185,6 +185,9 @@ pub trait SlotStore: Send + Sync + 'static {
     async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError>;
     /// Take entries out of the log `key` (grants that were not used).
     async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError>;
+    /// Take the `n` oldest entries at or after `since` out of the log `key` (creates the
+    /// provider no longer counts in its window); returns how many were taken.
+    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError>;
     /// Add `entries` (name, Unix ms) to the log `key`, keeping what it holds: its rebuild from
     /// the database's record of creates after the slot store was lost. What it holds stays
     /// because another scheduler may have granted since, with markers not yet in the record.

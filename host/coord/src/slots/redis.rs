@@ -240,6 +240,32 @@ impl SlotStore for RedisSlots {
         Ok(())
     }
 
+    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut conn = self.keys.conn().await?;
+        let key = self.log_key(key);
+        let oldest: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(&key)
+            .arg(since)
+            .arg("+inf")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n)
+            .query_async(&mut conn)
+            .await?;
+        if oldest.is_empty() {
+            return Ok(0);
+        }
+        let removed: i64 = redis::cmd("ZREM")
+            .arg(&key)
+            .arg(&oldest)
+            .query_async(&mut conn)
+            .await?;
+        Ok(u32::try_from(removed.max(0)).unwrap_or(u32::MAX))
+    }
+
     async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
         let mut conn = self.keys.conn().await?;
         let mut call = self.log_restore.prepare_invoke();

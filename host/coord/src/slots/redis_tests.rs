@@ -252,6 +252,11 @@ async fn a_window_holds_for_concurrent_acquirers_on_two_instances() {
     // The rebuild adds the record to what the log holds (the 4 grants stay).
     let n = b.log_count("p", 8).await.expect("count");
     assert_eq!((n.count, n.oldest), (5, Some(9)));
+    // The provider counts two fewer since 8: the two oldest there go, the one at 7 stays.
+    assert_eq!(b.log_trim_oldest("p", 8, 2).await.ok(), Some(2));
+    let n = b.log_count("p", 0).await.expect("count");
+    assert_eq!((n.count, n.oldest), (4, Some(7)));
+    assert_eq!(b.log_count("p", 8).await.expect("count").count, 3);
 }
 
 #[tokio::test]

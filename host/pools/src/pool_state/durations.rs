@@ -29,6 +29,9 @@ pub const KEEP: usize = 256;
 pub const MIN_SAMPLES: usize = 4;
 /// Quantiles a stated duration is sampled at.
 pub const STATED_POINTS: usize = 32;
+/// Consecutive completions beyond a class's distribution (all above its 95th percentile, or
+/// all below its 5th) that make it start over from them: the provider got slower or faster.
+pub const DRIFT_RUN: usize = 4;
 
 /// An empirical distribution of durations (ms): piecewise linear between the sorted samples,
 /// 0 below the shortest, 1 from the longest on.
@@ -125,6 +128,8 @@ pub struct Durations {
     asked: Mutex<std::collections::HashSet<(String, String)>>,
     /// Each pool's next poll round (Unix ms).
     pub rounds: Mutex<HashMap<String, i64>>,
+    /// When a read last saw each in-flight unit's job running (Unix ms), by unit id.
+    seen_running: Mutex<HashMap<String, i64>>,
     /// This instance's metrics registry.
     pub metrics: slotd_core::telemetry::Metrics,
 }
@@ -158,6 +163,20 @@ impl Durations {
         }
         s.recent.push_back(ms);
         s.snapshot = None;
+        if drifted(&s.recent) {
+            let keep = s.recent.len() - DRIFT_RUN;
+            s.recent.drain(..keep);
+        }
+    }
+
+    /// Whether `class` in `pool` is still learning: fewer than [`MIN_SAMPLES`] of its jobs
+    /// were seen to end, so what stands in for it (a statement, or nothing) is not yet
+    /// trusted to say when its jobs end.
+    pub fn learning(&self, pool: &str, class: &str) -> bool {
+        self.classes
+            .lock()
+            .get(&(pool.to_string(), class.to_string()))
+            .is_none_or(|s| s.recent.len() < MIN_SAMPLES)
     }
 
     /// The distribution of `class` in `pool`, once it has [`MIN_SAMPLES`]; before that, the
@@ -201,6 +220,21 @@ impl Durations {
             .is_some_and(|s| s.recent.len() >= MIN_SAMPLES)
             || self.stated.lock().contains_key(&key)
     }
+}
+
+/// Whether the newest [`DRIFT_RUN`] samples all fall beyond the distribution of the ones
+/// before them (at least [`MIN_SAMPLES`] of those), on the same side.
+fn drifted(recent: &VecDeque<i64>) -> bool {
+    let n = recent.len();
+    if n < MIN_SAMPLES + DRIFT_RUN {
+        return false;
+    }
+    let Some(old) = Distribution::new(recent.iter().take(n - DRIFT_RUN).copied().collect()) else {
+        return false;
+    };
+    let (low, high) = (old.quantile(0.05), old.quantile(0.95));
+    let newest = || recent.iter().skip(n - DRIFT_RUN);
+    newest().all(|&v| v > high) || newest().all(|&v| v < low)
 }
 
 /// A log-normal through a median and a 95th percentile, sampled at [`STATED_POINTS`] evenly
@@ -292,25 +326,100 @@ pub fn class_of_parts(task_type: &str, stage: &str, spec: &str) -> String {
     class
 }
 
-/// Learn from a decided batch: every update that ends a `submitted` unit's job with success
-/// tells how long the provider took since the unit's submit marker.
+/// In-flight units remembered as seen running at most; beyond it the oldest sightings are
+/// dropped (a unit ended elsewhere: a cancel, another process's callback).
+const SEEN_KEEP: usize = 100_000;
+
+impl Durations {
+    /// A read at `now` saw these units' jobs running.
+    fn saw_running<'a>(&self, ids: impl Iterator<Item = &'a str>, now: i64) {
+        let mut seen = self.seen_running.lock();
+        for id in ids {
+            seen.insert(id.to_string(), now);
+        }
+        if seen.len() > SEEN_KEEP {
+            let mut ats: Vec<i64> = seen.values().copied().collect();
+            ats.sort_unstable();
+            let cut = ats[ats.len() - SEEN_KEEP / 2];
+            seen.retain(|_, at| *at >= cut);
+        }
+    }
+
+    /// When the job of `unit` ended, as best known at `now`: the middle between the last read
+    /// that saw it running (after its submit marker) and `now`; `now` without such a read.
+    fn ended_at(&self, unit: &str, submitted_at: i64, now: i64) -> i64 {
+        match self.seen_running.lock().remove(unit) {
+            Some(seen) if seen >= submitted_at && seen < now => seen + (now - seen) / 2,
+            _ => now,
+        }
+    }
+}
+
+/// Learn from a decided batch of reads (a tick's polls): every update that ends a `submitted`
+/// unit's job with success tells how long the provider took since the unit's submit marker,
+/// to the middle of the interval in which the job ended; the units still running are noted as
+/// seen running now.
 pub fn learn(
     durations: &Durations,
     units: &[&Unit],
     updates: &[slotd_store::UnitUpdate],
     now: i64,
 ) {
-    let succeeded: std::collections::HashSet<&str> = updates
-        .iter()
-        .filter(|u| u.to == Some(slotd_core::model::UnitStatus::Succeeded))
-        .map(|u| u.unit_id.as_str())
-        .collect();
+    learn_from(durations, units, updates, now, false);
+}
+
+/// [`learn`] from what a provider's callback said: it tells the end when it happens, so the
+/// sample runs to `now`.
+pub fn learn_from_callback(
+    durations: &Durations,
+    units: &[&Unit],
+    updates: &[slotd_store::UnitUpdate],
+    now: i64,
+) {
+    learn_from(durations, units, updates, now, true);
+}
+
+fn learn_from(
+    durations: &Durations,
+    units: &[&Unit],
+    updates: &[slotd_store::UnitUpdate],
+    now: i64,
+    exact: bool,
+) {
+    use slotd_core::model::UnitStatus;
+    let mut succeeded: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut left: Vec<&str> = Vec::new();
+    let mut running: Vec<&str> = Vec::new();
+    for u in updates {
+        match u.to {
+            Some(UnitStatus::Succeeded) => {
+                succeeded.insert(u.unit_id.as_str());
+            }
+            None | Some(UnitStatus::Submitted) => running.push(u.unit_id.as_str()),
+            Some(_) => left.push(u.unit_id.as_str()),
+        }
+    }
+    if !exact {
+        durations.saw_running(running.into_iter(), now);
+    }
+    if !left.is_empty() {
+        let mut seen = durations.seen_running.lock();
+        for id in left {
+            seen.remove(id);
+        }
+    }
     if succeeded.is_empty() {
         return;
     }
     for unit in units.iter().filter(|u| succeeded.contains(u.id.as_str())) {
         if let Some(at) = unit.submitted_at {
-            let ms = now.saturating_sub(at);
+            let ended = if exact {
+                durations.seen_running.lock().remove(&unit.id);
+                now
+            } else {
+                durations.ended_at(&unit.id, at, now)
+            };
+            let ms = ended.saturating_sub(at);
             let class = class_of(unit);
             // The provider's job durations as slotd saw them (docs/operations.md).
             durations.metrics.record(|| {
@@ -469,5 +578,115 @@ mod tests {
             d.observe("p", "c", 7);
         }
         assert_eq!(d.distribution("p", "c").expect("kept").len(), KEEP);
+    }
+
+    /// A unit submitted at 0, of pool p.
+    fn unit(id: &str) -> Unit {
+        Unit {
+            id: id.into(),
+            task_id: "t".into(),
+            index: 0,
+            tenant: "a".into(),
+            task_type: "video".into(),
+            pool: "p".into(),
+            stage: "s".into(),
+            status: slotd_core::model::UnitStatus::Submitted,
+            priority: 0,
+            spec: "{}".into(),
+            state: "{}".into(),
+            provider_job_id: Some(format!("j-{id}")),
+            submit_attempt: 0,
+            attempts: 0,
+            polls: 0,
+            next_at: 0,
+            submitted_at: Some(0),
+            error: None,
+            result: None,
+            cost: None,
+            cancel_requested_at: None,
+            routes: None,
+            routing: None,
+            terms: Default::default(),
+            releases: Default::default(),
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    fn update(id: &str, to: slotd_core::model::UnitStatus) -> slotd_store::UnitUpdate {
+        slotd_store::UnitUpdate {
+            unit_id: id.into(),
+            from: Some(slotd_core::model::UnitStatus::Submitted),
+            to: Some(to),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_class_whose_jobs_drift_starts_over_from_the_newest() {
+        let d = Durations::default();
+        for i in 0..20 {
+            d.observe("p", "c", 60_000 + (i * 7 % 20) * 1_000);
+        }
+        assert!(!d.learning("p", "c"));
+        // The provider got three times slower: three such jobs are not yet a drift…
+        for _ in 0..DRIFT_RUN - 1 {
+            d.observe("p", "c", 200_000);
+        }
+        assert_eq!(
+            d.distribution("p", "c").map(|x| x.len()),
+            Some(20 + DRIFT_RUN - 1)
+        );
+        // …the fourth is: the class starts over from the newest four.
+        d.observe("p", "c", 210_000);
+        let now = d.distribution("p", "c").expect("learned");
+        assert_eq!(now.len(), DRIFT_RUN);
+        assert_eq!(now.quantile(0.0), 200_000);
+        // And faster again.
+        for _ in 0..8 {
+            d.observe("p", "c", 20_000);
+        }
+        assert_eq!(d.distribution("p", "c").map(|x| x.max()), Some(20_000));
+        // A new spread is learned (it may start over once on the way in)…
+        for i in 0..40 {
+            d.observe("p", "c", 15_000 + (i * 7 % 10) * 1_000);
+        }
+        let before = d.distribution("p", "c").map_or(0, |x| x.len());
+        // …and then ordinary jobs within it do not reset it.
+        for i in 0..40 {
+            d.observe("p", "c", 15_000 + (i * 3 % 10) * 1_000);
+        }
+        assert_eq!(d.distribution("p", "c").map(|x| x.len()), Some(before + 40));
+    }
+
+    #[test]
+    fn a_job_seen_ended_counts_to_the_middle_of_its_last_poll_gap() {
+        use slotd_core::model::UnitStatus::{Submitted, Succeeded};
+        let d = Durations::default();
+        let (a, b) = (unit("a"), unit("b"));
+        // Seen running at 10 s, seen ended at 20 s: it ended in between, 15 s on average.
+        learn(
+            &d,
+            &[&a, &b],
+            &[update("a", Submitted), update("b", Submitted)],
+            10_000,
+        );
+        learn(&d, &[&a], &[update("a", Succeeded)], 20_000);
+        // A provider's callback says when: 30 s.
+        learn_from_callback(&d, &[&b], &[update("b", Succeeded)], 30_000);
+        // Never seen running: the read that saw the end is all there is.
+        let c = unit("c");
+        learn(&d, &[&c], &[update("c", Succeeded)], 40_000);
+        let class = class_of(&a);
+        let samples: Vec<i64> = d.classes.lock()[&("p".to_string(), class)]
+            .recent
+            .iter()
+            .copied()
+            .collect();
+        assert_eq!(samples, vec![15_000, 30_000, 40_000]);
+        assert!(
+            d.seen_running.lock().is_empty(),
+            "ended units are forgotten"
+        );
     }
 }
