@@ -10,7 +10,8 @@
 //! `runtime` (handler call, cached reload, cold compile), `tick` (`run_once` at 10,000 units),
 //! `submit` (durable `POST /v1/tasks`), `memory` (resident memory of a real `slotd serve`),
 //! `kling` (slot fullness against the Kling simulator, polling and callbacks, embedded and in
-//! cluster mode), `eta` (the error of `estimated_completion_at` against the Kling simulator),
+//! cluster mode), `prior` (a wrong duration prior), `shares` (a fixed split of one Kling account
+//! against shares with borrowing, `shares.rs`), `eta` (the error of `estimated_completion_at` against the Kling simulator),
 //! `routes` (routed shots over the Kling and fal simulators against the ideal FIFO makespan,
 //! and the fill tick at 10,000 units pending on a route), `scale` (one API and 1–4 scheduler
 //! processes over PostgreSQL and Redis against 10–100 simulated Kling accounts: per-unit costs
@@ -26,6 +27,7 @@ mod report;
 mod routes;
 mod runtime;
 mod scale;
+mod shares;
 mod sse;
 mod submit;
 mod tick;
@@ -33,7 +35,8 @@ mod tick;
 use std::path::PathBuf;
 
 const GROUPS: &[&str] = &[
-    "runtime", "tick", "submit", "memory", "kling", "prior", "eta", "routes", "scale", "sse",
+    "runtime", "tick", "submit", "memory", "kling", "prior", "shares", "eta", "routes", "scale",
+    "sse",
 ];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
@@ -84,6 +87,9 @@ fn main() {
         }
         if wanted("prior") {
             kling::run_prior(&mut report).await;
+        }
+        if wanted("shares") {
+            shares::run(&mut report).await;
         }
         if wanted("eta") {
             eta::run(&mut report).await;
