@@ -367,6 +367,23 @@ async fn console_in_a_browser() {
         // A route over Kling and a Runway handler this run does not load: the routes page
         // shows one target ready, the other not.
         c.routes.insert(ROUTE.into(), clip_route());
+        // Video and avatars on one provider account of 6: the pool card shows the share.
+        let share = |min, max| slotd_core::config::ShareConfig {
+            min,
+            max: Some(max),
+            account: None,
+        };
+        c.provider_accounts.insert(
+            "kling".into(),
+            slotd_core::config::ProviderAccountConfig {
+                max_slots: 6,
+                pools: [
+                    ("kling:video".to_string(), share(3, 4)),
+                    ("kling:avatar".to_string(), share(1, 2)),
+                ]
+                .into(),
+            },
+        );
     })
     .await;
     // Two routed shots first (the oldest work: Kling, the first target with room, takes
@@ -417,6 +434,15 @@ async fn console_in_a_browser() {
     assert!(
         spend.contains("/ 100000") && spend.contains("spend per 30days"),
         "the pool card shows its spend limit: {spend:?}"
+    );
+    let shared = js(&c, r#"const q = document.querySelector('section.pool[data-pool="kling:video"] [data-shared="kling"]');
+        return q ? q.textContent : null;"#).await;
+    let shared = shared.as_str().unwrap_or_default().to_string();
+    assert!(
+        shared.contains("/ 4")
+            && shared.contains("share of provider account kling (min 3")
+            && shared.contains("/ 6"),
+        "the pool card shows its share of the provider account: {shared:?}"
     );
     let pools_png = screenshot(&c, "pools.png").await;
 

@@ -74,11 +74,17 @@ function poolCard(p, t) {
     el("span", { class: "stat", "data-account": a.name },
       el("b", { class: a.state === "drained" ? "warn" : "" }, (a.used ?? "?") + " / " + a.effective_max_slots),
       el("span", {}, "account " + a.name + (a.state === "drained" ? " (drained)" : ""))))) : null;
+  // A provider account the pool shares with others: its share and what it borrowed.
+  const shared = (p.shared_accounts || []).length ? el("div", { class: "row" }, p.shared_accounts.map((s) =>
+    el("span", { class: "stat", "data-shared": s.account },
+      el("b", { class: s.waiting && s.room === 0 ? "warn" : "" }, s.held + " / " + s.max),
+      el("span", {}, "share of provider account " + s.account + " (min " + s.min + (s.borrowed ? ", " + s.borrowed + " borrowed" : "") +
+        "; the account " + s.used + " / " + s.max_slots + (s.waiting ? "; waiting, " + s.room + " free for it" : "") + ")")))) : null;
   if (p.lease) notes.push(el("div", { class: "muted" }, "Lease: " + (p.lease.holder ? "held by " + p.lease.holder : "no holder") + ", " + p.lease.unheld_ms_total + " ms unheld in total."));
   return el("section", { class: "card pool", "data-pool": p.name },
     el("div", { class: "row" }, el("h2", { class: "grow" }, p.name),
       el("span", { class: "muted" }, (p.task_types || []).join(", "), p.handlers && p.handlers.length ? " · " + p.handlers.join(", ") : "")),
-    stats, quotas, accounts, notes, chips,
+    stats, quotas, accounts, shared, notes, chips,
     t ? el("div", { class: "charts" },
       el("div", {}, el("div", { class: "chart-title" }, el("span", {}, "Slot timeline (one row per slot lane)"), el("span", {}, "last " + t.minutes + " min")),
         gantt(t, max), legend()),
