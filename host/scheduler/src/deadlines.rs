@@ -143,12 +143,20 @@ impl Scheduler {
         slotd_pools::pool_state::durations::ask_unknown(&s.durations, &s.registry, &kinds).await;
         let slots = self.effective_max(pool, limit).max(1);
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
-        let used: u32 = self
-            .slots_used_many(&super::pool_sets(pool, &keys))
-            .await?
-            .iter()
-            .sum();
-        let free = slots.saturating_sub(used);
+        let used_each = self.slots_used_many(&super::pool_sets(pool, &keys)).await?;
+        let used: u32 = used_each.iter().sum();
+        let mut free = slots.saturating_sub(used);
+        // A slot set on a shared provider account has what the account leaves it, no more.
+        if limit.accounts.iter().any(|a| a.share.is_some()) {
+            let mut room = 0u32;
+            for (a, u) in limit.accounts.iter().zip(&used_each) {
+                room = room.saturating_add(match &a.share {
+                    Some(share) => self.shared_room(share, now).await?,
+                    None => a.max_slots.saturating_sub(*u),
+                });
+            }
+            free = free.min(room);
+        }
         let pool_durations = s.durations.pool_distribution(pool);
         self.sweep_units(pool, units, (slots, free), pool_durations, now, fence)
             .await
