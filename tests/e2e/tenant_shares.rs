@@ -226,3 +226,55 @@ async fn minimums_above_the_pool_are_refused_at_start_up() {
     let err = config.validate().expect_err("min above max");
     assert!(err.to_string().contains("tenants.a.min_slots"), "{err}");
 }
+
+/// The pool is on a provider account of 20 with a share of at most 12 (the account's other 8
+/// are another pool's, whose handler is not loaded here): account → pool → tenant. b's backlog
+/// holds the pool's 12, not the account's 20; tenant a's `min_slots = 4` is taken inside those
+/// 12 from the first slots that free, b keeps the other 8 while a waits, and the pool never
+/// holds more than its share.
+#[tokio::test]
+async fn a_tenants_minimum_is_kept_inside_its_pools_share_of_a_provider_account() {
+    let m = Manual::start_with(20, 100, |c: &mut slotd_core::config::Config| {
+        tenants(share(Some(4), None), TenantConfig::default())(c);
+        let part = |min, max| slotd_core::config::ShareConfig {
+            min,
+            max: Some(max),
+            account: None,
+        };
+        c.provider_accounts.insert(
+            "acct".into(),
+            slotd_core::config::ProviderAccountConfig {
+                max_slots: 20,
+                pools: BTreeMap::from([
+                    (POOL.to_string(), part(0, 12)),
+                    ("elsewhere".to_string(), part(8, 8)),
+                ]),
+            },
+        );
+    })
+    .await;
+    submit(&m, KEY_B, 200, 10).await;
+    m.round(&[POOL], 10).await;
+    assert_eq!(held(&m).await, (0, 12), "the pool's share: 12 of the 20");
+    submit(&m, KEY_A, 10, 0).await;
+    let mut seen = Vec::new();
+    for _ in 0..60 {
+        m.round(&[POOL], 10).await;
+        seen.push(held(&m).await);
+        if seen.last() == Some(&(0, 12)) && seen.iter().any(|(a, _)| *a > 0) {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().all(|(a, b)| a + b <= 12),
+        "never above the pool's share: {seen:?}"
+    );
+    let first = seen.iter().position(|(a, _)| *a > 0).expect("a got slots");
+    assert_eq!(seen[first], (4, 8), "a's 4 inside the share: {seen:?}");
+    assert!(
+        seen.iter().all(|(a, _)| *a <= 4),
+        "b waits, so a gets its 4 only: {seen:?}"
+    );
+    assert_eq!(seen.last(), Some(&(0, 12)), "a done: {seen:?}");
+    m.check().await;
+}
