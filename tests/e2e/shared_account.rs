@@ -12,6 +12,8 @@ use std::time::Duration;
 use slotd_core::config::{ProviderAccountConfig, ShareConfig};
 use slotd_sim::kling::{SimJob, SimOptions};
 
+use slotd::demo::report::{peak_running as peak, pool_of_kind};
+
 use crate::kling::{Run, avatar_payload, sim_options, video_payload};
 use crate::scale_cluster::{Cluster, ClusterOptions};
 use crate::support::*;
@@ -22,23 +24,7 @@ const SCALE: f64 = 0.01;
 const ACCOUNT: u32 = 20;
 
 fn is_avatar(j: &SimJob) -> bool {
-    j.kind == "custom-voices" || j.kind == "advanced-custom-elements"
-}
-
-/// The most of `jobs` holding a slot at once (an end before a start at the same instant).
-fn peak(jobs: &[&SimJob]) -> usize {
-    let mut edges: Vec<(f64, i32)> = Vec::new();
-    for j in jobs {
-        edges.push((j.started, 1));
-        edges.push((j.ended.unwrap_or(f64::MAX), -1));
-    }
-    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut now, mut best) = (0i32, 0i32);
-    for (_, d) in edges {
-        now += d;
-        best = best.max(now);
-    }
-    usize::try_from(best).unwrap_or(0)
+    pool_of_kind(&j.kind) == "kling:avatar"
 }
 
 /// The shares on `[provider_accounts.kling]`.

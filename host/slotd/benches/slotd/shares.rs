@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use slotd::demo::report::ideal_fifo_makespan;
+use slotd::demo::report::{ideal_fifo_makespan, pool_of_kind};
 use slotd_core::config::{
     Config, HandlerConfig, PoolConfig, ProviderAccountConfig, SchedulerConfig, Secret, ShareConfig,
 };
@@ -111,10 +111,6 @@ fn avatar() -> Value {
            "refer_images": ["https://example.com/l.png"]})
 }
 
-fn is_avatar(j: &SimJob) -> bool {
-    j.kind == "custom-voices" || j.kind == "advanced-custom-elements"
-}
-
 async fn run_one(shots: usize, shares: bool) -> anyhow::Result<Figures> {
     let dir = tempfile::TempDir::new()?;
     let sim = slotd_sim::kling::start(SimOptions {
@@ -204,7 +200,10 @@ async fn run_one(shots: usize, shares: bool) -> anyhow::Result<Figures> {
     let window = (last_start - first).max(1e-9);
     let durations: Vec<f64> = jobs.iter().map(|j| j.planned_seconds).collect();
     // A burst's clones end with their element job; the burst is done at the last of them.
-    let avatars: Vec<&SimJob> = jobs.iter().filter(|j| is_avatar(j)).collect();
+    let avatars: Vec<&SimJob> = jobs
+        .iter()
+        .filter(|j| pool_of_kind(&j.kind) == "kling:avatar")
+        .collect();
     let mut spans = Vec::new();
     for (i, (at, _)) in bursts.iter().enumerate() {
         let next = bursts.get(i + 1).map_or(f64::MAX, |b| b.0);
