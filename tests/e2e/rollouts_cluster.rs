@@ -57,7 +57,9 @@ async fn releases(c: &Cluster) -> Option<Value> {
 /// The newest rollout of kling-video once `pred` holds for it; on a timeout, the rollout as
 /// last seen (its stage, reason and the checks of its latest judgement) is in the panic.
 async fn rollout_when(c: &Cluster, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    // Generous: a stage's judgement waits on jobs at the provider, and on a busy machine
+    // those run slower; the wait ends as soon as the rollout gets there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
     let mut last = Value::Null;
     loop {
         // A busy API may answer with an error body: only a rollout counts.
@@ -71,7 +73,7 @@ async fn rollout_when(c: &Cluster, what: &str, pred: impl Fn(&Value) -> bool) ->
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "timed out after 90 s waiting for {what}; the rollout: {last}"
+            "timed out after 180 s waiting for {what}; the rollout: {last}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -175,7 +177,7 @@ async fn a_good_release_is_promoted_stage_by_stage_across_a_killed_scheduler() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misclassifying_release_is_rolled_back_on_provider_outcomes() {
     const MIN_UNITS: u64 = 5;
-    // Jobs at the simulator's usual pace: over capacity a third of the time, the pool runs
+    // Jobs at the simulator's usual pace: over capacity half of the time, the pool runs
     // few jobs at once, and the candidate's tenth of them must still end soon.
     let opts = ClusterOptions {
         time_scale: crate::kling::TIME_SCALE,
@@ -187,8 +189,10 @@ async fn a_misclassifying_release_is_rolled_back_on_provider_outcomes() {
     let ids = c.submit_videos(50, 4).await;
     c.wait_creates(20).await;
 
-    // Other clients of the account hold a share of its capacity while the build rolls out.
-    c.others_hold(0.3).await;
+    // Other clients of the account hold half of its capacity while the build rolls out: at a
+    // third, a candidate that drew one refusal in its first dozen creates (one run in twelve)
+    // was still undecided when the wait ran out.
+    c.others_hold(0.5).await;
     let bytes = std::fs::read(built_plugin("kling-video-misclassified")).expect("the build");
     let r = c
         .client
