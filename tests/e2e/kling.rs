@@ -432,7 +432,9 @@ async fn failure_after_acceptance_is_recorded_and_retry_resubmits_only_it() {
 
 /// The same workload twice: polling only, then with callbacks. With callbacks the host must
 /// have applied them (most shots end by callback, none refused) and the provider must see at
-/// most half the queries polling needs.
+/// most half the queries polling needs. Either way, no task is queried sooner than the
+/// handler's pace (5 s, scaled) after its create or its previous query (counted by the
+/// simulator).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callbacks_need_fewer_queries_than_polling() {
     const SHOTS: usize = 40;
@@ -472,6 +474,10 @@ async fn callbacks_need_fewer_queries_than_polling() {
         } else {
             assert_eq!(ended_by_callback, 0, "callbacks without a public URL");
         }
+        assert_eq!(
+            stats.single_reads_too_soon, 0,
+            "queries of a task sooner than its pace; callbacks {callbacks}"
+        );
         queries.push(stats.single_queries + stats.list_queries);
     }
     eprintln!(

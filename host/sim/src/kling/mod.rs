@@ -40,7 +40,7 @@ pub use options::{
     ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, SECRET_KEY_DEFAULT, SimOptions,
     TIME_SCALE_DEFAULT,
 };
-pub use stats::{FaultStats, SimJob, SimStats};
+pub use stats::{FaultStats, SINGLE_READ_PACE_S, SimJob, SimStats};
 
 use state::Sim;
 

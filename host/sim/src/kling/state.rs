@@ -64,6 +64,8 @@ struct Inner {
     /// Next numeric id (task ids, voice ids, element ids).
     next_id: u64,
     tasks: HashMap<String, SimTask>,
+    /// Task id → its create or its last query, whichever came last (for the single pace).
+    last_read: HashMap<String, Instant>,
     /// Task ids per kind in creation order (lists answer newest first).
     order: HashMap<Kind, Vec<String>>,
     /// `external_task_id` → task id, account-wide.
@@ -105,6 +107,7 @@ impl Sim {
             requests: 0,
             next_id,
             tasks: HashMap::new(),
+            last_read: HashMap::new(),
             order: HashMap::new(),
             by_external: HashMap::new(),
             voices: HashMap::new(),
@@ -242,6 +245,7 @@ impl Sim {
                 planned_seconds: self.base.clock.simulated(fate.queued + fate.run),
                 result_id,
             };
+            inner.last_read.insert(id.clone(), task.started);
             let stats = &mut inner.stats;
             stats.creates += 1;
             *stats
@@ -324,9 +328,18 @@ impl Sim {
                     .and_then(|tid| inner.tasks.get(tid))
                     .filter(|t| t.kind == kind)
             })
-            .map(|t| t.to_json(&self.base.base_url));
+            .map(|t| (t.id.clone(), t.to_json(&self.base.base_url)));
         match found {
-            Some(v) => Ok(v),
+            Some((task_id, v)) => {
+                let now = Instant::now();
+                let pace = self.base.clock.scaled(super::stats::SINGLE_READ_PACE_S);
+                if let Some(last) = inner.last_read.insert(task_id, now)
+                    && now.saturating_duration_since(last) < pace
+                {
+                    inner.stats.single_reads_too_soon += 1;
+                }
+                Ok(v)
+            }
             None => {
                 inner.stats.not_found += 1;
                 Err(SimError::not_found(format!(

@@ -6,6 +6,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The pace slotd's Kling handlers keep, in simulated seconds: a task's own query no sooner
+/// than this after its create or its previous query (a list page, which answers for many
+/// tasks in one request, is not a read of one). Kling documents no pace (only 429/1302 when
+/// requests come too fast); this is the handlers' choice, counted so a client reading faster
+/// shows in the figures.
+pub const SINGLE_READ_PACE_S: f64 = 5.0;
+
 /// Counters since start. Durations are in **simulated** seconds: real seconds divided by
 /// `time_scale`, so they read like the real provider's no matter how fast the test runs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -59,6 +66,10 @@ pub struct SimStats {
     pub single_queries: u64,
     /// `GET …?pageNum=&pageSize=` queries.
     pub list_queries: u64,
+    /// Queries of one task sooner than [`SINGLE_READ_PACE_S`] (scaled) after its create or
+    /// its previous query.
+    #[serde(default)]
+    pub single_reads_too_soon: u64,
     /// Result files served (complete or not).
     pub downloads: u64,
     /// Callbacks that got an HTTP answer (any status).

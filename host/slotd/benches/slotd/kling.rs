@@ -26,6 +26,9 @@ struct Figures {
     makespan_ratio: f64,
     requests_per_shot: f64,
     refusals_1303: u64,
+    /// Queries of one task sooner than the handler's pace after its create or previous query,
+    /// counted by the simulator.
+    reads_too_soon: u64,
     wall: Duration,
 }
 
@@ -220,8 +223,14 @@ async fn run_with_prior(
     let wall = started.elapsed();
     let stats = sim.stats();
     eprintln!(
-        "  provider requests: {} ({} creates, {} single queries, {} list queries), {} downloads",
-        stats.requests, stats.creates, stats.single_queries, stats.list_queries, stats.downloads
+        "  provider requests: {} ({} creates, {} single queries, {} list queries), {} downloads; \
+         queries of a task sooner than its pace: {}",
+        stats.requests,
+        stats.creates,
+        stats.single_queries,
+        stats.list_queries,
+        stats.downloads,
+        stats.single_reads_too_soon
     );
     let jobs = sim.jobs();
     let slots = BTreeMap::from([("kling:video".to_string(), LIMIT)]);
@@ -247,6 +256,7 @@ async fn run_with_prior(
         makespan_ratio: if ideal > 0.0 { last_end / ideal } else { 1.0 },
         requests_per_shot: stats.requests as f64 / completed as f64,
         refusals_1303: stats.rate_limited_1303,
+        reads_too_soon: stats.single_reads_too_soon,
         wall,
     }))
 }
@@ -311,6 +321,13 @@ pub async fn run(report: &mut Report) {
                 "1",
                 Target::AtMost(0.0),
             );
+            report.add(
+                &name("reads_too_soon"),
+                backend,
+                f.reads_too_soon as f64,
+                "1",
+                Target::AtMost(0.0),
+            );
         }
     }
 }
@@ -354,6 +371,13 @@ pub async fn run_prior(report: &mut Report) {
             f.requests_per_shot,
             "1",
             Target::AtMost(3.0),
+        );
+        report.add(
+            &format!("reads_too_soon_prior_{name}"),
+            "sqlite",
+            f.reads_too_soon as f64,
+            "1",
+            Target::AtMost(0.0),
         );
     }
 }

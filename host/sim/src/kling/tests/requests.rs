@@ -316,3 +316,26 @@ async fn fail_5xx_rate_one_refuses_before_any_effect() -> anyhow::Result<()> {
     assert_eq!((stats.creates, stats.faults.http_5xx), (0, 1));
     handle.shutdown().await
 }
+
+#[tokio::test]
+async fn queries_sooner_than_the_pace_are_counted_per_task() -> anyhow::Result<()> {
+    // Real time: the pace is 5 s per task, far longer than this test.
+    let handle = sim(frozen()).await?;
+    let c = Client::new(&handle)?;
+    let a = c.create("/v1/videos/text2video", video("a", "a")).await?;
+    let b = c.create("/v1/videos/text2video", video("b", "b")).await?;
+    let page = "/v1/videos/text2video?pageNum=1&pageSize=10";
+    // A list page reads no task of its own: any number of them count nothing.
+    c.get(page).await?;
+    c.get(page).await?;
+    assert_eq!(handle.stats().single_reads_too_soon, 0);
+    // A task queried at once after its create, then again: each is too soon, for that task.
+    c.get(&format!("/v1/videos/text2video/{a}")).await?;
+    c.get(&format!("/v1/videos/text2video/{a}")).await?;
+    assert_eq!(handle.stats().single_reads_too_soon, 2);
+    // By its external id, the same task.
+    c.get("/v1/videos/text2video/b").await?;
+    assert_eq!(handle.stats().single_reads_too_soon, 3);
+    assert_ne!(a, b);
+    handle.shutdown().await
+}
