@@ -188,8 +188,9 @@ def main() -> int:
                 print(f"shot {r['index'] + 1} failed: {r.get('error')}", flush=True)
             retried = client.retry(task_id)["retried"]
             print(f"retry {attempt}: {retried} failed shots resubmitted, the {view['completed']} completed ones kept", flush=True)
-            # slotd sends one completion webhook per task and outcome, so the end of a
-            # retried task is followed on its stream (resuming after the events already read).
+            # The retried task's next end is delivered as a webhook of its own too (id
+            # msg_<task>_<event>_<n>); the example follows it on its stream to show each shot's
+            # progress (resuming after the events already read).
             status, cursor = follow(client, task_id, progress, cursor)
             view = client.get(task_id)
 

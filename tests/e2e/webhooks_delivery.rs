@@ -635,6 +635,86 @@ async fn a_delivery_connects_to_the_addresses_checked() {
     m.check().await;
 }
 
+/// A retried task ends again, and that end is delivered too, under an id of its own: the
+/// first end as `msg_<task>_failed`, the end after the retry as `msg_<task>_failed_2`, each
+/// queued once however many sweeps find it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_a_retried_task_is_delivered_again() {
+    let m = manual_with_webhooks(true).await;
+    let hook_port = free_port();
+    let got: Received = Arc::default();
+    let server = receiver(hook_port, got.clone(), answer(204)).await;
+    let resolver = TestResolver::default();
+    resolver.set(&["127.0.0.1"]);
+    let id = m
+        .submit_body(json!({
+            "payload": {"count": 1, "behavior": "fail", "code": "1301", "message": "moderation"},
+            "callback_url": format!("http://hooks.example.test:{hook_port}/hook"),
+        }))
+        .await;
+    m.run_until(&["fixture"], 50, async |m| {
+        m.task(&id).await["status"] == "failed"
+    })
+    .await;
+    assert_eq!(delivery_round(&m, &resolver).await, 1);
+    let (status, body) =
+        api_call(&m.services, "POST", &format!("/v1/tasks/{id}/retry"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["retried"], 1, "{body}");
+    m.run_until(&["fixture"], 50, async |m| {
+        m.task(&id).await["status"] == "failed"
+    })
+    .await;
+    assert_eq!(delivery_round(&m, &resolver).await, 1);
+    let now = m.clock.as_ref().now_ms();
+    assert_eq!(
+        sweep(&m.services, now).await.expect("sweep"),
+        0,
+        "each end queued once"
+    );
+    server.abort();
+
+    let first = format!("msg_{id}_failed");
+    let second = format!("msg_{id}_failed_2");
+    let (status, view) = api_call(
+        &m.services,
+        "GET",
+        &format!("/v1/tasks/{id}/webhooks"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    let deliveries: Vec<(&str, &str)> = view["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .map(|d| {
+            (
+                d["id"].as_str().unwrap_or_default(),
+                d["status"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        deliveries,
+        [
+            (first.as_str(), "delivered"),
+            (second.as_str(), "delivered")
+        ],
+        "{view}"
+    );
+    let received = got.lock().expect("lock").clone();
+    let ids: Vec<&str> = received.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, [first.as_str(), second.as_str()], "{received:#?}");
+    for hit in &received {
+        let body: Value = serde_json::from_str(&hit.body).expect("a JSON body");
+        assert_eq!(body["type"], "task.failed", "{body}");
+        assert_eq!(body["data"]["task_id"], id.as_str(), "{body}");
+        assert_eq!(body["data"]["status"], "failed", "{body}");
+    }
+    m.check().await;
+}
+
 /// A receiver answering with a redirect is not followed: the 3xx is a failed attempt (retried
 /// later, to the same URL), and the target of the `Location` gets nothing. Redirects are
 /// never followed at all, so a redirect to an internal address never gets a request either

@@ -538,13 +538,14 @@ pub trait StoreRead: Send + Sync + 'static {
     /// Tasks with a `callback_url` whose end is not queued for delivery yet and whose every
     /// unit has settled (completed, failed, cancelled, or parked after its finalization gave
     /// up): the tasks that have ended, after task `seq` `after`, oldest first, as `(seq,
-    /// tenant, task id)`. A task still running costs one index probe, so a sweep reads the
-    /// ended tasks, not every open one.
+    /// tenant, task id, ends)`, `ends` counting the retries that reopened the task's webhook
+    /// (0 until one does: the end to queue is its `ends + 1`-th). A task still running costs
+    /// one index probe, so a sweep reads the ended tasks, not every open one.
     async fn webhook_open_tasks(
         &self,
         after: i64,
         limit: u32,
-    ) -> StoreResult<Vec<(i64, String, String)>>;
+    ) -> StoreResult<Vec<(i64, String, String, i64)>>;
 
     /// A task's deliveries, each with its attempts (oldest first).
     async fn webhook_list(&self, task_id: &str) -> StoreResult<Vec<(Delivery, Vec<Attempt>)>>;
@@ -650,8 +651,18 @@ pub trait RecordWrite: Send + Sync + 'static {
     async fn pool_fence_advance(&self, pool: &str, token: i64) -> StoreResult<bool>;
 
     /// Queue `d` and mark its task's webhook done, in one transaction; queuing the same id
-    /// again changes nothing.
-    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()>;
+    /// again changes nothing. The end of a task never retried: see
+    /// [`RecordWrite::webhook_enqueue_end`].
+    async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
+        self.webhook_enqueue_end(d, 0).await.map(|_| ())
+    }
+
+    /// Queue `d`, the delivery of the end a sweep read with `ends` (from
+    /// [`StoreRead::webhook_open_tasks`]), and mark its task's webhook done if its count is
+    /// still `ends`, in one transaction; queuing the same id again adds nothing. False: a
+    /// retry reopened the task since (`d` is queued all the same, the task stays open for
+    /// its next end).
+    async fn webhook_enqueue_end(&self, d: &NewDelivery, ends: i64) -> StoreResult<bool>;
 
     /// Take up to `limit` deliveries due at `now` whose lease is free, leased to `owner` until
     /// `lease_until`.

@@ -267,7 +267,7 @@ macro_rules! impl_task_store {
                 &self,
                 after: i64,
                 limit: u32,
-            ) -> StoreResult<Vec<(i64, String, String)>> {
+            ) -> StoreResult<Vec<(i64, String, String, i64)>> {
                 crate::webhooks::$driver::webhook_open_tasks(self.reader(), after, limit).await
             }
 
@@ -372,8 +372,8 @@ macro_rules! impl_task_store {
                 crate::terms::budgets::$driver::budget_prune_config(self.writer(), keep).await
             }
 
-            async fn webhook_enqueue(&self, d: &NewDelivery) -> StoreResult<()> {
-                crate::webhooks::$driver::webhook_enqueue(self.writer(), d).await
+            async fn webhook_enqueue_end(&self, d: &NewDelivery, ends: i64) -> StoreResult<bool> {
+                crate::webhooks::$driver::webhook_enqueue_end(self.writer(), d, ends).await
             }
 
             async fn webhook_claim(

@@ -56,7 +56,7 @@ pub(crate) use moves::{
     PAIRS, assert_moves_match_the_model, every_pair_is_held_to_the_model,
     illegal_moves_are_refused, provider_queue_is_written_and_counted,
 };
-pub(crate) use outbox::webhook_outbox;
+pub(crate) use outbox::{webhook_outbox, webhook_reopens_after_a_retry};
 pub(crate) use reads::{
     counts_by_pool, event_log_order, find_by_provider, handler_version_history,
     list_paging_and_filters,
@@ -126,6 +126,7 @@ macro_rules! store_suite {
             event_streams_page_and_resume,
             event_scopes_page_and_resume,
             webhook_outbox,
+            webhook_reopens_after_a_retry,
             console_reads,
             queue_standing_follows_the_fill_order,
             deadlines_fill_first_within_a_tenant,

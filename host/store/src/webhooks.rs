@@ -107,9 +107,9 @@ on_both_drivers! {
         pool: &Pool,
         after: i64,
         limit: u32,
-    ) -> StoreResult<Vec<(i64, String, String)>> {
-        Ok(sqlx::query_as(
-            "SELECT seq, tenant, id FROM tasks t \
+    ) -> StoreResult<Vec<(i64, String, String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT seq, tenant, id, webhook_ends FROM tasks t \
              WHERE callback_url IS NOT NULL AND webhook_done = 0 AND seq > $1 \
                AND NOT EXISTS (SELECT 1 FROM units u WHERE u.task_id = t.id \
                    AND u.status NOT IN ('completed', 'failed', 'cancelled') \
@@ -120,11 +120,28 @@ on_both_drivers! {
         .bind(i64::from(limit))
         .bind(slotd_core::model::FINALIZE_PARKED_AT)
         .fetch_all(pool)
-        .await?)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("seq")?,
+                    row.try_get("tenant")?,
+                    row.try_get("id")?,
+                    i64::from(row.try_get::<Count, _>("webhook_ends")?),
+                ))
+            })
+            .collect()
     }
 
-    /// See [`crate::RecordWrite::webhook_enqueue`].
-    pub(crate) async fn webhook_enqueue(pool: &Pool, d: &NewDelivery) -> StoreResult<()> {
+    /// See [`crate::RecordWrite::webhook_enqueue_end`]. The delivery goes in whatever the
+    /// task's count (its id is the end's own: a second sweep of the same end adds nothing);
+    /// the task is closed only at the count the sweep read, so a sweep that read an end
+    /// before a retry leaves the reopened task open.
+    pub(crate) async fn webhook_enqueue_end(
+        pool: &Pool,
+        d: &NewDelivery,
+        ends: i64,
+    ) -> StoreResult<bool> {
         let mut tx = pool.begin().await?;
         sqlx::query(
             "INSERT INTO webhook_deliveries \
@@ -140,11 +157,27 @@ on_both_drivers! {
         .bind(d.now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("UPDATE tasks SET webhook_done = 1 WHERE id = $1")
-            .bind(&d.task_id)
-            .execute(&mut *tx)
-            .await?;
+        let closed = sqlx::query(
+            "UPDATE tasks SET webhook_done = 1 WHERE id = $1 AND webhook_ends = $2",
+        )
+        .bind(&d.task_id)
+        .bind(ends)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         tx.commit().await?;
+        Ok(closed > 0)
+    }
+
+    /// Reopen task `id`'s completion webhook for its next end (inside the retry that moved
+    /// its units): not done, one more end counted.
+    pub(crate) async fn webhook_reopen(conn: &mut Conn, id: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE tasks SET webhook_done = 0, webhook_ends = webhook_ends + 1 WHERE id = $1",
+        )
+        .bind(id)
+        .execute(conn)
+        .await?;
         Ok(())
     }
 

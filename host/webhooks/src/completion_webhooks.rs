@@ -7,7 +7,9 @@
 //!   costs it one index probe, so the sweep's cost follows the tasks that ended, not the open
 //!   ones), and queues a delivery for each that has ended, setting the flag in
 //!   the same transaction. A crash anywhere leaves either the flag unset (the next sweep queues
-//!   it) or the delivery queued.
+//!   it) or the delivery queued. A retry that moves units clears the flag and counts one more
+//!   end: the task's next end is queued too, under an id of its own ([`delivery_id`]), and
+//!   a sweep that read an earlier end does not set the flag again.
 //! - Delivering: deliveries are claimed under a lease, attempted, and recorded with what comes
 //!   next: delivered (any 2xx), retried with doubling delays (`retry_base` to `retry_max`), or
 //!   given up `give_up_after` the task's end. The `webhook-id` is the delivery's, the same on
@@ -67,21 +69,34 @@ pub async fn sweep(services: &Services, now: i64) -> Result<usize, StoreError> {
     let mut after = 0;
     loop {
         let page = store.webhook_open_tasks(after, SWEEP_PAGE).await?;
-        let Some((last, _, _)) = page.last() else {
+        let Some((last, ..)) = page.last() else {
             return Ok(queued);
         };
         after = *last;
-        for (_, tenant, id) in page {
-            queued += queue_if_ended(services, tenant, id, now).await?;
+        for (_, tenant, id, ends) in page {
+            queued += queue_if_ended(services, tenant, id, ends, now).await?;
         }
     }
 }
 
-/// Queue task `id`'s delivery if it has ended; 1 if it was queued.
+/// The `webhook-id` of a task's end after `ends` retries reopened its webhook: the first
+/// end's is `msg_<task>_<event>`, the n-th's `msg_<task>_<event>_<n>` (n = 2, 3, …), the
+/// same for every sweep of that end.
+pub fn delivery_id(task_id: &str, event: &str, ends: i64) -> String {
+    let event = event.trim_start_matches("task.");
+    match ends.saturating_add(1) {
+        n if n <= 1 => format!("msg_{task_id}_{event}"),
+        n => format!("msg_{task_id}_{event}_{n}"),
+    }
+}
+
+/// Queue task `id`'s delivery if it has ended (its end after `ends` reopenings, as the sweep
+/// read it); 1 if it was queued.
 async fn queue_if_ended(
     services: &Services,
     tenant: String,
     id: String,
+    ends: i64,
     now: i64,
 ) -> Result<usize, StoreError> {
     let store = &services.store;
@@ -104,16 +119,21 @@ async fn queue_if_ended(
         "timestamp": now,
         "data": view,
     });
+    // Queued under the end the sweep read: if a retry reopened the task since, this leaves
+    // it open for its next end.
     store
-        .webhook_enqueue(&NewDelivery {
-            id: format!("msg_{}_{}", task.id, event.trim_start_matches("task.")),
-            task_id: task.id.clone(),
-            tenant,
-            url,
-            event: event.into(),
-            payload: payload.to_string(),
-            now,
-        })
+        .webhook_enqueue_end(
+            &NewDelivery {
+                id: delivery_id(&task.id, event, ends),
+                task_id: task.id.clone(),
+                tenant,
+                url,
+                event: event.into(),
+                payload: payload.to_string(),
+                now,
+            },
+            ends,
+        )
         .await?;
     Ok(1)
 }
@@ -290,5 +310,22 @@ mod tests {
         assert_eq!(retry_delay(&cfg, 1), Duration::from_secs(10));
         assert_eq!(retry_delay(&cfg, 3), Duration::from_secs(40));
         assert_eq!(retry_delay(&cfg, 40), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn each_end_of_a_retried_task_has_its_own_id() {
+        // The first end keeps the id it always had.
+        assert_eq!(delivery_id("t1", "task.failed", 0), "msg_t1_failed");
+        // Later ends: numbered from 2, the same on every sweep of that end.
+        assert_eq!(delivery_id("t1", "task.failed", 1), "msg_t1_failed_2");
+        assert_eq!(delivery_id("t1", "task.completed", 2), "msg_t1_completed_3");
+        assert_eq!(
+            delivery_id("t1", "task.completed", 2),
+            delivery_id("t1", "task.completed", 2)
+        );
+        let ids: std::collections::BTreeSet<String> = (0..5)
+            .map(|ends| delivery_id("t1", "task.failed", ends))
+            .collect();
+        assert_eq!(ids.len(), 5, "no two ends share an id");
     }
 }

@@ -359,6 +359,8 @@ pub(super) async fn task_retry_failed(
     let moved = ids.len() + parked.len();
     if moved > 0 {
         crate::shared::postgres::task_touch(&mut tx, id, now).await?;
+        // The task will end again: that end gets its completion webhook too.
+        crate::webhooks::postgres::webhook_reopen(&mut tx, id).await?;
     }
     tx.commit().await?;
     let moved = u32::try_from(moved)

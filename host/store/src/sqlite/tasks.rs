@@ -323,6 +323,8 @@ pub(super) async fn task_retry_failed(
     let moved = resubmitted + refinalized;
     if moved > 0 {
         crate::shared::sqlite::task_touch(&mut tx, id, now).await?;
+        // The task will end again: that end gets its completion webhook too.
+        crate::webhooks::sqlite::webhook_reopen(&mut tx, id).await?;
     }
     tx.commit().await?;
     let moved = u32::try_from(moved)
