@@ -390,6 +390,21 @@ impl Chaos {
 
     /// The work in flight now; the provider's count is read last (the instant that matters
     /// is the disruption's, which follows or precedes this call).
+    /// Jobs in flight on both sides, read just before a disruption acts. Jobs seen in flight
+    /// by [`Chaos::ensure_in_flight`] may all have ended at the provider since, unnoticed by
+    /// slotd yet (its slots still held): this waits, bounded, until the provider runs one
+    /// again, so a disruption never starts on nothing in flight.
+    async fn in_flight_before(&self) -> InFlight {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = self.in_flight().await;
+            if (now.provider > 0 && now.submitted > 0) || Instant::now() > deadline {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     async fn in_flight(&self) -> InFlight {
         let submitted = self
             .unit_counts()
@@ -542,7 +557,7 @@ impl Chaos {
         match kind {
             Kind::SchedulerKill => {
                 let i = rng.random_range(0..self.schedulers.len());
-                before = self.in_flight().await;
+                before = self.in_flight_before().await;
                 self.schedulers[i].kill();
                 after = self.in_flight_after().await;
                 self.schedulers[i]
@@ -551,14 +566,14 @@ impl Chaos {
             }
             Kind::ApiKill => {
                 let i = rng.random_range(0..self.apis.len());
-                before = self.in_flight().await;
+                before = self.in_flight_before().await;
                 self.apis[i].kill();
                 after = self.in_flight_after().await;
                 self.apis[i].restart(&config, &log, &self.client).await;
             }
             Kind::SchedulerStop => {
                 let i = rng.random_range(0..self.schedulers.len());
-                before = self.in_flight().await;
+                before = self.in_flight_before().await;
                 self.schedulers[i].signal("STOP");
                 after = self.in_flight_after().await;
                 // Past its lease: another scheduler takes its pools over meanwhile.
@@ -566,14 +581,14 @@ impl Chaos {
                 self.schedulers[i].signal("CONT");
             }
             Kind::RedisRestart => {
-                before = self.in_flight().await;
+                before = self.in_flight_before().await;
                 self.redis.child.kill().ok();
                 self.redis.child.wait().ok();
                 after = self.in_flight_after().await;
                 self.redis.restart().await;
             }
             Kind::PostgresCut => {
-                before = self.in_flight().await;
+                before = self.in_flight_before().await;
                 self.proxy.set_up(false);
                 after = self.in_flight_after().await;
                 tokio::time::sleep(Duration::from_millis(rng.random_range(100..800))).await;
