@@ -31,10 +31,12 @@ use crate::report::{Better, Report, Target};
 
 mod analysis;
 mod figures;
+mod own_pg;
 mod servers;
 
 use analysis::{fifo_latencies, jobs_wall, quantile, utilization_while_waiting};
 
+use own_pg::OwnPostgres;
 use servers::{Counters, PrivateDb, PrivateRedis};
 
 const SLOTS_PER_ACCOUNT: u32 = 20;
@@ -45,6 +47,8 @@ const TASK_MAX: usize = 1000;
 pub async fn run(report: &mut Report) {
     let time_scale = env_f64("SLOTD_SCALE_TIME_SCALE", 0.1);
     let seconds = env_f64("SLOTD_SCALE_SECONDS", 60.0);
+    // One server of the run's own for every shape (each gets a database of its own in it).
+    let own = OwnPostgres::start().await;
     for (accounts, schedulers) in [(10, 1), (30, 1), (100, 1), (100, 4)] {
         let shape = Shape {
             accounts,
@@ -54,7 +58,7 @@ pub async fn run(report: &mut Report) {
                 for_: Duration::from_secs_f64(seconds),
             },
         };
-        match measure(&shape).await {
+        match measure(&shape, own.as_ref()).await {
             Ok(Some(m)) => m.record_steady(report, &shape),
             Ok(None) => return,
             Err(e) => eprintln!("scale {}: {e:#}", shape.backend()),
@@ -70,7 +74,7 @@ pub async fn run(report: &mut Report) {
                 units: env_f64("SLOTD_SCALE_BURST", 4000.0) as usize,
             },
         };
-        match measure(&shape).await {
+        match measure(&shape, own.as_ref()).await {
             Ok(Some(m)) => {
                 report.add(
                     "scale_units_per_s",
@@ -197,7 +201,7 @@ impl Refusals {
 }
 
 /// One run, `None` when PostgreSQL or Redis is not there to run it on.
-async fn measure(shape: &Shape) -> anyhow::Result<Option<Measured>> {
+async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Option<Measured>> {
     let b = shape.backend();
     eprintln!(
         "scale {b}: {:?}, time x{}, {:.0} units/s",
@@ -206,7 +210,7 @@ async fn measure(shape: &Shape) -> anyhow::Result<Option<Measured>> {
         shape.rate()
     );
     let dir = tempfile::TempDir::new()?;
-    let Some(db) = PrivateDb::create().await? else {
+    let Some(db) = PrivateDb::create(own.map(|pg| pg.admin_url.as_str())).await? else {
         eprintln!("PostgreSQL not reachable: the scale figures are skipped");
         return Ok(None);
     };

@@ -66,10 +66,13 @@ pub(super) struct PrivateDb {
 }
 
 impl PrivateDb {
-    pub(super) async fn create() -> anyhow::Result<Option<PrivateDb>> {
-        let candidates: Vec<String> = match std::env::var("SLOTD_TEST_DATABASE_URL") {
-            Ok(b) => vec![b],
-            Err(_) => ["root", "postgres"]
+    /// In `own` (a server of the run's own, [`super::own_pg`]) when there is one, else in the
+    /// running server.
+    pub(super) async fn create(own: Option<&str>) -> anyhow::Result<Option<PrivateDb>> {
+        let candidates: Vec<String> = match (own, std::env::var("SLOTD_TEST_DATABASE_URL")) {
+            (Some(own), _) => vec![own.to_string()],
+            (None, Ok(b)) => vec![b],
+            (None, Err(_)) => ["root", "postgres"]
                 .iter()
                 .map(|u| format!("postgres://{u}@127.0.0.1:5432/test"))
                 .collect(),
