@@ -3,12 +3,19 @@
 //! holds the call's create until the test releases it, so the hand-over happens at exactly
 //! that moment. PostgreSQL and Redis, as in a cluster; both schedulers in one process.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::json;
 use slotd_core::clock::Clock;
 use slotd_server::scheduler::{Scheduler, SchedulerError};
+use slotd_server::slots::{
+    CreateLog, DynSlots, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore,
+};
 use slotd_store::StoreError;
+use tokio::sync::oneshot;
 
 use crate::support::*;
 
@@ -103,5 +110,185 @@ async fn a_scheduler_resumed_after_losing_its_lease_writes_nothing() {
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 2, "each unit's job created once");
     assert_eq!(stats.duplicate_creates, 0, "a key was sent twice");
+    m.check().await;
+}
+
+/// The slot store, but the first rebuild of a set stops after the database was read and
+/// before the set is written, until the test lets it go on: a scheduler paused there (CI saw
+/// one, SIGSTOPped by `scale_cluster::a_paused_scheduler_is_fenced_out`, resume and write
+/// a set without the newer holder's grants: 19 submitted in a pool of 18).
+struct StopsMidRebuild {
+    inner: DynSlots,
+    arrived: Mutex<Option<oneshot::Sender<()>>>,
+    resume: Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+#[async_trait::async_trait]
+impl SlotStore for StopsMidRebuild {
+    async fn acquire_within(
+        &self,
+        pool: &str,
+        unit_ids: &[String],
+        max: u32,
+        logs: &[CreateLog],
+        now: i64,
+        shared: Option<OnShared<'_>>,
+    ) -> Result<Vec<String>, SlotError> {
+        self.inner
+            .acquire_within(pool, unit_ids, max, logs, now, shared)
+            .await
+    }
+    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError> {
+        self.inner.set_waiting(account, key, until).await
+    }
+    async fn waiting(&self, account: &str) -> Result<HashMap<String, i64>, SlotError> {
+        self.inner.waiting(account).await
+    }
+    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
+        self.inner.log_count(key, since).await
+    }
+    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
+        self.inner.log_forget(key, entries).await
+    }
+    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError> {
+        self.inner.log_trim_oldest(key, since, n).await
+    }
+    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
+        self.inner.log_restore(key, entries).await
+    }
+    async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
+        self.inner.release(pool, unit_ids).await
+    }
+    async fn used(&self, pool: &str) -> Result<u32, SlotError> {
+        self.inner.used(pool).await
+    }
+    async fn reconcile(
+        &self,
+        pool: &str,
+        submitted: &[String],
+        guard: Rebuild<'_>,
+    ) -> Result<Reconciled, SlotError> {
+        let arrived = self.arrived.lock().take();
+        if let Some(arrived) = arrived {
+            let _ = arrived.send(());
+            let resume = self.resume.lock().take();
+            if let Some(resume) = resume {
+                let _ = resume.await;
+            }
+        }
+        self.inner.reconcile(pool, submitted, guard).await
+    }
+}
+
+/// The holders of `pool`'s slot set in Redis, sorted.
+async fn holders(prefix: &str, pool: &str) -> Vec<String> {
+    let client = redis::Client::open(crate::scale_cluster::redis_url()).expect("redis url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let mut ids: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(format!("{prefix}slots:{pool}"))
+        .query_async(&mut conn)
+        .await
+        .expect("SMEMBERS");
+    ids.sort();
+    ids
+}
+
+/// A scheduler paused inside a rebuild of its pool's slot set, between reading the submitted
+/// units and writing the set, loses the pool; the new holder grants the pool full. Resumed,
+/// the old one's rebuild would write the set as it read it, without the new holder's grants,
+/// and the pool would be granted past its maximum. It is refused by the fence instead: the
+/// set still holds exactly the submitted units, and the provider never runs more than the
+/// pool's two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_rebuild_of_the_slot_set_is_fenced_out() {
+    let db = crate::pg::PgSchema::create().await;
+    let prefix = format!("slotd-test-fencing-{}:", uuid::Uuid::new_v4().simple());
+    let m = Manual::start_with(2, 100, |c| {
+        c.database_url = db.url();
+        c.redis_url = Some(crate::scale_cluster::redis_url());
+        c.redis_prefix = prefix.clone();
+        c.scheduler.lease_ttl = Duration::from_millis(300);
+    })
+    .await;
+    let (arrived_tx, arrived) = oneshot::channel();
+    let (resume, resume_rx) = oneshot::channel();
+    let mut paused = m.services.clone();
+    paused.slots = Arc::new(StopsMidRebuild {
+        inner: m.services.slots.clone(),
+        arrived: Mutex::new(Some(arrived_tx)),
+        resume: Mutex::new(Some(resume_rx)),
+    });
+    let a = Scheduler::new(paused);
+    let b = Scheduler::new(m.services.clone());
+    a.take_lease(POOL)
+        .await
+        .expect("Redis answers")
+        .expect("A takes the free lease");
+    let task = m.submit("fixture", json!({"count": 4, "polls": 3})).await;
+
+    // A's first tick rebuilds the pool's set (a lease just won) and stops there, having read
+    // that nothing is submitted.
+    let now = m.clock.now_ms();
+    let a_tick = tokio::spawn({
+        let a = a.clone();
+        async move { a.run_once(POOL, now).await }
+    });
+    arrived.await.expect("A reached the rebuild");
+
+    // A's lease runs out; B takes the pool and fills it: two units submitted, two holders.
+    eventually(Duration::from_secs(10), "B takes the pool", async || {
+        b.take_lease(POOL).await.ok().flatten()
+    })
+    .await;
+    let report = b.run_once(POOL, m.clock.now_ms()).await.expect("B ticks");
+    assert_eq!(report.claimed, 2, "{report:?}");
+    let submitted = |units: Vec<slotd_core::model::Unit>| {
+        let mut ids: Vec<String> = units
+            .into_iter()
+            .filter(|u| u.status == slotd_core::model::UnitStatus::Submitted)
+            .map(|u| u.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let marked = submitted(m.services.store.task_units(&task).await.expect("units"));
+    assert_eq!(marked.len(), 2);
+    assert_eq!(holders(&prefix, POOL).await, marked);
+
+    // A resumes: its rebuild from the earlier read is refused, A lets the pool go, and the
+    // set still holds B's two units.
+    resume.send(()).expect("A waits");
+    let outcome = a_tick.await.expect("A's tick ran");
+    assert!(
+        matches!(
+            outcome,
+            Err(SchedulerError::Slots(SlotError::Fenced { .. }))
+        ),
+        "A's rebuild must be refused by the fence: {outcome:?}"
+    );
+    assert!(a.held_pools().is_empty(), "{:?}", a.held_pools());
+    assert_eq!(
+        holders(&prefix, POOL).await,
+        marked,
+        "A's rebuild wrote the set"
+    );
+
+    // B finishes the work within the pool's two slots.
+    let mut rounds = 0;
+    while m.task(&task).await["status"] != "completed" {
+        rounds += 1;
+        assert!(rounds < 200, "B did not finish: {}", m.task(&task).await);
+        m.clock.advance(500);
+        let now = m.clock.now_ms();
+        b.run_once(POOL, now).await.expect("B ticks");
+        b.finalize_once(now).await.expect("B finalizes");
+        b.finalize_idle().await;
+    }
+    let stats = m.stub.stats();
+    assert_eq!(stats.creates, 4, "each unit's job created once");
+    assert!(stats.max_in_flight <= 2, "{} at once", stats.max_in_flight);
     m.check().await;
 }

@@ -185,7 +185,7 @@ pub async fn redis(
     }
     for (pool, token) in &snap.fences {
         let issued: Option<i64> = redis::cmd("GET")
-            .arg(keys.key(&format!("fence:{pool}")))
+            .arg(keys.fence_key(pool))
             .query_async(&mut conn)
             .await?;
         if let Some(issued) = issued

@@ -55,6 +55,12 @@ impl Keyspace {
         format!("{}{name}", self.prefix)
     }
 
+    /// The fencing counter of `pool`'s lease (`fence:{pool}`): drawn by the lease's winner,
+    /// and read by a slot set's rebuild, which a stale holder may no longer make.
+    pub fn fence_key(&self, pool: &str) -> String {
+        self.key(&format!("fence:{pool}"))
+    }
+
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -11,6 +11,19 @@ pub enum SchedulerError {
     Slots(#[from] slotd_coord::slots::SlotError),
 }
 
+impl SchedulerError {
+    /// Refused by fencing: a newer lease holder of the pool exists (its token is in the
+    /// database, or drawn in Redis before a slot set's rebuild), so this instance must stop
+    /// driving the pool.
+    pub fn is_fenced(&self) -> bool {
+        matches!(
+            self,
+            SchedulerError::Store(slotd_store::StoreError::Fenced { .. })
+                | SchedulerError::Slots(slotd_coord::slots::SlotError::Fenced { .. })
+        )
+    }
+}
+
 impl From<slotd_units::lifecycle::LifecycleError> for SchedulerError {
     fn from(e: slotd_units::lifecycle::LifecycleError) -> Self {
         match e {

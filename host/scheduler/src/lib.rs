@@ -181,7 +181,7 @@ impl Scheduler {
         }
         // This instance's first look at the pool (a start, a lease won): its create log may be
         // missing what another process or an earlier run of this one granted.
-        self.reconcile_with(pool, first).await?;
+        self.reconcile_with(pool, first, false).await?;
         self.prune_create_log(pool).await?;
         self.last_reconcile.lock().insert(pool.to_string(), now);
         Ok(())
@@ -197,7 +197,7 @@ impl Scheduler {
                     key,
                     "slot set lost (Redis flushed?); rebuilding it from the database"
                 );
-                self.reconcile_with(pool, true).await?;
+                self.reconcile_with(pool, true, true).await?;
                 Ok(self.services.slots.used(key).await?)
             }
             other => Ok(other?),
@@ -244,7 +244,9 @@ impl Scheduler {
                         key = %lost,
                         "slot set lost (Redis flushed?); rebuilding it from the database"
                     );
-                    self.reconcile_with(of, true).await?;
+                    // Only while still lost: `of` may be another process's pool, whose
+                    // driver may have rebuilt it and granted since this read.
+                    self.reconcile_with(of, true, true).await?;
                     rebuilt += 1;
                 }
                 other => return Ok(other?),
@@ -261,19 +263,31 @@ impl Scheduler {
         &self,
         pool: &str,
     ) -> Result<slotd_coord::slots::Reconciled, SchedulerError> {
-        self.reconcile_with(pool, false).await
+        self.reconcile_with(pool, false, false).await
     }
 
     /// Reconcile, restoring the create log first when `restore_log` or when a slot set was
     /// found lost. The log is whole before a set is marked reconciled again: grants wait on
     /// that mark, so none is decided on a log the flush emptied (whoever rebuilds the set,
     /// this scheduler's grant path, its periodic pass, or another process).
+    ///
+    /// The sets are written from a read of the database made before, so each rebuild is
+    /// guarded ([`slotd_coord::slots::Rebuild`]): it carries this instance's lease token for
+    /// the pool, and is refused ([`SlotError::Fenced`](slotd_coord::slots::SlotError)) once a newer
+    /// holder exists, whose grants since the read it would take out of the set; with
+    /// `only_if_lost`, a set someone rebuilt meanwhile is left alone.
     async fn reconcile_with(
         &self,
         pool: &str,
         restore_log: bool,
+        only_if_lost: bool,
     ) -> Result<slotd_coord::slots::Reconciled, SchedulerError> {
         let s = &self.services;
+        let fence = self.fence(pool);
+        let guard = slotd_coord::slots::Rebuild {
+            fence: fence.as_ref().map(|f| (f.pool.as_str(), f.token)),
+            only_if_lost,
+        };
         let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         if let Some(limit) = slotd_units::pools_now::pool_limits_now(s).get(pool) {
             for a in &limit.accounts {
@@ -307,7 +321,7 @@ impl Scheduler {
         let mut r = slotd_coord::slots::Reconciled::default();
         let mut restored_in: Vec<(String, Vec<String>)> = Vec::new();
         for (key, submitted) in by_key {
-            let one = s.slots.reconcile(&key, &submitted).await?;
+            let one = s.slots.reconcile(&key, &submitted, guard).await?;
             r.freed.extend(one.freed);
             if !one.restored.is_empty() {
                 restored_in.push((key, one.restored.clone()));

@@ -19,7 +19,9 @@ use slotd_store::{DynStore, UnitUpdate};
 use super::Scheduler;
 use super::deadlines::grant_tests::{build, post};
 use slotd_coord::slots::local::LocalSlots;
-use slotd_coord::slots::{CreateLog, DynSlots, LogCount, Reconciled, SlotError, SlotStore};
+use slotd_coord::slots::{
+    CreateLog, DynSlots, LogCount, Rebuild, Reconciled, SlotError, SlotStore,
+};
 
 /// The in-process slot store, but the first `reconcile` of a pool lets `unit` end in the
 /// database and releases its slot before rebuilding the set from the list it was given.
@@ -73,7 +75,12 @@ impl SlotStore for EndsDuringTheRebuild {
     async fn used(&self, pool: &str) -> Result<u32, SlotError> {
         self.inner.used(pool).await
     }
-    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
+    async fn reconcile(
+        &self,
+        pool: &str,
+        submitted: &[String],
+        guard: Rebuild<'_>,
+    ) -> Result<Reconciled, SlotError> {
         if !self.fired.swap(true, Ordering::SeqCst) {
             let ended = UnitUpdate {
                 unit_id: self.unit.clone(),
@@ -92,7 +99,7 @@ impl SlotStore for EndsDuringTheRebuild {
                 .release(pool, std::slice::from_ref(&self.unit))
                 .await?;
         }
-        self.inner.reconcile(pool, submitted).await
+        self.inner.reconcile(pool, submitted, guard).await
     }
 }
 

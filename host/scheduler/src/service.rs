@@ -114,7 +114,7 @@ impl Scheduler {
                     errors = 0;
                     report.next_due
                 }
-                Err(super::SchedulerError::Store(slotd_store::StoreError::Fenced { .. })) => {
+                Err(e) if e.is_fenced() => {
                     // A newer scheduler holds this pool: its writes win, ours stop here
                     // (`run_once` dropped the lease).
                     tracing::warn!(pool = %pool, "writes refused by fencing; this instance lost the pool");

@@ -145,13 +145,13 @@ pub(super) use super::fill::Filled;
 impl Scheduler {
     /// One tick of `pool` at time `now` (Unix ms, the injected clock).
     ///
-    /// Refused by fencing (a newer lease holder's token is in the database): nothing of this
-    /// tick was written, and this instance drops the pool's lease and fence, so it neither
+    /// Refused by fencing (a newer lease holder's token is in the database, or was drawn
+    /// before this tick's rebuild of a slot set): nothing of this tick was written, and this instance drops the pool's lease and fence, so it neither
     /// ticks the pool again nor writes for it until it wins the lease anew.
     #[tracing::instrument(name = "slotd.tick", skip(self), fields(pool = %pool))]
     pub async fn run_once(&self, pool: &str, now: i64) -> Result<TickReport, SchedulerError> {
         let ticked = self.tick(pool, now).await;
-        if let Err(SchedulerError::Store(slotd_store::StoreError::Fenced { .. })) = &ticked {
+        if ticked.as_ref().is_err_and(SchedulerError::is_fenced) {
             self.drop_lease(pool, "fenced");
         }
         ticked

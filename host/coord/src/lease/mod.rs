@@ -78,7 +78,7 @@ impl Leases {
         let (token, ms): (i64, i64) = self
             .acquire
             .key(self.lease_key(pool))
-            .key(self.keys.key(&format!("fence:{pool}")))
+            .key(self.keys.fence_key(pool))
             .key(self.held_until_key(pool))
             .key(unheld_key(&self.keys, pool))
             .arg(&self.owner)

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::{CreateLog, LogCount, OnShared, Reconciled, SlotError, SlotStore, log_entry};
+use super::{CreateLog, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore, log_entry};
 
 /// Holder sets per pool and create logs, under one lock so a grant and its count move
 /// together.
@@ -191,7 +191,31 @@ impl SlotStore for LocalSlots {
             .map_or(0, |h| u32::try_from(h.len()).unwrap_or(u32::MAX)))
     }
 
-    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
+    /// Every count under one lock: a snapshot, as Redis's `HMGET` gives, so a sum over the
+    /// members of a shared account never adds counts read at different instants.
+    async fn used_many(&self, pools: &[String]) -> Result<Vec<Option<u32>>, SlotError> {
+        let inner = self.inner.lock();
+        Ok(pools
+            .iter()
+            .map(|pool| {
+                Some(
+                    inner
+                        .pools
+                        .get(pool)
+                        .map_or(0, |h| u32::try_from(h.len()).unwrap_or(u32::MAX)),
+                )
+            })
+            .collect())
+    }
+
+    /// In-process slots serve one process, which drives every pool alone (pool leases need
+    /// Redis): no other rebuilder or granter exists, so `guard` has nothing to refuse.
+    async fn reconcile(
+        &self,
+        pool: &str,
+        submitted: &[String],
+        _guard: Rebuild<'_>,
+    ) -> Result<Reconciled, SlotError> {
         let mut inner = self.inner.lock();
         let held = inner.pools.entry(pool.to_string()).or_default();
         let want: HashSet<&String> = submitted.iter().collect();
@@ -367,7 +391,7 @@ mod tests {
     async fn reconcile_frees_leaks_and_restores_holders() {
         let s = LocalSlots::new();
         s.acquire("p", &ids(0..3), 10).await.ok();
-        let r = s.reconcile("p", &ids(2..5)).await.ok();
+        let r = s.reconcile("p", &ids(2..5), Rebuild::default()).await.ok();
         let mut r = r.unwrap_or_default();
         r.freed.sort();
         r.restored.sort();

@@ -26,6 +26,33 @@ pub enum SlotError {
     /// the database ([`SlotStore::reconcile`]) before anything is granted.
     #[error("the slot set of pool {0:?} was lost; reconcile it with the database first")]
     NotReconciled(String),
+    /// A rebuild of `pool`'s slot set carried lease token `token`, but a newer holder has
+    /// drawn `current` since: its grants may already be in the set, and a rebuild from an
+    /// older read of the database would take them out. Nothing was changed.
+    #[error(
+        "the slot set of pool {pool:?} was not rebuilt: lease token {token} is older than \
+         {current}, drawn by the pool's newer holder"
+    )]
+    Fenced {
+        pool: String,
+        token: i64,
+        current: i64,
+    },
+}
+
+/// Who may rebuild a slot set, checked in the same atomic step as the rebuild
+/// ([`SlotStore::reconcile`]). A rebuild writes what the database said when it was read; if
+/// another process granted in between, the write would take those holders out and the pool
+/// could be granted past its maximum. So a rebuild by a pool's lease holder names its token,
+/// and one for a pool this process does not drive rebuilds only a set still lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rebuild<'a> {
+    /// The pool and the lease token the rebuilder holds: refused with [`SlotError::Fenced`]
+    /// when the pool's lease has drawn a newer token (a newer holder exists).
+    pub fence: Option<(&'a str, i64)>,
+    /// Rebuild only a lost set; a set found rebuilt already (by the process that drives its
+    /// pool) is left as it is.
+    pub only_if_lost: bool,
 }
 
 /// What a reconciliation changed.
@@ -209,8 +236,14 @@ pub trait SlotStore: Send + Sync + 'static {
         }
         Ok(out)
     }
-    /// Make the holder set equal to `submitted` (the database's submitted units of the pool).
-    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError>;
+    /// Make the holder set equal to `submitted` (the database's submitted units of the pool),
+    /// if `guard` allows it ([`Rebuild`]); a set left alone reports nothing freed or restored.
+    async fn reconcile(
+        &self,
+        pool: &str,
+        submitted: &[String],
+        guard: Rebuild<'_>,
+    ) -> Result<Reconciled, SlotError>;
 }
 
 pub type DynSlots = Arc<dyn SlotStore>;

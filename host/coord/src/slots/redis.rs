@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redis::Script;
 
-use super::{CreateLog, LogCount, OnShared, Reconciled, SlotError, SlotStore};
+use super::{CreateLog, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore};
 use crate::keyspace::{Keyspace, KeyspaceError};
 
 /// Ids sent to one script call at most (Lua's argument stack is bounded).
@@ -345,19 +345,36 @@ impl SlotStore for RedisSlots {
         Ok(out)
     }
 
-    async fn reconcile(&self, pool: &str, submitted: &[String]) -> Result<Reconciled, SlotError> {
+    async fn reconcile(
+        &self,
+        pool: &str,
+        submitted: &[String],
+        guard: Rebuild<'_>,
+    ) -> Result<Reconciled, SlotError> {
         let mut conn = self.keys.conn().await?;
-        // One script call keeps the rebuild atomic. A pool has at most `max` submitted units,
-        // far below Lua's limits; the ids travel as arguments, not unpacked.
-        let (freed, restored): (Vec<String>, Vec<String>) = self
+        // One script call keeps the rebuild and its guard atomic. A pool has at most `max`
+        // submitted units, far below Lua's limits; the ids travel as arguments, not unpacked.
+        // The guard's pool is the set's own (`pool` or `pool@account`, fenced by the pool).
+        let fence_pool = guard.fence.map(|(p, _)| p).unwrap_or(pool);
+        let (status, freed, restored, current): (String, Vec<String>, Vec<String>, i64) = self
             .reconcile
             .key(self.set_key(pool))
             .key(self.marker_key(pool))
             .key(self.counts_key())
+            .key(self.keys.fence_key(fence_pool))
+            .arg(guard.fence.map(|(_, t)| t.to_string()).unwrap_or_default())
+            .arg(if guard.only_if_lost { "1" } else { "0" })
             .arg(submitted)
             .invoke_async(&mut conn)
             .await?;
-        Ok(Reconciled { freed, restored })
+        match (status.as_str(), guard.fence) {
+            ("fenced", Some((fenced, token))) => Err(SlotError::Fenced {
+                pool: fenced.to_string(),
+                token,
+                current,
+            }),
+            _ => Ok(Reconciled { freed, restored }),
+        }
     }
 }
 

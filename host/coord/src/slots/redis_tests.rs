@@ -15,7 +15,9 @@ fn ids(r: std::ops::Range<u32>) -> Vec<String> {
 /// A store whose pool `p` is reconciled (empty), ready to grant.
 async fn ready(keys: &Arc<Keyspace>) -> RedisSlots {
     let s = RedisSlots::new(keys.clone());
-    s.reconcile("p", &[]).await.expect("reconcile");
+    s.reconcile("p", &[], Rebuild::default())
+        .await
+        .expect("reconcile");
     s
 }
 
@@ -114,15 +116,124 @@ async fn a_flushed_set_refuses_grants_until_reconciled() {
         Err(SlotError::NotReconciled(_))
     ));
     // The database says u2..u5 are submitted: that is the set now.
-    let mut r = s.reconcile("p", &ids(2..6)).await.expect("reconcile");
+    let mut r = s
+        .reconcile("p", &ids(2..6), Rebuild::default())
+        .await
+        .expect("reconcile");
     r.restored.sort();
     assert_eq!(r.restored, ids(2..6));
     assert!(r.freed.is_empty());
     assert_eq!(s.used("p").await.ok(), Some(4));
     // And reconciliation frees what the database no longer has submitted.
-    let r = s.reconcile("p", &ids(5..6)).await.expect("reconcile");
+    let r = s
+        .reconcile("p", &ids(5..6), Rebuild::default())
+        .await
+        .expect("reconcile");
     assert_eq!(r.freed.len(), 3);
     assert_eq!(s.used("p").await.ok(), Some(1));
+    testing::flush(&keys).await;
+}
+
+/// A rebuild read from the database before a newer lease holder granted would take that
+/// holder's grants out of the set (a paused scheduler resuming mid-rebuild, as CI saw: 19
+/// submitted in a pool of 18). Under an older token it is refused and changes nothing; under
+/// the current one it goes through.
+#[tokio::test]
+async fn a_rebuild_under_an_older_lease_token_is_refused() {
+    let keys = testing::fresh();
+    let old = crate::lease::Leases::new(keys.clone(), "old", std::time::Duration::from_millis(50));
+    let crate::lease::Acquire::Won { token: t_old, .. } = old.acquire("p", 1).await.expect("lease")
+    else {
+        panic!("the free lease is won");
+    };
+    let s = ready(&keys).await;
+    // The old holder read "nothing submitted"; the lease runs out and a new holder takes it.
+    let newer = crate::lease::Leases::new(
+        testing::fresh_like(&keys),
+        "new",
+        std::time::Duration::from_secs(10),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let t_new = loop {
+        if let crate::lease::Acquire::Won { token, .. } =
+            newer.acquire("p", 2).await.expect("lease")
+        {
+            break token;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old lease never ran out"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(t_new > t_old);
+    // The new holder grants two units and marks them.
+    assert_eq!(
+        s.acquire("p", &ids(0..2), 2).await.expect("acquire").len(),
+        2
+    );
+    // The old holder's rebuild, from its earlier read, is refused; the set keeps the grants.
+    let stale = Rebuild {
+        fence: Some(("p", t_old)),
+        only_if_lost: false,
+    };
+    let refused = s.reconcile("p", &[], stale).await;
+    assert!(
+        matches!(&refused, Err(SlotError::Fenced { pool, token, current }) if pool == "p" && *token == t_old && *current == t_new),
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.to_string().contains("older than"))
+    );
+    assert_eq!(s.used("p").await.ok(), Some(2));
+    // An account's set is fenced by its pool's token too.
+    s.reconcile("p@a", &ids(5..6), Rebuild::default())
+        .await
+        .expect("rebuild p@a");
+    let stale = Rebuild {
+        fence: Some(("p", t_old)),
+        only_if_lost: false,
+    };
+    assert!(matches!(
+        s.reconcile("p@a", &[], stale).await,
+        Err(SlotError::Fenced { .. })
+    ));
+    assert_eq!(s.used("p@a").await.ok(), Some(1));
+    // The current holder's rebuild goes through.
+    let current = Rebuild {
+        fence: Some(("p", t_new)),
+        only_if_lost: false,
+    };
+    let r = s
+        .reconcile("p", &ids(1..2), current)
+        .await
+        .expect("rebuild");
+    assert_eq!(r.freed, ids(0..1));
+    assert_eq!(s.used("p").await.ok(), Some(1));
+    testing::flush(&keys).await;
+}
+
+/// A lost set of a pool another process drives is rebuilt only while it is still lost: once
+/// that process rebuilt it and granted, a rebuild from an older read leaves it alone.
+#[tokio::test]
+async fn a_rebuild_only_if_lost_keeps_a_set_rebuilt_since() {
+    let keys = testing::fresh();
+    let s = RedisSlots::new(keys.clone());
+    let lost = Rebuild {
+        fence: None,
+        only_if_lost: true,
+    };
+    // Lost (never built): rebuilt.
+    let r = s.reconcile("p", &ids(0..1), lost).await.expect("rebuild");
+    assert_eq!(r.restored, ids(0..1));
+    // Its driver grants more; a rebuild from an earlier read is kept out.
+    s.acquire("p", &ids(1..3), 5).await.expect("acquire");
+    let r = s.reconcile("p", &ids(0..1), lost).await.expect("kept");
+    assert_eq!(r, Reconciled::default());
+    assert_eq!(s.used("p").await.ok(), Some(3));
     testing::flush(&keys).await;
 }
 
@@ -132,7 +243,9 @@ async fn a_flushed_set_refuses_grants_until_reconciled() {
 async fn used_many_reads_each_set_in_one_call() {
     let keys = testing::fresh();
     let s = ready(&keys).await;
-    s.reconcile("p@b", &ids(10..12)).await.expect("reconcile b");
+    s.reconcile("p@b", &ids(10..12), Rebuild::default())
+        .await
+        .expect("reconcile b");
     s.acquire("p", &ids(0..3), 10).await.expect("acquire");
     let pools = vec!["p@b".to_string(), "p@never".to_string(), "p".to_string()];
     assert_eq!(
@@ -162,7 +275,7 @@ async fn used_many_reads_each_set_in_one_call() {
     let many: Vec<String> = (0..(IDS_PER_CALL as u32))
         .map(|i| format!("q{i}"))
         .collect();
-    s.reconcile(&many[7], &ids(0..5))
+    s.reconcile(&many[7], &ids(0..5), Rebuild::default())
         .await
         .expect("reconcile q7");
     let counts = s.used_many(&many).await.expect("many");
@@ -263,8 +376,12 @@ async fn a_window_holds_for_concurrent_acquirers_on_two_instances() {
 async fn a_grant_passes_the_pools_log_and_its_accounts_and_counts_in_both() {
     let keys = testing::fresh();
     let s = RedisSlots::new(keys.clone());
-    s.reconcile("p@a", &[]).await.expect("reconcile");
-    s.reconcile("p@b", &[]).await.expect("reconcile");
+    s.reconcile("p@a", &[], Rebuild::default())
+        .await
+        .expect("reconcile");
+    s.reconcile("p@b", &[], Rebuild::default())
+        .await
+        .expect("reconcile");
     let log = |key: &str, limit: u32| CreateLog {
         key: key.into(),
         checks: vec![WindowCheck { limit, since: 0 }],
@@ -297,7 +414,9 @@ async fn a_shared_account_lends_idle_slots_and_keeps_a_waiting_members_minimum()
     let keys = testing::fresh();
     let s = RedisSlots::new(keys.clone());
     for set in ["a", "b"] {
-        s.reconcile(set, &[]).await.expect("reconcile");
+        s.reconcile(set, &[], Rebuild::default())
+            .await
+            .expect("reconcile");
     }
     crate::slots::shared_tests::borrowing_and_giving_back(&s).await;
     testing::flush(&keys).await;
@@ -310,7 +429,9 @@ async fn a_shared_account_holds_its_limit_across_two_instances() {
     let keys = testing::fresh();
     let a = RedisSlots::new(keys.clone());
     for set in ["a", "b"] {
-        a.reconcile(set, &[]).await.expect("reconcile");
+        a.reconcile(set, &[], Rebuild::default())
+            .await
+            .expect("reconcile");
     }
     let b = RedisSlots::new(testing::fresh_like(&keys));
     crate::slots::shared_tests::never_above_the_limit_under_concurrent_grants([
@@ -329,7 +450,9 @@ async fn a_lost_member_set_refuses_the_shared_grant_naming_it() {
     let keys = testing::fresh();
     let s = RedisSlots::new(keys.clone());
     let acct = crate::slots::shared_tests::account();
-    s.reconcile("a", &[]).await.expect("reconcile a");
+    s.reconcile("a", &[], Rebuild::default())
+        .await
+        .expect("reconcile a");
     let on = Some(OnShared {
         account: &acct,
         this: 0,
@@ -338,7 +461,9 @@ async fn a_lost_member_set_refuses_the_shared_grant_naming_it() {
         Err(SlotError::NotReconciled(set)) => assert_eq!(set, "b"),
         other => panic!("expected the lost set b, got {other:?}"),
     }
-    s.reconcile("b", &ids(50..52)).await.expect("reconcile b");
+    s.reconcile("b", &ids(50..52), Rebuild::default())
+        .await
+        .expect("reconcile b");
     // b holds 2 of 5 now: a may take 3.
     let got = s
         .acquire_within("a", &ids(0..5), 10, &[], 0, on)
