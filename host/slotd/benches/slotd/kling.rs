@@ -29,7 +29,31 @@ struct Figures {
     /// Queries of one task sooner than the handler's pace after its create or previous query,
     /// counted by the simulator.
     reads_too_soon: u64,
+    /// Mean time a freed slot stood idle, simulated seconds ([`idle_between_jobs`]).
+    idle_gap: f64,
+    /// Mean job length, simulated seconds.
+    mean_job: f64,
     wall: Duration,
+}
+
+/// How long a freed slot stood idle, on average (simulated seconds): the i-th job to end
+/// against the start of the (LIMIT + i)-th job, the one that took its slot; and the mean
+/// job's length. Nearly all of it is the time until a poll noticed the end (a slot freed by a
+/// noticed end is granted and created within milliseconds), so `idle / job` is about what
+/// polling costs in utilization.
+fn idle_between_jobs(jobs: &[slotd_sim::kling::SimJob]) -> (f64, f64) {
+    let mut starts: Vec<f64> = jobs.iter().map(|j| j.started).collect();
+    let mut ends: Vec<f64> = jobs.iter().filter_map(|j| j.ended).collect();
+    starts.sort_by(f64::total_cmp);
+    ends.sort_by(f64::total_cmp);
+    let gaps: Vec<f64> = ends
+        .iter()
+        .zip(starts.iter().skip(LIMIT as usize))
+        .map(|(end, next)| (next - end).max(0.0))
+        .collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let lengths: Vec<f64> = jobs.iter().map(|j| j.planned_seconds).collect();
+    (mean(&gaps), mean(&lengths))
 }
 
 /// slotd on SQLite in `dir` with the Kling video handler against `sim`, the pool at the
@@ -233,6 +257,7 @@ async fn run_with_prior(
         stats.single_reads_too_soon
     );
     let jobs = sim.jobs();
+    let (idle_gap, mean_job) = idle_between_jobs(&jobs);
     let slots = BTreeMap::from([("kling:video".to_string(), LIMIT)]);
     let f = pool_figures(&jobs, &slots)
         .remove("kling:video")
@@ -257,6 +282,8 @@ async fn run_with_prior(
         requests_per_shot: stats.requests as f64 / completed as f64,
         refusals_1303: stats.rate_limited_1303,
         reads_too_soon: stats.single_reads_too_soon,
+        idle_gap,
+        mean_job,
         wall,
     }))
 }
@@ -352,10 +379,13 @@ pub async fn run_prior(report: &mut Report) {
         let baseline = *right.get_or_insert(f.backlog_util);
         eprintln!(
             "kling prior {name}: backlog utilization {:.4} ({:.3}x the right prior's), {:.2} \
-             provider requests per shot, wall {:.1} s",
+             provider requests per shot, a freed slot idle {:.2} s on average (jobs {:.1} s), \
+             wall {:.1} s",
             f.backlog_util,
             f.backlog_util / baseline.max(1e-9),
             f.requests_per_shot,
+            f.idle_gap,
+            f.mean_job,
             f.wall.as_secs_f64()
         );
         report.add(
