@@ -3,7 +3,6 @@
 //! holds the call's create until the test releases it, so the hand-over happens at exactly
 //! that moment. PostgreSQL and Redis, as in a cluster; both schedulers in one process.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +10,8 @@ use parking_lot::Mutex;
 use serde_json::json;
 use slotd_core::clock::Clock;
 use slotd_server::scheduler::{Scheduler, SchedulerError};
-use slotd_server::slots::{
-    CreateLog, DynSlots, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore,
-};
+use slotd_server::slots::testing::{BeforeRebuild, RebuildHook};
+use slotd_server::slots::{DynSlots, SlotError};
 use slotd_store::StoreError;
 use tokio::sync::oneshot;
 
@@ -33,6 +31,21 @@ async fn stored(m: &Manual, task: &str) -> (Vec<slotd_core::model::Unit>, Vec<St
         .map(|e| format!("{e:?}"))
         .collect();
     (units, events)
+}
+
+/// Tick and finalize `task` on scheduler `b`, half a second of the clock at a time, until
+/// it completes.
+async fn finish(m: &Manual, b: &Arc<Scheduler>, task: &str) {
+    let mut rounds = 0;
+    while m.task(task).await["status"] != "completed" {
+        rounds += 1;
+        assert!(rounds < 200, "B did not finish: {}", m.task(task).await);
+        m.clock.advance(500);
+        let now = m.clock.now_ms();
+        b.run_once(POOL, now).await.expect("B ticks");
+        b.finalize_once(now).await.expect("B finalizes");
+        b.finalize_idle().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,16 +110,7 @@ async fn a_scheduler_resumed_after_losing_its_lease_writes_nothing() {
 
     // B finishes the work: the units A marked are in doubt, resolved by their keys, so the
     // jobs A created are adopted, not created again.
-    let mut rounds = 0;
-    while m.task(&task).await["status"] != "completed" {
-        rounds += 1;
-        assert!(rounds < 200, "B did not finish: {}", m.task(&task).await);
-        m.clock.advance(500);
-        let now = m.clock.now_ms();
-        b.run_once(POOL, now).await.expect("B ticks");
-        b.finalize_once(now).await.expect("B finalizes");
-        b.finalize_idle().await;
-    }
+    finish(&m, &b, &task).await;
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 2, "each unit's job created once");
     assert_eq!(stats.duplicate_creates, 0, "a key was sent twice");
@@ -115,69 +119,25 @@ async fn a_scheduler_resumed_after_losing_its_lease_writes_nothing() {
 
 /// The slot store, but the first rebuild of a set stops after the database was read and
 /// before the set is written, until the test lets it go on: a scheduler paused there (CI saw
-/// one, SIGSTOPped by `scale_cluster::a_paused_scheduler_is_fenced_out`, resume and write
-/// a set without the newer holder's grants: 19 submitted in a pool of 18).
-struct StopsMidRebuild {
+/// one, SIGSTOPped by `scale_cluster::a_paused_scheduler_is_fenced_out`), resumed, would write
+/// a set without the newer holder's grants: 19 submitted in a pool of 18.
+fn stops_mid_rebuild(
     inner: DynSlots,
-    arrived: Mutex<Option<oneshot::Sender<()>>>,
-    resume: Mutex<Option<oneshot::Receiver<()>>>,
-}
-
-#[async_trait::async_trait]
-impl SlotStore for StopsMidRebuild {
-    async fn acquire_within(
-        &self,
-        pool: &str,
-        unit_ids: &[String],
-        max: u32,
-        logs: &[CreateLog],
-        now: i64,
-        shared: Option<OnShared<'_>>,
-    ) -> Result<Vec<String>, SlotError> {
-        self.inner
-            .acquire_within(pool, unit_ids, max, logs, now, shared)
-            .await
-    }
-    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError> {
-        self.inner.set_waiting(account, key, until).await
-    }
-    async fn waiting(&self, account: &str) -> Result<HashMap<String, i64>, SlotError> {
-        self.inner.waiting(account).await
-    }
-    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
-        self.inner.log_count(key, since).await
-    }
-    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
-        self.inner.log_forget(key, entries).await
-    }
-    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError> {
-        self.inner.log_trim_oldest(key, since, n).await
-    }
-    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
-        self.inner.log_restore(key, entries).await
-    }
-    async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
-        self.inner.release(pool, unit_ids).await
-    }
-    async fn used(&self, pool: &str) -> Result<u32, SlotError> {
-        self.inner.used(pool).await
-    }
-    async fn reconcile(
-        &self,
-        pool: &str,
-        submitted: &[String],
-        guard: Rebuild<'_>,
-    ) -> Result<Reconciled, SlotError> {
-        let arrived = self.arrived.lock().take();
-        if let Some(arrived) = arrived {
-            let _ = arrived.send(());
-            let resume = self.resume.lock().take();
-            if let Some(resume) = resume {
+    arrived: oneshot::Sender<()>,
+    resume: oneshot::Receiver<()>,
+) -> DynSlots {
+    let gate = Arc::new(Mutex::new(Some((arrived, resume))));
+    let hook: RebuildHook = Arc::new(move |_set: String, _read: Vec<String>| {
+        let gate = gate.lock().take();
+        Box::pin(async move {
+            if let Some((arrived, resume)) = gate {
+                let _ = arrived.send(());
                 let _ = resume.await;
             }
-        }
-        self.inner.reconcile(pool, submitted, guard).await
-    }
+            Ok(())
+        })
+    });
+    Arc::new(BeforeRebuild { inner, hook })
 }
 
 /// The holders of `pool`'s slot set in Redis, sorted.
@@ -216,11 +176,7 @@ async fn a_stale_rebuild_of_the_slot_set_is_fenced_out() {
     let (arrived_tx, arrived) = oneshot::channel();
     let (resume, resume_rx) = oneshot::channel();
     let mut paused = m.services.clone();
-    paused.slots = Arc::new(StopsMidRebuild {
-        inner: m.services.slots.clone(),
-        arrived: Mutex::new(Some(arrived_tx)),
-        resume: Mutex::new(Some(resume_rx)),
-    });
+    paused.slots = stops_mid_rebuild(m.services.slots.clone(), arrived_tx, resume_rx);
     let a = Scheduler::new(paused);
     let b = Scheduler::new(m.services.clone());
     a.take_lease(POOL)
@@ -277,16 +233,7 @@ async fn a_stale_rebuild_of_the_slot_set_is_fenced_out() {
     );
 
     // B finishes the work within the pool's two slots.
-    let mut rounds = 0;
-    while m.task(&task).await["status"] != "completed" {
-        rounds += 1;
-        assert!(rounds < 200, "B did not finish: {}", m.task(&task).await);
-        m.clock.advance(500);
-        let now = m.clock.now_ms();
-        b.run_once(POOL, now).await.expect("B ticks");
-        b.finalize_once(now).await.expect("B finalizes");
-        b.finalize_idle().await;
-    }
+    finish(&m, &b, &task).await;
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 4, "each unit's job created once");
     assert!(stats.max_in_flight <= 2, "{} at once", stats.max_in_flight);

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
 use serde_json::json;
 
 use slotd_core::clock::Clock;
@@ -19,88 +18,37 @@ use slotd_store::{DynStore, UnitUpdate};
 use super::Scheduler;
 use super::deadlines::grant_tests::{build, post};
 use slotd_coord::slots::local::LocalSlots;
-use slotd_coord::slots::{
-    CreateLog, DynSlots, LogCount, Rebuild, Reconciled, SlotError, SlotStore,
-};
+use slotd_coord::slots::testing::{BeforeRebuild, RebuildHook};
+use slotd_coord::slots::{DynSlots, SlotError};
 
-/// The in-process slot store, but the first `reconcile` of a pool lets `unit` end in the
-/// database and releases its slot before rebuilding the set from the list it was given.
-struct EndsDuringTheRebuild {
-    inner: DynSlots,
-    store: DynStore,
-    unit: String,
-    now: i64,
-    fired: AtomicBool,
-}
-
-#[async_trait]
-impl SlotStore for EndsDuringTheRebuild {
-    async fn acquire_within(
-        &self,
-        pool: &str,
-        unit_ids: &[String],
-        max: u32,
-        logs: &[CreateLog],
-        now: i64,
-        shared: Option<slotd_coord::slots::OnShared<'_>>,
-    ) -> Result<Vec<String>, SlotError> {
-        self.inner
-            .acquire_within(pool, unit_ids, max, logs, now, shared)
-            .await
-    }
-    async fn set_waiting(&self, account: &str, key: &str, until: i64) -> Result<(), SlotError> {
-        self.inner.set_waiting(account, key, until).await
-    }
-    async fn waiting(
-        &self,
-        account: &str,
-    ) -> Result<std::collections::HashMap<String, i64>, SlotError> {
-        self.inner.waiting(account).await
-    }
-    async fn log_count(&self, key: &str, since: i64) -> Result<LogCount, SlotError> {
-        self.inner.log_count(key, since).await
-    }
-    async fn log_forget(&self, key: &str, entries: &[String]) -> Result<(), SlotError> {
-        self.inner.log_forget(key, entries).await
-    }
-    async fn log_trim_oldest(&self, key: &str, since: i64, n: u32) -> Result<u32, SlotError> {
-        self.inner.log_trim_oldest(key, since, n).await
-    }
-    async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError> {
-        self.inner.log_restore(key, entries).await
-    }
-    async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
-        self.inner.release(pool, unit_ids).await
-    }
-    async fn used(&self, pool: &str) -> Result<u32, SlotError> {
-        self.inner.used(pool).await
-    }
-    async fn reconcile(
-        &self,
-        pool: &str,
-        submitted: &[String],
-        guard: Rebuild<'_>,
-    ) -> Result<Reconciled, SlotError> {
-        if !self.fired.swap(true, Ordering::SeqCst) {
+/// The in-process slot store, but the first rebuild of a set lets `unit` end in the database
+/// and releases its slot before rebuilding the set from the list it was given.
+fn ends_during_the_rebuild(inner: DynSlots, store: DynStore, unit: String, now: i64) -> DynSlots {
+    let fired = Arc::new(AtomicBool::new(false));
+    let released = inner.clone();
+    let hook: RebuildHook = Arc::new(move |pool: String, _read: Vec<String>| {
+        let (fired, store, unit, released) =
+            (fired.clone(), store.clone(), unit.clone(), released.clone());
+        Box::pin(async move {
+            if fired.swap(true, Ordering::SeqCst) {
+                return Ok(());
+            }
             let ended = UnitUpdate {
-                unit_id: self.unit.clone(),
+                unit_id: unit.clone(),
                 from: Some(UnitStatus::Submitted),
                 to: Some(UnitStatus::Failed),
                 detail: Some("ended while the slot set was rebuilt".into()),
                 ..UnitUpdate::default()
             };
-            let report = self
-                .store
-                .unit_apply(&[ended], self.now, None)
+            let report = store
+                .unit_apply(&[ended], now, None)
                 .await
                 .map_err(|e| SlotError::Unavailable(format!("ending the unit: {e}")))?;
             assert_eq!(report.applied.len(), 1, "{report:?}");
-            self.inner
-                .release(pool, std::slice::from_ref(&self.unit))
-                .await?;
-        }
-        self.inner.reconcile(pool, submitted, guard).await
-    }
+            released.release(&pool, std::slice::from_ref(&unit)).await
+        })
+    });
+    Arc::new(BeforeRebuild { inner, hook })
 }
 
 #[tokio::test]
@@ -123,17 +71,16 @@ async fn a_unit_released_during_the_rebuild_holds_no_slot_after_it() {
     // The slot set is lost (a fresh store: Redis restarted empty) and rebuilt; one of the
     // three ends between the rebuild's read and the set's rebuild.
     let mut lost = services.clone();
-    lost.slots = Arc::new(EndsDuringTheRebuild {
-        inner: Arc::new(LocalSlots::new()),
+    lost.slots = ends_during_the_rebuild(
+        Arc::new(LocalSlots::new()),
         // The service holds no unit write; the test writes the end as a second process
         // would, through a store of its own on the same database.
-        store: slotd_store::open(&services.config.database_url)
+        slotd_store::open(&services.config.database_url)
             .await
             .expect("the store, with its unit writes"),
-        unit: first[0].id.clone(),
-        now: clock.now_ms() + 1,
-        fired: AtomicBool::new(false),
-    });
+        first[0].id.clone(),
+        clock.now_ms() + 1,
+    );
     let reconciled = Scheduler::new(lost.clone())
         .reconcile("fixture")
         .await

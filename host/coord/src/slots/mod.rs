@@ -12,6 +12,8 @@ pub mod local;
 pub mod redis;
 #[cfg(test)]
 mod shared_tests;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use std::sync::Arc;
 
