@@ -1,5 +1,6 @@
-"""Errors as exceptions carrying the problem+json fields (live: 400, 401, 403, 404, 422, and
-429 and 503 with their retries), and the retry rules on a scripted server."""
+"""Errors as exceptions carrying the problem+json fields (live: 400, 401, 403, 404, 422, 429
+with its retries, and 502 for a handler crash, sent once), and the retry rules on a scripted
+server (503 then 200, dates in Retry-After, 500/502/504 not retried)."""
 
 from __future__ import annotations
 
@@ -107,25 +108,24 @@ def test_429_is_retried_after_retry_after(live: Live) -> None:
     assert e.value.retry_after is not None and e.value.retry_after >= 1
 
 
-def test_503_from_slotd_is_retried_after_retry_after_then_raised(live: Live, client: slotd.Client) -> None:
-    """A handler whose `plan` crashes is slotd's 503 (with Retry-After: 1, nothing stored); the
-    client sends it again after each Retry-After and raises once its retries are spent."""
-    answers: list[tuple[int, str | None, float]] = []
+def test_a_handler_crash_on_the_payload_is_502_and_sent_once(live: Live, client: slotd.Client) -> None:
+    """A handler whose `plan` crashes on this payload is slotd's 502 `handler-fault`, without
+    Retry-After and with nothing stored: the same payload would crash it again, so the client
+    sends it once (even with retries on) and raises `ServerError`."""
+    answers: list[tuple[int, str | None]] = []
     http = httpx.Client(
-        event_hooks={
-            "response": [lambda r: answers.append((r.status_code, r.headers.get("retry-after"), time.monotonic()))]
-        }
+        event_hooks={"response": [lambda r: answers.append((r.status_code, r.headers.get("retry-after")))]}
     )
     before = len(list(client.list_tasks(type="fixture", page_size=500)))
     with live.client("team-a", http_client=http, max_retries=2) as retrying:
-        with pytest.raises(slotd.UnavailableError) as e:
+        with pytest.raises(slotd.ServerError) as e:
             retrying.submit("fixture", {"count": 1, "behavior": "plan-trap"})
     http.close()
-    assert [status for status, _, _ in answers] == [503, 503, 503]
-    assert all(ra == "1" for _, ra, _ in answers)
-    assert answers[1][2] - answers[0][2] >= 0.95 and answers[2][2] - answers[1][2] >= 0.95
-    assert e.value.status == 503 and e.value.type == "urn:slotd:problem:unavailable"
-    assert e.value.retry_after == 1
+    assert answers == [(502, None)], "sent once, and slotd asked for no retry"
+    assert not isinstance(e.value, slotd.UnavailableError)
+    assert e.value.status == 502 and e.value.type == "urn:slotd:problem:handler-fault"
+    assert e.value.retry_after is None
+    assert "not worth retrying" in str(e.value.detail)
     assert len(list(client.list_tasks(type="fixture", page_size=500))) == before, "nothing stored"
 
 

@@ -84,6 +84,9 @@ pub enum ApiError {
     /// A dependency is down (database, handler); retry later.
     #[error("{0}")]
     Unavailable(String),
+    /// A handler's code crashed on this request's input: not worth retrying (no Retry-After).
+    #[error("{0}")]
+    HandlerFault(String),
     /// The request ran past the server's deadline.
     #[error("request timed out")]
     Timeout,
@@ -143,6 +146,7 @@ impl ApiError {
             ApiError::Unavailable(_) | ApiError::Timeout | ApiError::Overloaded => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            ApiError::HandlerFault(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -167,6 +171,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => ("rate-limited", "Too many requests"),
             ApiError::Overloaded => ("overloaded", "Server busy"),
             ApiError::Unavailable(_) => ("unavailable", "Service unavailable"),
+            ApiError::HandlerFault(_) => ("handler-fault", "Handler fault"),
             ApiError::Timeout => ("timeout", "Request timed out"),
             ApiError::Internal => ("internal", "Internal error"),
         }

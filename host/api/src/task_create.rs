@@ -251,6 +251,7 @@ pub struct Accepted {
         (status = 400, description = "Malformed body: bad JSON, an unknown field, a wrong type"),
         (status = 404, description = "No loaded handler serves this task type"),
         (status = 422, description = "Refused: the handler's plan said no, a value is out of range, too many units, a private callback_url"),
+        (status = 502, description = "The handler crashed planning this payload (a trap, its CPU or memory budget): the same payload fails the same way, so clients do not retry it; nothing is stored"),
     ),
 )]
 pub async fn create(
@@ -316,6 +317,7 @@ fn refused(e: CreateError) -> ApiError {
         CreateError::Refused { detail, field } => ApiError::Unprocessable { detail, field },
         CreateError::Invalid { field, detail } => ApiError::invalid_field(field, detail),
         CreateError::HandlerUnavailable(detail) => ApiError::Unavailable(detail),
+        CreateError::HandlerFault(detail) => ApiError::HandlerFault(detail),
         CreateError::Store { doing, error } => log_store_error(doing)(error),
     }
 }

@@ -264,7 +264,7 @@ async fn oversized_body_is_413_problem() {
 /// With the runtime stub, every `plan` is a handler fault: 503, nothing stored, no internals.
 /// After the runtime merge this uses a fixture behaviour that traps in `plan` if there is one.
 #[tokio::test]
-async fn handler_fault_in_plan_is_503_and_stores_nothing() {
+async fn handler_fault_in_plan_is_502_not_retried_and_stores_nothing() {
     let h = harness().await;
     let r = h
         .send(
@@ -274,12 +274,32 @@ async fn handler_fault_in_plan_is_503_and_stores_nothing() {
             Some(r#"{"payload": {"count": 1, "behavior": "plan-trap"}}"#),
         )
         .await;
-    let body = r.problem(503);
+    let body = r.problem(502);
+    assert_eq!(body["type"], "urn:slotd:problem:handler-fault", "{body}");
+    let detail = body["detail"].as_str().unwrap_or("");
     assert!(
-        !body["detail"].as_str().unwrap_or("").contains("runtime"),
+        detail.contains("trap") && detail.contains("not worth retrying"),
+        "the answer says what failed and that retrying will not help: {body}"
+    );
+    assert!(
+        !detail.contains("runtime") && !detail.contains("wasm"),
         "fault details stay in the log: {body}"
     );
+    assert!(
+        r.headers.get(header::RETRY_AFTER).is_none(),
+        "a crash on this payload invites no retry"
+    );
     assert_eq!(h.task_count("a").await, 0);
+    // The same handler still plans other payloads.
+    let ok = h
+        .send(
+            "POST",
+            "/v1/tasks/fixture",
+            Some(KEY_A),
+            Some(r#"{"payload": {"count": 1}}"#),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::ACCEPTED, "{}", ok.json);
 }
 
 #[tokio::test]

@@ -38,6 +38,13 @@ pub enum CreateError {
     /// The handler failed or broke the contract (503: retry shortly).
     #[error("{0}")]
     HandlerUnavailable(String),
+    /// The handler's code crashed on this payload (a trap, its CPU or memory budget, a
+    /// deadline spent in its own code): 502, and not worth retrying, since the same payload
+    /// meets the same code. Answered so that clients do not send it again, and so that one
+    /// tenant's payload retried by default clients does not pile up faults against the
+    /// handler every tenant uses.
+    #[error("{0}")]
+    HandlerFault(String),
     /// Storing failed; `doing` names the step for the log.
     #[error("{doing}: {error}")]
     Store {
@@ -195,6 +202,28 @@ fn first_stage(handler: &Handler, task_type: &str) -> Result<StageInfo, CreateEr
         })
 }
 
+/// How a fault of a `plan` call is answered, `whose` naming the handler in the detail: a
+/// crash of the handler's own code on this payload is [`CreateError::HandlerFault`] (the
+/// same payload would crash it again); a handler that could not be started, or that waited
+/// on something else, is [`CreateError::HandlerUnavailable`] (another try may succeed). The
+/// fault itself stays in the log.
+pub(crate) fn plan_fault(fault: &slotd_runtime::HandlerFault, whose: &str) -> CreateError {
+    use slotd_runtime::HandlerFault as F;
+    match fault {
+        F::Trap(_) | F::Deadline(_) | F::CpuBudget(_) | F::ResourceCap(_) => {
+            CreateError::HandlerFault(format!(
+                "{whose} failed while planning this payload ({}); sending the same payload \
+                 again will fail the same way, so it is not worth retrying (the fault is in \
+                 slotd's log for the handler's operators)",
+                fault.kind()
+            ))
+        }
+        F::Instantiate(_) | F::Error(_) | F::ProviderDeadline(_) => {
+            CreateError::HandlerUnavailable(format!("{whose} is unavailable; retry shortly"))
+        }
+    }
+}
+
 /// Plan `payload`: the handler's `plan` export, which must describe between one and `max`
 /// units.
 async fn plan(
@@ -218,9 +247,10 @@ async fn plan(
                 kind = fault.kind(),
                 "plan failed"
             );
-            return Err(CreateError::HandlerUnavailable(format!(
-                "the handler for {task_type:?} is unavailable; retry shortly"
-            )));
+            return Err(plan_fault(
+                &fault,
+                &format!("the handler for {task_type:?}"),
+            ));
         }
     };
     if planned.is_empty() {

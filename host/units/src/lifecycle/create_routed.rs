@@ -173,10 +173,10 @@ async fn plan_target(
             }
             Err(fault) => {
                 tracing::warn!(handler = %target.handler, %fault, kind = fault.kind(), "plan-shot failed");
-                return Err(CreateError::HandlerUnavailable(format!(
-                    "the handler {:?} of a target is unavailable; retry shortly",
-                    target.handler
-                )));
+                return Err(super::create::plan_fault(
+                    &fault,
+                    &format!("the handler {:?} of a target", target.handler),
+                ));
             }
         }
     }
