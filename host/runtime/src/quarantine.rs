@@ -6,7 +6,8 @@
 //! while the guest awaited host HTTP is the provider's slowness: it neither counts nor resets
 //! the count. `on_callback` is not counted at all: outsiders choose when it runs and with what
 //! body, so its faults say nothing about the guest's steady state (they are still logged and
-//! measured, and the callback is answered with an error).
+//! measured, and the callback is answered with an error). `plan` counts only until the version
+//! has answered one: after that its input (a tenant's payload) is what makes it crash.
 //!
 //! Counting happens on the call path ([`Health::record`], two atomics per call, no lock); the
 //! decision is sent once per version as a [`Tripped`] to whoever supervises the registry (the
@@ -37,6 +38,11 @@ const FUNCTIONS: [&str; 4] = ["describe", "plan", "tick", "finalize"];
 #[derive(Debug, Default)]
 pub(crate) struct Health {
     consecutive: [AtomicU32; FUNCTIONS.len()],
+    /// Set by the version's first `plan` that answered (accepted or refused): its `plan` is
+    /// known to run, so a later crash of it is down to the payload, which a tenant chooses
+    /// (the API answers it 502 `handler-fault`), and is not counted: one tenant's payloads
+    /// must not take the handler out of service for every tenant.
+    planned: AtomicBool,
     /// Set once the threshold is reached, so a version trips at most once.
     tripped: AtomicBool,
 }
@@ -54,8 +60,10 @@ impl Health {
         // Functions outside the list (`on_callback`) are not counted.
         let slot = FUNCTIONS.iter().position(|f| *f == function)?;
         let counter = &self.consecutive[slot];
+        let plan = function == "plan";
         match fault {
             Some(f) if f.is_provider_slowness() => None,
+            Some(f) if plan && f.is_crash() && self.planned.load(Ordering::Acquire) => None,
             Some(f) if f.is_crash() => {
                 let n = counter.fetch_add(1, Ordering::AcqRel) + 1;
                 let trips = n >= threshold.max(1)
@@ -66,6 +74,9 @@ impl Health {
                 trips.then_some(n)
             }
             _ => {
+                if plan {
+                    self.planned.store(true, Ordering::Release);
+                }
                 counter.store(0, Ordering::Release);
                 None
             }
@@ -106,6 +117,31 @@ mod tests {
         assert_eq!(h.record("tick", Some(&trap), 3), Some(3));
         // Never twice.
         assert_eq!(h.record("tick", Some(&trap), 3), None);
+    }
+
+    /// A `plan` that crashes from the start (a broken release) trips the version; once a plan
+    /// has answered, crashes of `plan` are the payloads' doing and never trip it, however
+    /// many come in a row. Other functions still count as before.
+    #[test]
+    fn plan_crashes_count_only_until_a_plan_answered() {
+        let trap = HandlerFault::Trap("boom".into());
+        let broken = Health::default();
+        assert_eq!(broken.record("plan", Some(&trap), 3), None);
+        assert_eq!(broken.record("plan", Some(&trap), 3), None);
+        assert_eq!(broken.record("plan", Some(&trap), 3), Some(3));
+
+        let h = Health::default();
+        assert_eq!(h.record("plan", Some(&trap), 3), None);
+        // A refused payload is an answer too: the code runs.
+        let refused = HandlerFault::Error("payload refused".into());
+        assert_eq!(h.record("plan", Some(&refused), 3), None);
+        for _ in 0..20 {
+            assert_eq!(h.record("plan", Some(&trap), 3), None);
+        }
+        assert_eq!(h.consecutive(), 0);
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        assert_eq!(h.record("tick", Some(&trap), 3), None);
+        assert_eq!(h.record("tick", Some(&trap), 3), Some(3));
     }
 
     #[test]
