@@ -241,32 +241,48 @@ impl Cluster {
         .await;
     }
 
-    /// Wait until every task completed; returns their views.
+    /// Wait until every task completed; returns their views. On a timeout the panic names
+    /// the tasks that had not, with their status and counts as last read.
     pub async fn wait_completed(&self, ids: &[String]) -> Vec<Value> {
-        eventually(
-            Duration::from_secs(120),
-            "every task completed",
-            async || {
-                let mut out = Vec::new();
-                for id in ids {
-                    let v: Value = self
-                        .client
+        let deadline = Duration::from_secs(120);
+        let start = std::time::Instant::now();
+        loop {
+            let mut out = Vec::new();
+            let mut open = Vec::new();
+            for id in ids {
+                let read = async {
+                    self.client
                         .get(format!("{}/v1/tasks/{id}", self.api.base))
                         .send()
                         .await
                         .ok()?
-                        .json()
+                        .json::<Value>()
                         .await
-                        .ok()?;
-                    if v["status"] != "completed" {
-                        return None;
-                    }
-                    out.push(v);
+                        .ok()
+                };
+                match read.await {
+                    Some(v) if v["status"] == "completed" => out.push(v),
+                    Some(v) => open.push(format!(
+                        "{id}: {} ({} of {} completed, {} failed, {} running, {} pending)",
+                        v["status"],
+                        v["completed"],
+                        v["total"],
+                        v["failed"],
+                        v["running"],
+                        v["pending"]
+                    )),
+                    None => open.push(format!("{id}: unreadable")),
                 }
-                Some(out)
-            },
-        )
-        .await
+            }
+            if open.is_empty() {
+                return out;
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "timed out after {deadline:?} waiting for every task completed; not yet: {open:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The scheduler holding `pool`'s lease (each scheduler publishes its owner id in `slotd_scheduler_info`).
