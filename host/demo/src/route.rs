@@ -123,8 +123,20 @@ struct KlingWork {
     video_handed_out: bool,
     /// Nor does any avatar clone need a create any more: the main account has done its part too.
     all_handed_out: bool,
-    /// A Kling task's unit waits for a create (again).
-    waiting: bool,
+    /// A `kling:video` unit waits for a create (again): either account may get it.
+    video_waiting: bool,
+    /// An avatar clone waits for a create: only the main account serves avatars.
+    avatar_waiting: bool,
+}
+
+impl KlingWork {
+    /// A Kling task's unit waits for a create on an account whose packs ran out (`ran_out`:
+    /// main, backup). An avatar clone waiting while only the backup (video only) ran out does
+    /// not need it.
+    fn needs_packs(&self, ran_out: [bool; 2]) -> bool {
+        let [main, backup] = ran_out;
+        (self.video_waiting && (main || backup)) || (self.avatar_waiting && main)
+    }
 }
 
 /// The Kling tasks' work as `GET /v1/pools` shows it; `None` while a Kling pool is missing.
@@ -147,14 +159,14 @@ fn kling_work(pools: &Value) -> Option<KlingWork> {
         "cancelled",
     ];
     const OPEN: [&str; 4] = ["pending", "submitted", "succeeded", "finalizing"];
-    let waiting = units_in(&video, &["pending"]) + units_in(&avatar, &["pending"]) > 0;
     let video_handed_out = units_in(&video, &ALL) > 0 && units_in(&video, &["pending"]) == 0;
     Some(KlingWork {
         video_handed_out,
         all_handed_out: video_handed_out
             && units_in(&avatar, &ALL) > 0
             && units_in(&avatar, &OPEN) == 0,
-        waiting,
+        video_waiting: units_in(&video, &["pending"]) > 0,
+        avatar_waiting: units_in(&avatar, &["pending"]) > 0,
     })
 }
 
@@ -187,8 +199,9 @@ pub struct Packs {
 /// {"balance": 0}`) once the Kling tasks no longer need it: the backup account's when the
 /// video backlog is handed out, the main account's when the avatar clones have ended too. From
 /// then on only routed shots meet the account, and it refuses their creates (429/1102), so
-/// they fail over. Should a Kling task's unit wait for a create again after all (a
-/// resubmission), both are topped up (unlimited) so that it does not wait for ever. Ends when
+/// they fail over. Should a Kling task's unit wait for a create on an account that ran out
+/// after all (a resubmission; an avatar clone still waiting for the main account's share is
+/// not one while only the backup ran out), both are topped up (unlimited) so that it does not wait for ever. Ends when
 /// `done` is cancelled.
 pub async fn run_out_of_packs(
     client: reqwest::Client,
@@ -209,8 +222,7 @@ pub async fn run_out_of_packs(
         if let Some(w) = seen
             && packs.topped_up_at.is_none()
         {
-            let ran_out = packs.ran_out_at.iter().any(Option::is_some);
-            if ran_out && w.waiting {
+            if w.needs_packs(packs.ran_out_at.map(|t| t.is_some())) {
                 let main_ok = set_balance(&client, &main, Value::Null).await;
                 let backup_ok = set_balance(&client, &backup, Value::Null).await;
                 if main_ok && backup_ok {
@@ -536,6 +548,27 @@ mod tests {
             None
         );
         assert_eq!(refusal("route other: x/y refused it (capacity: …)"), None);
+    }
+
+    #[test]
+    fn the_packs_are_topped_up_only_for_work_an_emptied_account_would_serve() {
+        let pools = |video: u64, avatar: u64| {
+            json!([
+                { "name": KLING_VIDEO, "units": { "pending": video, "completed": 40 } },
+                { "name": KLING_AVATAR, "units": { "pending": avatar, "submitted": 1 } },
+            ])
+        };
+        let avatars_waiting = kling_work(&pools(0, 3)).expect("both pools");
+        assert!(avatars_waiting.video_handed_out && !avatars_waiting.all_handed_out);
+        // Only the backup (video only) ran out: avatar clones waiting for the main account's
+        // share do not need it (CI saw the demo top the packs up for them).
+        assert!(!avatars_waiting.needs_packs([false, true]));
+        assert!(avatars_waiting.needs_packs([true, true]));
+        // A video unit waiting again may be sent to either account.
+        let video_again = kling_work(&pools(1, 0)).expect("both pools");
+        assert!(video_again.needs_packs([false, true]));
+        assert!(!video_again.needs_packs([false, false]));
+        assert_eq!(kling_work(&json!([{ "name": KLING_VIDEO }])), None);
     }
 
     #[test]
