@@ -448,4 +448,7 @@ fn pool_sets<'a>(pool: &'a str, keys: &'a [String]) -> Vec<(&'a str, &'a str)> {
 #[path = "reconcile_race_tests.rs"]
 mod reconcile_race_tests;
 #[cfg(test)]
+#[path = "rounds_tick_tests.rs"]
+mod rounds_tick_tests;
+#[cfg(test)]
 mod test_units;

@@ -106,6 +106,33 @@ pub fn schedule_round(
     }
 }
 
+/// The pool's next round, if one is planned after `now`.
+///
+/// While it is, ordinary polls that come due before it (a unit whose own floor, such as a new
+/// job's first read or a single query's pace, ended between two rounds) wait for it instead of
+/// being read on their own: every round then reads every running unit past its floor, in one
+/// list request where the provider has one, and the units do not drift apart into cohorts read
+/// at different times (a tick read 3.7 of 20 running units on average before). A round that
+/// has passed holds nothing back, so a pool whose round found nothing due reads each unit when
+/// it is due until the next round is planned.
+pub fn planned_round(durations: &Durations, pool: &str, now: i64) -> Option<i64> {
+    durations
+        .rounds
+        .lock()
+        .get(pool)
+        .copied()
+        .filter(|&at| at > now)
+}
+
+/// Whether a due unit is an ordinary poll, which waits for its pool's round: a `submitted`
+/// unit with its job id recorded and no cancel asked for. A unit in doubt (no job id: its
+/// lookup), a cancel, and every other status go at once.
+pub fn waits_for_round(unit: &Unit) -> bool {
+    unit.status == slotd_core::model::UnitStatus::Submitted
+        && unit.provider_job_id.is_some()
+        && unit.cancel_requested_at.is_none()
+}
+
 /// Move the floors of `decided` (and the polls they hold back) by `lag`, the time the call
 /// took: poll delays count from the handler's answer, not from the tick's start, because a
 /// provider's "not before" is measured from its own answer. One millisecond more rounds up.

@@ -28,7 +28,7 @@ use super::Scheduler;
 use super::cancel::split_cancelling;
 use super::decide::{cancel_unsent, decide_updates_in, expire_stage_deadline, fault_updates};
 use super::error::SchedulerError;
-use super::rounds::{floors_from_answer, schedule_round};
+use super::rounds::{floors_from_answer, planned_round, schedule_round, waits_for_round};
 pub use super::tick_report::{TickReport, TickSteps};
 use slotd_pools::pool_state::durations::learn;
 use slotd_units::lifecycle::{Origin, apply_changes};
@@ -138,6 +138,8 @@ struct Due {
     batch: Vec<BatchUnit>,
     /// In-doubt units held back because the call that marked them may still be running.
     waiting_in_doubt: usize,
+    /// Ordinary polls due before the pool's next round, left for it.
+    held_for_round: usize,
 }
 
 pub(super) use super::fill::Filled;
@@ -194,11 +196,14 @@ impl Scheduler {
 
         // 2: the due polls (and in-doubt units from earlier ticks).
         let step = Instant::now();
+        let round = self.round_ahead(pool, backlog, now);
         let due = self
-            .collect_due(pool, &limit.task_types, fresh, now)
+            .collect_due(pool, &limit.task_types, fresh, now, round)
             .await?;
         report.steps.collect = step.elapsed();
         report.waiting_in_doubt = due.waiting_in_doubt;
+        report.held_for_round = due.held_for_round;
+        report.round_at = round.filter(|_| due.held_for_round > 0);
         report.polled = due.batch.len() - report.claimed;
         if due.batch.is_empty() {
             return self.finish(report, &limit, BTreeMap::new(), started).await;
@@ -306,6 +311,8 @@ impl Scheduler {
         report.used_after = used_total;
         let effective = self.effective_max(&pool, limit);
         let polls = s.store.unit_next_due(&pool, UnitStatus::Submitted).await?;
+        // Polls held for the pool's round are due at the round, not before.
+        let polls = polls.map(|at| report.round_at.map_or(at, |round| at.max(round)));
         let quota_wait = report.quota_wait_until.filter(|t| *t > now);
         let fills = if quota_wait.is_some() {
             // Nothing pending can go before the quota lets it.
@@ -456,6 +463,7 @@ impl Scheduler {
         types: &[String],
         fresh: Vec<Unit>,
         now: i64,
+        round: Option<i64>,
     ) -> Result<Due, SchedulerError> {
         let s = &self.services;
         let listed = if types.is_empty() {
@@ -475,10 +483,15 @@ impl Scheduler {
                 })
                 .collect(),
             waiting_in_doubt: 0,
+            held_for_round: 0,
         };
         let grace = self.in_doubt_grace();
         for unit in listed {
             if fresh_ids.contains(&unit.id) {
+                continue;
+            }
+            if round.is_some() && waits_for_round(&unit) {
+                due.held_for_round += 1;
                 continue;
             }
             let in_doubt = unit.provider_job_id.is_none();
@@ -715,6 +728,21 @@ impl Scheduler {
                 }
             }
         })
+    }
+
+    /// The pool's next poll round, when polls go in rounds (a backlog waiting, no callbacks)
+    /// and one is planned after `now`: ordinary polls that come due before it wait for it.
+    fn round_ahead(&self, pool: &str, backlog: bool, now: i64) -> Option<i64> {
+        let rounds = backlog
+            && self
+                .services
+                .config
+                .scheduler
+                .callback_safety_poll
+                .is_none();
+        rounds
+            .then(|| planned_round(&self.services.durations, pool, now))
+            .flatten()
     }
 
     /// How long after its submit marker an untouched unit may still be in the marking call:

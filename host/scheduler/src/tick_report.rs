@@ -14,6 +14,10 @@ pub struct TickReport {
     pub polled: usize,
     /// In-doubt units held back because the call that marked them may still be running.
     pub waiting_in_doubt: usize,
+    /// Ordinary polls that came due before the pool's next round and wait for it.
+    pub held_for_round: usize,
+    /// The round they wait for (Unix ms), when any did.
+    pub round_at: Option<i64>,
     /// Updates written.
     pub applied: usize,
     /// Changes refused as illegal.

@@ -23,7 +23,7 @@ use crate::answer::{CAPACITY_RETRY_MS, Class, Problem};
 use crate::client::Client;
 use crate::job::Job;
 use crate::list;
-use crate::task::{self, Success, TaskObject};
+use crate::task::{self, Read, Success, TaskObject};
 
 /// Rounds a tick may take: lookup → submit → lookup, or list pages → single queries.
 const MAX_ROUNDS: usize = 6;
@@ -137,7 +137,7 @@ pub fn run(
             };
             let Listing { found, give_up } = list.absorb(list::page(answer));
             for (i, task) in found {
-                steps[i] = Step::Done(task_change(&jobs[i], &task, settings, success));
+                steps[i] = Step::Done(task_change(&jobs[i], &task, settings, success, Read::Listed));
             }
             for i in give_up {
                 steps[i] = Step::Poll;
@@ -221,7 +221,7 @@ fn advance(
 ) -> Step {
     let unit = job.unit;
     let found = |data: Value| match TaskObject::parse(&data) {
-        Ok(task) => Step::Done(task_change(job, &task, settings, success)),
+        Ok(task) => Step::Done(task_change(job, &task, settings, success, Read::Single)),
         Err(e) => Step::Done(retry(unit, ProviderError::new(Some("malformed"), e))),
     };
     match (step, answer) {
@@ -269,15 +269,17 @@ fn task_change(
     task: &TaskObject,
     settings: &Settings<'_>,
     success: SuccessFn<'_>,
+    read: Read,
 ) -> Change {
     let hint = if job.stated {
-        task::pace_hint(settings.hint_scale)
+        task::pace_hint(settings.hint_scale, read)
     } else {
         task::running_hint(
             job.unit,
             settings.now_ms,
             job.expected_secs,
             settings.hint_scale,
+            read,
         )
     };
     task::change_for(job.unit, task, hint, success)

@@ -299,17 +299,26 @@ fn several_due_units_share_a_list_page_and_the_missing_fall_back_to_single_queri
             kling(200, 0, "SUCCEED", task("3", "processing"))
         }
     });
-    let units = [
-        unit("a", Some("1"), false),
-        unit("b", Some("2"), false),
-        unit("c", Some("3"), false),
-    ];
+    // Past their shortest expected duration: the hints are the paces.
+    let late = |id, job| Unit {
+        submitted_at_ms: Some(DEFAULT_NOW_MS - 200_000),
+        ..unit(id, Some(job), false)
+    };
+    let units = [late("a", "1"), late("b", "2"), late("c", "3")];
     let changes = run(&host, &units);
     assert!(
         matches!(&changes[0].outcome, Outcome::Fail(e) if e.code.as_deref() == Some("task_failed"))
     );
-    assert!(matches!(changes[1].outcome, Outcome::Running(Some(_))));
-    assert!(matches!(changes[2].outcome, Outcome::Running(Some(_))));
+    // Read on the page, "b" may be on the next page at once; "c", queried on its own, keeps
+    // the per-task pace.
+    assert_eq!(
+        changes[1].outcome,
+        Outcome::Running(Some(crate::task::LIST_POLL_MS))
+    );
+    assert_eq!(
+        changes[2].outcome,
+        Outcome::Running(Some(crate::task::LATE_POLL_MS))
+    );
     let urls: Vec<String> = host.requests().iter().map(|r| r.url.clone()).collect();
     assert_eq!(
         urls,

@@ -6,8 +6,32 @@ use serde_json::Value;
 
 use slotd_sdk::{Change, Outcome, ProviderError, Unit};
 
-/// While a job is past its shortest expected duration, poll about this often (before scaling).
+/// While a job is past its shortest expected duration, query it about this often (before
+/// scaling): a task's own query, `GET {collection}/{id}`, no sooner than this after the last.
 pub const LATE_POLL_MS: u64 = 5_000;
+/// A job read through a list page may be read again this soon (before scaling). A page is one
+/// request answering for every task on it, not a query of each, so the per-task pace does not
+/// apply; the host's poll rounds decide when the next page comes. A single query can only follow
+/// once no other unit of the collection is due with it, and every single query keeps
+/// [`LATE_POLL_MS`] to the next, so single queries of one task stay that far apart.
+pub const LIST_POLL_MS: u64 = 1_000;
+
+/// How a job was read: by its own query or on a list page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    Single,
+    Listed,
+}
+
+impl Read {
+    /// The least time to the next read after this one, before scaling.
+    fn pace_ms(self) -> u64 {
+        match self {
+            Read::Single => LATE_POLL_MS,
+            Read::Listed => LIST_POLL_MS,
+        }
+    }
+}
 /// The code recorded for a task Kling accepted and later ended `failed`.
 pub const TASK_FAILED: &str = "task_failed";
 
@@ -79,21 +103,26 @@ impl TaskObject {
 pub type Success = Result<(Outcome, Option<String>), ProviderError>;
 
 /// Expected remaining time in milliseconds: until the shortest expected duration (scaled by
-/// `scales.prior`), then [`LATE_POLL_MS`] (scaled by `scales.pace`); both 1.0 for the real
+/// `scales.prior`), then the pace of `read` (scaled by `scales.pace`); both 1.0 for the real
 /// provider (tests against a simulator running 100× faster configure 0.01).
-pub fn running_hint(unit: &Unit, now_ms: u64, expected_secs: (u64, u64), scales: Scales) -> u64 {
+pub fn running_hint(
+    unit: &Unit,
+    now_ms: u64,
+    expected_secs: (u64, u64),
+    scales: Scales,
+    read: Read,
+) -> u64 {
     let elapsed = unit
         .submitted_at_ms
         .map(|t| now_ms.saturating_sub(t))
         .unwrap_or(0);
     let shortest = (expected_secs.0 as f64 * 1000.0 * scales.prior) as u64;
-    let late = (LATE_POLL_MS as f64 * scales.pace) as u64;
-    shortest.saturating_sub(elapsed).max(late).max(1)
+    shortest.saturating_sub(elapsed).max(pace_hint(scales, read))
 }
 
-/// The poll pace alone: [`LATE_POLL_MS`] × `scales.pace`.
-pub fn pace_hint(scales: Scales) -> u64 {
-    ((LATE_POLL_MS as f64 * scales.pace) as u64).max(1)
+/// The pace alone: `read`'s ([`LATE_POLL_MS`] or [`LIST_POLL_MS`]) × `scales.pace`.
+pub fn pace_hint(scales: Scales, read: Read) -> u64 {
+    ((read.pace_ms() as f64 * scales.pace) as u64).max(1)
 }
 
 /// The handler's time scales from its settings; an unusable one is refused, naming it.
@@ -204,19 +233,24 @@ mod tests {
             ..Unit::default()
         };
         let same = Scales::same;
-        assert_eq!(running_hint(&unit, 11_000, (30, 120), same(1.0)), 20_000);
-        assert_eq!(
-            running_hint(&unit, 100_000, (30, 120), same(1.0)),
-            LATE_POLL_MS
-        );
-        assert_eq!(running_hint(&unit, 1_000, (30, 120), same(0.01)), 300);
+        let hint = |now, scales| running_hint(&unit, now, (30, 120), scales, Read::Single);
+        assert_eq!(hint(11_000, same(1.0)), 20_000);
+        assert_eq!(hint(100_000, same(1.0)), LATE_POLL_MS);
+        assert_eq!(hint(1_000, same(0.01)), 300);
         // A prior ten times too long counts down ten times as far; the pace stays.
         let long = Scales {
             pace: 0.01,
             prior: 0.1,
         };
-        assert_eq!(running_hint(&unit, 1_000, (30, 120), long), 3_000);
-        assert_eq!(running_hint(&unit, 100_000, (30, 120), long), 50);
+        assert_eq!(hint(1_000, long), 3_000);
+        assert_eq!(hint(100_000, long), 50);
+        // Read on a list page, a late job may be read again sooner: its next page is the
+        // host's round; a task's own query keeps the pace.
+        let listed = running_hint(&unit, 100_000, (30, 120), same(1.0), Read::Listed);
+        assert_eq!(listed, LIST_POLL_MS);
+        assert!(LIST_POLL_MS < LATE_POLL_MS);
+        assert_eq!(pace_hint(long, Read::Listed), 10);
+        assert_eq!(pace_hint(long, Read::Single), 50);
     }
 
     #[test]
