@@ -166,6 +166,15 @@ pub fn decide_updates_in(
             Outcome::Accepted { job_id } => (unit.provider_job_id.as_deref() != Some(job_id), true),
             _ => (false, false),
         };
+        // A running hint is the provider's pace as the handler states it: the floor of the
+        // next read, even where the unit's own backoff (clamped to `poll_initial`) is later. A
+        // poll round (which comes no closer than `min_rest`) may read it from then on.
+        let hinted = match change.outcome {
+            Outcome::Running { after_ms: Some(ms) } => {
+                Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX).max(1)))
+            }
+            _ => None,
+        };
         let queue = change.provider_queue;
         let retry_paced = matches!(
             change.outcome,
@@ -187,7 +196,8 @@ pub fn decide_updates_in(
         }
         if polling && update.to == Some(UnitStatus::Submitted) {
             if paced && let Some(at) = update.next_at {
-                out.not_before.insert(out.updates.len(), at);
+                let floor = hinted.map_or(at, |hint| hint.min(at));
+                out.not_before.insert(out.updates.len(), floor);
             }
             out.polling.push(out.updates.len());
         } else if retry_paced

@@ -395,3 +395,28 @@ fn paced_retries_of_a_read_count_from_the_answer() {
     super::super::rounds::floors_from_answer(&mut p, 700);
     assert_eq!(p.updates[0].next_at, Some(at + 701));
 }
+
+/// A running hint shorter than `poll_initial` (a job read on a list page, which may be read
+/// again soon) is the read's floor, for poll rounds; the unit's own schedule outside rounds
+/// stays clamped to `poll_initial`. A hint longer than `poll_max` leaves the floor at the
+/// clamped time, as before.
+#[test]
+fn a_short_running_hint_is_the_floor_and_the_backoff_stays_clamped() {
+    let cfg = SchedulerConfig::default();
+    let initial = i64::try_from(cfg.poll_initial.as_millis()).expect("ms");
+    let max = i64::try_from(cfg.poll_max.as_millis()).expect("ms");
+    let (u, v) = (unit("u1", Some("job1"), "b"), unit("u2", Some("job2"), "b"));
+    let running = |id: &str, ms: u64| ch(id, Outcome::Running { after_ms: Some(ms) });
+    let long = u64::try_from(max * 10).expect("ms");
+    let p = decide_updates(
+        &cfg,
+        &info(),
+        &[&u, &v],
+        vec![running("u1", 1_000), running("u2", long)],
+        10_000,
+    );
+    assert_eq!(p.updates[0].next_at, Some(10_000 + initial));
+    assert_eq!(p.not_before.get(&0), Some(&11_000));
+    assert_eq!(p.updates[1].next_at, Some(10_000 + max));
+    assert_eq!(p.not_before.get(&1), Some(&(10_000 + max)));
+}

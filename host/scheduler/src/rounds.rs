@@ -27,7 +27,9 @@ pub const ROUND_THETA: f64 = 0.5;
 /// `prior` ms meanwhile, and a class seen to end fewer than `MIN_SAMPLES` times (its handler's
 /// statement not yet borne out) by the time its youngest job's age has doubled, so the first
 /// completions (which teach the distribution) are not noticed late. A round the pool already decided wins when it comes sooner, so that units
-/// marked by other ticks meet in the same request. A unit with a floor (`not_before`: its
+/// marked by other ticks meet in the same request; a call of new jobs alone plans no round for
+/// the pool (it would be timed by young jobs only, and the pool's other polls wait for a
+/// planned round: see [`planned_round`]). A unit with a floor (`not_before`: its
 /// handler's hint, a new job's first poll) is never read before it: it keeps the later of the
 /// round and its floor, so a provider with no list endpoint is read per job at its own pace.
 pub fn schedule_round(
@@ -45,6 +47,8 @@ pub fn schedule_round(
     let mut members = Vec::new();
     let mut running = Vec::new();
     let mut unknown = false;
+    // Only new jobs (accepted this tick): their round is theirs, not the pool's.
+    let mut only_new = true;
     // The youngest job of a class still learning: the round comes by the time it has lived
     // as long again.
     let mut explore: Option<i64> = None;
@@ -57,6 +61,7 @@ pub fn schedule_round(
             continue;
         };
         members.push(i);
+        only_new &= unit.provider_job_id.is_none();
         let class = class_of(unit);
         let age = unit.submitted_at.map_or(0, |at| now.saturating_sub(at));
         if durations.learning(pool, &class) {
@@ -93,8 +98,9 @@ pub fn schedule_round(
             && planned_at < at
         {
             at = planned_at;
+        } else if !only_new {
+            rounds.insert(pool.to_string(), at);
         }
-        rounds.insert(pool.to_string(), at);
     }
     for i in members {
         // A unit the provider's pace keeps from being read before a time joins the first
@@ -305,6 +311,42 @@ mod tests {
         let mut decided = polls(&[&a], now);
         schedule_round(&d, "p1", &[&a], &mut decided, now, (200, 5_000, 30_000));
         assert_eq!(decided.updates[0].next_at, Some(now + 30_000));
+    }
+
+    #[test]
+    fn new_jobs_alone_plan_no_round_for_the_pool() {
+        let d = Durations::default();
+        let now = 100_000;
+        // Units accepted this tick: no job id before it.
+        let a = crate::test_units::unit("a", None, "s");
+        let mut decided = polls(&[&a], now);
+        schedule_round(&d, "p1", &[&a], &mut decided, now, (200, 5_000, 30_000));
+        assert_eq!(decided.updates[0].next_at, Some(now + 5_000));
+        assert_eq!(
+            planned_round(&d, "p1", now),
+            None,
+            "the pool's polls are not held"
+        );
+        // A running job's read plans it; new jobs then join it.
+        let b = crate::test_units::unit("b", Some("jb"), "s");
+        let mut decided = polls(&[&b], now);
+        schedule_round(&d, "p1", &[&b], &mut decided, now, (200, 5_000, 30_000));
+        assert_eq!(planned_round(&d, "p1", now), Some(now + 5_000));
+        let mut decided = polls(&[&a], now + 1_000);
+        schedule_round(
+            &d,
+            "p1",
+            &[&a],
+            &mut decided,
+            now + 1_000,
+            (200, 5_000, 30_000),
+        );
+        assert_eq!(decided.updates[0].next_at, Some(now + 5_000));
+        assert_eq!(
+            planned_round(&d, "p1", now + 5_000),
+            None,
+            "a round past holds nothing"
+        );
     }
 
     #[test]

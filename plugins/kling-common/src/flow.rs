@@ -137,7 +137,13 @@ pub fn run(
             };
             let Listing { found, give_up } = list.absorb(list::page(answer));
             for (i, task) in found {
-                steps[i] = Step::Done(task_change(&jobs[i], &task, settings, success, Read::Listed));
+                steps[i] = Step::Done(task_change(
+                    &jobs[i],
+                    &task,
+                    settings,
+                    success,
+                    Read::Listed,
+                ));
             }
             for i in give_up {
                 steps[i] = Step::Poll;

@@ -117,7 +117,9 @@ pub fn running_hint(
         .map(|t| now_ms.saturating_sub(t))
         .unwrap_or(0);
     let shortest = (expected_secs.0 as f64 * 1000.0 * scales.prior) as u64;
-    shortest.saturating_sub(elapsed).max(pace_hint(scales, read))
+    shortest
+        .saturating_sub(elapsed)
+        .max(pace_hint(scales, read))
 }
 
 /// The pace alone: `read`'s ([`LATE_POLL_MS`] or [`LIST_POLL_MS`]) × `scales.pace`.
@@ -248,7 +250,7 @@ mod tests {
         // host's round; a task's own query keeps the pace.
         let listed = running_hint(&unit, 100_000, (30, 120), same(1.0), Read::Listed);
         assert_eq!(listed, LIST_POLL_MS);
-        assert!(LIST_POLL_MS < LATE_POLL_MS);
+        const { assert!(LIST_POLL_MS < LATE_POLL_MS) };
         assert_eq!(pace_hint(long, Read::Listed), 10);
         assert_eq!(pace_hint(long, Read::Single), 50);
     }

@@ -115,6 +115,8 @@ impl Distribution {
 #[derive(Default)]
 struct Samples {
     recent: VecDeque<i64>,
+    /// When each of `recent` ended (Unix ms), where known.
+    ended: VecDeque<Option<i64>>,
     snapshot: Option<Arc<Distribution>>,
 }
 
@@ -149,8 +151,17 @@ impl Durations {
         }
     }
 
-    /// One completed job of `class` in `pool` took `ms`.
+    /// One completed job of `class` in `pool` took `ms` (when it ended is not known).
     pub fn observe(&self, pool: &str, class: &str, ms: i64) {
+        self.observe_sample(pool, class, ms, None);
+    }
+
+    /// One completed job of `class` in `pool` took `ms` and ended at `ended_at` (Unix ms).
+    pub fn observe_ended(&self, pool: &str, class: &str, ms: i64, ended_at: i64) {
+        self.observe_sample(pool, class, ms, Some(ended_at));
+    }
+
+    fn observe_sample(&self, pool: &str, class: &str, ms: i64, ended_at: Option<i64>) {
         if ms < 0 {
             return;
         }
@@ -160,12 +171,15 @@ impl Durations {
             .or_default();
         if s.recent.len() == KEEP {
             s.recent.pop_front();
+            s.ended.pop_front();
         }
         s.recent.push_back(ms);
+        s.ended.push_back(ended_at);
         s.snapshot = None;
-        if drifted(&s.recent) {
+        if drifted(s) {
             let keep = s.recent.len() - DRIFT_RUN;
             s.recent.drain(..keep);
+            s.ended.drain(..keep);
         }
     }
 
@@ -224,17 +238,46 @@ impl Durations {
 
 /// Whether the newest [`DRIFT_RUN`] samples all fall beyond the distribution of the ones
 /// before them (at least [`MIN_SAMPLES`] of those), on the same side.
-fn drifted(recent: &VecDeque<i64>) -> bool {
+///
+/// Longer than before counts only against the earlier samples that had ended when the newest
+/// jobs started. Jobs started together end shortest first, so every completion of such a
+/// cohort is longer than the ones before it; that is not the provider slowing down, and
+/// starting over from the newest four each time would leave a narrow distribution of the
+/// latest lengths (a backlog's second jobs then looked young and their ends went unnoticed for
+/// rounds). Jobs started after the earlier ones had ended, and longer, are. Samples whose end
+/// is not known count as ended before anything.
+fn drifted(s: &Samples) -> bool {
+    let recent = &s.recent;
     let n = recent.len();
     if n < MIN_SAMPLES + DRIFT_RUN {
         return false;
     }
+    let newest = || recent.iter().skip(n - DRIFT_RUN);
     let Some(old) = Distribution::new(recent.iter().take(n - DRIFT_RUN).copied().collect()) else {
         return false;
     };
-    let (low, high) = (old.quantile(0.05), old.quantile(0.95));
-    let newest = || recent.iter().skip(n - DRIFT_RUN);
-    newest().all(|&v| v > high) || newest().all(|&v| v < low)
+    if newest().all(|&v| v < old.quantile(0.05)) {
+        return true;
+    }
+    // When the first of the newest jobs started.
+    let started = recent
+        .iter()
+        .zip(&s.ended)
+        .skip(n - DRIFT_RUN)
+        .map(|(&v, ended)| ended.map_or(i64::MAX, |e| e.saturating_sub(v)))
+        .min()
+        .unwrap_or(i64::MAX);
+    let before: Vec<i64> = recent
+        .iter()
+        .zip(&s.ended)
+        .take(n - DRIFT_RUN)
+        .filter(|(_, ended)| ended.is_none_or(|e| e <= started))
+        .map(|(&v, _)| v)
+        .collect();
+    if before.len() < MIN_SAMPLES {
+        return false;
+    }
+    Distribution::new(before).is_some_and(|old| newest().all(|&v| v > old.quantile(0.95)))
 }
 
 /// A log-normal through a median and a 95th percentile, sampled at [`STATED_POINTS`] evenly
@@ -430,7 +473,7 @@ fn learn_from(
                 )
                 .record(ms.max(0) as f64 / 1000.0)
             });
-            durations.observe(&unit.pool, &class, ms);
+            durations.observe_ended(&unit.pool, &class, ms, ended);
         }
     }
 }
@@ -657,6 +700,35 @@ mod tests {
             d.observe("p", "c", 15_000 + (i * 3 % 10) * 1_000);
         }
         assert_eq!(d.distribution("p", "c").map(|x| x.len()), Some(before + 40));
+    }
+
+    #[test]
+    fn jobs_started_together_ending_shortest_first_are_not_a_drift() {
+        // Twenty jobs of 30 s to 125 s start at once; they end in order of length, each longer
+        // than every one before it.
+        let d = Durations::default();
+        let start = 1_000_000;
+        let lengths: Vec<i64> = (0..20).map(|i| 30_000 + i * 5_000).collect();
+        for &ms in &lengths {
+            d.observe_ended("p", "c", ms, start + ms);
+        }
+        let learned = d.distribution("p", "c").expect("learned");
+        assert_eq!(
+            learned.len(),
+            20,
+            "nothing started over: {:?}",
+            learned.samples()
+        );
+        assert_eq!(learned.quantile(0.0), 30_000);
+        // Longer jobs started after those had ended are the provider slowing down: the class
+        // starts over from them.
+        let later = start + 1_000_000;
+        for i in 0..DRIFT_RUN as i64 {
+            d.observe_ended("p", "c", 400_000, later + i);
+        }
+        let slower = d.distribution("p", "c").expect("learned");
+        assert_eq!(slower.len(), DRIFT_RUN, "{:?}", slower.samples());
+        assert_eq!(slower.quantile(0.0), 400_000);
     }
 
     #[test]
