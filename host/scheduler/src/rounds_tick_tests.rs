@@ -4,11 +4,19 @@
 
 use serde_json::json;
 
-use slotd_core::clock::Clock;
+use slotd_core::clock::{Clock, ManualClock};
 use slotd_core::model::UnitStatus;
 
-use super::Scheduler;
 use super::deadlines::grant_tests::{build, post};
+use super::{Scheduler, TickReport};
+
+/// One tick of the pool at the clock's time.
+async fn tick(sched: &Scheduler, clock: &ManualClock) -> TickReport {
+    sched
+        .run_once("fixture", clock.now_ms())
+        .await
+        .expect("tick")
+}
 
 #[tokio::test]
 async fn polls_due_between_rounds_wait_for_the_round_and_meet_in_it() {
@@ -21,10 +29,7 @@ async fn polls_due_between_rounds_wait_for_the_round_and_meet_in_it() {
         json!({"payload": {"count": 12, "behavior": "idle"}}),
     )
     .await;
-    let first = sched
-        .run_once("fixture", clock.now_ms())
-        .await
-        .expect("tick");
+    let first = tick(&sched, &clock).await;
     assert_eq!(first.accepted, 10, "{first:?}");
     let units = services.store.task_units(&task).await.expect("units");
     let submitted: Vec<_> = units
@@ -42,10 +47,7 @@ async fn polls_due_between_rounds_wait_for_the_round_and_meet_in_it() {
         .rounds
         .lock()
         .insert("fixture".into(), round);
-    let between = sched
-        .run_once("fixture", clock.now_ms())
-        .await
-        .expect("tick");
+    let between = tick(&sched, &clock).await;
     assert_eq!(between.polled, 0, "{between:?}");
     assert_eq!(between.held_for_round, 10, "{between:?}");
     assert_eq!(between.round_at, Some(round));
@@ -57,10 +59,7 @@ async fn polls_due_between_rounds_wait_for_the_round_and_meet_in_it() {
 
     // At the round, all ten are read in one call.
     clock.set(round);
-    let at_round = sched
-        .run_once("fixture", clock.now_ms())
-        .await
-        .expect("tick");
+    let at_round = tick(&sched, &clock).await;
     assert_eq!(at_round.polled, 10, "{at_round:?}");
     assert_eq!(at_round.held_for_round, 0, "{at_round:?}");
     // The next round is planned for all of them together.
@@ -100,10 +99,7 @@ async fn polls_due_between_rounds_wait_for_the_round_and_meet_in_it() {
         .lock()
         .insert("fixture".into(), planned + 60_000);
     clock.set(planned);
-    let no_backlog = sched
-        .run_once("fixture", clock.now_ms())
-        .await
-        .expect("tick");
+    let no_backlog = tick(&sched, &clock).await;
     assert_eq!(no_backlog.polled, 10, "{no_backlog:?}");
     assert_eq!(no_backlog.held_for_round, 0, "{no_backlog:?}");
 }
