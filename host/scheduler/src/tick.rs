@@ -733,16 +733,20 @@ impl Scheduler {
     /// The pool's next poll round, when polls go in rounds (a backlog waiting, no callbacks)
     /// and one is planned after `now`: ordinary polls that come due before it wait for it.
     fn round_ahead(&self, pool: &str, backlog: bool, now: i64) -> Option<i64> {
-        let rounds = backlog
+        self.polls_in_rounds(backlog)
+            .then(|| planned_round(&self.services.durations, pool, now))
+            .flatten()
+    }
+
+    /// Whether polls go in rounds: a backlog waits and no provider callbacks are configured.
+    fn polls_in_rounds(&self, backlog: bool) -> bool {
+        backlog
             && self
                 .services
                 .config
                 .scheduler
                 .callback_safety_poll
-                .is_none();
-        rounds
-            .then(|| planned_round(&self.services.durations, pool, now))
-            .flatten()
+                .is_none()
     }
 
     /// How long after its submit marker an untouched unit may still be in the marking call:
@@ -769,7 +773,7 @@ impl Scheduler {
         learn(durations, units, &decided.updates, now);
         let answered = self.services.clock.now_ms();
         floors_from_answer(decided, answered.saturating_sub(now).max(0));
-        if backlog && cfg.callback_safety_poll.is_none() {
+        if self.polls_in_rounds(backlog) {
             let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
             let bounds = (ms(cfg.min_rest), ms(cfg.poll_initial), ms(cfg.poll_max));
             schedule_round(durations, pool, units, decided, now, bounds);
