@@ -698,13 +698,16 @@ on_both_drivers! {
         name: &str,
         status: UnitStatus,
     ) -> StoreResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = $2")
-                .bind(name)
-                .bind(status.as_str())
-                .fetch_one(pool)
-                .await?,
-        )
+        // The status is written into the statement (it is one of the enum's names): the index
+        // this reads is partial (live statuses, migrations/postgres/0024), and a prepared
+        // statement's generic plan cannot prove a parameter's value inside its condition.
+        Ok(sqlx::query_scalar(&format!(
+            "SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = '{}'",
+            status.as_str()
+        ))
+        .bind(name)
+        .fetch_one(pool)
+        .await?)
     }
 
     /// See [`crate::StoreRead::unit_count_provider_queued`].

@@ -352,3 +352,51 @@ async fn an_event_committed_late_is_not_skipped() {
     raw.close().await;
     store.close().await;
 }
+
+/// The first migration of issue 44's layout (`migrations/postgres/0024_lean_unit_writes.sql`).
+const LEAN_LAYOUT: i64 = 24;
+
+/// A database filled by the schema before the lean layout upgrades without losing or changing
+/// a row, and its changed indexes (provider job ids of submitted units only, due times of live
+/// units only) serve the same reads.
+#[tokio::test]
+async fn a_database_filled_by_the_previous_schema_upgrades_without_loss() {
+    let schema = Schema::create().await;
+    let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
+        .await
+        .unwrap();
+    let previous = sqlx::migrate::Migrator {
+        migrations: std::borrow::Cow::Owned(
+            super::MIGRATOR
+                .migrations
+                .iter()
+                .filter(|m| m.version < LEAN_LAYOUT)
+                .cloned()
+                .collect(),
+        ),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    previous.run(&store.pool).await.unwrap();
+    let pool = store.pool.clone();
+    let index = |name: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT indexdef FROM pg_indexes WHERE indexname = $1")
+                .bind(name)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(!index("units_provider_job").await.contains("status"));
+    let store: DynStore = Arc::new(store);
+    let held = crate::suite::fill_before_upgrade(&store).await;
+    store.migrate().await.unwrap();
+    crate::suite::check_after_upgrade(&store, held).await;
+    assert!(index("units_provider_job").await.contains("'submitted'"));
+    assert!(
+        index("units_pool_status_next")
+            .await
+            .contains("'finalizing'")
+    );
+}

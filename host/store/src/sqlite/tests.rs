@@ -264,3 +264,45 @@ async fn a_release_whose_bytes_changed_is_reported_not_returned() {
         other => panic!("expected Corrupt naming the release, got {other:?}"),
     }
 }
+
+/// The first migration of issue 44's layout (`migrations/sqlite/0023_lean_unit_writes.sql`).
+const LEAN_LAYOUT: i64 = 23;
+
+/// A file filled by the schema before the lean layout upgrades without losing or changing a
+/// row, and the fill order index (pending units only again) serves the same reads.
+#[tokio::test]
+async fn a_file_filled_by_the_previous_schema_upgrades_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("slotd.db").display());
+    let store = SqliteStore::connect(&url).await.unwrap();
+    let previous = sqlx::migrate::Migrator {
+        migrations: std::borrow::Cow::Owned(
+            super::MIGRATOR
+                .migrations
+                .iter()
+                .filter(|m| m.version < LEAN_LAYOUT)
+                .cloned()
+                .collect(),
+        ),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    previous.run(&store.writer).await.unwrap();
+    let writer = store.writer.clone();
+    let fill_index = || {
+        let writer = writer.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'units_fill'",
+            )
+            .fetch_one(&writer)
+            .await
+            .unwrap()
+        }
+    };
+    assert!(!fill_index().await.contains("WHERE"));
+    let store: DynStore = Arc::new(store);
+    let held = crate::suite::fill_before_upgrade(&store).await;
+    store.migrate().await.unwrap();
+    crate::suite::check_after_upgrade(&store, held).await;
+    assert!(fill_index().await.contains("WHERE status = 'pending'"));
+}
