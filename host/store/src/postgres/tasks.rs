@@ -18,11 +18,13 @@ use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 /// A task whose tenant's idempotency key is taken, by a stored task or an earlier one of the
 /// batch, is not inserted.
 const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
-         priority, callback_url, created_at, updated_at) \
-     SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now \
+         priority, callback_url, created_at, updated_at, deadline_at, start_by, deadline_policy) \
+     SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now, \
+         deadline_at, start_by, deadline_policy \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], \
-         $7::text[], $8::int8[]) WITH ORDINALITY \
-         AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, ord) \
+         $7::text[], $8::int8[], $9::int8[], $10::int8[], $11::text[]) WITH ORDINALITY \
+         AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, \
+             deadline_at, start_by, deadline_policy, ord) \
      ORDER BY ord \
      ON CONFLICT (tenant, idempotency_key) DO NOTHING \
      RETURNING id, seq";
@@ -33,14 +35,17 @@ const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, id
 const UNITS_INSERT_SQL: &str = "WITH unit AS ( \
          INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
              stage, status, spec, state, routes, routing, planned_release, next_at, created_at, \
-             updated_at) \
+             updated_at, deadline_at, start_by, best_effort, cost_estimate) \
          SELECT id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, \
-             'pending', spec, state, routes, routing, planned_release, now, now, now \
+             'pending', spec, state, routes, routing, planned_release, now, now, now, \
+             deadline_at, start_by, best_effort, cost_estimate \
          FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::int8[], \
              $7::int4[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], \
-             $13::int8[], $14::text[], $15::text[]) WITH ORDINALITY \
+             $13::int8[], $14::text[], $15::text[], $16::int8[], $17::int8[], $18::int4[], \
+             $19::float8[]) WITH ORDINALITY \
              AS u (id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, spec, \
-                 state, routes, now, routing, planned_release, ord) \
+                 state, routes, now, routing, planned_release, deadline_at, start_by, \
+                 best_effort, cost_estimate, ord) \
          ORDER BY ord \
          RETURNING id, task_id, task_seq, idx, stage, created_at \
      ) \
@@ -67,6 +72,10 @@ struct UnitArrays<'a> {
     nows: Vec<i64>,
     routing: Vec<Option<&'a str>>,
     planned_release: Vec<Option<&'a str>>,
+    deadlines: Vec<i64>,
+    start_by: Vec<Option<i64>>,
+    best_effort: Vec<i32>,
+    cost_estimates: Vec<Option<f64>>,
 }
 
 impl<'a> UnitArrays<'a> {
@@ -76,6 +85,7 @@ impl<'a> UnitArrays<'a> {
             let Some(&seq) = seqs.get(&t.id) else {
                 continue;
             };
+            let (deadline, start_by, best_effort) = crate::terms::deadlines::unit_terms(t);
             for (i, u) in t.units.iter().enumerate() {
                 a.ids.push(&u.id);
                 a.tasks.push(&t.id);
@@ -94,6 +104,10 @@ impl<'a> UnitArrays<'a> {
                 a.nows.push(t.now);
                 a.routing.push(u.routing.as_deref());
                 a.planned_release.push(u.planned_release.as_deref());
+                a.deadlines.push(deadline);
+                a.start_by.push(start_by);
+                a.best_effort.push(best_effort);
+                a.cost_estimates.push(u.cost_estimate);
             }
         }
         Ok(a)
@@ -112,6 +126,10 @@ pub(super) async fn task_create_batch(
     use sqlx::Connection;
     let text =
         |f: fn(&NewTask) -> Option<&str>| -> Vec<Option<&str>> { tasks.iter().map(f).collect() };
+    let terms: Vec<_> = tasks
+        .iter()
+        .map(crate::terms::deadlines::task_terms)
+        .collect();
     let mut tx = conn.begin().await?;
     let rows: Vec<(String, i64)> = sqlx::query_as(TASKS_INSERT_SQL)
         .bind(text(|t| Some(t.id.as_str())))
@@ -122,6 +140,9 @@ pub(super) async fn task_create_batch(
         .bind(tasks.iter().map(|t| t.priority).collect::<Vec<i32>>())
         .bind(text(|t| t.completion_webhook_url.as_deref()))
         .bind(tasks.iter().map(|t| t.now).collect::<Vec<i64>>())
+        .bind(terms.iter().map(|t| t.0).collect::<Vec<_>>())
+        .bind(terms.iter().map(|t| t.1).collect::<Vec<_>>())
+        .bind(terms.iter().map(|t| t.2).collect::<Vec<_>>())
         .fetch_all(&mut *tx)
         .await?;
     let seqs: HashMap<String, i64> = rows.into_iter().collect();
@@ -143,6 +164,10 @@ pub(super) async fn task_create_batch(
             .bind(u.nows)
             .bind(u.routing)
             .bind(u.planned_release)
+            .bind(u.deadlines)
+            .bind(u.start_by)
+            .bind(u.best_effort)
+            .bind(u.cost_estimates)
             .execute(&mut *tx)
             .await?;
     }
@@ -156,8 +181,6 @@ pub(super) async fn task_create_batch(
             crate::shared::postgres::task_holding_key(&mut tx, task).await?,
         ));
     }
-    let new: Vec<&NewTask> = tasks.iter().filter(|t| seqs.contains_key(&t.id)).collect();
-    crate::terms::deadlines::postgres::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }

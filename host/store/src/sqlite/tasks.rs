@@ -20,6 +20,9 @@ struct TaskJson<'a> {
     priority: i32,
     completion_webhook_url: Option<&'a str>,
     now: i64,
+    deadline_at: Option<i64>,
+    start_by: Option<i64>,
+    deadline_policy: Option<&'static str>,
 }
 
 /// A unit as bound into the `json_each` of the units insert.
@@ -36,6 +39,10 @@ struct UnitJson<'a> {
     routing: Option<&'a str>,
     planned_release: Option<&'a str>,
     now: i64,
+    deadline_at: i64,
+    start_by: Option<i64>,
+    best_effort: i32,
+    cost_estimate: Option<f64>,
 }
 
 /// Each row is read out of `json_each` once, as JSONB (`r`): `json_each` renders its `value`
@@ -47,10 +54,12 @@ struct UnitJson<'a> {
 /// `ON CONFLICT` belongs to the insert, not to a join of the select.
 const TASKS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value) AS v FROM json_each(?1)) \
      INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
-         priority, callback_url, created_at, updated_at) \
+         priority, callback_url, created_at, updated_at, deadline_at, start_by, \
+         deadline_policy) \
      SELECT v ->> '$.id', v ->> '$.tenant', v ->> '$.task_type', \
          v ->> '$.payload', v ->> '$.idempotency_key', v ->> '$.priority', \
-         v ->> '$.completion_webhook_url', v ->> '$.now', v ->> '$.now' \
+         v ->> '$.completion_webhook_url', v ->> '$.now', v ->> '$.now', \
+         v ->> '$.deadline_at', v ->> '$.start_by', v ->> '$.deadline_policy' \
      FROM r WHERE true ORDER BY key \
      ON CONFLICT (tenant, idempotency_key) DO NOTHING \
      RETURNING id";
@@ -59,12 +68,15 @@ const TASKS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value)
 const UNITS_INSERT_SQL: &str = "WITH r AS MATERIALIZED (SELECT key, jsonb(value) AS v FROM json_each(?1)) \
      INSERT INTO units (id, task_id, idx, tenant, task_type, \
          task_seq, priority, pool, stage, status, spec, state, routes, routing, \
-         planned_release, next_at, created_at, updated_at) \
+         planned_release, next_at, created_at, updated_at, deadline_at, start_by, \
+         best_effort, cost_estimate) \
      SELECT u.v ->> '$.id', t.id, u.v ->> '$.idx', t.tenant, t.type, t.seq, t.priority, \
          u.v ->> '$.pool', u.v ->> '$.stage', 'pending', u.v ->> '$.spec', \
          u.v ->> '$.state', u.v ->> '$.routes', u.v ->> '$.routing', \
          u.v ->> '$.planned_release', \
-         u.v ->> '$.now', u.v ->> '$.now', u.v ->> '$.now' \
+         u.v ->> '$.now', u.v ->> '$.now', u.v ->> '$.now', \
+         u.v ->> '$.deadline_at', u.v ->> '$.start_by', u.v ->> '$.best_effort', \
+         u.v ->> '$.cost_estimate' \
      FROM r AS u JOIN tasks AS t ON t.id = u.v ->> '$.task_id' \
      ORDER BY u.key";
 
@@ -76,22 +88,29 @@ const EVENTS_INSERT_SQL: &str = "INSERT INTO unit_events \
 
 /// Store a batch of tasks (group commit): each unless its tenant's idempotency key is taken
 /// (then the holder is reported), with its units (index = position in `task.units`) and one
-/// "created" event per unit. Three statements whatever the batch size, one transaction.
+/// "created" event per unit, deadline terms and cost estimates included. Three statements
+/// whatever the batch size, one transaction.
 pub(super) async fn task_create_batch(
     mut tx: Transaction<'static, Sqlite>,
     tasks: &[NewTask],
 ) -> StoreResult<Vec<Created>> {
     let rows: Vec<TaskJson<'_>> = tasks
         .iter()
-        .map(|t| TaskJson {
-            id: &t.id,
-            tenant: &t.tenant,
-            task_type: &t.task_type,
-            payload: &t.payload,
-            idempotency_key: t.idempotency_key.as_deref(),
-            priority: t.priority,
-            completion_webhook_url: t.completion_webhook_url.as_deref(),
-            now: t.now,
+        .map(|t| {
+            let (deadline_at, start_by, deadline_policy) = crate::terms::deadlines::task_terms(t);
+            TaskJson {
+                id: &t.id,
+                tenant: &t.tenant,
+                task_type: &t.task_type,
+                payload: &t.payload,
+                idempotency_key: t.idempotency_key.as_deref(),
+                priority: t.priority,
+                completion_webhook_url: t.completion_webhook_url.as_deref(),
+                now: t.now,
+                deadline_at,
+                start_by,
+                deadline_policy,
+            }
         })
         .collect();
     let inserted: std::collections::HashSet<String> = sqlx::query_scalar(TASKS_INSERT_SQL)
@@ -104,7 +123,8 @@ pub(super) async fn task_create_batch(
     let units: Vec<UnitJson<'_>> = new
         .iter()
         .flat_map(|t| {
-            t.units.iter().enumerate().map(|(idx, u)| UnitJson {
+            let (deadline_at, start_by, best_effort) = crate::terms::deadlines::unit_terms(t);
+            t.units.iter().enumerate().map(move |(idx, u)| UnitJson {
                 id: &u.id,
                 task_id: &t.id,
                 idx,
@@ -116,6 +136,10 @@ pub(super) async fn task_create_batch(
                 routing: u.routing.as_deref(),
                 planned_release: u.planned_release.as_deref(),
                 now: t.now,
+                deadline_at,
+                start_by,
+                best_effort,
+                cost_estimate: u.cost_estimate,
             })
         })
         .collect();
@@ -140,7 +164,6 @@ pub(super) async fn task_create_batch(
             crate::shared::sqlite::task_holding_key(&mut tx, task).await?,
         ));
     }
-    crate::terms::deadlines::sqlite::write_terms(&mut tx, &new).await?;
     tx.commit().await?;
     Ok(out)
 }

@@ -1,5 +1,5 @@
 //! Deadlines: a task's deadline terms (request body `deadline`, `start_by`,
-//! `deadline_policy`), written with the task together with its units' cost estimates, and the
+//! `deadline_policy`) as the task insert writes them, with its units' cost estimates, and the
 //! deadline sweep's reads: the pending units with terms and where they stand in fill order.
 
 use crate::StoreResult;
@@ -13,50 +13,39 @@ pub struct PendingGroup {
     pub pending: u64,
 }
 
-on_both_drivers! {
-    /// Write the deadline terms of the tasks just inserted, and their units' cost estimates.
-    /// Nothing for tasks without terms or estimates (the common case costs no statement).
-    pub(crate) async fn write_terms(
-        conn: &mut Conn,
-        tasks: &[&crate::NewTask],
-    ) -> StoreResult<()> {
-        for t in tasks {
-            if !t.terms.is_empty() {
-                let policy = if t.terms.best_effort { "best_effort" } else { "refuse" };
-                sqlx::query(
-                    "UPDATE tasks SET deadline_at = $2, start_by = $3, deadline_policy = $4 \
-                     WHERE id = $1",
-                )
-                .bind(&t.id)
-                .bind(t.terms.deadline_at)
-                .bind(t.terms.start_by)
-                .bind(policy)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query(
-                    "UPDATE units SET deadline_at = $2, start_by = $3, best_effort = $4 \
-                     WHERE task_id = $1",
-                )
-                .bind(&t.id)
-                .bind(t.terms.deadline_at.unwrap_or(slotd_core::model::NO_DEADLINE))
-                .bind(t.terms.start_by)
-                .bind(i32::from(t.terms.best_effort))
-                .execute(&mut *conn)
-                .await?;
-            }
-            for u in &t.units {
-                if let Some(c) = u.cost_estimate {
-                    sqlx::query("UPDATE units SET cost_estimate = $2 WHERE id = $1")
-                        .bind(&u.id)
-                        .bind(c)
-                        .execute(&mut *conn)
-                        .await?;
-                }
-            }
-        }
-        Ok(())
+/// The deadline columns of a task row: `deadline_at`, `start_by`, `deadline_policy` (all
+/// NULL for a task without terms). Written by the task insert itself: an update after it
+/// wrote every row of the task a second time.
+pub(crate) fn task_terms(t: &crate::NewTask) -> (Option<i64>, Option<i64>, Option<&'static str>) {
+    if t.terms.is_empty() {
+        return (None, None, None);
     }
+    let policy = if t.terms.best_effort {
+        "best_effort"
+    } else {
+        "refuse"
+    };
+    (t.terms.deadline_at, t.terms.start_by, Some(policy))
+}
 
+/// The deadline columns of each unit row of `t`: `deadline_at` ([`NO_DEADLINE`] without
+/// one), `start_by`, `best_effort` (0 or 1).
+///
+/// [`NO_DEADLINE`]: slotd_core::model::NO_DEADLINE
+pub(crate) fn unit_terms(t: &crate::NewTask) -> (i64, Option<i64>, i32) {
+    if t.terms.is_empty() {
+        return (slotd_core::model::NO_DEADLINE, None, 0);
+    }
+    (
+        t.terms
+            .deadline_at
+            .unwrap_or(slotd_core::model::NO_DEADLINE),
+        t.terms.start_by,
+        i32::from(t.terms.best_effort),
+    )
+}
+
+on_both_drivers! {
     /// Pending units of `pool` that carry a deadline or a start-by time, earliest deadline
     /// first (the deadline sweep; best-effort ones too, whose decision is recorded). The
     /// condition repeats the partial index `units_deadline`'s, constant included, so the
