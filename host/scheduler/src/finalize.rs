@@ -11,6 +11,7 @@
 //! no finalizer claims it until `POST /v1/tasks/{id}/retry` makes it due again. The provider job
 //! is not redone for a storage or download problem.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -106,6 +107,8 @@ impl Scheduler {
         )
         .await?;
         let started = units.len();
+        let backlog = u32::try_from(started).unwrap_or(u32::MAX) >= limit;
+        self.finalize_backlog.store(backlog, Ordering::Relaxed);
         for unit in units {
             let Ok(permit) = self.finalize_permits.clone().try_acquire_owned() else {
                 // Cannot happen (we asked for no more than `free`); the lease will expire and
@@ -116,8 +119,13 @@ impl Scheduler {
             self.finalize_tasks.spawn(async move {
                 me.finalize_unit(unit).await;
                 drop(permit);
-                // A worker is free: look for more work now rather than at the next interval.
-                me.services.wake.wake(slotd_coord::wake::WakeKey::Finalizer);
+                // A worker is free: when the last claim left work behind, look for it now
+                // rather than at the next interval. (Without a backlog every unit that
+                // succeeds wakes the finalizer; a wake per finished download as well was a
+                // second claim per unit that found nothing.)
+                if me.finalize_backlog.load(Ordering::Relaxed) {
+                    me.services.wake.wake(slotd_coord::wake::WakeKey::Finalizer);
+                }
             });
         }
         Ok(FinalizeReport { started })

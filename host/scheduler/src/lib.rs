@@ -66,6 +66,9 @@ pub struct Scheduler {
     pub(crate) finalize_permits: Arc<Semaphore>,
     /// Finalizations running in the background (drained at shutdown).
     pub(crate) finalize_tasks: TaskTracker,
+    /// The last claim took as many units as it had workers for, so more may be due: a worker
+    /// that frees up looks for them at once. Otherwise new work wakes the finalizer itself.
+    pub(crate) finalize_backlog: std::sync::atomic::AtomicBool,
     /// HTTP client for artifact downloads (the host's, not a handler's); it follows no
     /// redirects itself, see `download.rs`.
     pub(crate) downloads: reqwest::Client,
@@ -100,6 +103,7 @@ impl Scheduler {
             deadline_groups: Mutex::new(HashMap::new()),
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
+            finalize_backlog: std::sync::atomic::AtomicBool::new(false),
             downloads: download::client(),
             finalize_renewals: tokio::sync::watch::Sender::new(0),
             fences: Mutex::new(HashMap::new()),

@@ -17,6 +17,11 @@ use slotd_core::model::UnitStatus;
 
 /// Longest pause after repeated store errors.
 const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// How often the `slotd_units` gauges are counted. The count reads every unit the store holds
+/// (finished ones included); at the pool loop's pace (the tick interval, at most a second) it
+/// was, in the saturated scale run, a sixth of a statement and 0.7 ms of PostgreSQL's CPU per
+/// unit. A scrape every 15 s or so needs no fresher figure.
+const COUNTS_EVERY: Duration = Duration::from_secs(5);
 
 /// How long a pool's loop sleeps after a tick that took `elapsed`, when its next unit is due
 /// in `until_due`: until then, but at least `min_rest` and at most what is left of
@@ -56,6 +61,7 @@ impl Scheduler {
             .scheduler
             .tick_interval
             .min(Duration::from_secs(1));
+        let mut counted: Option<Instant> = None;
         loop {
             let pools = slotd_units::pools_now::pool_limits_now(&self.services);
             for name in pools.keys() {
@@ -64,7 +70,10 @@ impl Scheduler {
                     tracker.spawn(self.clone().pool_loop(name.clone(), shutdown.clone()));
                 }
             }
-            self.publish_counts().await;
+            if counted.is_none_or(|at| at.elapsed() >= COUNTS_EVERY) {
+                counted = Some(Instant::now());
+                self.publish_counts().await;
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(every) => {}
@@ -196,7 +205,7 @@ impl Scheduler {
         }
     }
 
-    /// Publish units by pool and status as gauges.
+    /// Publish units by pool and status as gauges (every [`COUNTS_EVERY`]).
     async fn publish_counts(&self) {
         match self.services.store.unit_count_by_pool().await {
             Ok(rows) => {
