@@ -169,3 +169,24 @@ pub async fn submit_many(services: &slotd_server::services::Services, units: u32
         left -= n;
     }
 }
+
+/// Put the database at `url` (migrated) back to the layout before issue 44
+/// (`previous_schema/{postgres,sqlite}.sql`), so a benchmark measures before and after in one
+/// run with the same binary.
+pub async fn as_previous_schema(url: &str) {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.expect("pg");
+        sqlx::raw_sql(include_str!("previous_schema/postgres.sql"))
+            .execute(&pool)
+            .await
+            .expect("previous PostgreSQL schema");
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        sqlx::raw_sql(include_str!("previous_schema/sqlite.sql"))
+            .execute(&pool)
+            .await
+            .expect("previous SQLite schema");
+        pool.close().await;
+    }
+}

@@ -235,6 +235,7 @@ fn is_scale(r: &Record) -> bool {
 }
 
 /// A figure's docs/testing.md target.
+#[derive(Clone, Copy, Debug)]
 pub enum Target {
     AtMost(f64),
     AtLeast(f64),

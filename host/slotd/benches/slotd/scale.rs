@@ -17,7 +17,9 @@
 //!   3× of 1, the resource that saturated first (host CPU, or the busiest process) is named.
 //!
 //! `SLOTD_SCALE_TIME_SCALE` (0.1) compresses the jobs of the steady runs, `SLOTD_SCALE_BURST`
-//! (4,000) sizes the saturated ones.
+//! (4,000) sizes the saturated ones, and `SLOTD_SCALE_ONLY` (a comma list of `steady-10x1`,
+//! `steady-30x1`, `steady-100x1`, `steady-100x4`, `burst-100x1`, `burst-100x2`,
+//! `burst-100x4`) runs only those shapes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -49,46 +51,84 @@ pub async fn run(report: &mut Report) {
     let seconds = env_f64("SLOTD_SCALE_SECONDS", 60.0);
     // One server of the run's own for every shape (each gets a database of its own in it).
     let own = OwnPostgres::start().await;
+    let only = std::env::var("SLOTD_SCALE_ONLY").unwrap_or_default();
+    let wanted = |name: String| only.is_empty() || only.split(',').any(|o| o.trim() == name);
     for (accounts, schedulers) in [(10, 1), (30, 1), (100, 1), (100, 4)] {
-        let shape = Shape {
-            accounts,
-            schedulers,
-            time_scale,
-            load: Load::Steady {
-                for_: Duration::from_secs_f64(seconds),
-            },
-        };
-        match measure(&shape, own.as_ref()).await {
-            Ok(Some(m)) => m.record_steady(report, &shape),
-            Ok(None) => return,
-            Err(e) => eprintln!("scale {}: {e:#}", shape.backend()),
+        if !wanted(format!("steady-{accounts}x{schedulers}")) {
+            continue;
+        }
+        let mut before = None;
+        for schema in schemas(accounts, schedulers) {
+            let shape = Shape {
+                accounts,
+                schedulers,
+                time_scale,
+                load: Load::Steady {
+                    for_: Duration::from_secs_f64(seconds),
+                },
+                schema,
+            };
+            match measure(&shape, own.as_ref()).await {
+                Ok(Some(m)) => {
+                    m.record_steady(report, &shape);
+                    match (schema, &before) {
+                        (Schema::Previous, _) => before = Some(m),
+                        (Schema::Current, Some(b)) => m.record_against(report, &shape, b, "scale"),
+                        (Schema::Current, None) => {}
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => eprintln!("scale {}: {e:#}", shape.backend()),
+            }
         }
     }
     let mut throughput = BTreeMap::new();
     for schedulers in [1, 2, 4] {
-        let shape = Shape {
-            accounts: 100,
-            schedulers,
-            time_scale: 0.002,
-            load: Load::Burst {
-                units: env_f64("SLOTD_SCALE_BURST", 4000.0) as usize,
-            },
-        };
-        match measure(&shape, own.as_ref()).await {
-            Ok(Some(m)) => {
-                report.add(
-                    "scale_units_per_s",
-                    &shape.backend(),
-                    m.units_per_s,
-                    "1/s",
-                    Target::None(Better::Higher),
-                );
-                m.record_costs(report, &shape, "scale_burst");
-                m.record_refusals(report, &shape, "scale_burst_account_refusals");
-                throughput.insert(schedulers, m);
+        if !wanted(format!("burst-100x{schedulers}")) {
+            continue;
+        }
+        let mut before = None;
+        for schema in schemas(100, schedulers) {
+            let shape = Shape {
+                accounts: 100,
+                schedulers,
+                time_scale: 0.002,
+                load: Load::Burst {
+                    units: env_f64("SLOTD_SCALE_BURST", 4000.0) as usize,
+                },
+                schema,
+            };
+            match measure(&shape, own.as_ref()).await {
+                Ok(Some(m)) => {
+                    report.add(
+                        "scale_units_per_s",
+                        &shape.backend(),
+                        m.units_per_s,
+                        "1/s",
+                        Target::None(Better::Higher),
+                    );
+                    m.record_costs(report, &shape, "scale_burst");
+                    m.record_refusals(report, &shape, "scale_burst_account_refusals");
+                    match (schema, before.take()) {
+                        (Schema::Previous, _) => before = Some(m),
+                        (Schema::Current, b) => {
+                            if let Some(b) = &b {
+                                m.record_against(report, &shape, b, "scale_burst");
+                                report.add(
+                                    "scale_units_per_s_after_over_before",
+                                    &shape.backend(),
+                                    m.units_per_s / b.units_per_s.max(f64::MIN_POSITIVE),
+                                    "x",
+                                    Target::AtLeast(3.0),
+                                );
+                            }
+                            throughput.insert(schedulers, m);
+                        }
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => eprintln!("scale {}: {e:#}", shape.backend()),
             }
-            Ok(None) => return,
-            Err(e) => eprintln!("scale {}: {e:#}", shape.backend()),
         }
     }
     if let (Some(one), Some(four)) = (throughput.get(&1), throughput.get(&4)) {
@@ -116,6 +156,18 @@ pub async fn run(report: &mut Report) {
     }
 }
 
+/// The schemas a shape runs on: the one-scheduler shapes at 100 accounts also run on the
+/// schema as it was before issue 44's changes (`previous_schema/postgres.sql`), first, so one run
+/// shows before and after on the same machine; `SLOTD_SCALE_BEFORE=0` skips those.
+fn schemas(accounts: usize, schedulers: usize) -> Vec<Schema> {
+    let compare = std::env::var("SLOTD_SCALE_BEFORE").map_or(true, |v| v != "0");
+    if compare && accounts == 100 && schedulers == 1 {
+        vec![Schema::Previous, Schema::Current]
+    } else {
+        vec![Schema::Current]
+    }
+}
+
 fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()
@@ -133,17 +185,34 @@ enum Load {
     Burst { units: usize },
 }
 
+/// Which schema a run's database has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Schema {
+    /// Every migration.
+    Current,
+    /// Every migration, then `previous_schema/postgres.sql`: the layout before issue 44.
+    Previous,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Shape {
     accounts: usize,
     schedulers: usize,
     time_scale: f64,
     load: Load,
+    schema: Schema,
 }
 
 impl Shape {
     fn backend(&self) -> String {
-        format!("accounts={},schedulers={}", self.accounts, self.schedulers)
+        let schema = match self.schema {
+            Schema::Current => "",
+            Schema::Previous => ",schema=previous",
+        };
+        format!(
+            "accounts={},schedulers={}{schema}",
+            self.accounts, self.schedulers
+        )
     }
 
     fn slots(&self) -> u32 {
@@ -219,7 +288,13 @@ async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Opt
         db.drop_database().await;
         return Ok(None);
     };
-    let result = run_on(shape, dir.path(), &db, &redis).await;
+    let result = match shape.schema {
+        Schema::Current => run_on(shape, dir.path(), &db, &redis).await,
+        Schema::Previous => match db.as_previous_schema().await {
+            Ok(()) => run_on(shape, dir.path(), &db, &redis).await,
+            Err(e) => Err(e),
+        },
+    };
     drop(redis);
     db.drop_database().await;
     result.map(Some)
@@ -314,6 +389,20 @@ async fn run_on(
         refusals: Refusals::of(&sims),
     };
     m.print(shape);
+    if let (Some(from), Some(to)) = (&m.delta.wal_lsn, &m.delta.wal_lsn_end) {
+        let records = db.wal_by_record(from, to).await;
+        if !records.is_empty() {
+            eprintln!(
+                "  WAL bytes per unit by record (server-wide): {}",
+                records
+                    .iter()
+                    .take(10)
+                    .map(|(k, v)| format!("{k} {:.0}", m.per_unit(*v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     for sim in sims {
         let _ = sim.shutdown().await;
     }

@@ -36,10 +36,14 @@ pub(crate) async fn scheduler(
     (services, sched, clock)
 }
 
-/// 10,000 in flight, 1,000 due per tick.
-async fn poll(report: &mut Report, backend: &str, url: &str) {
+/// 10,000 in flight, 1,000 due per tick; the median poll tick (ms). On the schema before issue
+/// 44 with `previous` (then the figure is named `…_previous_schema`).
+async fn poll(report: &mut Report, backend: &str, url: &str, previous: bool) -> f64 {
     let dir = tempfile::TempDir::new().expect("tmp");
     let (services, sched, clock) = scheduler(dir.path(), IN_FLIGHT, url, |_| {}).await;
+    if previous {
+        crate::common::as_previous_schema(url).await;
+    }
     submit_many(&services, IN_FLIGHT, "idle").await;
     // Fill every slot (a batch of 10,000 creates: not the figure measured here).
     let mut in_flight = 0;
@@ -87,11 +91,30 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
         idle.push(t.elapsed());
         assert_eq!(r.polled, 0);
     }
-    print_steps(backend, "poll", steps);
+    print_steps(
+        backend,
+        if previous {
+            "poll (previous schema)"
+        } else {
+            "poll"
+        },
+        steps,
+    );
+    let tick = ms(median(polls));
+    if previous {
+        report.add(
+            "run_once_poll_10k_previous_schema",
+            backend,
+            tick,
+            "ms",
+            Target::None(Better::Lower),
+        );
+        return tick;
+    }
     report.add(
         "run_once_poll_10k",
         backend,
-        ms(median(polls)),
+        tick,
         "ms",
         Target::AtMost(20.0),
     );
@@ -100,6 +123,27 @@ async fn poll(report: &mut Report, backend: &str, url: &str) {
         backend,
         ms(median(idle)),
         "ms",
+        Target::None(Better::Lower),
+    );
+    tick
+}
+
+/// A fresh database of `backend`'s kind (each run starts empty).
+async fn fresh(dir: &std::path::Path, backend: &str) -> (&'static str, String) {
+    crate::common::backends(dir)
+        .await
+        .into_iter()
+        .find(|(b, _)| *b == backend)
+        .expect("the backend answered a moment ago")
+}
+
+/// `{name}_after_over_before`: the tick on the current schema over the previous one's.
+fn after_over_before(report: &mut Report, name: &str, backend: &str, after: f64, before: f64) {
+    report.add(
+        &format!("{name}_after_over_before"),
+        backend,
+        after / before.max(1e-9),
+        "x",
         Target::None(Better::Lower),
     );
 }
@@ -113,6 +157,8 @@ enum Variant {
     Plain,
     /// A task with a deadline below the backlog (the sweep's projection every tick).
     Deadlines,
+    /// The plain fill on the schema before issue 44 (`previous_schema/`).
+    Previous,
     /// The pool with three dimensions: slots, `rate` and `daily`, set high enough never to
     /// bind, so the tick grants what the plain one does and the figure is the admission's cost
     /// (window counts, the checks in the grant step, the create records).
@@ -136,6 +182,9 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
         }
     })
     .await;
+    if variant == Variant::Previous {
+        crate::common::as_previous_schema(url).await;
+    }
     let rounds = 5;
     submit_many(&services, IN_FLIGHT + rounds * DUE, "quick").await;
     if deadlines {
@@ -214,6 +263,17 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
         );
         return fill_ms;
     }
+    if variant == Variant::Previous {
+        print_steps(backend, "fill (previous schema)", steps);
+        report.add(
+            "run_once_fill_10k_previous_schema",
+            backend,
+            fill_ms,
+            "ms",
+            Target::None(Better::Lower),
+        );
+        return fill_ms;
+    }
     print_steps(backend, "fill", steps);
     report.add(
         "run_once_fill_10k",
@@ -255,14 +315,24 @@ pub(crate) fn print_steps(
 
 pub async fn run(report: &mut Report) {
     let dir = tempfile::TempDir::new().expect("tmp");
+    // Before and after issue 44's layout, in one run: the previous schema first.
     for (backend, url) in crate::common::backends(dir.path()).await {
+        eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight, previous schema…");
+        let before = poll(report, backend, &url, true).await;
         eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight…");
-        poll(report, backend, &url).await;
+        let (_, url) = fresh(dir.path(), backend).await;
+        let after = poll(report, backend, &url, false).await;
+        after_over_before(report, "run_once_poll_10k", backend, after, before);
     }
     let mut plain = Vec::new();
     for (backend, url) in crate::common::backends(dir.path()).await {
+        eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending, previous schema…");
+        let before = fill(report, backend, &url, Variant::Previous).await;
         eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending…");
-        plain.push(fill(report, backend, &url, Variant::Plain).await);
+        let (_, url) = fresh(dir.path(), backend).await;
+        let after = fill(report, backend, &url, Variant::Plain).await;
+        after_over_before(report, "run_once_fill_10k", backend, after, before);
+        plain.push(after);
     }
     for (backend, url) in crate::common::backends(dir.path()).await {
         eprintln!(

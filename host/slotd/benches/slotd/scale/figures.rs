@@ -1,6 +1,6 @@
 //! A scale run's figures: its records in the report, its printed line, and what saturated.
 
-use super::{Measured, SLOTS_PER_ACCOUNT, Shape};
+use super::{Load, Measured, SLOTS_PER_ACCOUNT, Schema, Shape};
 use crate::report::{Better, Report, Target};
 
 impl Measured {
@@ -19,29 +19,54 @@ impl Measured {
 
     pub(super) fn record_costs(&self, report: &mut Report, shape: &Shape, prefix: &str) {
         let b = shape.backend();
+        // Issue 44's targets, for the current schema at 100 accounts and one scheduler:
+        // statements in the steady run, PostgreSQL's CPU when saturated, WAL in both.
+        let targeted = shape.accounts == 100 && shape.schedulers == 1;
+        let targeted = targeted && shape.schema == Schema::Current;
+        let steady = matches!(shape.load, Load::Steady { .. });
+        let target = |limit: f64, applies: bool| {
+            if targeted && applies {
+                Target::AtMost(limit)
+            } else {
+                Target::None(Better::Lower)
+            }
+        };
         if let Some(s) = self.delta.pg_statements {
             report.add(
                 &format!("{prefix}_pg_statements_per_unit"),
                 &b,
                 self.per_unit(s),
                 "1",
-                Target::None(Better::Lower),
+                target(6.0, steady),
             );
         }
-        for (name, v, unit) in [
-            ("pg_wal_bytes_per_unit", self.delta.pg_wal_bytes, "B"),
-            ("pg_rows_per_unit", self.delta.pg_rows, "1"),
-            ("redis_commands_per_unit", self.delta.redis_commands, "1"),
+        let none = Target::None(Better::Lower);
+        for (name, v, unit, goal) in [
+            (
+                "pg_wal_bytes_per_unit",
+                self.delta.pg_wal_bytes,
+                "B",
+                target(3072.0, true),
+            ),
+            ("pg_rows_per_unit", self.delta.pg_rows, "1", none),
+            (
+                "redis_commands_per_unit",
+                self.delta.redis_commands,
+                "1",
+                none,
+            ),
             (
                 "scheduler_cpu_ms_per_unit",
                 self.cpu_of("scheduler") * 1e3,
                 "ms",
+                none,
             ),
-            ("api_cpu_ms_per_unit", self.cpu_of("api") * 1e3, "ms"),
+            ("api_cpu_ms_per_unit", self.cpu_of("api") * 1e3, "ms", none),
             (
                 "postgres_cpu_ms_per_unit",
                 self.cpu_of("postgres") * 1e3,
                 "ms",
+                target(0.8, !steady),
             ),
         ] {
             report.add(
@@ -49,6 +74,47 @@ impl Measured {
                 &b,
                 self.per_unit(v),
                 unit,
+                goal,
+            );
+        }
+    }
+
+    /// This run (current schema) against `before` (the same shape on the previous schema):
+    /// after/before of the per-unit costs, so a run shows what the layout changes bought.
+    pub(super) fn record_against(
+        &self,
+        report: &mut Report,
+        shape: &Shape,
+        before: &Measured,
+        prefix: &str,
+    ) {
+        let b = shape.backend();
+        let mut pairs = vec![
+            (
+                "pg_wal_bytes",
+                self.per_unit(self.delta.pg_wal_bytes),
+                before.per_unit(before.delta.pg_wal_bytes),
+            ),
+            (
+                "pg_rows",
+                self.per_unit(self.delta.pg_rows),
+                before.per_unit(before.delta.pg_rows),
+            ),
+            (
+                "postgres_cpu_ms",
+                self.per_unit(self.cpu_of("postgres")),
+                before.per_unit(before.cpu_of("postgres")),
+            ),
+        ];
+        if let (Some(a), Some(z)) = (self.delta.pg_statements, before.delta.pg_statements) {
+            pairs.push(("pg_statements", self.per_unit(a), before.per_unit(z)));
+        }
+        for (name, after, was) in pairs {
+            report.add(
+                &format!("{prefix}_{name}_after_over_before"),
+                &b,
+                after / was.max(f64::MIN_POSITIVE),
+                "x",
                 Target::None(Better::Lower),
             );
         }
@@ -164,6 +230,18 @@ impl Measured {
                 .map(|(k, v)| format!("{k}={v:.1}"))
                 .collect::<Vec<_>>(),
         );
+        let mut statements: Vec<_> = m.delta.by_statement.values().collect();
+        statements.sort_by(|a, b| (b.wal_bytes + b.exec_ms).total_cmp(&(a.wal_bytes + a.exec_ms)));
+        for s in statements.iter().take(12) {
+            let query: String = s.query.split_whitespace().collect::<Vec<_>>().join(" ");
+            eprintln!(
+                "  per unit {:>5.2} calls {:>6.0} WAL bytes {:>6.3} ms: {}",
+                m.per_unit(s.calls),
+                m.per_unit(s.wal_bytes),
+                m.per_unit(s.exec_ms),
+                query.chars().take(110).collect::<String>()
+            );
+        }
         let mut top: Vec<(&String, &f64)> = m.delta.redis_by_command.iter().collect();
         top.sort_by(|a, b| b.1.total_cmp(a.1));
         eprintln!(

@@ -23,6 +23,21 @@ pub(super) struct Counters {
     /// Host CPU: busy and total seconds (all cores).
     pub host_busy: f64,
     pub host_total: f64,
+    /// `pg_stat_statements` by statement (the breakdown of `pg_statements`), when loaded.
+    pub by_statement: BTreeMap<i64, Statement>,
+    /// The server's WAL position (`pg_current_wal_lsn`), for the record-type breakdown.
+    pub wal_lsn: Option<String>,
+    /// In a difference ([`Counters::minus`]): where the window ends (`wal_lsn` is its start).
+    pub wal_lsn_end: Option<String>,
+}
+
+/// One statement's counters in `pg_stat_statements`.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Statement {
+    pub query: String,
+    pub calls: f64,
+    pub wal_bytes: f64,
+    pub exec_ms: f64,
 }
 
 impl Counters {
@@ -51,6 +66,23 @@ impl Counters {
                 .collect(),
             host_busy: self.host_busy - before.host_busy,
             host_total: self.host_total - before.host_total,
+            by_statement: self
+                .by_statement
+                .iter()
+                .map(|(id, s)| {
+                    let b = before.by_statement.get(id).cloned().unwrap_or_default();
+                    let d = Statement {
+                        query: s.query.clone(),
+                        calls: s.calls - b.calls,
+                        wal_bytes: s.wal_bytes - b.wal_bytes,
+                        exec_ms: s.exec_ms - b.exec_ms,
+                    };
+                    (*id, d)
+                })
+                .filter(|(_, d)| d.calls > 0.0)
+                .collect(),
+            wal_lsn: before.wal_lsn.clone(),
+            wal_lsn_end: self.wal_lsn.clone(),
         }
     }
 }
@@ -126,6 +158,17 @@ impl PrivateDb {
         Ok(None)
     }
 
+    /// Migrate, then undo issue 44's layout changes (`previous_schema/postgres.sql`), so a run on
+    /// this database measures the schema as it was before them. The slotd processes started
+    /// afterwards find every migration applied and change nothing.
+    pub(super) async fn as_previous_schema(&self) -> anyhow::Result<()> {
+        slotd_store::open(&self.url).await?.migrate().await?;
+        sqlx::raw_sql(include_str!("../previous_schema/postgres.sql"))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub(super) async fn counters(
         &self,
         redis: &PrivateRedis,
@@ -147,6 +190,15 @@ impl PrivateDb {
                     .await?;
             (None, wal)
         };
+        let by_statement = if self.statements {
+            self.statements().await?
+        } else {
+            BTreeMap::new()
+        };
+        let wal_lsn = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
+            .fetch_one(&self.pool)
+            .await
+            .ok();
         let pg_rows = self.rows().await?;
         let redis_by_command = redis.commands().await?;
         let mut cpu = BTreeMap::new();
@@ -164,7 +216,56 @@ impl PrivateDb {
             cpu,
             host_busy,
             host_total,
+            by_statement,
+            wal_lsn,
+            wal_lsn_end: None,
         })
+    }
+
+    /// This database's statements in `pg_stat_statements`, by query id.
+    async fn statements(&self) -> anyhow::Result<BTreeMap<i64, Statement>> {
+        let rows: Vec<(i64, String, f64, f64, f64)> = sqlx::query_as(
+            "SELECT queryid, query, calls::float8, wal_bytes::float8, total_exec_time \
+             FROM pg_stat_statements WHERE queryid IS NOT NULL AND dbid = \
+             (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, query, calls, wal_bytes, exec_ms)| {
+                let s = Statement {
+                    query,
+                    calls,
+                    wal_bytes,
+                    exec_ms,
+                };
+                (id, s)
+            })
+            .collect())
+    }
+
+    /// WAL written since `from` (an LSN) by record type, largest first, as
+    /// `(resource manager/record type, bytes with full-page images)`: `pg_walinspect`, on a
+    /// server of the run's own (server-wide figures); empty where the extension is missing.
+    pub(super) async fn wal_by_record(&self, from: &str, to: &str) -> Vec<(String, f64)> {
+        if sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            .execute(&self.pool)
+            .await
+            .is_err()
+        {
+            return Vec::new();
+        }
+        sqlx::query_as(
+            "SELECT \"resource_manager/record_type\", combined_size::float8 \
+             FROM pg_get_wal_stats($1::pg_lsn, pg_current_wal_lsn(), true) \
+             WHERE count > 0 ORDER BY combined_size DESC",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&self.pool)
+        .await
+        .unwrap_or_default()
     }
 
     async fn rows(&self) -> anyhow::Result<f64> {

@@ -1,0 +1,5 @@
+-- The SQLite indexes before issue 44 (migrations/sqlite/0023_lean_unit_writes.sql and what
+-- follows it), put back on a migrated database so the tick benchmark measures before and
+-- after in one run. Keep it the inverse of those migrations.
+DROP INDEX units_fill;
+CREATE INDEX units_fill ON units (pool, status, priority, tenant, deadline_at, task_seq, idx, task_type, next_at);
