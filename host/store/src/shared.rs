@@ -155,6 +155,8 @@ macro_rules! on_both_drivers {
             const GREATEST: &str = "MAX";
             /// SQLite has one writer at a time: a transaction needs no lock of its own.
             const ADVISORY_LOCK: Option<&str> = None;
+            /// The newest event id: the end of the rowid B-tree.
+            const LAST_EVENT_ID: &str = "SELECT COALESCE(MAX(id), 0) FROM unit_events";
             $($sqlite)*
             $($item)*
         }
@@ -169,6 +171,10 @@ macro_rules! on_both_drivers {
             const GREATEST: &str = "GREATEST";
             /// Serializes transactions that name the same text (`$1`) until they end.
             const ADVISORY_LOCK: Option<&str> = Some("SELECT pg_advisory_xact_lock(hashtext($1))");
+            /// The newest event id handed out: the identity's sequence (no B-tree holds the ids,
+            /// migrations/postgres/0025_event_ids.sql).
+            const LAST_EVENT_ID: &str = "SELECT COALESCE(pg_sequence_last_value(\
+                 pg_get_serial_sequence('unit_events', 'id')::regclass), 0)";
             $($postgres)*
             $($item)*
         }
@@ -502,8 +508,9 @@ on_both_drivers! {
     }
 
     /// A task's unit events, oldest first.
-    /// See [`crate::StoreRead::unit_events_recent_with`]: a range of the primary key, then a
-    /// prefix test (no `LIKE`: a route name's `_` would be a wildcard).
+    /// See [`crate::StoreRead::unit_events_recent_with`]: the last `scan` ids (a range of the
+    /// rowid on SQLite, of the BRIN on `id` on PostgreSQL), then a prefix test (no `LIKE`: a
+    /// route name's `_` would be a wildcard).
     pub(crate) async fn unit_events_recent_with(
         pool: &Pool,
         prefix: &str,
@@ -511,7 +518,7 @@ on_both_drivers! {
     ) -> StoreResult<Vec<UnitEvent>> {
         let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLS} FROM unit_events e \
-             WHERE e.id > (SELECT COALESCE(MAX(id), 0) FROM unit_events) - $2 \
+             WHERE e.id > ({LAST_EVENT_ID}) - $2 \
                AND substr(e.detail, 1, length($1)) = $1 ORDER BY e.id"
         ))
         .bind(prefix)

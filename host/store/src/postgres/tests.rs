@@ -381,11 +381,14 @@ async fn a_database_filled_by_the_previous_schema_upgrades_without_loss() {
     let index = |name: &'static str| {
         let pool = pool.clone();
         async move {
-            sqlx::query_scalar::<_, String>("SELECT indexdef FROM pg_indexes WHERE indexname = $1")
-                .bind(name)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
+            sqlx::query_scalar::<_, String>(
+                "SELECT indexdef FROM pg_indexes \
+                 WHERE indexname = $1 AND schemaname = current_schema()",
+            )
+            .bind(name)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
         }
     };
     assert!(!index("units_provider_job").await.contains("status"));
@@ -399,4 +402,13 @@ async fn a_database_filled_by_the_previous_schema_upgrades_without_loss() {
             .await
             .contains("'finalizing'")
     );
+    assert!(index("unit_events_id").await.contains("brin"));
+    let keys: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_indexes WHERE tablename = 'unit_events' \
+         AND schemaname = current_schema() AND indexname LIKE '%pkey'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(keys, 0, "no B-tree on the event ids");
 }

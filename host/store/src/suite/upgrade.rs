@@ -145,4 +145,21 @@ pub(crate) async fn check_after_upgrade(store: &DynStore, before: Held) {
         .await
         .unwrap();
     assert_eq!(ids(&claimed), ["up1-u2"]);
+    // The newest events, found from the last id handed out (the log's ids are no longer a
+    // B-tree on PostgreSQL): the claim just made, and the completion before the upgrade.
+    let recent = store
+        .unit_events_recent_with("finalized by", 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        recent
+            .iter()
+            .map(|e| e.unit_id.as_str())
+            .collect::<Vec<_>>(),
+        ["up1-u3"]
+    );
+    let newest = store
+        .unit_events_recent_with("finalization claimed by fin2", 1)
+        .await;
+    assert_eq!(newest.unwrap().len(), 1, "the claim is the newest event");
 }

@@ -6,3 +6,5 @@ CREATE INDEX units_provider_job ON units (provider_job_id) WHERE provider_job_id
 DROP INDEX units_pool_status_next;
 CREATE INDEX units_pool_status_next ON units (pool, status, next_at);
 ALTER TABLE units SET (fillfactor = 100);
+DROP INDEX unit_events_id;
+ALTER TABLE unit_events ADD PRIMARY KEY (id);
