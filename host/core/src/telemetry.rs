@@ -97,7 +97,7 @@ pub const SERIES: &[Series] = &[
     gauge(
         "slotd_units",
         Some(Unit::Count),
-        "Units in the store, by pool and status (every status set, 0 included).",
+        "Units in the store, by pool and status (every status set, 0 included); counted every 5 s.",
     ),
     counter(
         "slotd_unit_transitions_total",
