@@ -77,7 +77,7 @@ pub(crate) use terms::{
     marker_checks_spend_of_pools_and_accounts, marker_records_accounts_and_reserves_budgets,
     marker_records_creates_of_pools_with_quotas,
 };
-pub(crate) use upgrade::{check_after_upgrade, fill_before_upgrade};
+pub(crate) use upgrade::{check_after_upgrade, fill_before_upgrade, migrations_before};
 
 /// A fresh store plus whatever keeps its database alive (a temp dir, a schema to drop).
 pub(crate) struct TestDb {

@@ -365,17 +365,7 @@ async fn a_database_filled_by_the_previous_schema_upgrades_without_loss() {
     let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
         .await
         .unwrap();
-    let previous = sqlx::migrate::Migrator {
-        migrations: std::borrow::Cow::Owned(
-            super::MIGRATOR
-                .migrations
-                .iter()
-                .filter(|m| m.version < LEAN_LAYOUT)
-                .cloned()
-                .collect(),
-        ),
-        ..sqlx::migrate::Migrator::DEFAULT
-    };
+    let previous = crate::suite::migrations_before(&super::MIGRATOR, LEAN_LAYOUT);
     previous.run(&store.pool).await.unwrap();
     let pool = store.pool.clone();
     let index = |name: &'static str| {

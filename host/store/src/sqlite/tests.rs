@@ -275,17 +275,7 @@ async fn a_file_filled_by_the_previous_schema_upgrades_without_loss() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("slotd.db").display());
     let store = SqliteStore::connect(&url).await.unwrap();
-    let previous = sqlx::migrate::Migrator {
-        migrations: std::borrow::Cow::Owned(
-            super::MIGRATOR
-                .migrations
-                .iter()
-                .filter(|m| m.version < LEAN_LAYOUT)
-                .cloned()
-                .collect(),
-        ),
-        ..sqlx::migrate::Migrator::DEFAULT
-    };
+    let previous = crate::suite::migrations_before(&super::MIGRATOR, LEAN_LAYOUT);
     previous.run(&store.writer).await.unwrap();
     let writer = store.writer.clone();
     let fill_index = || {

@@ -9,6 +9,18 @@ use super::*;
 use crate::UnitEvent;
 use slotd_core::model::Unit;
 
+/// `all`'s migrations before `version`: the schema a database had before it.
+pub(crate) fn migrations_before(
+    all: &sqlx::migrate::Migrator,
+    version: i64,
+) -> sqlx::migrate::Migrator {
+    let before = all.migrations.iter().filter(|m| m.version < version);
+    sqlx::migrate::Migrator {
+        migrations: std::borrow::Cow::Owned(before.cloned().collect()),
+        ..sqlx::migrate::Migrator::DEFAULT
+    }
+}
+
 /// What a filled database held: every task's units and events, and the counts per pool.
 pub(crate) struct Held {
     tasks: Vec<(String, Vec<Unit>, Vec<String>)>,
