@@ -170,7 +170,7 @@ pub async fn submit_many(services: &slotd_server::services::Services, units: u32
     }
 }
 
-/// Put the database at `url` (migrated) back to the layout before issue 44
+/// Put the database at `url` (migrated) back to the layout before the lean-write migrations
 /// (`previous_schema/{postgres,sqlite}.sql`), so a benchmark measures before and after in one
 /// run with the same binary.
 pub async fn as_previous_schema(url: &str) {

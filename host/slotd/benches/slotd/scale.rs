@@ -82,6 +82,39 @@ pub async fn run(report: &mut Report) {
             }
         }
     }
+    let throughput = saturated(report, own.as_ref(), &wanted).await;
+    if let (Some(one), Some(four)) = (throughput.get(&1), throughput.get(&4)) {
+        let ratio = four.units_per_s / one.units_per_s.max(f64::MIN_POSITIVE);
+        report.add(
+            "scale_4_over_1",
+            "accounts=100,schedulers=4",
+            ratio,
+            "x",
+            Target::AtLeast(3.0),
+        );
+        if ratio < 3.0 {
+            let (resource, value) = four.saturated_by();
+            eprintln!(
+                "scale: 4 schedulers give {ratio:.2}× of 1; saturated first: {resource} at {value:.2}"
+            );
+            report.add(
+                "scale_saturated_by",
+                "accounts=100,schedulers=4",
+                value,
+                &resource,
+                Target::None(Better::Lower),
+            );
+        }
+    }
+}
+
+/// The saturated runs (100 accounts, 1, 2 and 4 schedulers; one scheduler also on the
+/// previous schema first): their figures, and the measurements by scheduler count.
+async fn saturated(
+    report: &mut Report,
+    own: Option<&OwnPostgres>,
+    wanted: impl Fn(String) -> bool,
+) -> BTreeMap<usize, Measured> {
     let mut throughput = BTreeMap::new();
     for schedulers in [1, 2, 4] {
         if !wanted(format!("burst-100x{schedulers}")) {
@@ -98,7 +131,7 @@ pub async fn run(report: &mut Report) {
                 },
                 schema,
             };
-            match measure(&shape, own.as_ref()).await {
+            match measure(&shape, own).await {
                 Ok(Some(m)) => {
                     report.add(
                         "scale_units_per_s",
@@ -126,38 +159,16 @@ pub async fn run(report: &mut Report) {
                         }
                     }
                 }
-                Ok(None) => return,
+                Ok(None) => return throughput,
                 Err(e) => eprintln!("scale {}: {e:#}", shape.backend()),
             }
         }
     }
-    if let (Some(one), Some(four)) = (throughput.get(&1), throughput.get(&4)) {
-        let ratio = four.units_per_s / one.units_per_s.max(f64::MIN_POSITIVE);
-        report.add(
-            "scale_4_over_1",
-            "accounts=100,schedulers=4",
-            ratio,
-            "x",
-            Target::AtLeast(3.0),
-        );
-        if ratio < 3.0 {
-            let (resource, value) = four.saturated_by();
-            eprintln!(
-                "scale: 4 schedulers give {ratio:.2}× of 1; saturated first: {resource} at {value:.2}"
-            );
-            report.add(
-                "scale_saturated_by",
-                "accounts=100,schedulers=4",
-                value,
-                &resource,
-                Target::None(Better::Lower),
-            );
-        }
-    }
+    throughput
 }
 
 /// The schemas a shape runs on: the one-scheduler shapes at 100 accounts also run on the
-/// schema as it was before issue 44's changes (`previous_schema/postgres.sql`), first, so one run
+/// schema as it was before the lean-write migrations (`previous_schema/postgres.sql`), first, so one run
 /// shows before and after on the same machine; `SLOTD_SCALE_BEFORE=0` skips those.
 fn schemas(accounts: usize, schedulers: usize) -> Vec<Schema> {
     let compare = std::env::var("SLOTD_SCALE_BEFORE").map_or(true, |v| v != "0");
@@ -190,7 +201,7 @@ enum Load {
 enum Schema {
     /// Every migration.
     Current,
-    /// Every migration, then `previous_schema/postgres.sql`: the layout before issue 44.
+    /// Every migration, then `previous_schema/postgres.sql`: the layout before the lean-write migrations.
     Previous,
 }
 
@@ -389,20 +400,7 @@ async fn run_on(
         refusals: Refusals::of(&sims),
     };
     m.print(shape);
-    if let (Some(from), Some(to)) = (&m.delta.wal_lsn, &m.delta.wal_lsn_end) {
-        let records = db.wal_by_record(from, to).await;
-        if !records.is_empty() {
-            eprintln!(
-                "  WAL bytes per unit by record (server-wide): {}",
-                records
-                    .iter()
-                    .take(10)
-                    .map(|(k, v)| format!("{k} {:.0}", m.per_unit(*v)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-    }
+    m.print_wal_by_record(db).await;
     for sim in sims {
         let _ = sim.shutdown().await;
     }

@@ -157,7 +157,7 @@ enum Variant {
     Plain,
     /// A task with a deadline below the backlog (the sweep's projection every tick).
     Deadlines,
-    /// The plain fill on the schema before issue 44 (`previous_schema/`).
+    /// The plain fill on the schema before the lean-write migrations (`previous_schema/`).
     Previous,
     /// The pool with three dimensions: slots, `rate` and `daily`, set high enough never to
     /// bind, so the tick grants what the plain one does and the figure is the admission's cost
@@ -315,7 +315,7 @@ pub(crate) fn print_steps(
 
 pub async fn run(report: &mut Report) {
     let dir = tempfile::TempDir::new().expect("tmp");
-    // Before and after issue 44's layout, in one run: the previous schema first.
+    // Before and after the lean-write migrations, in one run: the previous schema first.
     for (backend, url) in crate::common::backends(dir.path()).await {
         eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight, previous schema…");
         let before = poll(report, backend, &url, true).await;

@@ -353,7 +353,7 @@ async fn an_event_committed_late_is_not_skipped() {
     store.close().await;
 }
 
-/// The first migration of issue 44's layout (`migrations/postgres/0024_lean_unit_writes.sql`).
+/// The first of the lean-write migrations (`migrations/postgres/0024_lean_unit_writes.sql`).
 const LEAN_LAYOUT: i64 = 24;
 
 /// A database filled by the schema before the lean layout upgrades without losing or changing

@@ -265,7 +265,7 @@ async fn a_release_whose_bytes_changed_is_reported_not_returned() {
     }
 }
 
-/// The first migration of issue 44's layout (`migrations/sqlite/0023_lean_unit_writes.sql`).
+/// The first of the lean-write migrations (`migrations/sqlite/0023_lean_unit_writes.sql`).
 const LEAN_LAYOUT: i64 = 23;
 
 /// A file filled by the schema before the lean layout upgrades without losing or changing a

@@ -1,4 +1,4 @@
--- The PostgreSQL layout of `units` before issue 44 (migrations/postgres/0024_lean_unit_writes.sql and
+-- The PostgreSQL layout of `units` before the lean-write migrations (migrations/postgres/0024_lean_unit_writes.sql and
 -- what follows it), put back on a migrated database so the scale and tick benchmarks measure before
 -- and after in one run. Keep it the inverse of those migrations.
 DROP INDEX units_provider_job;

@@ -1,4 +1,4 @@
--- The SQLite indexes before issue 44 (migrations/sqlite/0023_lean_unit_writes.sql and what
+-- The SQLite indexes before the lean-write migrations (migrations/sqlite/0023_lean_unit_writes.sql and what
 -- follows it), put back on a migrated database so the tick benchmark measures before and
 -- after in one run. Keep it the inverse of those migrations.
 DROP INDEX units_fill;

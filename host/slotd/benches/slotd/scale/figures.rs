@@ -19,7 +19,7 @@ impl Measured {
 
     pub(super) fn record_costs(&self, report: &mut Report, shape: &Shape, prefix: &str) {
         let b = shape.backend();
-        // Issue 44's targets, for the current schema at 100 accounts and one scheduler:
+        // The per-unit targets (docs/testing.md), for the current schema at 100 accounts and one scheduler:
         // statements in the steady run, PostgreSQL's CPU when saturated, WAL in both.
         let targeted = shape.accounts == 100 && shape.schedulers == 1;
         let targeted = targeted && shape.schema == Schema::Current;
@@ -195,6 +195,26 @@ impl Measured {
 }
 
 impl Measured {
+    /// The WAL of the run's window by record type, per unit (`pg_walinspect`; nothing where
+    /// the extension is missing).
+    pub(super) async fn print_wal_by_record(&self, db: &super::PrivateDb) {
+        let (Some(from), Some(to)) = (&self.delta.wal_lsn, &self.delta.wal_lsn_end) else {
+            return;
+        };
+        let records = db.wal_by_record(from, to).await;
+        if !records.is_empty() {
+            eprintln!(
+                "  WAL bytes per unit by record (server-wide): {}",
+                records
+                    .iter()
+                    .take(10)
+                    .map(|(k, v)| format!("{k} {:.0}", self.per_unit(*v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+
     /// The run's line: per-unit costs, utilization, latency, CPU by process, the top Redis
     /// commands.
     pub(super) fn print(&self, shape: &Shape) {

@@ -158,7 +158,7 @@ impl PrivateDb {
         Ok(None)
     }
 
-    /// Migrate, then undo issue 44's layout changes (`previous_schema/postgres.sql`), so a run on
+    /// Migrate, then undo the lean-write migrations (`previous_schema/postgres.sql`), so a run on
     /// this database measures the schema as it was before them. The slotd processes started
     /// afterwards find every migration applied and change nothing.
     pub(super) async fn as_previous_schema(&self) -> anyhow::Result<()> {
