@@ -319,6 +319,50 @@ async fn minted_callbacks_move_units() {
     }
 }
 
+/// A genuine callback that only says the job is still running (Kling's `processing`, which
+/// the handler reports as the job accepted again) tells nothing the unit's row does not hold:
+/// it is answered as applied and nothing is written: not the poll count, not the next poll,
+/// not the row's `updated_at`, not an event. (The safety net's polls are an hour
+/// apart here, so nothing else writes the unit while the test looks.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_that_only_says_running_writes_nothing() {
+    let run = Run::start_with(failing_sim(35, 1.0), 4, true, |c| {
+        c.scheduler.callback_safety_poll = Some(Duration::from_secs(3600));
+    })
+    .await;
+    let id = run.submit("video", video_payload(1)).await;
+    let unit = accepted(&run, &id, None).await;
+    let row = async || {
+        let units = run.services.store.task_units(&id).await.expect("units");
+        let u = units.first().expect("one unit");
+        (u.status, u.polls, u.next_at, u.updated_at, u.state.clone())
+    };
+    let (before, events_before) = (row().await, snapshot(&run, &id).await);
+    let processing = json!({
+        "task_id": unit.job,
+        "task_status": "processing",
+        "task_status_msg": "",
+        "task_info": {"external_task_id": unit.external},
+    });
+    for _ in 0..3 {
+        let (status, answer) = post(&run, &unit.callback_url, &processing).await;
+        assert_eq!((status, &answer["applied"]), (200, &json!(1)), "{answer}");
+        assert_eq!(answer["ignored"], 0, "{answer}");
+    }
+    assert_eq!(row().await, before, "a running callback wrote the unit");
+    assert_eq!(snapshot(&run, &id).await, events_before);
+    // A callback that says something is still written: the job failed.
+    let (status, answer) = post(
+        &run,
+        &unit.callback_url,
+        &forged_failure(&unit.job, &unit.external),
+    )
+    .await;
+    assert_eq!((status, &answer["applied"]), (200, &json!(1)), "{answer}");
+    assert_ne!(row().await.0, before.0, "the failure was not written");
+    run.stop().await;
+}
+
 /// Standard Webhooks signatures still work on top of tokens: with the same `whsec_` secret on
 /// both sides the signed callbacks move units, and an unsigned one is refused by the handler
 /// even through a valid token.

@@ -107,6 +107,33 @@ async fn match_units(
     Ok(out)
 }
 
+/// Whether `change` tells nothing `unit`'s row does not already hold: the job it records is
+/// still running (or accepted again: Kling's callback for a job it has started), with no
+/// state, cost, pace or provider queue of its own, and the unit waits in no provider queue
+/// that the change would end. Such a callback is not written: the write would change no
+/// field a reader uses (a repeat acceptance keeps the poll schedule; a bare "running" would
+/// only count a poll that did not happen), at the price of a row version and its index
+/// entries. Polling stays on the schedule the acceptance set.
+fn says_nothing_new(unit: &slotd_core::model::Unit, change: &Change) -> bool {
+    let repeat = match &change.outcome {
+        slotd_core::model::Outcome::Running { after_ms: None } => true,
+        slotd_core::model::Outcome::Accepted { job_id } => {
+            unit.provider_job_id.as_deref() == Some(job_id.as_str())
+        }
+        _ => false,
+    };
+    repeat
+        && change.state.is_none()
+        && change.cost.is_none()
+        && change.provider_queue.is_none()
+        && unit.provider_job_id.is_some()
+        && !unit
+            .terms
+            .wait_reason
+            .as_deref()
+            .is_some_and(slotd_store::is_provider_queue)
+}
+
 /// Apply the changes a handler derived from a webhook that came through a token of `scope`.
 pub async fn apply_provider_callback(
     services: &Services,
@@ -121,6 +148,17 @@ pub async fn apply_provider_callback(
         mapped,
         jobs,
     } = match_units(services, handler, scope, changes, &mut report).await?;
+    let before = mapped.len();
+    let mapped: Vec<Change> = mapped
+        .into_iter()
+        .filter(|c| {
+            !units
+                .iter()
+                .any(|u| u.id == c.unit_id && says_nothing_new(u, c))
+        })
+        .collect();
+    // Accepted, and already what the unit's row says: applied without a write.
+    report.applied = before - mapped.len();
     if mapped.is_empty() {
         return Ok(report);
     }
@@ -190,6 +228,6 @@ pub async fn apply_provider_callback(
         }
     }
     let committed = apply_changes(services, &decided.updates, &origins, now, None).await?;
-    report.applied = committed.applied;
+    report.applied += committed.applied;
     Ok(report)
 }
