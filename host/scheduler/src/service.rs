@@ -22,6 +22,9 @@ const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// was, in the saturated scale run, a sixth of a statement and 0.7 ms of PostgreSQL's CPU per
 /// unit. A scrape every 15 s or so needs no fresher figure.
 const COUNTS_EVERY: Duration = Duration::from_secs(5);
+/// The shortest time between two passes of the completion webhooks (or `tick_interval`, if
+/// shorter): the wakes of the units that end meanwhile are taken together.
+const WEBHOOK_PASS_EVERY: Duration = Duration::from_millis(100);
 
 /// How long a pool's loop sleeps after a tick that took `elapsed`, when its next unit is due
 /// in `until_due`: until then, but at least `min_rest` and at most what is left of
@@ -182,11 +185,21 @@ impl Scheduler {
     /// Completion webhooks (see `completion_webhooks.rs`): queue the ends of tasks that have
     /// ended, attempt the deliveries due; when the lifecycle says units ended (anywhere in the
     /// cluster) and every tick interval, until shutdown. Apart from finalization, so a slow receiver never holds
-    /// up a download.
+    /// up a download. Wakes closer together than [`WEBHOOK_PASS_EVERY`] are taken as one: at
+    /// a hundred units ending a second, a pass per ending unit was two statements per unit.
     async fn webhook_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
         let wake = self.services.wake.listener(WakeKey::Webhooks);
+        let mut first = true;
         loop {
+            if !first {
+                // A wake during the pause is kept (`notified` holds it) and taken after.
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(WEBHOOK_PASS_EVERY.min(cfg.tick_interval)) => {}
+                }
+            }
+            first = false;
             let now = self.services.clock.now_ms();
             if let Err(e) = slotd_webhooks::completion_webhooks::sweep(&self.services, now).await {
                 tracing::warn!(error = %e, "queueing completion webhooks failed; retrying");

@@ -159,10 +159,8 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
                 ..ApplyReport::default()
             });
         }
-        if fence.is_none()
-            && !apply::needs_transaction(&updates)
-            && !crate::terms::may_settle(&updates)
-        {
+        // The batch statement settles budget reservations itself (`apply.rs`).
+        if fence.is_none() && !apply::needs_transaction(&updates) {
             let mut conn = self.pool.acquire().await?;
             let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
             report.refused = refused;
@@ -175,8 +173,6 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
             return Err(crate::rollback(tx, e).await);
         }
         let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
-        let settle = crate::terms::settlements(&updates, &report.applied);
-        crate::terms::budgets::postgres::budget_settle(&mut tx, &settle, now).await?;
         tx.commit().await?;
         report.refused = refused;
         Ok(report)

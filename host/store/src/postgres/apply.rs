@@ -10,6 +10,10 @@
 //! travels through the lock step (`old` carries it), so the update joins `units` only by
 //! primary key: a cached generic plan, which guesses ten rows for an array of any length, has
 //! no second join to get wrong.
+//!
+//! The same statement settles the budget reservation of each unit whose submission it ends
+//! or prices (`budget_ledger`, see `terms/budgets.rs`): atomic with the move without a
+//! transaction around it, and an index probe that finds nothing where no tenant has a budget.
 
 use std::collections::HashSet;
 
@@ -23,11 +27,13 @@ const APPLY_SQL: &str = "WITH input AS ( \
              $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
              $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
              $18::bool[], $19::int8[], $20::text[], $21::bool[], $23::int8[], $24::bool[], \
-             $25::bool[], $26::text[], $27::text[], $28::text[], $29::text[]) \
+             $25::bool[], $26::text[], $27::text[], $28::text[], $29::text[], $30::bool[], \
+             $31::float8[], $32::bool[]) \
          WITH ORDINALITY AS u (id, from_status, from_stage, to_status, stage, pool, set_job, \
              job, state, result, set_error, error, cost, next_at, attempts, polls, \
              submit_attempt, set_submitted, submitted_at, detail, eventful, from_submitted, \
-             no_cancel, set_wait, wait_reason, task_type, routing, job_release, ord) \
+             no_cancel, set_wait, wait_reason, task_type, routing, job_release, settle, \
+             settle_cost, settle_ok, ord) \
      ), old AS ( \
          SELECT units.status AS old_status, input.* FROM input \
          JOIN units ON units.id = input.id \
@@ -65,12 +71,20 @@ const APPLY_SQL: &str = "WITH input AS ( \
          FROM old AS i \
          WHERE units.id = i.id \
          RETURNING units.id, units.task_id, units.status, units.stage, \
-             i.old_status AS from_status, i.detail, i.error, i.eventful, i.ord \
+             i.old_status AS from_status, i.detail, i.error, i.eventful, i.ord, i.settle, \
+             i.settle_cost, i.settle_ok \
      ), event AS ( \
          INSERT INTO unit_events \
              (unit_id, task_id, at, from_status, to_status, stage, detail, error) \
          SELECT id, task_id, $22, from_status, status, stage, detail, error \
          FROM moved WHERE eventful ORDER BY ord \
+     ), settled AS ( \
+         UPDATE budget_ledger SET settled_at = $22, \
+             spent = CASE WHEN m.settle_cost IS NOT NULL THEN m.settle_cost \
+                 WHEN m.settle_ok THEN budget_ledger.reserved ELSE 0 END \
+         FROM moved AS m \
+         WHERE m.settle AND budget_ledger.unit_id = m.id \
+           AND budget_ledger.settled_at IS NULL \
      ) \
      SELECT id FROM moved ORDER BY ord";
 
@@ -202,6 +216,10 @@ async fn apply_batch(
     let flag = |f: fn(&UnitUpdate) -> bool| -> Vec<bool> { updates.iter().map(|u| f(u)).collect() };
     let status = |s: Option<UnitStatus>| s.map(|s| s.as_str().to_string());
     let ids: Vec<&str> = updates.iter().map(|u| u.unit_id.as_str()).collect();
+    let settles: Vec<_> = updates
+        .iter()
+        .map(|u| crate::terms::settlement(u))
+        .collect();
     Ok(sqlx::query_scalar(APPLY_SQL)
         .bind(ids)
         .bind(col(|u| u.from.map(|s| s.as_str().to_string())))
@@ -232,6 +250,19 @@ async fn apply_batch(
         .bind(col(|u| u.task_type.clone()))
         .bind(col(|u| u.routing.clone()))
         .bind(col(|u| u.job_release.clone()))
+        .bind(settles.iter().map(Option::is_some).collect::<Vec<_>>())
+        .bind(
+            settles
+                .iter()
+                .map(|s| s.as_ref().and_then(|s| s.cost))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            settles
+                .iter()
+                .map(|s| s.as_ref().is_some_and(|s| s.succeeded))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(conn)
         .await?)
 }

@@ -55,36 +55,29 @@ pub struct Settle {
 /// The settlements for applied updates: updates that report a cost, or that take a unit out
 /// of `submitted`.
 pub(crate) fn settlements(updates: &[crate::UnitUpdate], applied: &[String]) -> Vec<Settle> {
-    use slotd_core::model::UnitStatus;
     let applied: std::collections::HashSet<&str> = applied.iter().map(String::as_str).collect();
     updates
         .iter()
         .filter(|u| applied.contains(u.unit_id.as_str()))
-        .filter_map(|u| {
-            let cost = u.cost.as_deref().and_then(parse_cost);
-            let leaving = u.from == Some(UnitStatus::Submitted)
-                && u.to.is_some_and(|t| t != UnitStatus::Submitted);
-            if cost.is_none() && !leaving {
-                return None;
-            }
-            let succeeded = u.to == Some(UnitStatus::Succeeded)
-                || (u.to == Some(UnitStatus::Pending) && u.stage.is_some());
-            Some(Settle {
-                unit_id: u.unit_id.clone(),
-                cost,
-                succeeded,
-            })
-        })
+        .filter_map(settlement)
         .collect()
 }
 
-/// Whether applying `updates` may settle a reservation (and so needs a transaction).
-pub(crate) fn may_settle(updates: &[crate::UnitUpdate]) -> bool {
+/// The settlement of `u`'s open reservation, if applying `u` ends or prices its submission.
+pub(crate) fn settlement(u: &crate::UnitUpdate) -> Option<Settle> {
     use slotd_core::model::UnitStatus;
-    updates.iter().any(|u| {
-        u.cost.is_some()
-            || (u.from == Some(UnitStatus::Submitted)
-                && u.to.is_some_and(|t| t != UnitStatus::Submitted))
+    let cost = u.cost.as_deref().and_then(parse_cost);
+    let leaving =
+        u.from == Some(UnitStatus::Submitted) && u.to.is_some_and(|t| t != UnitStatus::Submitted);
+    if cost.is_none() && !leaving {
+        return None;
+    }
+    let succeeded = u.to == Some(UnitStatus::Succeeded)
+        || (u.to == Some(UnitStatus::Pending) && u.stage.is_some());
+    Some(Settle {
+        unit_id: u.unit_id.clone(),
+        cost,
+        succeeded,
     })
 }
 

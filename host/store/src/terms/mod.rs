@@ -14,7 +14,7 @@ pub mod spend;
 pub use accounts::Marked;
 pub(crate) use accounts::{by_account, marked};
 pub use budgets::{Budget, Settle, Usage, parse_cost};
-pub(crate) use budgets::{Checked, budgeted, may_settle, settlements};
+pub(crate) use budgets::{Checked, budgeted, settlement, settlements};
 pub use creates::Create;
 pub use deadlines::PendingGroup;
 pub use grant::{Bind, Grant};

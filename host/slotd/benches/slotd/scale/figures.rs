@@ -1,6 +1,6 @@
 //! A scale run's figures: its records in the report, its printed line, and what saturated.
 
-use super::{Load, Measured, SLOTS_PER_ACCOUNT, Schema, Shape};
+use super::{Load, Measured, SLOTS_PER_ACCOUNT, Schema, Shape, servers};
 use crate::report::{Better, Report, Target};
 
 impl Measured {
@@ -252,7 +252,7 @@ impl Measured {
         );
         let mut statements: Vec<_> = m.delta.by_statement.values().collect();
         statements.sort_by(|a, b| (b.wal_bytes + b.exec_ms).total_cmp(&(a.wal_bytes + a.exec_ms)));
-        for s in statements.iter().take(12) {
+        let line = |s: &&servers::Statement| {
             let query: String = s.query.split_whitespace().collect::<Vec<_>>().join(" ");
             eprintln!(
                 "  per unit {:>5.2} calls {:>6.0} WAL bytes {:>6.3} ms: {}",
@@ -261,6 +261,15 @@ impl Measured {
                 m.per_unit(s.exec_ms),
                 query.chars().take(110).collect::<String>()
             );
+        };
+        statements.iter().take(12).for_each(line);
+        // The cheap ones count against the statements per unit too: the rest, by calls.
+        let mut rest: Vec<_> = statements.iter().skip(12).collect();
+        rest.sort_by(|a, b| b.calls.total_cmp(&a.calls));
+        let shown = |s: &&&servers::Statement| m.per_unit(s.calls) >= 0.05;
+        if rest.iter().any(|s| shown(s)) {
+            eprintln!("  and by calls:");
+            rest.into_iter().filter(shown).for_each(line);
         }
         let mut top: Vec<(&String, &f64)> = m.delta.redis_by_command.iter().collect();
         top.sort_by(|a, b| b.1.total_cmp(a.1));
