@@ -159,23 +159,25 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
                 ..ApplyReport::default()
             });
         }
-        // The batch statement settles budget reservations itself (`apply.rs`).
-        if fence.is_none() && !apply::needs_transaction(&updates) {
+        // The batch statement settles budget reservations itself and checks the fence
+        // itself (`apply.rs`): one statement needs no transaction. Pure polls have a
+        // statement of their own, fenced in a transaction.
+        if !apply::needs_transaction(&updates) {
             let mut conn = self.pool.acquire().await?;
-            let mut report = apply::unit_apply(&mut conn, &updates, now).await?;
+            let mut report = match fence {
+                None => apply::unit_apply(&mut conn, &updates, now).await?,
+                Some(f) if !updates.iter().any(UnitUpdate::is_pure_poll) => {
+                    apply::unit_apply_fenced(&mut conn, &updates, now, f).await?
+                }
+                Some(f) => {
+                    drop(conn);
+                    return apply_in_transaction(&self.pool, &updates, now, Some(f), refused).await;
+                }
+            };
             report.refused = refused;
             return Ok(report);
         }
-        let mut tx = self.pool.begin().await?;
-        if let Some(fence) = fence
-            && let Err(e) = shared::fence_check(&mut tx, fence).await
-        {
-            return Err(crate::rollback(tx, e).await);
-        }
-        let mut report = apply::unit_apply(&mut tx, &updates, now).await?;
-        tx.commit().await?;
-        report.refused = refused;
-        Ok(report)
+        apply_in_transaction(&self.pool, &updates, now, fence, refused).await
     }
 
     async fn unit_claim_finalize(
@@ -209,3 +211,24 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
         finalize::unit_finalize_release(&self.pool, release, now).await
     }
 });
+
+/// [`crate::UnitWrite::unit_apply`] in a transaction: the fence checked first, then the
+/// batch statements (several when ids repeat, or pure polls and other updates mix).
+async fn apply_in_transaction(
+    pool: &PgPool,
+    updates: &[UnitUpdate],
+    now: i64,
+    fence: Option<&Fence>,
+    refused: Vec<crate::RefusedWrite>,
+) -> StoreResult<ApplyReport> {
+    let mut tx = pool.begin().await?;
+    if let Some(fence) = fence
+        && let Err(e) = shared::fence_check(&mut tx, fence).await
+    {
+        return Err(crate::rollback(tx, e).await);
+    }
+    let mut report = apply::unit_apply(&mut tx, updates, now).await?;
+    tx.commit().await?;
+    report.refused = refused;
+    Ok(report)
+}

@@ -19,10 +19,15 @@ use std::collections::HashSet;
 
 use sqlx::postgres::PgConnection;
 
-use crate::{ApplyReport, StoreResult, UnitUpdate};
+use crate::{ApplyReport, Fence, StoreError, StoreResult, UnitUpdate};
 use slotd_core::model::UnitStatus;
 
-const APPLY_SQL: &str = "WITH input AS ( \
+const APPLY_SQL: &str = "WITH fence AS ( \
+         INSERT INTO pool_fences (pool, token) SELECT $33::text, $34::int8 \
+         WHERE $33::text IS NOT NULL \
+         ON CONFLICT (pool) DO UPDATE SET token = GREATEST(pool_fences.token, excluded.token) \
+         RETURNING token \
+     ), input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
              $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
              $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
@@ -41,6 +46,7 @@ const APPLY_SQL: &str = "WITH input AS ( \
            AND (input.from_stage IS NULL OR units.stage = input.from_stage) \
            AND (input.from_submitted IS NULL OR units.submitted_at = input.from_submitted) \
            AND (NOT input.no_cancel OR units.cancel_requested_at IS NULL) \
+           AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $34) \
          ORDER BY units.id FOR UPDATE OF units \
      ), moved AS ( \
          UPDATE units SET \
@@ -86,7 +92,9 @@ const APPLY_SQL: &str = "WITH input AS ( \
          WHERE m.settle AND budget_ledger.unit_id = m.id \
            AND budget_ledger.settled_at IS NULL \
      ) \
-     SELECT id FROM moved ORDER BY ord";
+     SELECT id, NULL::int8 AS fenced_by, ord FROM moved \
+     UNION ALL SELECT NULL, token, 0 FROM fence WHERE token > $34 \
+     ORDER BY ord";
 
 /// Pure polls (see [`UnitUpdate::is_pure_poll`]): locked in id order like every batch write,
 /// then only `state`, `next_at`, `polls` and `updated_at` written (`status` is not touched,
@@ -131,7 +139,7 @@ pub(super) async fn unit_apply(
     if crate::has_repeats(updates) {
         let mut report = ApplyReport::default();
         for u in updates {
-            let done = apply_batch(conn, &[u], now).await?;
+            let done = apply_batch(conn, &[u], now, None).await?;
             if done.is_empty() {
                 report.skipped.push(u.unit_id.clone());
             } else {
@@ -147,8 +155,31 @@ pub(super) async fn unit_apply(
         applied.extend(apply_polls(conn, &polls, now).await?);
     }
     if !others.is_empty() {
-        applied.extend(apply_batch(conn, &others, now).await?);
+        applied.extend(apply_batch(conn, &others, now, None).await?);
     }
+    let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
+    let skipped = updates
+        .iter()
+        .filter(|u| !done.contains(u.unit_id.as_str()))
+        .map(|u| u.unit_id.clone())
+        .collect();
+    Ok(ApplyReport {
+        applied,
+        skipped,
+        refused: Vec::new(),
+    })
+}
+
+/// Apply `updates`, fenced by `fence`, in one statement, without a transaction around it: for
+/// a batch that is not [`needs_transaction`] and holds no pure poll.
+pub(super) async fn unit_apply_fenced(
+    conn: &mut PgConnection,
+    updates: &[UnitUpdate],
+    now: i64,
+    fence: &Fence,
+) -> StoreResult<ApplyReport> {
+    let refs: Vec<&UnitUpdate> = updates.iter().collect();
+    let applied = apply_batch(conn, &refs, now, Some(fence)).await?;
     let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
     let skipped = updates
         .iter()
@@ -201,11 +232,15 @@ async fn apply_polls(
         .await?)
 }
 
-/// One `APPLY_SQL` over `updates` (ids unique); the ids applied, in input order.
+/// One `APPLY_SQL` over `updates` (ids unique); the ids applied, in input order. With a
+/// `fence`, the same statement raises the pool's token first and writes nothing (failing
+/// with [`StoreError::Fenced`]) when the stored one is higher: the fence row stays locked
+/// until the statement commits, as `fence_check` holds it to the end of a transaction.
 async fn apply_batch(
     conn: &mut PgConnection,
     updates: &[&UnitUpdate],
     now: i64,
+    fence: Option<&Fence>,
 ) -> StoreResult<Vec<String>> {
     let col = |f: fn(&UnitUpdate) -> Option<String>| -> Vec<Option<String>> {
         updates.iter().map(|u| f(u)).collect()
@@ -220,7 +255,7 @@ async fn apply_batch(
         .iter()
         .map(|u| crate::terms::settlement(u))
         .collect();
-    Ok(sqlx::query_scalar(APPLY_SQL)
+    let rows: Vec<(Option<String>, Option<i64>, i64)> = sqlx::query_as(APPLY_SQL)
         .bind(ids)
         .bind(col(|u| u.from.map(|s| s.as_str().to_string())))
         .bind(col(|u| u.from_stage.clone()))
@@ -263,6 +298,23 @@ async fn apply_batch(
                 .map(|s| s.as_ref().is_some_and(|s| s.succeeded))
                 .collect::<Vec<_>>(),
         )
+        .bind(fence.map(|f| f.pool.as_str()))
+        .bind(fence.map(|f| f.token))
         .fetch_all(conn)
-        .await?)
+        .await?;
+    let mut applied = Vec::with_capacity(rows.len());
+    for (id, fenced_by, _) in rows {
+        match (id, fenced_by, fence) {
+            (_, Some(current), Some(f)) => {
+                return Err(StoreError::Fenced {
+                    pool: f.pool.clone(),
+                    token: f.token,
+                    current,
+                });
+            }
+            (Some(id), ..) => applied.push(id),
+            _ => {}
+        }
+    }
+    Ok(applied)
 }
