@@ -310,18 +310,23 @@ impl Scheduler {
         }
         report.used_after = used_total;
         let effective = self.effective_max(&pool, limit);
-        let polls = s.store.unit_next_due(&pool, UnitStatus::Submitted).await?;
+        let quota_wait = report.quota_wait_until.filter(|t| *t > now);
+        // Pending units matter only with room to fill and no quota to wait for.
+        let room = quota_wait.is_none() && report.used_after < effective && !report.account_full;
+        let (polls, pending) = if room {
+            s.store
+                .unit_next_due_of_both(&pool, UnitStatus::Submitted, UnitStatus::Pending)
+                .await?
+        } else {
+            (
+                s.store.unit_next_due(&pool, UnitStatus::Submitted).await?,
+                None,
+            )
+        };
         // Polls held for the pool's round are due at the round, not before.
         let polls = polls.map(|at| report.round_at.map_or(at, |round| at.max(round)));
-        let quota_wait = report.quota_wait_until.filter(|t| *t > now);
-        let fills = if quota_wait.is_some() {
-            // Nothing pending can go before the quota lets it.
-            quota_wait
-        } else if report.used_after < effective && !report.account_full {
-            s.store.unit_next_due(&pool, UnitStatus::Pending).await?
-        } else {
-            None
-        };
+        // Nothing pending can go before the quota lets it.
+        let fills = quota_wait.or(pending);
         // Room this pool left on a shared account goes to the waiting pools on it at once.
         self.wake_waiting_members(limit, now).await;
         report.next_due = polls.into_iter().chain(fills).min();

@@ -474,6 +474,14 @@ pub trait StoreRead: Send + Sync + 'static {
     /// something to do next), or `None` if it has none.
     async fn unit_next_due(&self, pool: &str, status: UnitStatus) -> StoreResult<Option<i64>>;
 
+    /// [`StoreRead::unit_next_due`] of two statuses, read in one statement.
+    async fn unit_next_due_of_both(
+        &self,
+        pool: &str,
+        first: UnitStatus,
+        second: UnitStatus,
+    ) -> StoreResult<(Option<i64>, Option<i64>)>;
+
     /// How many of `pool`'s `submitted` units on `account` the provider holds in its own
     /// queue (`wait_reason` [`PROVIDER_QUEUE`], contract 1.4 `observe.queued`).
     async fn unit_count_provider_queued(

@@ -184,6 +184,15 @@ macro_rules! impl_task_store {
                 shared::unit_next_due(self.reader(), pool, status).await
             }
 
+            async fn unit_next_due_of_both(
+                &self,
+                pool: &str,
+                first: slotd_core::model::UnitStatus,
+                second: slotd_core::model::UnitStatus,
+            ) -> StoreResult<(Option<i64>, Option<i64>)> {
+                shared::unit_next_due_of_both(self.reader(), pool, first, second).await
+            }
+
             async fn unit_count_provider_queued(
                 &self,
                 pool: &str,

@@ -717,6 +717,25 @@ on_both_drivers! {
         .await?)
     }
 
+    /// See [`crate::StoreRead::unit_next_due_of_both`]: two index reads in one statement (the
+    /// statuses written in, as in [`unit_next_due`]).
+    pub(crate) async fn unit_next_due_of_both(
+        pool: &Pool,
+        name: &str,
+        first: UnitStatus,
+        second: UnitStatus,
+    ) -> StoreResult<(Option<i64>, Option<i64>)> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT (SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = '{}'), \
+                 (SELECT MIN(next_at) FROM units WHERE pool = $1 AND status = '{}')",
+            first.as_str(),
+            second.as_str()
+        ))
+        .bind(name)
+        .fetch_one(pool)
+        .await?)
+    }
+
     /// See [`crate::StoreRead::unit_count_provider_queued`].
     pub(crate) async fn unit_count_provider_queued(
         pool: &Pool,

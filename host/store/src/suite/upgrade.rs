@@ -152,6 +152,21 @@ pub(crate) async fn check_after_upgrade(store: &DynStore, before: Held) {
     );
     let pending = store.unit_list_pending(POOL, &vt, T0, 10).await.unwrap();
     assert_eq!(ids(&pending), ["up1-u0", "up2-u1"]);
+    // Both due times in one read, each as its own read gives it, in the order asked.
+    let next_pending = store
+        .unit_next_due(POOL, UnitStatus::Pending)
+        .await
+        .unwrap();
+    assert!(next_pending.is_some());
+    let (sub, pend) = (UnitStatus::Submitted, UnitStatus::Pending);
+    assert_eq!(
+        store.unit_next_due_of_both(POOL, sub, pend).await.unwrap(),
+        (Some(T0 + 5_000), next_pending)
+    );
+    assert_eq!(
+        store.unit_next_due_of_both(POOL, pend, sub).await.unwrap(),
+        (next_pending, Some(T0 + 5_000))
+    );
     let claimed = store
         .unit_claim_finalize("fin2", T0 + 90_000, T0 + 50, 10)
         .await
