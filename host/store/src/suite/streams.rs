@@ -219,14 +219,16 @@ pub(crate) async fn event_scopes_page_and_resume(store: DynStore) {
         scope("other", "t3"),
     ];
     // On PostgreSQL an event shows once every older write transaction on the server has ended
-    // (other tests' too): wait until all of them show.
+    // (other tests' too): wait until all of them show, every event (one a page), not only
+    // some event of each task.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let pages = scope_pages(&store, EventCursor::default(), 1000).await;
         let mut seen: Vec<_> = pages.into_iter().flat_map(|(s, _)| s).collect();
         seen.sort();
         seen.dedup();
-        if seen == everyone {
+        let events = scope_pages(&store, EventCursor::default(), 1).await.len();
+        if seen == everyone && events == log.len() {
             break;
         }
         assert!(
