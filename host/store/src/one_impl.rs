@@ -504,10 +504,74 @@ macro_rules! impl_task_store {
                 next_at: i64,
                 fence: Option<&Fence>,
             ) -> StoreResult<crate::Marked> {
-                use crate::terms::{self, budgets::$driver as budgets};
+                use crate::terms;
                 if grants.is_empty() {
                     return Ok(crate::Marked::default());
                 }
+                // Grants that write nothing but the move (no spend limit, route or create log;
+                // one account) are marked in one statement where the driver can: the budget
+                // lookup and the fence go into it. What it leaves takes the transaction.
+                let plain = !terms::budgets::spending(grants)
+                    && grants.iter().all(|g| {
+                        g.quota_pool.is_none() && g.bind.is_none() && g.account == grants[0].account
+                    });
+                let alone = if plain {
+                    let ids: Vec<String> = grants.iter().map(|g| g.unit_id.clone()).collect();
+                    let account = grants[0].account.as_deref();
+                    units::unit_mark_alone(self.writer(), &ids, now, next_at, account, fence)
+                        .await?
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                if alone.is_empty() {
+                    return self.mark_in_transaction(grants, now, next_at, fence).await;
+                }
+                let done: std::collections::HashSet<&str> =
+                    alone.iter().map(|u| u.id.as_str()).collect();
+                let rest: Vec<crate::Grant> = grants
+                    .iter()
+                    .filter(|g| !done.contains(g.unit_id.as_str()))
+                    .cloned()
+                    .collect();
+                let mut marked = if rest.is_empty() {
+                    crate::Marked::default()
+                } else {
+                    self.mark_in_transaction(&rest, now, next_at, fence).await?
+                };
+                marked.units.extend(alone);
+                let order: std::collections::HashMap<&str, usize> = grants
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| (g.unit_id.as_str(), i))
+                    .collect();
+                marked
+                    .units
+                    .sort_by_key(|u| order.get(u.id.as_str()).copied().unwrap_or(usize::MAX));
+                Ok(marked)
+            }
+
+            async fn unit_finalize_renew(
+                &self,
+                id: &str,
+                owner: &str,
+                lease_until: i64,
+            ) -> StoreResult<bool> {
+                shared::unit_finalize_renew(self.writer(), id, owner, lease_until).await
+            }
+        }
+
+        impl $store {
+            /// The submit marker in one transaction: the fence, the budget and spend checks,
+            /// routed units bound, the moves by account, the reservations and the create log.
+            async fn mark_in_transaction(
+                &self,
+                grants: &[crate::Grant],
+                now: i64,
+                next_at: i64,
+                fence: Option<&Fence>,
+            ) -> StoreResult<crate::Marked> {
+                use crate::terms::{self, budgets::$driver as budgets};
                 let mut tx = self.begin().await?;
                 if let Some(fence) = fence
                     && let Err(e) = shared::fence_check(&mut tx, fence).await
@@ -538,15 +602,6 @@ macro_rules! impl_task_store {
                 terms::creates::$driver::record_marked(&mut tx, grants, &moved, now).await?;
                 tx.commit().await?;
                 Ok(terms::marked(grants, moved, &checked))
-            }
-
-            async fn unit_finalize_renew(
-                &self,
-                id: &str,
-                owner: &str,
-                lease_until: i64,
-            ) -> StoreResult<bool> {
-                shared::unit_finalize_renew(self.writer(), id, owner, lease_until).await
             }
         }
     };

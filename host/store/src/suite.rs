@@ -74,8 +74,8 @@ pub(crate) use tasks::{
 };
 pub(crate) use terms::{
     deadline_sweep_counts_follow_the_fill_order, deadlines_fill_first_within_a_tenant,
-    marker_checks_spend_of_pools_and_accounts, marker_records_accounts_and_reserves_budgets,
-    marker_records_creates_of_pools_with_quotas,
+    marker_checks_spend_of_pools_and_accounts, marker_mixes_budgeted_and_plain_tenants,
+    marker_records_accounts_and_reserves_budgets, marker_records_creates_of_pools_with_quotas,
 };
 pub(crate) use upgrade::{check_after_upgrade, fill_before_upgrade, migrations_before};
 
@@ -134,6 +134,7 @@ macro_rules! store_suite {
             deadlines_fill_first_within_a_tenant,
             deadline_sweep_counts_follow_the_fill_order,
             marker_records_accounts_and_reserves_budgets,
+            marker_mixes_budgeted_and_plain_tenants,
             marker_records_creates_of_pools_with_quotas,
             marker_checks_spend_of_pools_and_accounts,
             concurrent_reservations_never_overrun_a_budget,

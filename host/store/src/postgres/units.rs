@@ -82,21 +82,30 @@ pub(super) async fn unit_list_pending(
     units_from_rows(&rows)
 }
 
-/// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`:
-/// one statement that locks (skipping rows another writer holds, e.g. a cancel in flight:
-/// those are simply not marked), moves and logs. The ids are joined by primary key (an
-/// `id = ANY($1)` filter let the planner scan every pending unit against the whole list).
-pub(super) async fn unit_mark_submitted(
-    conn: &mut PgConnection,
-    ids: &[String],
-    now: i64,
-    next_at: i64,
-    account: Option<&str>,
-) -> StoreResult<Vec<Unit>> {
-    let rows = sqlx::query(&format!(
-        "WITH picked AS ( \
+/// The marker's statement over `$1` ids (`$2` now, `$3` next due, `$4` account). `alone`:
+/// it also raises and checks the pool's fence (`$5` pool, `$6` token, both NULL without a
+/// fence; a higher stored token moves nothing) and leaves out the units whose tenant has a
+/// budget (their reservation needs the marker's transaction).
+fn mark_sql(alone: bool) -> String {
+    let (fence, guard) = if alone {
+        (
+            "fence AS ( \
+                 INSERT INTO pool_fences (pool, token) SELECT $5::text, $6::int8 \
+                 WHERE $5::text IS NOT NULL \
+                 ON CONFLICT (pool) DO UPDATE \
+                     SET token = GREATEST(pool_fences.token, excluded.token) \
+                 RETURNING token \
+             ), ",
+            "AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $6) \
+             AND NOT EXISTS (SELECT 1 FROM tenant_budgets b WHERE b.tenant = units.tenant) ",
+        )
+    } else {
+        ("", "")
+    };
+    format!(
+        "WITH {fence}picked AS ( \
              SELECT units.id FROM unnest($1::text[]) AS pick (id) \
-             JOIN units ON units.id = pick.id WHERE units.status = 'pending' \
+             JOIN units ON units.id = pick.id WHERE units.status = 'pending' {guard}\
              ORDER BY units.id FOR UPDATE OF units SKIP LOCKED \
          ), moved AS ( \
              UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = $2, \
@@ -116,16 +125,56 @@ pub(super) async fn unit_mark_submitted(
          ) \
          SELECT {UNIT_COLS} FROM moved",
         unit_cols_of_units()
-    ))
-    .bind(ids)
-    .bind(now)
-    .bind(next_at)
-    .bind(account)
-    .fetch_all(conn)
-    .await?;
+    )
+}
+
+/// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`:
+/// one statement that locks (skipping rows another writer holds, e.g. a cancel in flight:
+/// those are simply not marked), moves and logs. The ids are joined by primary key (an
+/// `id = ANY($1)` filter let the planner scan every pending unit against the whole list).
+pub(super) async fn unit_mark_submitted(
+    conn: &mut PgConnection,
+    ids: &[String],
+    now: i64,
+    next_at: i64,
+    account: Option<&str>,
+) -> StoreResult<Vec<Unit>> {
+    let rows = sqlx::query(&mark_sql(false))
+        .bind(ids)
+        .bind(now)
+        .bind(next_at)
+        .bind(account)
+        .fetch_all(conn)
+        .await?;
     let mut units = units_from_rows(&rows)?;
     sort_like(&mut units, ids);
     Ok(units)
+}
+
+/// The marker as one statement, outside a transaction, for grants that write nothing but the
+/// move (no spend limit, route or create log; see `one_impl.rs`): the fence and the budget
+/// lookup go into the statement. The units moved, in the order of `ids`; those left (a tenant
+/// with a budget, a higher fence, a row another writer holds) go through the transaction.
+pub(super) async fn unit_mark_alone(
+    pool: &PgPool,
+    ids: &[String],
+    now: i64,
+    next_at: i64,
+    account: Option<&str>,
+    fence: Option<&crate::Fence>,
+) -> StoreResult<Option<Vec<Unit>>> {
+    let rows = sqlx::query(&mark_sql(true))
+        .bind(ids)
+        .bind(now)
+        .bind(next_at)
+        .bind(account)
+        .bind(fence.map(|f| f.pool.as_str()))
+        .bind(fence.map(|f| f.token))
+        .fetch_all(pool)
+        .await?;
+    let mut units = units_from_rows(&rows)?;
+    sort_like(&mut units, ids);
+    Ok(Some(units))
 }
 
 pub(super) async fn unit_list_due(

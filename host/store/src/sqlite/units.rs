@@ -92,6 +92,19 @@ pub(super) async fn unit_list_pending(
     units_from_json(&text)
 }
 
+/// The marker as one statement outside a transaction: not on SQLite, whose one writer makes
+/// the marker's transaction cheap (`None`: the caller takes the transaction).
+pub(super) async fn unit_mark_alone(
+    _pool: &SqlitePool,
+    _ids: &[String],
+    _now: i64,
+    _next_at: i64,
+    _account: Option<&str>,
+    _fence: Option<&crate::Fence>,
+) -> StoreResult<Option<Vec<Unit>>> {
+    Ok(None)
+}
+
 /// `pending -> submitted` for those of `ids` still pending, returned in the order of `ids`.
 /// The account is recorded on each unit moved (and any budget wait reason cleared); the
 /// caller commits.

@@ -253,6 +253,76 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
     budget_changes(&store).await;
 }
 
+/// One account, tenants with and without a budget in one marker: the units of the tenant
+/// without one are marked by the marker's single statement (PostgreSQL), the budgeted
+/// tenant's go through the transaction that reserves; the answer keeps the grants' order. A
+/// stale fence marks nothing by either way.
+pub(crate) async fn marker_mixes_budgeted_and_plain_tenants(store: DynStore) {
+    store
+        .budget_set(&budget("a", 1.5, DAY, "config", T0))
+        .await
+        .unwrap();
+    for (task, tenant) in [("t1", "a"), ("t2", "b")] {
+        store
+            .task_create(costed(task, tenant, 2, 1.0, TaskTerms::default()))
+            .await
+            .unwrap();
+    }
+    assert!(store.pool_fence_advance(POOL, 5).await.unwrap());
+    let grants = [
+        grant("t1-u0", "a", None, 1.0),
+        grant("t2-u0", "b", None, 1.0),
+        grant("t1-u1", "a", None, 1.0),
+        grant("t2-u1", "b", None, 1.0),
+    ];
+    let stale = crate::Fence {
+        pool: POOL.into(),
+        token: 4,
+    };
+    let err = store
+        .unit_mark_granted(&grants, T0 + 1, T0 + 1, Some(&stale))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Fenced { current: 5, .. }),
+        "{err:?}"
+    );
+    assert!(
+        store
+            .unit_list_submitted_accounts(POOL)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a stale fence marked units"
+    );
+    let current = crate::Fence {
+        pool: POOL.into(),
+        token: 5,
+    };
+    let marked = store
+        .unit_mark_granted(&grants, T0 + 1, T0 + 1, Some(&current))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
+    assert_eq!(ids, ["t1-u0", "t2-u0", "t2-u1"]);
+    assert_eq!(marked.over_budget, ["t1-u1"]);
+    // One reservation, tenant a's; b reserves nothing.
+    assert_eq!(day_of_a(&store, T0 + 2).await, (0.0, 1.0, 1));
+    let b = store.budget_usage("b", DAY, T0 + 2).await.unwrap();
+    assert_eq!((b.reserved, b.submissions), (0.0, 0));
+    // Every move logged once.
+    for task in ["t1", "t2"] {
+        let marks = store
+            .unit_events(task)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.to_status == "submitted")
+            .count();
+        assert_eq!(marks, if task == "t1" { 1 } else { 2 }, "{task}");
+    }
+}
+
 /// "Crash" after the marker, then the in-doubt resolution of the two submissions.
 async fn after_a_crash_the_resolution_settles(store: &DynStore, grants: &[Grant]) {
     // "Crash" after the marker: nothing was sent. The restarted scheduler marks nothing
