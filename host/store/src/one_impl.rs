@@ -508,17 +508,16 @@ macro_rules! impl_task_store {
                 if grants.is_empty() {
                     return Ok(crate::Marked::default());
                 }
-                // Grants that write nothing but the move (no spend limit, route or create log;
-                // one account) are marked in one statement where the driver can: the budget
-                // lookup and the fence go into it. What it leaves takes the transaction.
+                // Grants that write nothing but the move (no spend limit, route or create log)
+                // are marked in one statement where the driver can: the budget lookup and the
+                // fence go into it. What it leaves takes the transaction.
                 let plain = !terms::budgets::spending(grants)
-                    && grants.iter().all(|g| {
-                        g.quota_pool.is_none() && g.bind.is_none() && g.account == grants[0].account
-                    });
+                    && grants.iter().all(|g| g.quota_pool.is_none() && g.bind.is_none());
                 let alone = if plain {
                     let ids: Vec<String> = grants.iter().map(|g| g.unit_id.clone()).collect();
-                    let account = grants[0].account.as_deref();
-                    units::unit_mark_alone(self.writer(), &ids, now, next_at, account, fence)
+                    let accounts: Vec<Option<&str>> =
+                        grants.iter().map(|g| g.account.as_deref()).collect();
+                    units::unit_mark_alone(self.writer(), &ids, now, next_at, &accounts, fence)
                         .await?
                         .unwrap_or_default()
                 } else {

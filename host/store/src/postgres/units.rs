@@ -82,7 +82,8 @@ pub(super) async fn unit_list_pending(
     units_from_rows(&rows)
 }
 
-/// The marker's statement over `$1` ids (`$2` now, `$3` next due, `$4` account). `alone`:
+/// The marker's statement over `$1` ids, each recorded on the account of `$4` beside it (`$2`
+/// now, `$3` next due). `alone`:
 /// it also raises and checks the pool's fence (`$5` pool, `$6` token, both NULL without a
 /// fence; a higher stored token moves nothing) and leaves out the units whose tenant has a
 /// budget (their reservation needs the marker's transaction).
@@ -104,12 +105,12 @@ fn mark_sql(alone: bool) -> String {
     };
     format!(
         "WITH {fence}picked AS ( \
-             SELECT units.id FROM unnest($1::text[]) AS pick (id) \
+             SELECT units.id, pick.account FROM unnest($1::text[], $4::text[]) AS pick (id, account) \
              JOIN units ON units.id = pick.id WHERE units.status = 'pending' {guard}\
              ORDER BY units.id FOR UPDATE OF units SKIP LOCKED \
          ), moved AS ( \
              UPDATE units SET status = 'submitted', provider_job_id = NULL, submitted_at = $2, \
-                 updated_at = $2, next_at = $3, account = $4, wait_reason = NULL \
+                 updated_at = $2, next_at = $3, account = picked.account, wait_reason = NULL \
              FROM picked WHERE units.id = picked.id \
              RETURNING {} \
          ), event AS ( \
@@ -143,7 +144,7 @@ pub(super) async fn unit_mark_submitted(
         .bind(ids)
         .bind(now)
         .bind(next_at)
-        .bind(account)
+        .bind(vec![account; ids.len()])
         .fetch_all(conn)
         .await?;
     let mut units = units_from_rows(&rows)?;
@@ -160,14 +161,14 @@ pub(super) async fn unit_mark_alone(
     ids: &[String],
     now: i64,
     next_at: i64,
-    account: Option<&str>,
+    accounts: &[Option<&str>],
     fence: Option<&crate::Fence>,
 ) -> StoreResult<Option<Vec<Unit>>> {
     let rows = sqlx::query(&mark_sql(true))
         .bind(ids)
         .bind(now)
         .bind(next_at)
-        .bind(account)
+        .bind(accounts)
         .bind(fence.map(|f| f.pool.as_str()))
         .bind(fence.map(|f| f.token))
         .fetch_all(pool)

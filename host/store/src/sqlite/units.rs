@@ -99,7 +99,7 @@ pub(super) async fn unit_mark_alone(
     _ids: &[String],
     _now: i64,
     _next_at: i64,
-    _account: Option<&str>,
+    _accounts: &[Option<&str>],
     _fence: Option<&crate::Fence>,
 ) -> StoreResult<Option<Vec<Unit>>> {
     Ok(None)

@@ -253,7 +253,7 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
     budget_changes(&store).await;
 }
 
-/// One account, tenants with and without a budget in one marker: the units of the tenant
+/// Tenants with and without a budget, on two accounts, in one marker: the units of the tenant
 /// without one are marked by the marker's single statement (PostgreSQL), the budgeted
 /// tenant's go through the transaction that reserves; the answer keeps the grants' order. A
 /// stale fence marks nothing by either way.
@@ -270,10 +270,10 @@ pub(crate) async fn marker_mixes_budgeted_and_plain_tenants(store: DynStore) {
     }
     assert!(store.pool_fence_advance(POOL, 5).await.unwrap());
     let grants = [
-        grant("t1-u0", "a", None, 1.0),
-        grant("t2-u0", "b", None, 1.0),
+        grant("t1-u0", "a", Some("main"), 1.0),
+        grant("t2-u0", "b", Some("main"), 1.0),
         grant("t1-u1", "a", None, 1.0),
-        grant("t2-u1", "b", None, 1.0),
+        grant("t2-u1", "b", Some("backup"), 1.0),
     ];
     let stale = crate::Fence {
         pool: POOL.into(),
@@ -306,6 +306,16 @@ pub(crate) async fn marker_mixes_budgeted_and_plain_tenants(store: DynStore) {
     let ids: Vec<&str> = marked.units.iter().map(|u| u.id.as_str()).collect();
     assert_eq!(ids, ["t1-u0", "t2-u0", "t2-u1"]);
     assert_eq!(marked.over_budget, ["t1-u1"]);
+    // Each on the account of its grant, as stored.
+    let accounts: Vec<Option<String>> = marked
+        .units
+        .iter()
+        .map(|u| u.terms.account.clone())
+        .collect();
+    let main = || Some("main".to_string());
+    assert_eq!(accounts, [main(), main(), Some("backup".to_string())]);
+    let stored = store.task_units("t2").await.unwrap();
+    assert_eq!(stored[1].terms.account.as_deref(), Some("backup"));
     // One reservation, tenant a's; b reserves nothing.
     assert_eq!(day_of_a(&store, T0 + 2).await, (0.0, 1.0, 1));
     let b = store.budget_usage("b", DAY, T0 + 2).await.unwrap();
