@@ -159,20 +159,13 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
                 ..ApplyReport::default()
             });
         }
-        // The batch statement settles budget reservations itself and checks the fence
-        // itself (`apply.rs`): one statement needs no transaction. Pure polls have a
-        // statement of their own, fenced in a transaction.
+        // The batch statements settle budget reservations and check the fence themselves
+        // (`apply.rs`): one statement needs no transaction.
         if !apply::needs_transaction(&updates) {
             let mut conn = self.pool.acquire().await?;
             let mut report = match fence {
                 None => apply::unit_apply(&mut conn, &updates, now).await?,
-                Some(f) if !updates.iter().any(UnitUpdate::is_pure_poll) => {
-                    apply::unit_apply_fenced(&mut conn, &updates, now, f).await?
-                }
-                Some(f) => {
-                    drop(conn);
-                    return apply_in_transaction(&self.pool, &updates, now, Some(f), refused).await;
-                }
+                Some(f) => apply::unit_apply_fenced(&mut conn, &updates, now, f).await?,
             };
             report.refused = refused;
             return Ok(report);

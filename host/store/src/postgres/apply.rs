@@ -99,24 +99,34 @@ const APPLY_SQL: &str = "WITH fence AS ( \
 /// Pure polls (see [`UnitUpdate::is_pure_poll`]): locked in id order like every batch write,
 /// then only `state`, `next_at`, `polls` and `updated_at` written (`status` is not touched,
 /// so the state machine's trigger does not run), and no event row.
-const POLL_SQL: &str = "WITH input AS ( \
+const POLL_SQL: &str = "WITH fence AS ( \
+         INSERT INTO pool_fences (pool, token) SELECT $9::text, $10::int8 \
+         WHERE $9::text IS NOT NULL \
+         ON CONFLICT (pool) DO UPDATE SET token = GREATEST(pool_fences.token, excluded.token) \
+         RETURNING token \
+     ), input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::bool[], $5::text[], \
-             $6::int8[], $7::int8[]) \
-         AS u (id, from_stage, from_submitted, no_cancel, state, next_at, polls) \
+             $6::int8[], $7::int8[]) WITH ORDINALITY \
+         AS u (id, from_stage, from_submitted, no_cancel, state, next_at, polls, ord) \
      ), old AS ( \
          SELECT input.* FROM input JOIN units ON units.id = input.id \
          WHERE units.status = 'submitted' \
            AND (input.from_stage IS NULL OR units.stage = input.from_stage) \
            AND (input.from_submitted IS NULL OR units.submitted_at = input.from_submitted) \
            AND (NOT input.no_cancel OR units.cancel_requested_at IS NULL) \
+           AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $10) \
          ORDER BY units.id FOR UPDATE OF units \
+     ), moved AS ( \
+         UPDATE units SET state = COALESCE(i.state, units.state), \
+             next_at = COALESCE(i.next_at, units.next_at), \
+             polls = COALESCE(i.polls::int, units.polls), \
+             updated_at = GREATEST($8, units.updated_at + 1) \
+         FROM old AS i WHERE units.id = i.id \
+         RETURNING units.id, i.ord \
      ) \
-     UPDATE units SET state = COALESCE(i.state, units.state), \
-         next_at = COALESCE(i.next_at, units.next_at), \
-         polls = COALESCE(i.polls::int, units.polls), \
-         updated_at = GREATEST($8, units.updated_at + 1) \
-     FROM old AS i WHERE units.id = i.id \
-     RETURNING units.id";
+     SELECT id, NULL::int8 AS fenced_by, ord FROM moved \
+     UNION ALL SELECT NULL, token, 0 FROM fence WHERE token > $10 \
+     ORDER BY ord";
 
 /// Whether [`unit_apply`] writes `updates` with more than one statement (and so needs a
 /// transaction to stay atomic): some unit repeats, or pure polls and other updates mix.
@@ -152,7 +162,7 @@ pub(super) async fn unit_apply(
         updates.iter().partition(|u| u.is_pure_poll());
     let mut applied = Vec::with_capacity(updates.len());
     if !polls.is_empty() {
-        applied.extend(apply_polls(conn, &polls, now).await?);
+        applied.extend(apply_polls(conn, &polls, now, None).await?);
     }
     if !others.is_empty() {
         applied.extend(apply_batch(conn, &others, now, None).await?);
@@ -171,7 +181,7 @@ pub(super) async fn unit_apply(
 }
 
 /// Apply `updates`, fenced by `fence`, in one statement, without a transaction around it: for
-/// a batch that is not [`needs_transaction`] and holds no pure poll.
+/// a batch that is not [`needs_transaction`] (all pure polls, or none).
 pub(super) async fn unit_apply_fenced(
     conn: &mut PgConnection,
     updates: &[UnitUpdate],
@@ -179,7 +189,11 @@ pub(super) async fn unit_apply_fenced(
     fence: &Fence,
 ) -> StoreResult<ApplyReport> {
     let refs: Vec<&UnitUpdate> = updates.iter().collect();
-    let applied = apply_batch(conn, &refs, now, Some(fence)).await?;
+    let applied = if updates.iter().all(UnitUpdate::is_pure_poll) {
+        apply_polls(conn, &refs, now, Some(fence)).await?
+    } else {
+        apply_batch(conn, &refs, now, Some(fence)).await?
+    };
     let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
     let skipped = updates
         .iter()
@@ -193,13 +207,14 @@ pub(super) async fn unit_apply_fenced(
     })
 }
 
-/// One `POLL_SQL` over pure polls (ids unique); the ids applied.
+/// One `POLL_SQL` over pure polls (ids unique); the ids applied. Fenced as `apply_batch` is.
 async fn apply_polls(
     conn: &mut PgConnection,
     polls: &[&UnitUpdate],
     now: i64,
+    fence: Option<&Fence>,
 ) -> StoreResult<Vec<String>> {
-    Ok(sqlx::query_scalar(POLL_SQL)
+    let rows: Vec<(Option<String>, Option<i64>, i64)> = sqlx::query_as(POLL_SQL)
         .bind(polls.iter().map(|u| u.unit_id.as_str()).collect::<Vec<_>>())
         .bind(
             polls
@@ -228,8 +243,11 @@ async fn apply_polls(
                 .collect::<Vec<_>>(),
         )
         .bind(now)
+        .bind(fence.map(|f| f.pool.as_str()))
+        .bind(fence.map(|f| f.token))
         .fetch_all(conn)
-        .await?)
+        .await?;
+    applied_or_fenced(rows, fence)
 }
 
 /// One `APPLY_SQL` over `updates` (ids unique); the ids applied, in input order. With a
@@ -302,6 +320,15 @@ async fn apply_batch(
         .bind(fence.map(|f| f.token))
         .fetch_all(conn)
         .await?;
+    applied_or_fenced(rows, fence)
+}
+
+/// The ids a fenced statement applied, in input order, or [`StoreError::Fenced`] when its
+/// fence row named a newer token (it then wrote nothing).
+fn applied_or_fenced(
+    rows: Vec<(Option<String>, Option<i64>, i64)>,
+    fence: Option<&Fence>,
+) -> StoreResult<Vec<String>> {
     let mut applied = Vec::with_capacity(rows.len());
     for (id, fenced_by, _) in rows {
         match (id, fenced_by, fence) {

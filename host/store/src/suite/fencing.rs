@@ -75,6 +75,26 @@ pub(crate) async fn fence_newer_accepted(store: DynStore) {
         .unwrap();
     assert_eq!(ids(&moved), ["t1-u0"]);
 
+    // A pure poll (a statement of its own) is fenced too: an older token writes nothing, the
+    // current one writes.
+    let mut poll = update("t1-u0", UnitStatus::Submitted, UnitStatus::Submitted);
+    poll.polls = Some(3);
+    poll.next_at = Some(T0 + 99);
+    assert!(poll.is_pure_poll());
+    let err = store
+        .unit_apply(std::slice::from_ref(&poll), T0 + 2, Some(&fence(POOL, 4)))
+        .await
+        .unwrap_err();
+    assert_fenced(err, 4, 5);
+    assert_eq!(unit(&store, "t1", 0).await.polls, 0);
+    let report = store
+        .unit_apply(&[poll], T0 + 2, Some(&fence(POOL, 5)))
+        .await
+        .unwrap();
+    assert_eq!(report.applied, ["t1-u0"]);
+    let polled = unit(&store, "t1", 0).await;
+    assert_eq!((polled.polls, polled.next_at), (3, T0 + 99));
+
     // A newer token writes too, and from then on is the pool's token.
     let report = store
         .unit_apply(
