@@ -267,7 +267,7 @@ impl Measured {
         let mut rest: Vec<_> = statements.iter().skip(12).collect();
         rest.sort_by(|a, b| b.calls.total_cmp(&a.calls));
         let shown = |s: &&&servers::Statement| m.per_unit(s.calls) >= 0.05;
-        if rest.iter().any(|s| shown(s)) {
+        if rest.iter().any(&shown) {
             eprintln!("  and by calls:");
             rest.into_iter().filter(shown).for_each(line);
         }
