@@ -7,7 +7,8 @@
 //! wait lock their units in id order, so they queue instead of deadlocking. Lists are bound as
 //! arrays (`= ANY($1)`, `unnest($1, …)`), one prepared statement whatever the length.
 //!
-//! A fenced write ([`Fence`]) is a transaction: the fence check first, then the write.
+//! A fenced write ([`Fence`]) checks the fence first: in the statement itself where the write
+//! is one statement (the `fence` CTE of [`fence_cte!`]), else first in its transaction.
 //!
 //! The pool tests each connection before handing it out, so connections a restarted server
 //! dropped are replaced rather than failing a request; while the server is unreachable every
@@ -16,6 +17,26 @@
 //! The queries live by concern: [`tasks`], [`units`] (scheduler reads, submit marker),
 //! [`apply`] (the batch update) and [`finalize`] (leases); what both stores share (row
 //! decoders, fencing, keys, the handler history) is in [`super::shared`].
+
+/// The `fence` CTE of a fenced single statement, over the parameters `$pool` and `$token`
+/// (both NULL: no fence, nothing written): the pool's token raised to `$token` unless the
+/// stored one is higher, and the token after. Its row stays locked until the statement
+/// commits, as `fence_check` holds it to the end of a transaction; the statement's writes are
+/// guarded by `NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $token)`.
+macro_rules! fence_cte {
+    ($pool:literal, $token:literal) => {
+        concat!(
+            "fence AS ( INSERT INTO pool_fences (pool, token) SELECT ",
+            $pool,
+            "::text, ",
+            $token,
+            "::int8 WHERE ",
+            $pool,
+            "::text IS NOT NULL ON CONFLICT (pool) DO UPDATE \
+             SET token = GREATEST(pool_fences.token, excluded.token) RETURNING token )"
+        )
+    };
+}
 
 mod apply;
 mod events;
@@ -163,10 +184,7 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
         // (`apply.rs`): one statement needs no transaction.
         if !apply::needs_transaction(&updates) {
             let mut conn = self.pool.acquire().await?;
-            let mut report = match fence {
-                None => apply::unit_apply(&mut conn, &updates, now).await?,
-                Some(f) => apply::unit_apply_fenced(&mut conn, &updates, now, f).await?,
-            };
+            let mut report = apply::unit_apply(&mut conn, &updates, now, fence).await?;
             report.refused = refused;
             return Ok(report);
         }
@@ -220,7 +238,7 @@ async fn apply_in_transaction(
     {
         return Err(crate::rollback(tx, e).await);
     }
-    let mut report = apply::unit_apply(&mut tx, updates, now).await?;
+    let mut report = apply::unit_apply(&mut tx, updates, now, None).await?;
     tx.commit().await?;
     report.refused = refused;
     Ok(report)

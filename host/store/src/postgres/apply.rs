@@ -22,12 +22,10 @@ use sqlx::postgres::PgConnection;
 use crate::{ApplyReport, Fence, StoreError, StoreResult, UnitUpdate};
 use slotd_core::model::UnitStatus;
 
-const APPLY_SQL: &str = "WITH fence AS ( \
-         INSERT INTO pool_fences (pool, token) SELECT $33::text, $34::int8 \
-         WHERE $33::text IS NOT NULL \
-         ON CONFLICT (pool) DO UPDATE SET token = GREATEST(pool_fences.token, excluded.token) \
-         RETURNING token \
-     ), input AS ( \
+const APPLY_SQL: &str = concat!(
+    "WITH ",
+    fence_cte!("$33", "$34"),
+    ", input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
              $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bool[], \
              $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
@@ -94,17 +92,16 @@ const APPLY_SQL: &str = "WITH fence AS ( \
      ) \
      SELECT id, NULL::int8 AS fenced_by, ord FROM moved \
      UNION ALL SELECT NULL, token, 0 FROM fence WHERE token > $34 \
-     ORDER BY ord";
+     ORDER BY ord"
+);
 
 /// Pure polls (see [`UnitUpdate::is_pure_poll`]): locked in id order like every batch write,
 /// then only `state`, `next_at`, `polls` and `updated_at` written (`status` is not touched,
 /// so the state machine's trigger does not run), and no event row.
-const POLL_SQL: &str = "WITH fence AS ( \
-         INSERT INTO pool_fences (pool, token) SELECT $9::text, $10::int8 \
-         WHERE $9::text IS NOT NULL \
-         ON CONFLICT (pool) DO UPDATE SET token = GREATEST(pool_fences.token, excluded.token) \
-         RETURNING token \
-     ), input AS ( \
+const POLL_SQL: &str = concat!(
+    "WITH ",
+    fence_cte!("$9", "$10"),
+    ", input AS ( \
          SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::bool[], $5::text[], \
              $6::int8[], $7::int8[]) WITH ORDINALITY \
          AS u (id, from_stage, from_submitted, no_cancel, state, next_at, polls, ord) \
@@ -126,7 +123,8 @@ const POLL_SQL: &str = "WITH fence AS ( \
      ) \
      SELECT id, NULL::int8 AS fenced_by, ord FROM moved \
      UNION ALL SELECT NULL, token, 0 FROM fence WHERE token > $10 \
-     ORDER BY ord";
+     ORDER BY ord"
+);
 
 /// Whether [`unit_apply`] writes `updates` with more than one statement (and so needs a
 /// transaction to stay atomic): some unit repeats, or pure polls and other updates mix.
@@ -138,18 +136,20 @@ pub(super) fn needs_transaction(updates: &[UnitUpdate]) -> bool {
     polls > 0 && polls < updates.len()
 }
 
-/// Apply `updates` on `conn` (a transaction when fenced or [`needs_transaction`]). Ids normally
+/// Apply `updates` on `conn` (a transaction when [`needs_transaction`]), each statement
+/// checking `fence` itself (`None` where the transaction checked it first). Ids normally
 /// appear once per batch, and the batch is one statement; if one repeats, the updates run one
 /// by one in order so that each guard sees the previous update.
 pub(super) async fn unit_apply(
     conn: &mut PgConnection,
     updates: &[UnitUpdate],
     now: i64,
+    fence: Option<&Fence>,
 ) -> StoreResult<ApplyReport> {
     if crate::has_repeats(updates) {
         let mut report = ApplyReport::default();
         for u in updates {
-            let done = apply_batch(conn, &[u], now, None).await?;
+            let done = apply_batch(conn, &[u], now, fence).await?;
             if done.is_empty() {
                 report.skipped.push(u.unit_id.clone());
             } else {
@@ -162,38 +162,11 @@ pub(super) async fn unit_apply(
         updates.iter().partition(|u| u.is_pure_poll());
     let mut applied = Vec::with_capacity(updates.len());
     if !polls.is_empty() {
-        applied.extend(apply_polls(conn, &polls, now, None).await?);
+        applied.extend(apply_polls(conn, &polls, now, fence).await?);
     }
     if !others.is_empty() {
-        applied.extend(apply_batch(conn, &others, now, None).await?);
+        applied.extend(apply_batch(conn, &others, now, fence).await?);
     }
-    let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
-    let skipped = updates
-        .iter()
-        .filter(|u| !done.contains(u.unit_id.as_str()))
-        .map(|u| u.unit_id.clone())
-        .collect();
-    Ok(ApplyReport {
-        applied,
-        skipped,
-        refused: Vec::new(),
-    })
-}
-
-/// Apply `updates`, fenced by `fence`, in one statement, without a transaction around it: for
-/// a batch that is not [`needs_transaction`] (all pure polls, or none).
-pub(super) async fn unit_apply_fenced(
-    conn: &mut PgConnection,
-    updates: &[UnitUpdate],
-    now: i64,
-    fence: &Fence,
-) -> StoreResult<ApplyReport> {
-    let refs: Vec<&UnitUpdate> = updates.iter().collect();
-    let applied = if updates.iter().all(UnitUpdate::is_pure_poll) {
-        apply_polls(conn, &refs, now, Some(fence)).await?
-    } else {
-        apply_batch(conn, &refs, now, Some(fence)).await?
-    };
     let done: HashSet<&str> = applied.iter().map(String::as_str).collect();
     let skipped = updates
         .iter()

@@ -90,13 +90,7 @@ pub(super) async fn unit_list_pending(
 fn mark_sql(alone: bool) -> String {
     let (fence, guard) = if alone {
         (
-            "fence AS ( \
-                 INSERT INTO pool_fences (pool, token) SELECT $5::text, $6::int8 \
-                 WHERE $5::text IS NOT NULL \
-                 ON CONFLICT (pool) DO UPDATE \
-                     SET token = GREATEST(pool_fences.token, excluded.token) \
-                 RETURNING token \
-             ), ",
+            concat!(fence_cte!("$5", "$6"), ", "),
             "AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $6) \
              AND NOT EXISTS (SELECT 1 FROM tenant_budgets b WHERE b.tenant = units.tenant) ",
         )
