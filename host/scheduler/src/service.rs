@@ -190,16 +190,8 @@ impl Scheduler {
     async fn webhook_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let cfg = self.services.config.scheduler.clone();
         let wake = self.services.wake.listener(WakeKey::Webhooks);
-        let mut first = true;
+        let pause = WEBHOOK_PASS_EVERY.min(cfg.tick_interval);
         loop {
-            if !first {
-                // A wake during the pause is kept (`notified` holds it) and taken after.
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(WEBHOOK_PASS_EVERY.min(cfg.tick_interval)) => {}
-                }
-            }
-            first = false;
             let now = self.services.clock.now_ms();
             if let Err(e) = slotd_webhooks::completion_webhooks::sweep(&self.services, now).await {
                 tracing::warn!(error = %e, "queueing completion webhooks failed; retrying");
@@ -210,9 +202,14 @@ impl Scheduler {
             {
                 tracing::warn!(error = %e, "delivering completion webhooks failed; retrying");
             }
+            // A wake during the pause is kept (`notified` holds it) and taken after it.
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(cfg.tick_interval) => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(cfg.tick_interval.saturating_sub(pause)) => {}
                 _ = wake.notified() => {}
             }
         }
