@@ -53,7 +53,7 @@ pub use update::{
 pub use webhooks::{Attempt, AttemptNext, AttemptOutcome, Delivery, NewDelivery};
 
 /// Store failures. `Unavailable` is what the API maps to 503 and the scheduler to "pause".
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -502,6 +502,15 @@ pub trait StoreRead: Send + Sync + 'static {
         idempotency_key: Option<&str>,
     ) -> StoreResult<Option<Unit>>;
 
+    /// The submitted units of the given task types whose provider job is one of `jobs`, in
+    /// one read (the batched form of [`StoreRead::unit_find_by_provider`]'s job-id lookup). At
+    /// most one unit per job id.
+    async fn unit_find_by_provider_jobs(
+        &self,
+        task_types: &[String],
+        jobs: &[String],
+    ) -> StoreResult<Vec<Unit>>;
+
     /// Unit counts per pool and status.
     async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>>;
 
@@ -850,15 +859,28 @@ pub trait UnitWrite: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<Unit>>;
 
-    /// Finish a finalization: `finalizing -> completed` with the result, if `owner` still
-    /// holds the lease. Returns whether it did.
+    /// Finish finalizations: `finalizing -> completed` with each unit's result (`(id,
+    /// result)` pairs), for the units `owner` still holds the lease on, in one write. Returns
+    /// the ids it completed; the others' leases were lost and nothing of theirs was written.
+    async fn unit_complete_many(
+        &self,
+        owner: &str,
+        done: &[(String, String)],
+        now: i64,
+    ) -> StoreResult<Vec<String>>;
+
+    /// Finish one finalization ([`UnitWrite::unit_complete_many`] of one). Returns whether it
+    /// did.
     async fn unit_complete(
         &self,
         id: &str,
         owner: &str,
         result: &str,
         now: i64,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let done = [(id.to_string(), result.to_string())];
+        Ok(!self.unit_complete_many(owner, &done, now).await?.is_empty())
+    }
 
     /// Extend the finalization lease `owner` holds on unit `id` to `lease_until` (a finalizer
     /// whose download outlasts the lease renews it while streaming). Returns false, changing

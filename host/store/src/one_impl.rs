@@ -220,6 +220,14 @@ macro_rules! impl_task_store {
                 .await
             }
 
+            async fn unit_find_by_provider_jobs(
+                &self,
+                task_types: &[String],
+                jobs: &[String],
+            ) -> StoreResult<Vec<Unit>> {
+                units::unit_find_by_provider_jobs(self.reader(), task_types, jobs).await
+            }
+
             async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
                 shared::unit_count_by_pool(self.reader()).await
             }

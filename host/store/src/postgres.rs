@@ -204,14 +204,13 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
         finalize::unit_claim_finalize(&self.pool, owner, lease_until, now, limit).await
     }
 
-    async fn unit_complete(
+    async fn unit_complete_many(
         &self,
-        id: &str,
         owner: &str,
-        result: &str,
+        done: &[(String, String)],
         now: i64,
-    ) -> StoreResult<bool> {
-        finalize::unit_complete(&self.pool, id, owner, result, now).await
+    ) -> StoreResult<Vec<String>> {
+        finalize::unit_complete_many(&self.pool, owner, done, now).await
     }
 
     async fn unit_finalize_release(

@@ -185,14 +185,16 @@ crate::one_impl::impl_task_store!(SqliteStore, sqlite, "SQLite", records: {
         finalize::unit_claim_finalize(self.begin().await?, owner, lease_until, now, limit).await
     }
 
-    async fn unit_complete(
+    async fn unit_complete_many(
         &self,
-        id: &str,
         owner: &str,
-        result: &str,
+        done: &[(String, String)],
         now: i64,
-    ) -> StoreResult<bool> {
-        finalize::unit_complete(self.begin().await?, id, owner, result, now).await
+    ) -> StoreResult<Vec<String>> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        finalize::unit_complete_many(self.begin().await?, owner, done, now).await
     }
 
     async fn unit_finalize_release(

@@ -51,7 +51,8 @@ pub(crate) use fencing::{
     fence_concurrent_advance_monotonic, fence_newer_accepted, fence_stale_refused,
 };
 pub(crate) use finalize::{
-    finalize_give_up_then_retry, finalize_lease, finalize_release, finalize_renew,
+    finalize_complete_many, finalize_give_up_then_retry, finalize_lease, finalize_release,
+    finalize_renew,
 };
 pub(crate) use moves::{
     PAIRS, assert_moves_match_the_model, every_pair_is_held_to_the_model,
@@ -105,6 +106,7 @@ macro_rules! store_suite {
             cancel_keeps_submitted_until_the_job_ends,
             retry_bumps_submit_attempt,
             finalize_lease,
+            finalize_complete_many,
             finalize_release,
             finalize_renew,
             finalize_give_up_then_retry,

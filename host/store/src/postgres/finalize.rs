@@ -65,35 +65,47 @@ pub(super) async fn unit_claim_finalize(
     units_from_rows(&rows)
 }
 
-/// `finalizing -> completed` with the result, if `owner` still holds the lease.
-pub(super) async fn unit_complete(
+/// `finalizing -> completed` with each unit's result, for the units `owner` still holds the
+/// lease on: one statement for a pass's completions, their events included. Returns the ids
+/// completed.
+pub(super) async fn unit_complete_many(
     pool: &PgPool,
-    id: &str,
     owner: &str,
-    result: &str,
+    done: &[(String, String)],
     now: i64,
-) -> StoreResult<bool> {
-    let done: Option<i32> = sqlx::query_scalar(
-        "WITH done AS ( \
-             UPDATE units SET status = 'completed', result = $3, error = NULL, \
+) -> StoreResult<Vec<String>> {
+    if done.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (ids, results): (Vec<&str>, Vec<&str>) = done
+        .iter()
+        .map(|(id, result)| (id.as_str(), result.as_str()))
+        .unzip();
+    let completed: Vec<String> = sqlx::query_scalar(
+        "WITH input AS ( \
+             SELECT * FROM unnest($1::text[], $2::text[]) AS i(id, result) \
+         ), done AS ( \
+             UPDATE units SET status = 'completed', result = input.result, error = NULL, \
                  lease_owner = NULL, lease_until = NULL, updated_at = $4 \
-             WHERE id = $1 AND status = 'finalizing' AND lease_owner = $2 \
-             RETURNING id, task_id, stage \
+             FROM input \
+             WHERE units.id = input.id AND units.status = 'finalizing' \
+               AND units.lease_owner = $3 \
+             RETURNING units.id, units.task_id, units.stage \
          ), event AS ( \
              INSERT INTO unit_events \
                  (unit_id, task_id, at, from_status, to_status, stage, detail) \
-             SELECT id, task_id, $4, 'finalizing', 'completed', stage, 'finalized by ' || $2 \
+             SELECT id, task_id, $4, 'finalizing', 'completed', stage, 'finalized by ' || $3 \
              FROM done \
          ) \
-         SELECT 1 FROM done",
+         SELECT id FROM done",
     )
-    .bind(id)
+    .bind(&ids)
+    .bind(&results)
     .bind(owner)
-    .bind(result)
     .bind(now)
-    .fetch_optional(pool)
+    .fetch_all(pool)
     .await?;
-    Ok(done.is_some())
+    Ok(completed)
 }
 
 /// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the

@@ -192,6 +192,34 @@ pub(super) async fn unit_list_due(
     units_from_rows(&rows)
 }
 
+/// The submitted units of `task_types` whose provider job is one of `jobs`: one read for a
+/// batch of callbacks. A job id is a provider's, unique among the jobs it runs; should two
+/// submitted units name one all the same, the first of them is kept, as the single lookup does.
+pub(super) async fn unit_find_by_provider_jobs(
+    pool: &PgPool,
+    task_types: &[String],
+    jobs: &[String],
+) -> StoreResult<Vec<Unit>> {
+    let jobs: Vec<&str> = jobs
+        .iter()
+        .map(String::as_str)
+        .filter(|j| !j.is_empty())
+        .collect();
+    if task_types.is_empty() || jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(&format!(
+        "SELECT DISTINCT ON (provider_job_id) {UNIT_COLS} FROM units \
+         WHERE provider_job_id = ANY($1) AND status = 'submitted' AND task_type = ANY($2) \
+         ORDER BY provider_job_id"
+    ))
+    .bind(&jobs)
+    .bind(task_types)
+    .fetch_all(pool)
+    .await?;
+    units_from_rows(&rows)
+}
+
 /// By provider job id first; failing that, by idempotency key (`{unit id}-{stage}-{attempt}`,
 /// where ids and stages may contain `-`: every prefix ending before a `-` is a candidate id,
 /// confirmed by rebuilding the key from the unit).

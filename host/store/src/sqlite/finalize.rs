@@ -83,41 +83,45 @@ pub(super) async fn unit_claim_finalize(
     Ok(units)
 }
 
-/// `finalizing -> completed` with the result, if `owner` still holds the lease.
-pub(super) async fn unit_complete(
+/// `finalizing -> completed` with each unit's result, for the units `owner` still holds the
+/// lease on, in one transaction. Returns the ids completed.
+pub(super) async fn unit_complete_many(
     mut tx: Transaction<'static, Sqlite>,
-    id: &str,
     owner: &str,
-    result: &str,
+    done: &[(String, String)],
     now: i64,
-) -> StoreResult<bool> {
-    let held = sqlx::query(
-        "INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
-         SELECT id, task_id, ?3, 'finalizing', 'completed', stage, 'finalized by ' || ?2 \
-         FROM units WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
-    )
-    .bind(id)
-    .bind(owner)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if held == 0 {
-        tx.rollback().await?;
-        return Ok(false);
+) -> StoreResult<Vec<String>> {
+    let mut completed = Vec::with_capacity(done.len());
+    for (id, result) in done {
+        let held = sqlx::query(
+            "INSERT INTO unit_events \
+                 (unit_id, task_id, at, from_status, to_status, stage, detail) \
+             SELECT id, task_id, ?3, 'finalizing', 'completed', stage, 'finalized by ' || ?2 \
+             FROM units WHERE id = ?1 AND status = 'finalizing' AND lease_owner = ?2",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if held == 0 {
+            continue;
+        }
+        sqlx::query(
+            "UPDATE units SET status = 'completed', result = ?2, error = NULL, \
+                 lease_owner = NULL, lease_until = NULL, updated_at = ?3 \
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(result)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        completed.push(id.clone());
     }
-    sqlx::query(
-        "UPDATE units SET status = 'completed', result = ?2, error = NULL, lease_owner = NULL, \
-             lease_until = NULL, updated_at = ?3 \
-         WHERE id = ?1",
-    )
-    .bind(id)
-    .bind(result)
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
     tx.commit().await?;
-    Ok(true)
+    Ok(completed)
 }
 
 /// `finalizing -> succeeded`, due again at `next_at` or parked, if `owner` still holds the

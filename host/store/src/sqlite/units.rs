@@ -190,6 +190,41 @@ pub(super) async fn unit_list_due(
     units_from_json(&text)
 }
 
+/// The submitted units of `task_types` whose provider job is one of `jobs`: one read for a
+/// batch of callbacks; at most one unit per job id (the single lookup's `LIMIT 1`).
+pub(super) async fn unit_find_by_provider_jobs(
+    pool: &SqlitePool,
+    task_types: &[String],
+    jobs: &[String],
+) -> StoreResult<Vec<Unit>> {
+    let jobs: Vec<&str> = jobs
+        .iter()
+        .map(String::as_str)
+        .filter(|j| !j.is_empty())
+        .collect();
+    if task_types.is_empty() || jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(&format!(
+        "SELECT {UNIT_COLS} FROM units \
+         WHERE provider_job_id IN (SELECT value FROM json_each(?1)) AND status = 'submitted' \
+           AND task_type IN (SELECT value FROM json_each(?2))"
+    ))
+    .bind(json_list(&jobs)?)
+    .bind(json_list(task_types)?)
+    .fetch_all(pool)
+    .await?;
+    let mut seen = std::collections::HashSet::new();
+    Ok(units_from_rows(&rows)?
+        .into_iter()
+        .filter(|u| {
+            u.provider_job_id
+                .as_ref()
+                .is_some_and(|j| seen.insert(j.clone()))
+        })
+        .collect())
+}
+
 /// By provider job id first; failing that, by idempotency key. The key is
 /// `{unit id}-{stage}-{attempt}` and both ids and stages may contain `-`, so every prefix
 /// ending before a `-` is a candidate id, looked up by primary key and confirmed by rebuilding

@@ -6,6 +6,82 @@ use super::*;
 use crate::FinalizeRelease;
 use slotd_core::model::FINALIZE_PARKED_AT;
 
+/// A pass's completions in one write: each unit gets its own result and event, a unit whose
+/// lease another finalizer holds (or that is not finalizing at all) is left as it is, and
+/// the ids returned are exactly the completed ones.
+pub(crate) async fn finalize_complete_many(store: DynStore) {
+    create(&store, task("t1", "acme", VIDEO, POOL, 3, 0)).await;
+    for id in ["t1-u0", "t1-u1", "t1-u2"] {
+        succeed(&store, id).await;
+    }
+    let a = store
+        .unit_claim_finalize("a", T0 + 1000, T0 + 10, 2)
+        .await
+        .unwrap();
+    assert_eq!(ids(&a), ["t1-u0", "t1-u1"]);
+    let b = store
+        .unit_claim_finalize("b", T0 + 1000, T0 + 10, 2)
+        .await
+        .unwrap();
+    assert_eq!(ids(&b), ["t1-u2"]);
+    let row = |id: &str, r: &str| (id.to_string(), r.to_string());
+    let mut done = store
+        .unit_complete_many(
+            "a",
+            &[
+                row("t1-u0", r#"{"object_key":"k0"}"#),
+                row("t1-u2", r#"{"object_key":"stolen"}"#),
+                row("t1-u1", r#"{"object_key":"k1"}"#),
+                row("t9-u0", "{}"),
+            ],
+            T0 + 20,
+        )
+        .await
+        .unwrap();
+    done.sort();
+    assert_eq!(done, ["t1-u0", "t1-u1"]);
+    for (i, want) in [
+        (0, (UnitStatus::Completed, r#"{"object_key":"k0"}"#)),
+        (1, (UnitStatus::Completed, r#"{"object_key":"k1"}"#)),
+        (2, (UnitStatus::Finalizing, r#"{"url":"https://x/y.mp4"}"#)),
+    ] {
+        let u = unit(&store, "t1", i).await;
+        assert_eq!(
+            (u.status, u.result.as_deref().unwrap_or("")),
+            want,
+            "unit {i}"
+        );
+    }
+    let mut completed: Vec<String> = store
+        .unit_events("t1")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.to_status == "completed")
+        .map(|e| format!("{} {}", e.unit_id, e.detail.unwrap_or_default()))
+        .collect();
+    completed.sort();
+    assert_eq!(
+        completed,
+        ["t1-u0 finalized by a", "t1-u1 finalized by a"],
+        "one event per completed unit"
+    );
+    assert!(
+        store
+            .unit_complete_many("a", &[], T0 + 21)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .unit_complete("t1-u2", "b", "{}", T0 + 22)
+            .await
+            .unwrap(),
+        "b's lease held throughout"
+    );
+}
+
 pub(crate) async fn finalize_lease(store: DynStore) {
     create(&store, task("t1", "acme", VIDEO, POOL, 1, 0)).await;
     succeed(&store, "t1-u0").await;

@@ -256,4 +256,38 @@ pub(crate) async fn find_by_provider(store: DynStore) {
             .unwrap()
             .is_none()
     );
+
+    // The batched read: the known job among unknown and empty ones, one unit per job, none
+    // for another handler's task types or for no jobs at all.
+    let jobs = |j: &[&str]| j.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let found = store
+        .unit_find_by_provider_jobs(&video, &jobs(&["nope", "job-9", "", "job-9"]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), ["t-1-u0"]);
+    assert!(
+        store
+            .unit_find_by_provider_jobs(&other_type, &jobs(&["job-9"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .unit_find_by_provider_jobs(&video, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Only submitted units: once the job has ended, a late callback finds nothing.
+    let mut ended = update("t-1-u0", UnitStatus::Submitted, UnitStatus::Failed);
+    ended.error = Field::Set(r#"{"code":"x","message":"y"}"#.into());
+    apply(&store, ended, T0 + 1).await;
+    assert!(
+        store
+            .unit_find_by_provider_jobs(&video, &jobs(&["job-9"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
