@@ -100,6 +100,7 @@ pub(super) async fn harness_with(mut config: Config) -> Harness {
         discovered: Default::default(),
         units: slotd_units::lifecycle::UnitWriter::start(store.clone(), Default::default()),
         events: Default::default(),
+        job_lookups: Default::default(),
         follower: slotd_runtime::Follower::new(
             store.clone(),
             slotd_runtime::ProcessId::this("all"),

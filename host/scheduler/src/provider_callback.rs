@@ -20,6 +20,10 @@ use super::decide::decide_updates;
 use super::error::SchedulerError;
 use slotd_units::lifecycle::{Origin, apply_changes};
 
+/// The shortest time between two reads of the callbacks' job lookups (or `tick_interval`, if
+/// shorter): the callbacks that arrive meanwhile are looked up together (`JobLookups`).
+const LOOKUP_PASS_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// What a callback did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProviderCallbackReport {
@@ -58,17 +62,36 @@ async fn match_units(
         .iter()
         .map(|t| t.name.clone())
         .collect();
+    // The job ids, read with the other callbacks' (`JobLookups`); a change that names no job
+    // this finds is looked up by its idempotency key, alone (an in-doubt unit, seldom).
+    let jobs: Vec<String> = changes
+        .iter()
+        .filter_map(|c| c.provider_job_id.clone())
+        .filter(|j| !j.is_empty())
+        .collect();
+    let pause = LOOKUP_PASS_EVERY.min(services.config.scheduler.tick_interval);
+    let by_job = services
+        .job_lookups
+        .find(&services.store, &types, jobs, pause)
+        .await?;
     let mut out = Matched::default();
     let mut seen = BTreeSet::new();
     for c in changes {
-        let found = services
-            .store
-            .unit_find_by_provider(
-                &types,
-                c.provider_job_id.as_deref(),
-                c.idempotency_key.as_deref(),
-            )
-            .await?;
+        let known = c.provider_job_id.as_deref().and_then(|j| {
+            by_job
+                .iter()
+                .find(|u| u.provider_job_id.as_deref() == Some(j))
+        });
+        let found = match (known, c.idempotency_key.as_deref()) {
+            (Some(u), _) => Some(u.clone()),
+            (None, Some(key)) => {
+                services
+                    .store
+                    .unit_find_by_provider(&types, None, Some(key))
+                    .await?
+            }
+            (None, None) => None,
+        };
         match found {
             Some(u) if u.status == UnitStatus::Submitted && !scope.covers(&u) => {
                 // Submitted, but not through this token: another batch's token, or an attempt

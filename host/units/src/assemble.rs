@@ -164,6 +164,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         prometheus: Some(prometheus),
         discovered: Default::default(),
         events: Default::default(),
+        job_lookups: Default::default(),
         follower,
     })
 }

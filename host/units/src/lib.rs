@@ -8,11 +8,13 @@
 //! - [`pools_now`]: the pools' limits and quota closures as they stand, read through the
 //!   services.
 //! - [`event_feed`]: the one reader of the event log behind live event streams.
+//! - [`job_lookups`]: provider callbacks' job lookups, read together.
 //! - [`provider_callback_token`]: the tokens in provider callback URLs that say which units a
 //!   provider callback may change.
 
 pub mod assemble;
 pub mod event_feed;
+pub mod job_lookups;
 pub mod lifecycle;
 pub mod pools_now;
 pub mod provider_callback_token;

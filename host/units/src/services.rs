@@ -57,6 +57,8 @@ pub struct Services {
     /// The one reader of the event log that wakes this instance's live event streams; idle
     /// until a stream opens.
     pub events: crate::event_feed::EventFeed,
+    /// Provider callbacks' job lookups, read together.
+    pub job_lookups: crate::job_lookups::JobLookups,
     /// Keeps this process's handlers in step with the published releases (its loop runs in
     /// `app::run_with`; its first look happens while the services are built).
     pub follower: Arc<slotd_runtime::Follower>,

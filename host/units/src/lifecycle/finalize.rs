@@ -27,24 +27,35 @@ pub async fn claim_finalize(
         .await
 }
 
-/// End `unit`'s finalization `completed` with `result` (its artifacts merged in), if `owner`
-/// still holds its lease. `false`: the lease was lost and nothing was written.
-pub async fn complete_finalize(
+/// End finalizations `completed`: each unit with its result (its artifacts merged in), for
+/// the units `owner` still holds the lease on, in one write. Returns the ids completed; the
+/// others' leases were lost and nothing of theirs was written.
+pub async fn complete_finalize_many(
     services: &Services,
-    unit: &Unit,
     owner: &str,
-    result: &str,
+    done: &[(&Unit, String)],
     now: i64,
-) -> StoreResult<bool> {
-    let done = services
+) -> StoreResult<Vec<String>> {
+    let rows: Vec<(String, String)> = done
+        .iter()
+        .map(|(u, result)| (u.id.clone(), result.clone()))
+        .collect();
+    let completed = services
         .units
         .store
-        .unit_complete(&unit.id, owner, result, now)
+        .unit_complete_many(owner, &rows, now)
         .await?;
-    if done {
-        task_changed(services, &unit.task_id, true).await;
+    let mut follow = FollowUps::default();
+    for (u, _) in done.iter().filter(|(u, _)| completed.contains(&u.id)) {
+        follow.task(&u.task_id);
     }
-    Ok(done)
+    if !completed.is_empty() {
+        follow.task_ended();
+        if let Err(e) = follow.run(services).await {
+            tracing::debug!(error = %e, "follow-ups of finalizations failed");
+        }
+    }
+    Ok(completed)
 }
 
 /// Extend the finalization lease `owner` holds on unit `id` to `lease_until` (a finalizer

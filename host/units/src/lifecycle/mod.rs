@@ -13,7 +13,7 @@
 //! | [`mark_submitted`]: the submit marker | the tick's fill | the marked units' snapshots; give unused grants' slots back |
 //! | [`routed_units_left`] (no write) | the tick's fill | wake the pools routed units were left to |
 //! | [`apply_changes`] | a tick, a provider callback, the deadline sweep | snapshot; free slots of units that left `submitted` and wake their pools; wake the pools of units made due now; the finalizer; the completion webhooks when units ended |
-//! | [`claim_finalize`], [`renew_finalize`], [`complete_finalize`], [`release_finalize`] | the finalizer | snapshot when a finalization ends; the completion webhooks when it completed or gave up |
+//! | [`claim_finalize`], [`renew_finalize`], [`complete_finalize_many`], [`release_finalize`] | the finalizer | snapshot when a finalization ends; the completion webhooks when it completed or gave up |
 //!
 //! The types say so: the rest of the service holds the store as a
 //! [`slotd_store::DynServiceStore`], which has no unit write, and the unit writes are in
@@ -37,7 +37,7 @@ pub use changes::{Origin, apply_changes};
 pub use create::{CreateError, CreateRequest, CreatedTask, create_task};
 pub use create_routed::create_routed_task;
 pub use error::LifecycleError;
-pub use finalize::{claim_finalize, complete_finalize, release_finalize, renew_finalize};
+pub use finalize::{claim_finalize, complete_finalize_many, release_finalize, renew_finalize};
 pub use follow_up::routed_units_left;
 pub use submit::mark_submitted;
 pub use tasks::{cancel_task, retry_task};
