@@ -10,6 +10,14 @@
 //! reason in `error` and `next_at` at [`FINALIZE_PARKED_AT`](slotd_core::model::FINALIZE_PARKED_AT):
 //! no finalizer claims it until `POST /v1/tasks/{id}/retry` makes it due again. The provider job
 //! is not redone for a storage or download problem.
+//!
+//! A worker that has stored a unit's artifacts does not write its completion itself: it
+//! queues it and wakes the finalizer, whose next pass writes every queued completion in one
+//! statement before it claims again. The finalizer takes the wakes of a short spell together
+//! (service.rs), so at a steady hundred units a second a claim and a completion are a
+//! fraction of a statement per unit instead of one each. Until it is written the unit stays
+//! `finalizing` under this instance's lease: a crash meanwhile costs a second download, never
+//! a lost or doubled result.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -91,6 +99,7 @@ impl Scheduler {
         self: &std::sync::Arc<Self>,
         now: i64,
     ) -> Result<FinalizeReport, slotd_store::StoreError> {
+        self.write_completions(now).await?;
         let free = self.finalize_permits.available_permits();
         if free == 0 {
             return Ok(FinalizeReport::default());
@@ -117,13 +126,12 @@ impl Scheduler {
             };
             let me = self.clone();
             self.finalize_tasks.spawn(async move {
-                me.finalize_unit(unit).await;
+                let queued = me.finalize_unit(unit).await;
                 drop(permit);
-                // A worker is free: when the last claim left work behind, look for it now
-                // rather than at the next interval. (Without a backlog every unit that
-                // succeeds wakes the finalizer; a wake per finished download as well was a
-                // second claim per unit that found nothing.)
-                if me.finalize_backlog.load(Ordering::Relaxed) {
+                // A completion to write, or a free worker while the last claim left work
+                // behind: the finalizer's next pass (which takes the wakes of a short spell
+                // together when there is no backlog; service.rs).
+                if queued || me.finalize_backlog.load(Ordering::Relaxed) {
                     me.services.wake.wake(slotd_coord::wake::WakeKey::Finalizer);
                 }
             });
@@ -131,17 +139,69 @@ impl Scheduler {
         Ok(FinalizeReport { started })
     }
 
-    /// Wait until no finalization is running (tests, shutdown).
+    /// Wait until no finalization is running and the finished ones are written (tests,
+    /// shutdown).
     pub async fn finalize_idle(&self) {
         let total = self.services.config.scheduler.finalize_concurrency;
         let all = u32::try_from(total).unwrap_or(u32::MAX);
         if let Ok(p) = self.finalize_permits.acquire_many(all).await {
             drop(p);
         }
+        let now = self.services.clock.now_ms();
+        if let Err(e) = self.write_completions(now).await {
+            tracing::warn!(error = %e, "recording finalizations failed; the next pass retries");
+        }
     }
 
+    /// Write the completions the workers queued, in one statement (`finalizing -> completed`
+    /// for each unit whose lease this instance still holds). On a store error they are queued
+    /// again for the next pass.
+    pub(crate) async fn write_completions(&self, now: i64) -> Result<(), slotd_store::StoreError> {
+        let done = std::mem::take(&mut *self.finalized.lock());
+        if done.is_empty() {
+            return Ok(());
+        }
+        let s = &self.services;
+        let rows: Vec<(&Unit, String)> = done.iter().map(|(u, r)| (u, r.clone())).collect();
+        let completed = match slotd_units::lifecycle::complete_finalize_many(
+            s,
+            &self.owner,
+            &rows,
+            now,
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                let mut queued = self.finalized.lock();
+                let later = std::mem::replace(&mut *queued, done);
+                queued.extend(later);
+                return Err(e);
+            }
+        };
+        for (unit, _) in &done {
+            let _span =
+                tracing::info_span!("slotd.finalize", unit = %unit.id, task_type = %unit.task_type)
+                    .entered();
+            if completed.contains(&unit.id) {
+                s.metrics.record(|| metrics::counter!("slotd_finalizations_total", "task_type" => unit.task_type.clone()).increment(1));
+                // End to end: from the task's creation to its stored result (docs/operations.md).
+                let secs = now.saturating_sub(unit.created_at).max(0) as f64 / 1000.0;
+                s.metrics.record(|| {
+                    metrics::histogram!("slotd_unit_end_to_end_seconds", "pool" => unit.pool.clone())
+                        .record(secs)
+                });
+            } else {
+                tracing::warn!("finalization lease lost; another finalizer owns the unit");
+            }
+        }
+        Ok(())
+    }
+
+    /// Finalize `unit`: on success its completion is queued for the finalizer's next pass
+    /// (true), on failure it is released for another attempt or parked, here (false).
     #[tracing::instrument(name = "slotd.finalize", skip(self, unit), fields(unit = %unit.id, task_type = %unit.task_type))]
-    async fn finalize_unit(&self, unit: Unit) {
+    async fn finalize_unit(&self, unit: Unit) -> bool {
         let s = &self.services;
         let cfg = &s.config.scheduler;
         let now = s.clock.now_ms();
@@ -164,17 +224,8 @@ impl Scheduler {
         let result = match outcome {
             Ok((fin, stored)) => {
                 let result = merged_result(&unit, &fin, &stored);
-                let now = s.clock.now_ms();
-                let done =
-                    slotd_units::lifecycle::complete_finalize(s, &unit, &self.owner, &result, now)
-                        .await;
-                if matches!(done, Ok(true)) {
-                    // End to end: from the task's creation to its stored result (docs/operations.md).
-                    let secs = now.saturating_sub(unit.created_at).max(0) as f64 / 1000.0;
-                    self.services.metrics.record(|| metrics::histogram!("slotd_unit_end_to_end_seconds", "pool" => unit.pool.clone())
-                        .record(secs));
-                }
-                done
+                self.finalized.lock().push((unit, result));
+                return true;
             }
             Err(reason) => {
                 // The claim set `attempts` to this finalization attempt (1-based). Once they
@@ -219,6 +270,7 @@ impl Scheduler {
                 tracing::warn!(error = %e, "recording finalization failed; the lease will expire and it is retried")
             }
         }
+        false
     }
 }
 

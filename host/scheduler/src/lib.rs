@@ -69,6 +69,10 @@ pub struct Scheduler {
     /// The last claim took as many units as it had workers for, so more may be due: a worker
     /// that frees up looks for them at once. Otherwise new work wakes the finalizer itself.
     pub(crate) finalize_backlog: std::sync::atomic::AtomicBool,
+    /// Finalizations done (artifacts stored, result merged) whose completion the finalizer's
+    /// next pass writes, all in one statement; until then each unit stays `finalizing` under
+    /// this instance's lease, so a crash meanwhile only means the unit is finalized again.
+    pub(crate) finalized: Mutex<Vec<(slotd_core::model::Unit, String)>>,
     /// HTTP client for artifact downloads (the host's, not a handler's); it follows no
     /// redirects itself, see `download.rs`.
     pub(crate) downloads: reqwest::Client,
@@ -104,6 +108,7 @@ impl Scheduler {
             finalize_permits: Arc::new(Semaphore::new(permits)),
             finalize_tasks: TaskTracker::new(),
             finalize_backlog: std::sync::atomic::AtomicBool::new(false),
+            finalized: Mutex::new(Vec::new()),
             downloads: download::client(),
             finalize_renewals: tokio::sync::watch::Sender::new(0),
             fences: Mutex::new(HashMap::new()),

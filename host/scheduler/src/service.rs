@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -25,6 +26,34 @@ const COUNTS_EVERY: Duration = Duration::from_secs(5);
 /// The shortest time between two passes of the completion webhooks (or `tick_interval`, if
 /// shorter): the wakes of the units that end meanwhile are taken together.
 const WEBHOOK_PASS_EVERY: Duration = Duration::from_millis(100);
+/// The shortest time between two finalization claims (or `tick_interval`, if shorter) while
+/// the last claim took everything it found: the units that succeed meanwhile are claimed
+/// together. In the steady scale run a claim per succeeding unit was most of a statement per
+/// unit. With a backlog (the last claim filled every free worker) a worker that frees up
+/// claims at once, so the pause never caps how fast finalization drains.
+const FINALIZE_PASS_EVERY: Duration = Duration::from_millis(100);
+
+/// A loop's rest after a pass: `pause` first (a wake meanwhile is held by `notified` and
+/// taken after it), then until `interval` has passed since the pass or a wake comes. False
+/// on shutdown.
+async fn rest_between_passes(
+    shutdown: &CancellationToken,
+    wake: &tokio::sync::Notify,
+    pause: Duration,
+    interval: Duration,
+) -> bool {
+    if !pause.is_zero() {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(interval.saturating_sub(pause)) => true,
+        _ = wake.notified() => true,
+    }
+}
 
 /// How long a pool's loop sleeps after a tick that took `elapsed`, when its next unit is due
 /// in `until_due`: until then, but at least `min_rest` and at most what is left of
@@ -86,6 +115,10 @@ impl Scheduler {
         tracker.wait().await;
         self.finalize_tasks.close();
         self.finalize_tasks.wait().await;
+        let now = self.services.clock.now_ms();
+        if let Err(e) = self.write_completions(now).await {
+            tracing::warn!(error = %e, "recording the last finalizations failed; their leases will expire and they are finalized again");
+        }
     }
 
     async fn pool_loop(self: Arc<Self>, pool: String, shutdown: CancellationToken) {
@@ -174,10 +207,13 @@ impl Scheduler {
             if let Err(e) = self.finalize_once(now).await {
                 tracing::warn!(error = %e, "finalization claim failed; retrying");
             }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(cfg.tick_interval) => {}
-                _ = wake.notified() => {}
+            let pause = if self.finalize_backlog.load(Ordering::Relaxed) {
+                Duration::ZERO
+            } else {
+                FINALIZE_PASS_EVERY.min(cfg.tick_interval)
+            };
+            if !rest_between_passes(&shutdown, &wake, pause, cfg.tick_interval).await {
+                return;
             }
         }
     }
@@ -202,15 +238,8 @@ impl Scheduler {
             {
                 tracing::warn!(error = %e, "delivering completion webhooks failed; retrying");
             }
-            // A wake during the pause is kept (`notified` holds it) and taken after it.
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(pause) => {}
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(cfg.tick_interval.saturating_sub(pause)) => {}
-                _ = wake.notified() => {}
+            if !rest_between_passes(&shutdown, &wake, pause, cfg.tick_interval).await {
+                return;
             }
         }
     }
