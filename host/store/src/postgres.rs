@@ -20,9 +20,13 @@
 
 /// The `fence` CTE of a fenced single statement, over the parameters `$pool` and `$token`
 /// (both NULL: no fence, nothing written): the pool's token raised to `$token` unless the
-/// stored one is higher, and the token after. Its row stays locked until the statement
-/// commits, as `fence_check` holds it to the end of a transaction; the statement's writes are
-/// guarded by `NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $token)`.
+/// stored one is higher, and the token after. A stored token equal to `$token` (every write
+/// of a lease holder after its first) is locked but not rewritten, and the CTE then returns no
+/// row: a row version of `pool_fences` per statement was WAL and a dead tuple for nothing.
+/// The row stays locked until the statement commits, rewritten or not (PostgreSQL locks the
+/// conflicting row before it reads the `WHERE` of `DO UPDATE`), as `fence_check` holds it to
+/// the end of a transaction; the statement's writes are guarded by
+/// `NOT EXISTS (SELECT 1 FROM fence WHERE fence.token > $token)`.
 macro_rules! fence_cte {
     ($pool:literal, $token:literal) => {
         concat!(
@@ -33,7 +37,8 @@ macro_rules! fence_cte {
             "::int8 WHERE ",
             $pool,
             "::text IS NOT NULL ON CONFLICT (pool) DO UPDATE \
-             SET token = GREATEST(pool_fences.token, excluded.token) RETURNING token )"
+             SET token = GREATEST(pool_fences.token, excluded.token) \
+             WHERE pool_fences.token <> excluded.token RETURNING token )"
         )
     };
 }
