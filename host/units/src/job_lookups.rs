@@ -178,6 +178,7 @@ impl Passes {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use slotd_core::model::UnitStatus;
