@@ -437,6 +437,10 @@ async fn failure_after_acceptance_is_recorded_and_retry_resubmits_only_it() {
 /// simulator).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callbacks_need_fewer_queries_than_polling() {
+    // Both counts follow the timing: under a browser or schemathesis beside it on two cores,
+    // polling's list queries batched more units (8–10 queries, 14–17 alone) and callbacks
+    // came after more polls were due (5–8 queries, 2–3 alone), so the ratio is measured alone.
+    let _quiet = QUIET.lock().await;
     const SHOTS: usize = 40;
     let mut queries = Vec::new();
     for callbacks in [false, true] {
