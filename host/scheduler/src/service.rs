@@ -26,6 +26,13 @@ const COUNTS_EVERY: Duration = Duration::from_secs(5);
 /// The shortest time between two passes of the completion webhooks (or `tick_interval`, if
 /// shorter): the wakes of the units that end meanwhile are taken together.
 const WEBHOOK_PASS_EVERY: Duration = Duration::from_millis(100);
+/// The shortest time between the end of a pool's tick and a tick that a wake starts (or a
+/// tenth of `tick_interval`, if shorter): the events of a burst (callbacks freeing slots, tasks
+/// created) are taken by one tick. A tick per freed slot paid its fixed reads (the pending
+/// query, the due times) once per unit: in the steady scale run this pause took a unit from
+/// 4.5–4.8 statements to 3.4 and PostgreSQL's CPU from 5.1–6.0 ms to 3.0, for at most 50 ms
+/// before a freed slot is filled again (utilization while work waits 0.996).
+const POOL_PASS_EVERY: Duration = Duration::from_millis(50);
 /// The shortest time between two finalization claims (or `tick_interval`, if shorter) while
 /// the last claim took everything it found: the units that succeed meanwhile are claimed
 /// together. In the steady scale run a claim per succeeding unit was most of a statement per
@@ -183,18 +190,18 @@ impl Scheduler {
                     }
                 }
             };
-            // An event (a new task, a freed slot, a callback) ticks at once; otherwise the
-            // pool sleeps until its next unit is due, at least `min_rest` (no poll storms),
-            // at most `tick_interval` (the safety net).
+            // An event (a new task, a freed slot, a callback) ticks at once after a short
+            // pause (`POOL_PASS_EVERY`) that gathers the events of a burst; otherwise the pool
+            // sleeps until its next unit is due, at least `min_rest` (no poll storms), at most
+            // `tick_interval` (the safety net).
             let until_due = next_due.map(|at| {
                 let ms = at.saturating_sub(self.services.clock.now_ms()).max(0);
                 Duration::from_millis(u64::try_from(ms).unwrap_or(0))
             });
             let rest = rest_for(&cfg, started.elapsed(), until_due);
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(rest) => {}
-                _ = wake.notified() => {}
+            let pause = POOL_PASS_EVERY.min(cfg.tick_interval / 10).min(rest);
+            if !rest_between_passes(&shutdown, &wake, pause, rest).await {
+                return;
             }
         }
     }
