@@ -162,11 +162,10 @@ impl Scheduler {
             return Ok(());
         }
         let s = &self.services;
-        let rows: Vec<(&Unit, String)> = done.iter().map(|(u, r)| (u, r.clone())).collect();
         let completed = match slotd_units::lifecycle::complete_finalize_many(
             s,
             &self.owner,
-            &rows,
+            &done,
             now,
         )
         .await

@@ -33,7 +33,7 @@ pub async fn claim_finalize(
 pub async fn complete_finalize_many(
     services: &Services,
     owner: &str,
-    done: &[(&Unit, String)],
+    done: &[(Unit, String)],
     now: i64,
 ) -> StoreResult<Vec<String>> {
     let rows: Vec<(String, String)> = done
