@@ -225,7 +225,7 @@ macro_rules! impl_task_store {
                 task_types: &[String],
                 jobs: &[String],
             ) -> StoreResult<Vec<Unit>> {
-                units::unit_find_by_provider_jobs(self.reader(), task_types, jobs).await
+                units::unit_find_by_provider_jobs(self.array_reader(), task_types, jobs).await
             }
 
             async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {
@@ -525,7 +525,7 @@ macro_rules! impl_task_store {
                     let ids: Vec<String> = grants.iter().map(|g| g.unit_id.clone()).collect();
                     let accounts: Vec<Option<&str>> =
                         grants.iter().map(|g| g.account.as_deref()).collect();
-                    units::unit_mark_alone(self.writer(), &ids, now, next_at, &accounts, fence)
+                    units::unit_mark_alone(self.array_writer(), &ids, now, next_at, &accounts, fence)
                         .await?
                         .unwrap_or_default()
                 } else {

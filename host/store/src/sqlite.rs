@@ -117,6 +117,16 @@ impl SqliteStore {
         &self.writer
     }
 
+    /// Reads that take their rows as an array (PostgreSQL plans these apart): the readers.
+    fn array_reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    /// Writes that take their rows as arrays: the one writer connection.
+    fn array_writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
     /// A write transaction on the writer connection.
     async fn begin(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)

@@ -33,7 +33,8 @@ use super::{
 use slotd_core::model::UnitStatus;
 
 pub(crate) use fixtures::task;
-use fixtures::{POOL, T0, VIDEO, apply, create, ids, submit, succeed, types, unit, update};
+use fixtures::{POOL, T0, VIDEO, apply, create, ids, succeed, types, unit};
+pub(crate) use fixtures::{submit, update};
 
 pub(crate) use budgets::{
     a_unit_without_an_estimate_takes_nothing_from_a_spent_period,

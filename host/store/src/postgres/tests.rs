@@ -16,6 +16,7 @@ use super::PostgresStore;
 use crate::prelude::*;
 use crate::suite::TestDb;
 use crate::{DynStore, StoreError, open};
+use slotd_core::model::UnitStatus;
 
 /// The server URL that answered, found once per test binary.
 static BASE_URL: OnceCell<String> = OnceCell::const_new();
@@ -262,6 +263,51 @@ async fn the_database_refuses_illegal_moves_from_any_writer() {
     .await;
     raw.close().await;
     store.close().await;
+}
+
+/// The statements that take their rows as arrays are planned once per connection (the array
+/// pool's `plan_cache_mode`): a provider callback's one-unit write, repeated, runs one generic
+/// plan. In a custom plan the planner sees the array's length, finds a one-row plan cheaper
+/// than the generic one's guess, and so planned every call afresh (docs/scale.md).
+#[tokio::test]
+async fn array_statements_are_planned_once_per_connection() {
+    let schema = Schema::create().await;
+    // Two connections, one of them the array statements': the session read below is theirs.
+    let store = PostgresStore::connect_with(
+        schema.options(),
+        PostgresStore::pool_options().max_connections(2),
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let n = 8;
+    let task = crate::suite::task("t1", "acme", "video", "p", n, 0);
+    store.task_create(task).await.unwrap();
+    let ids: Vec<String> = (0..n).map(|i| format!("t1-u{i}")).collect();
+    let pg = store.clone();
+    let store: DynStore = Arc::new(store);
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    crate::suite::submit(&store, &refs, 1).await;
+    for id in &ids {
+        let mut done = crate::suite::update(id, UnitStatus::Submitted, UnitStatus::Succeeded);
+        done.result = Some(r#"{"url":"https://x/y.mp4"}"#.into());
+        let report = store.unit_apply(&[done], 2, None).await.unwrap();
+        assert_eq!(report.applied, std::slice::from_ref(id));
+    }
+    let plans: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+         WHERE statement LIKE '%FOR UPDATE OF units%' AND statement LIKE '%unnest%' \
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_all(pg.arrays_for_tests())
+    .await
+    .unwrap();
+    // The batch write, whose every call above was one unit's.
+    let write = plans.iter().find(|(generic, _)| *generic >= n as i64);
+    assert!(
+        write.is_some_and(|(_, custom)| *custom == 0),
+        "the batch write should run its one generic plan: {plans:?}"
+    );
 }
 
 /// How the server's errors map, read from real errors raised with each SQLSTATE: what means
