@@ -251,15 +251,18 @@ impl Measured {
                 .collect::<Vec<_>>(),
         );
         let mut statements: Vec<_> = m.delta.by_statement.values().collect();
-        statements.sort_by(|a, b| (b.wal_bytes + b.exec_ms).total_cmp(&(a.wal_bytes + a.exec_ms)));
+        statements.sort_by(|a, b| {
+            (b.wal_bytes + b.exec_ms + b.plan_ms).total_cmp(&(a.wal_bytes + a.exec_ms + a.plan_ms))
+        });
         let line = |s: &&servers::Statement| {
             let query: String = s.query.split_whitespace().collect::<Vec<_>>().join(" ");
             eprintln!(
-                "  per unit {:>5.2} calls {:>6.0} WAL bytes {:>6.3} ms: {}",
+                "  per unit {:>5.2} calls {:>6.0} WAL bytes {:>6.3} ms + {:>6.3} ms planning: {}",
                 m.per_unit(s.calls),
                 m.per_unit(s.wal_bytes),
                 m.per_unit(s.exec_ms),
-                query.chars().take(110).collect::<String>()
+                m.per_unit(s.plan_ms),
+                shortened(&query)
             );
         };
         statements.iter().take(12).for_each(line);
@@ -282,4 +285,16 @@ impl Measured {
                 .join(", ")
         );
     }
+}
+
+/// A statement's text for its line: the start, and the end where it is long (the end of a
+/// read names its table and condition after the column list).
+fn shortened(query: &str) -> String {
+    let chars: Vec<char> = query.chars().collect();
+    if chars.len() <= 200 {
+        return query.to_string();
+    }
+    let head: String = chars[..80].iter().collect();
+    let tail: String = chars[chars.len() - 110..].iter().collect();
+    format!("{head} … {tail}")
 }

@@ -84,6 +84,7 @@ impl OwnPostgres {
             .arg("-c")
             .arg(format!("unix_socket_directories={}", dir.path().display()))
             .args(["-c", "shared_preload_libraries=pg_stat_statements"])
+            .args(["-c", "pg_stat_statements.track_planning=on"])
             .args(["-c", "max_connections=300"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -38,6 +38,8 @@ pub(super) struct Statement {
     pub calls: f64,
     pub wal_bytes: f64,
     pub exec_ms: f64,
+    /// Time spent planning it (`pg_stat_statements.track_planning`; 0 where that is off).
+    pub plan_ms: f64,
 }
 
 impl Counters {
@@ -76,6 +78,7 @@ impl Counters {
                         calls: s.calls - b.calls,
                         wal_bytes: s.wal_bytes - b.wal_bytes,
                         exec_ms: s.exec_ms - b.exec_ms,
+                        plan_ms: s.plan_ms - b.plan_ms,
                     };
                     (*id, d)
                 })
@@ -224,8 +227,9 @@ impl PrivateDb {
 
     /// This database's statements in `pg_stat_statements`, by query id.
     async fn statements(&self) -> anyhow::Result<BTreeMap<i64, Statement>> {
-        let rows: Vec<(i64, String, f64, f64, f64)> = sqlx::query_as(
-            "SELECT queryid, query, calls::float8, wal_bytes::float8, total_exec_time \
+        let rows: Vec<(i64, String, f64, f64, f64, f64)> = sqlx::query_as(
+            "SELECT queryid, query, calls::float8, wal_bytes::float8, total_exec_time, \
+             total_plan_time \
              FROM pg_stat_statements WHERE queryid IS NOT NULL AND dbid = \
              (SELECT oid FROM pg_database WHERE datname = current_database())",
         )
@@ -233,12 +237,13 @@ impl PrivateDb {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(id, query, calls, wal_bytes, exec_ms)| {
+            .map(|(id, query, calls, wal_bytes, exec_ms, plan_ms)| {
                 let s = Statement {
                     query,
                     calls,
                     wal_bytes,
                     exec_ms,
+                    plan_ms,
                 };
                 (id, s)
             })
