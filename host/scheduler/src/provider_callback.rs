@@ -18,10 +18,11 @@ use slotd_units::services::Services;
 
 use super::decide::decide_updates;
 use super::error::SchedulerError;
-use slotd_units::lifecycle::{Origin, apply_changes};
+use slotd_units::lifecycle::{Origin, apply_callback_changes};
 
-/// The shortest time between two reads of the callbacks' job lookups (or `tick_interval`, if
-/// shorter): the callbacks that arrive meanwhile are looked up together (`JobLookups`).
+/// The shortest time between two reads of the callbacks' job lookups, and between two of
+/// their writes (or `tick_interval`, if shorter): the callbacks that arrive meanwhile are
+/// looked up together (`JobLookups`), and written together (`CallbackWrites`).
 const LOOKUP_PASS_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a callback did.
@@ -62,36 +63,37 @@ async fn match_units(
         .iter()
         .map(|t| t.name.clone())
         .collect();
-    // The job ids, read with the other callbacks' (`JobLookups`); a change that names no job
-    // this finds is looked up by its idempotency key, alone (an in-doubt unit, seldom).
+    // The job ids and idempotency keys, read with the other callbacks' (`JobLookups`): a
+    // change is matched by its job, else by its key (a job whose id is not recorded yet: its
+    // callback came before the answer of the create was written).
     let jobs: Vec<String> = changes
         .iter()
         .filter_map(|c| c.provider_job_id.clone())
         .filter(|j| !j.is_empty())
         .collect();
+    let keys: Vec<String> = changes
+        .iter()
+        .filter_map(|c| c.idempotency_key.clone())
+        .collect();
     let pause = LOOKUP_PASS_EVERY.min(services.config.scheduler.tick_interval);
-    let by_job = services
+    let by_ref = services
         .job_lookups
-        .find(&services.store, &types, jobs, pause)
+        .find(&services.store, &types, jobs, keys, pause)
         .await?;
     let mut out = Matched::default();
     let mut seen = BTreeSet::new();
     for c in changes {
-        let known = c.provider_job_id.as_deref().and_then(|j| {
-            by_job
+        let by_job = c.provider_job_id.as_deref().and_then(|j| {
+            by_ref
                 .iter()
                 .find(|u| u.provider_job_id.as_deref() == Some(j))
         });
-        let found = match (known, c.idempotency_key.as_deref()) {
-            (Some(u), _) => Some(u.clone()),
-            (None, Some(key)) => {
-                services
-                    .store
-                    .unit_find_by_provider(&types, None, Some(key))
-                    .await?
-            }
-            (None, None) => None,
+        let by_key = || {
+            c.idempotency_key
+                .as_deref()
+                .and_then(|k| by_ref.iter().find(|u| u.idempotency_key() == k))
         };
+        let found = by_job.or_else(by_key).cloned();
         match found {
             Some(u) if u.status == UnitStatus::Submitted && !scope.covers(&u) => {
                 // Submitted, but not through this token: another batch's token, or an attempt
@@ -250,7 +252,10 @@ pub async fn apply_provider_callback(
             u.next_at = Some(now);
         }
     }
-    let committed = apply_changes(services, &decided.updates, &origins, now, None).await?;
+    // Written with the other callbacks' that come meanwhile (`CallbackWrites`).
+    let pause = LOOKUP_PASS_EVERY.min(services.config.scheduler.tick_interval);
+    let committed =
+        apply_callback_changes(services, &decided.updates, &origins, now, pause).await?;
     report.applied += committed.applied;
     Ok(report)
 }

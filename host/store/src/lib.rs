@@ -222,6 +222,34 @@ pub const PAGE_ROWS_MAX: u32 = 1000;
 /// outside, and every prefix of it is a candidate unit id).
 pub const MAX_LOOKUP_KEY_BYTES: usize = 512;
 
+/// The unit ids an idempotency key (`{unit id}-{stage}-{attempt}`) may name: ids and stages
+/// may contain `-`, so every prefix ending before a `-` is a candidate, confirmed by rebuilding
+/// the key from the unit found. None for a key longer than [`MAX_LOOKUP_KEY_BYTES`].
+pub(crate) fn key_candidates(key: &str) -> Vec<&str> {
+    if key.len() > MAX_LOOKUP_KEY_BYTES {
+        return Vec::new();
+    }
+    key.match_indices('-').map(|(i, _)| &key[..i]).collect()
+}
+
+/// What [`StoreRead::unit_find_by_provider_refs`] keeps of the units its read found (by job
+/// id or by a key's candidate ids): those whose job is one of `jobs` (the first per job) or
+/// whose key is one of `keys`, each once.
+pub(crate) fn provider_refs_found(units: Vec<Unit>, jobs: &[&str], keys: &[String]) -> Vec<Unit> {
+    let mut jobs_seen = std::collections::HashSet::new();
+    let mut ids_seen = std::collections::HashSet::new();
+    units
+        .into_iter()
+        .filter(|u| {
+            let by_job = u
+                .provider_job_id
+                .as_deref()
+                .is_some_and(|j| jobs.contains(&j) && jobs_seen.insert(j.to_string()));
+            (by_job || keys.contains(&u.idempotency_key())) && ids_seen.insert(u.id.clone())
+        })
+        .collect()
+}
+
 /// One page of tasks, newest first.
 #[derive(Clone, Debug)]
 pub struct TaskPage {
@@ -502,13 +530,14 @@ pub trait StoreRead: Send + Sync + 'static {
         idempotency_key: Option<&str>,
     ) -> StoreResult<Option<Unit>>;
 
-    /// The submitted units of the given task types whose provider job is one of `jobs`, in
-    /// one read (the batched form of [`StoreRead::unit_find_by_provider`]'s job-id lookup). At
-    /// most one unit per job id.
-    async fn unit_find_by_provider_jobs(
+    /// The submitted units of the given task types whose provider job is one of `jobs` or
+    /// whose idempotency key is one of `keys`, in one read (the batched form of
+    /// [`StoreRead::unit_find_by_provider`]). At most one unit per job id; each unit once.
+    async fn unit_find_by_provider_refs(
         &self,
         task_types: &[String],
         jobs: &[String],
+        keys: &[String],
     ) -> StoreResult<Vec<Unit>>;
 
     /// Unit counts per pool and status.

@@ -220,12 +220,14 @@ macro_rules! impl_task_store {
                 .await
             }
 
-            async fn unit_find_by_provider_jobs(
+            async fn unit_find_by_provider_refs(
                 &self,
                 task_types: &[String],
                 jobs: &[String],
+                keys: &[String],
             ) -> StoreResult<Vec<Unit>> {
-                units::unit_find_by_provider_jobs(self.array_reader(), task_types, jobs).await
+                units::unit_find_by_provider_refs(self.array_reader(), task_types, jobs, keys)
+                    .await
             }
 
             async fn unit_count_by_pool(&self) -> StoreResult<Vec<PoolStatusCount>> {

@@ -1,25 +1,23 @@
 //! Provider callbacks' job lookups, read together.
 //!
-//! Every provider callback names the jobs it reports on, and each has to be found among the
-//! submitted units before the change is checked and applied. Read one by one, that was a
-//! statement per callback: two per unit in the steady scale run, where Kling calls back once
-//! when a job starts and once when it ends. Here the first lookup after a quiet spell is read
-//! at once; the lookups that arrive while it is read, and during a short pause after it, are
-//! read together in the next pass (one statement per handler), so a busy instance answers a
-//! burst of callbacks with a few reads and a quiet one adds no wait at all.
-//!
-//! The pass runs on a task of its own, so a callback whose connection drops does not stop
-//! the lookups of the others; should that task end anyway (its runtime shutting down) the
-//! next lookup starts another.
+//! Every provider callback names the jobs it reports on (by provider job id, or by the
+//! idempotency key slotd gave the provider, for a job whose id is not recorded yet), and each
+//! has to be found among the submitted units before the change is checked and applied. Read
+//! one by one, that was a statement per callback: two per unit in the steady scale run, where
+//! Kling calls back once when a job starts and once when it ends, and one more where a job's
+//! callback came before its id was recorded. The lookups are gathered into passes
+//! ([`crate::together`]): the first after a quiet spell is read at once, the ones that arrive
+//! while it is read and during a short pause after it are read together in the next pass (one
+//! statement per handler).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use crate::together::{Pass, Together};
 use slotd_core::model::Unit;
 use slotd_store::{DynServiceStore, StoreError, StoreResult};
 
@@ -27,57 +25,46 @@ use slotd_store::{DynServiceStore, StoreError, StoreResult};
 struct Ask {
     task_types: Vec<String>,
     jobs: Vec<String>,
+    keys: Vec<String>,
     reply: oneshot::Sender<StoreResult<Vec<Unit>>>,
-}
-
-#[derive(Default)]
-struct Queue {
-    asks: Vec<Ask>,
-    /// A pass is running (or pausing after one): new asks wait for it.
-    reading: bool,
 }
 
 /// The lookups of this process's callbacks (cheap to clone; one per [`crate::services::Services`]).
 #[derive(Clone, Default)]
 pub struct JobLookups {
-    queue: Arc<Mutex<Queue>>,
+    asks: Together<Ask>,
     /// Reads made so far (a test signal: how many statements the lookups cost).
     reads: Arc<AtomicU64>,
 }
 
 impl JobLookups {
     /// The submitted units of `task_types` whose provider job is one of `jobs` (at most one
-    /// per job), read with whatever other lookups are waiting. `pause` is the shortest time
-    /// between two reads: the lookups that come meanwhile wait for the next.
+    /// per job) or whose idempotency key is one of `keys`, read with whatever other lookups
+    /// are waiting. `pause` is the shortest time between two reads: the lookups that come
+    /// meanwhile wait for the next.
     pub async fn find(
         &self,
         store: &DynServiceStore,
         task_types: &[String],
         jobs: Vec<String>,
+        keys: Vec<String>,
         pause: Duration,
     ) -> StoreResult<Vec<Unit>> {
-        if task_types.is_empty() || jobs.is_empty() {
+        if task_types.is_empty() || (jobs.is_empty() && keys.is_empty()) {
             return Ok(Vec::new());
         }
         let (reply, answer) = oneshot::channel();
-        let lead = {
-            let mut q = self.queue.lock();
-            q.asks.push(Ask {
-                task_types: task_types.to_vec(),
-                jobs,
-                reply,
-            });
-            !std::mem::replace(&mut q.reading, true)
+        let ask = Ask {
+            task_types: task_types.to_vec(),
+            jobs,
+            keys,
+            reply,
         };
-        if lead {
-            let passes = Passes {
-                queue: self.queue.clone(),
-                reads: self.reads.clone(),
-                store: store.clone(),
-                pause,
-            };
-            tokio::spawn(passes.run());
-        }
+        let read = Read {
+            store: store.clone(),
+            reads: self.reads.clone(),
+        };
+        self.asks.push(ask, pause, read);
         answer.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
                 "the callback lookups stopped (shutting down)".into(),
@@ -91,89 +78,61 @@ impl JobLookups {
     }
 }
 
-/// Clears `reading` if the passes end early (their task dropped), so the asks after it never
-/// wait for a pass that will not come.
-struct Reading {
-    queue: Arc<Mutex<Queue>>,
-    done: bool,
-}
-
-impl Drop for Reading {
-    fn drop(&mut self) {
-        if !self.done {
-            self.queue.lock().reading = false;
-        }
-    }
-}
-
-/// The passes one task makes, until one finds nothing waiting.
-struct Passes {
-    queue: Arc<Mutex<Queue>>,
-    reads: Arc<AtomicU64>,
+/// A pass: the waiting lookups, one read per handler's task types.
+struct Read {
     store: DynServiceStore,
-    pause: Duration,
+    reads: Arc<AtomicU64>,
 }
 
-impl Passes {
-    async fn run(self) {
-        let Passes {
-            queue,
-            reads,
-            store,
-            pause,
-        } = self;
-        let mut reading = Reading {
-            queue: queue.clone(),
-            done: false,
-        };
-        loop {
-            let asks = {
-                let mut q = queue.lock();
-                if q.asks.is_empty() {
-                    // Under the lock: an ask that comes next sees no pass and starts one.
-                    q.reading = false;
-                    reading.done = true;
-                    return;
-                }
-                std::mem::take(&mut q.asks)
-            };
-            let mut by_types: BTreeMap<Vec<String>, Vec<Ask>> = BTreeMap::new();
-            for ask in asks {
-                by_types
-                    .entry(ask.task_types.clone())
-                    .or_default()
-                    .push(ask);
-            }
-            for (task_types, asks) in by_types {
-                let mut jobs: Vec<String> = asks.iter().flat_map(|a| a.jobs.clone()).collect();
-                jobs.sort_unstable();
-                jobs.dedup();
-                reads.fetch_add(1, Ordering::Relaxed);
-                match store.unit_find_by_provider_jobs(&task_types, &jobs).await {
-                    Ok(units) => {
-                        for ask in asks {
-                            let mine = units
-                                .iter()
-                                .filter(|u| {
-                                    u.provider_job_id
-                                        .as_ref()
-                                        .is_some_and(|j| ask.jobs.contains(j))
-                                })
-                                .cloned()
-                                .collect();
-                            // The asker may be gone (its connection dropped): nothing to tell.
-                            let _ = ask.reply.send(Ok(mine));
-                        }
-                    }
-                    Err(e) => {
-                        for ask in asks {
-                            let _ = ask.reply.send(Err(e.clone()));
-                        }
-                    }
-                }
-            }
-            tokio::time::sleep(pause).await;
+impl Pass for Read {
+    type Ask = Ask;
+
+    async fn run(&self, asks: Vec<Ask>) -> Vec<Ask> {
+        let mut by_types: BTreeMap<Vec<String>, Vec<Ask>> = BTreeMap::new();
+        for ask in asks {
+            by_types
+                .entry(ask.task_types.clone())
+                .or_default()
+                .push(ask);
         }
+        for (task_types, asks) in by_types {
+            let listed = |of: fn(&Ask) -> &Vec<String>| {
+                let mut all: Vec<String> = asks.iter().flat_map(|a| of(a).clone()).collect();
+                all.sort_unstable();
+                all.dedup();
+                all
+            };
+            let (jobs, keys) = (listed(|a| &a.jobs), listed(|a| &a.keys));
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            match self
+                .store
+                .unit_find_by_provider_refs(&task_types, &jobs, &keys)
+                .await
+            {
+                Ok(units) => {
+                    for ask in asks {
+                        let mine = units
+                            .iter()
+                            .filter(|u| {
+                                u.provider_job_id
+                                    .as_ref()
+                                    .is_some_and(|j| ask.jobs.contains(j))
+                                    || ask.keys.contains(&u.idempotency_key())
+                            })
+                            .cloned()
+                            .collect();
+                        // The asker may be gone (its connection dropped): nothing to tell.
+                        let _ = ask.reply.send(Ok(mine));
+                    }
+                }
+                Err(e) => {
+                    for ask in asks {
+                        let _ = ask.reply.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        Vec::new()
     }
 }
 
@@ -181,73 +140,7 @@ impl Passes {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use slotd_core::model::UnitStatus;
-    use slotd_store::{Created, Field, NewTask, NewUnit, RecordWrite, UnitUpdate, UnitWrite};
-
-    const VIDEO: &str = "video";
-
-    /// A task of `n` units, all submitted, unit `i` running as provider job `job-{i}`.
-    async fn submitted_jobs(
-        n: usize,
-    ) -> (tempfile::TempDir, Arc<slotd_store::sqlite::SqliteStore>) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("slotd.db").display());
-        let store = slotd_store::sqlite::SqliteStore::connect(&url)
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
-        let store = Arc::new(store);
-        let task = NewTask {
-            id: "t".into(),
-            tenant: "acme".into(),
-            task_type: VIDEO.into(),
-            payload: "{}".into(),
-            idempotency_key: None,
-            priority: 0,
-            completion_webhook_url: None,
-            units: (0..n)
-                .map(|i| NewUnit {
-                    id: format!("t-u{i}"),
-                    pool: "p".into(),
-                    stage: "main".into(),
-                    spec: "{}".into(),
-                    state: "{}".into(),
-                    routes: None,
-                    routing: None,
-                    cost_estimate: None,
-                    planned_release: None,
-                })
-                .collect(),
-            now: 1,
-            terms: Default::default(),
-        };
-        assert_eq!(
-            store.task_create(task).await.unwrap(),
-            Created::New("t".into())
-        );
-        let ids: Vec<String> = (0..n).map(|i| format!("t-u{i}")).collect();
-        let marked = store.unit_mark_submitted(&ids, 2, 2, None).await.unwrap();
-        assert_eq!(marked.len(), n);
-        let accepted: Vec<UnitUpdate> = (0..n)
-            .map(|i| UnitUpdate {
-                unit_id: format!("t-u{i}"),
-                from: Some(UnitStatus::Submitted),
-                to: Some(UnitStatus::Submitted),
-                provider_job_id: Field::Set(format!("job-{i}")),
-                ..UnitUpdate::default()
-            })
-            .collect();
-        assert_eq!(
-            store
-                .unit_apply(&accepted, 3, None)
-                .await
-                .unwrap()
-                .applied
-                .len(),
-            n
-        );
-        (dir, store)
-    }
+    use crate::test_support::{VIDEO, submitted_jobs};
 
     fn found(units: &[Unit]) -> Vec<&str> {
         units.iter().map(|u| u.id.as_str()).collect()
@@ -265,20 +158,21 @@ mod tests {
         let pause = Duration::from_millis(200);
 
         let first = lookups
-            .find(&store, &types, vec!["job-0".into()], pause)
+            .find(&store, &types, vec!["job-0".into()], Vec::new(), pause)
             .await
             .unwrap();
         assert_eq!(found(&first), ["t-u0"]);
         assert_eq!(lookups.reads(), 1);
 
-        // Nineteen callbacks while the pass pauses, one naming no known job.
+        // Nineteen callbacks while the pass pauses, one naming no known job, one naming its
+        // unit by the idempotency key alone (a job whose id is not recorded yet).
         let asks = (1..20).map(|i| {
-            let job = if i == 19 {
-                "job-none".to_string()
-            } else {
-                format!("job-{i}")
+            let (jobs, keys) = match i {
+                19 => (vec!["job-none".to_string()], Vec::new()),
+                18 => (Vec::new(), vec!["t-u18-main-0".to_string()]),
+                _ => (vec![format!("job-{i}")], Vec::new()),
             };
-            lookups.find(&store, &types, vec![job], pause)
+            lookups.find(&store, &types, jobs, keys, pause)
         });
         let answers = futures::future::join_all(asks).await;
         for (i, answer) in (1..20).zip(answers) {
@@ -297,7 +191,13 @@ mod tests {
 
         // Another handler's task types: read apart (its own statement), finding nothing.
         let other = lookups
-            .find(&store, &["avatar".to_string()], vec!["job-1".into()], pause)
+            .find(
+                &store,
+                &["avatar".to_string()],
+                vec!["job-1".into()],
+                Vec::new(),
+                pause,
+            )
             .await
             .unwrap();
         assert!(other.is_empty());
@@ -306,7 +206,7 @@ mod tests {
         // No jobs named: nothing to read.
         assert!(
             lookups
-                .find(&store, &types, Vec::new(), pause)
+                .find(&store, &types, Vec::new(), Vec::new(), pause)
                 .await
                 .unwrap()
                 .is_empty()
@@ -323,20 +223,33 @@ mod tests {
         let store: DynServiceStore = sqlite;
         let lookups = JobLookups::default();
         let types = vec![VIDEO.to_string()];
-        let asks =
-            (0..2).map(|i| lookups.find(&store, &types, vec![format!("job-{i}")], Duration::ZERO));
+        let asks = (0..2).map(|i| {
+            lookups.find(
+                &store,
+                &types,
+                vec![format!("job-{i}")],
+                Vec::new(),
+                Duration::ZERO,
+            )
+        });
         for answer in futures::future::join_all(asks).await {
             assert!(answer.is_err(), "a closed store's read fails: {answer:?}");
         }
         assert!(
             lookups
-                .find(&store, &types, vec!["job-0".into()], Duration::ZERO)
+                .find(
+                    &store,
+                    &types,
+                    vec!["job-0".into()],
+                    Vec::new(),
+                    Duration::ZERO
+                )
                 .await
                 .is_err()
         );
         // The pass ends once it finds nothing waiting (right after answering).
         let ended = tokio::time::timeout(Duration::from_secs(10), async {
-            while lookups.queue.lock().reading {
+            while lookups.asks.running() {
                 tokio::task::yield_now().await;
             }
         });

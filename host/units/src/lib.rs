@@ -8,7 +8,8 @@
 //! - [`pools_now`]: the pools' limits and quota closures as they stand, read through the
 //!   services.
 //! - [`event_feed`]: the one reader of the event log behind live event streams.
-//! - [`job_lookups`]: provider callbacks' job lookups, read together.
+//! - [`job_lookups`]: provider callbacks' job lookups, read together ([`together`]: asks
+//!   gathered into passes; the callbacks' writes are gathered the same way).
 //! - [`provider_callback_token`]: the tokens in provider callback URLs that say which units a
 //!   provider callback may change.
 
@@ -19,3 +20,6 @@ pub mod lifecycle;
 pub mod pools_now;
 pub mod provider_callback_token;
 pub mod services;
+#[cfg(test)]
+mod test_support;
+mod together;

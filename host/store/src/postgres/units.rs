@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnection, PgPool};
 use super::rows::{
     UNIT_COLS, sort_like, unit_cols_of, unit_cols_of_units, unit_from_row, units_from_rows,
 };
-use crate::{MAX_LOOKUP_KEY_BYTES, StoreResult};
+use crate::StoreResult;
 use slotd_core::model::Unit;
 
 /// The fill-order query: `$1` pool, `$2` now, `$3` task types, `$4` limit.
@@ -192,32 +192,43 @@ pub(super) async fn unit_list_due(
     units_from_rows(&rows)
 }
 
-/// The submitted units of `task_types` whose provider job is one of `jobs`: one read for a
-/// batch of callbacks. A job id is a provider's, unique among the jobs it runs; should two
-/// submitted units name one all the same, the first of them is kept, as the single lookup does.
-pub(super) async fn unit_find_by_provider_jobs(
+/// The submitted units of `task_types` whose provider job is one of `jobs`, or whose
+/// idempotency key is one of `keys`: one read for a batch of callbacks. A job id is a
+/// provider's, unique among the jobs it runs; should two submitted units name one all the
+/// same, the first of them is kept, as the single lookup does.
+pub(super) async fn unit_find_by_provider_refs(
     pool: &PgPool,
     task_types: &[String],
     jobs: &[String],
+    keys: &[String],
 ) -> StoreResult<Vec<Unit>> {
     let jobs: Vec<&str> = jobs
         .iter()
         .map(String::as_str)
         .filter(|j| !j.is_empty())
         .collect();
-    if task_types.is_empty() || jobs.is_empty() {
+    let ids: Vec<&str> = keys.iter().flat_map(|k| crate::key_candidates(k)).collect();
+    if task_types.is_empty() || (jobs.is_empty() && ids.is_empty()) {
         return Ok(Vec::new());
     }
     let rows = sqlx::query(&format!(
-        "SELECT DISTINCT ON (provider_job_id) {UNIT_COLS} FROM units \
-         WHERE provider_job_id = ANY($1) AND status = 'submitted' AND task_type = ANY($2) \
-         ORDER BY provider_job_id"
+        "(SELECT DISTINCT ON (provider_job_id) {UNIT_COLS} FROM units \
+          WHERE provider_job_id = ANY($1) AND status = 'submitted' AND task_type = ANY($2) \
+          ORDER BY provider_job_id) \
+         UNION ALL \
+         (SELECT {UNIT_COLS} FROM units \
+          WHERE id = ANY($3) AND status = 'submitted' AND task_type = ANY($2))"
     ))
     .bind(&jobs)
     .bind(task_types)
+    .bind(&ids)
     .fetch_all(pool)
     .await?;
-    units_from_rows(&rows)
+    Ok(crate::provider_refs_found(
+        units_from_rows(&rows)?,
+        &jobs,
+        keys,
+    ))
 }
 
 /// By provider job id first; failing that, by idempotency key (`{unit id}-{stage}-{attempt}`,
@@ -246,10 +257,10 @@ pub(super) async fn unit_find_by_provider(
             return unit_from_row(&row).map(Some);
         }
     }
-    let Some(key) = idempotency_key.filter(|k| k.len() <= MAX_LOOKUP_KEY_BYTES) else {
+    let Some(key) = idempotency_key else {
         return Ok(None);
     };
-    let candidates: Vec<&str> = key.match_indices('-').map(|(i, _)| &key[..i]).collect();
+    let candidates = crate::key_candidates(key);
     if candidates.is_empty() {
         return Ok(None);
     }

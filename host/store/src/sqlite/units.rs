@@ -9,7 +9,7 @@ use sqlx::{Sqlite, Transaction};
 use super::rows::{
     UNIT_COLS, json_list, unit_from_row, unit_json_cols, units_from_json, units_from_rows,
 };
-use crate::{MAX_LOOKUP_KEY_BYTES, StoreResult};
+use crate::StoreResult;
 use slotd_core::model::Unit;
 
 /// The fill-order query (see [`unit_list_pending`]); `?1` pool, `?2` now, `?3` JSON array of
@@ -190,39 +190,43 @@ pub(super) async fn unit_list_due(
     units_from_json(&text)
 }
 
-/// The submitted units of `task_types` whose provider job is one of `jobs`: one read for a
-/// batch of callbacks; at most one unit per job id (the single lookup's `LIMIT 1`).
-pub(super) async fn unit_find_by_provider_jobs(
+/// The submitted units of `task_types` whose provider job is one of `jobs`, or whose
+/// idempotency key is one of `keys`: one read for a batch of callbacks (the first unit per
+/// job, as the single lookup keeps).
+pub(super) async fn unit_find_by_provider_refs(
     pool: &SqlitePool,
     task_types: &[String],
     jobs: &[String],
+    keys: &[String],
 ) -> StoreResult<Vec<Unit>> {
     let jobs: Vec<&str> = jobs
         .iter()
         .map(String::as_str)
         .filter(|j| !j.is_empty())
         .collect();
-    if task_types.is_empty() || jobs.is_empty() {
+    let ids: Vec<&str> = keys.iter().flat_map(|k| crate::key_candidates(k)).collect();
+    if task_types.is_empty() || (jobs.is_empty() && ids.is_empty()) {
         return Ok(Vec::new());
     }
     let rows = sqlx::query(&format!(
         "SELECT {UNIT_COLS} FROM units \
          WHERE provider_job_id IN (SELECT value FROM json_each(?1)) AND status = 'submitted' \
+           AND task_type IN (SELECT value FROM json_each(?2)) \
+         UNION ALL \
+         SELECT {UNIT_COLS} FROM units \
+         WHERE id IN (SELECT value FROM json_each(?3)) AND status = 'submitted' \
            AND task_type IN (SELECT value FROM json_each(?2))"
     ))
     .bind(json_list(&jobs)?)
     .bind(json_list(task_types)?)
+    .bind(json_list(&ids)?)
     .fetch_all(pool)
     .await?;
-    let mut seen = std::collections::HashSet::new();
-    Ok(units_from_rows(&rows)?
-        .into_iter()
-        .filter(|u| {
-            u.provider_job_id
-                .as_ref()
-                .is_some_and(|j| seen.insert(j.clone()))
-        })
-        .collect())
+    Ok(crate::provider_refs_found(
+        units_from_rows(&rows)?,
+        &jobs,
+        keys,
+    ))
 }
 
 /// By provider job id first; failing that, by idempotency key. The key is
@@ -254,10 +258,10 @@ pub(super) async fn unit_find_by_provider(
             return unit_from_row(&row).map(Some);
         }
     }
-    let Some(key) = idempotency_key.filter(|k| k.len() <= MAX_LOOKUP_KEY_BYTES) else {
+    let Some(key) = idempotency_key else {
         return Ok(None);
     };
-    let candidates: Vec<&str> = key.match_indices('-').map(|(i, _)| &key[..i]).collect();
+    let candidates = crate::key_candidates(key);
     if candidates.is_empty() {
         return Ok(None);
     }

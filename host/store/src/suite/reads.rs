@@ -261,20 +261,44 @@ pub(crate) async fn find_by_provider(store: DynStore) {
     // for another handler's task types or for no jobs at all.
     let jobs = |j: &[&str]| j.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let found = store
-        .unit_find_by_provider_jobs(&video, &jobs(&["nope", "job-9", "", "job-9"]))
+        .unit_find_by_provider_refs(&video, &jobs(&["nope", "job-9", "", "job-9"]), &[])
         .await
         .unwrap();
     assert_eq!(ids(&found), ["t-1-u0"]);
     assert!(
         store
-            .unit_find_by_provider_jobs(&other_type, &jobs(&["job-9"]))
+            .unit_find_by_provider_refs(&other_type, &jobs(&["job-9"]), &[])
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
         store
-            .unit_find_by_provider_jobs(&video, &[])
+            .unit_find_by_provider_refs(&video, &[], &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // By key in the same read: the unit with no job yet is found by its key (a wrong
+    // attempt, a key too long or one naming no unit finds nothing), and a unit named both
+    // ways comes once.
+    let keys = jobs(&[
+        &key,
+        "t-1-u1-main-1",
+        "nobody-main-0",
+        &"-".repeat(100_000),
+        "t-1-u0-main-0",
+    ]);
+    let found = store
+        .unit_find_by_provider_refs(&video, &jobs(&["job-9"]), &keys)
+        .await
+        .unwrap();
+    let mut found = ids(&found);
+    found.sort_unstable();
+    assert_eq!(found, ["t-1-u0", "t-1-u1"]);
+    assert!(
+        store
+            .unit_find_by_provider_refs(&other_type, &[], &keys)
             .await
             .unwrap()
             .is_empty()
@@ -285,7 +309,7 @@ pub(crate) async fn find_by_provider(store: DynStore) {
     apply(&store, ended, T0 + 1).await;
     assert!(
         store
-            .unit_find_by_provider_jobs(&video, &jobs(&["job-9"]))
+            .unit_find_by_provider_refs(&video, &jobs(&["job-9"]), &[])
             .await
             .unwrap()
             .is_empty()

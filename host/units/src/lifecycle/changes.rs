@@ -61,11 +61,45 @@ pub async fn apply_changes(
     now: i64,
     fence: Option<&Fence>,
 ) -> Result<Committed, LifecycleError> {
-    let mut done = Committed::default();
     if updates.is_empty() {
-        return Ok(done);
+        return Ok(Committed::default());
     }
-    let written = match services.units.store.unit_apply(updates, now, fence).await {
+    let written = services.units.store.unit_apply(updates, now, fence).await;
+    after_write(services, updates, origins, now, written).await
+}
+
+/// [`apply_changes`] for a provider callback's updates (unfenced): written with the other
+/// callbacks' that wait ([`super::CallbackWrites`]; `pause` is the shortest time between two
+/// such writes), then their follow-ups.
+pub async fn apply_callback_changes(
+    services: &Services,
+    updates: &[UnitUpdate],
+    origins: &HashMap<&str, Origin<'_>>,
+    now: i64,
+    pause: std::time::Duration,
+) -> Result<Committed, LifecycleError> {
+    if updates.is_empty() {
+        return Ok(Committed::default());
+    }
+    let writer = &services.units;
+    let written = writer
+        .callbacks
+        .apply(&writer.store, updates, now, pause)
+        .await;
+    after_write(services, updates, origins, now, written).await
+}
+
+/// What follows the write of `updates`: the count of refusals, then the follow-ups of what
+/// was written.
+async fn after_write(
+    services: &Services,
+    updates: &[UnitUpdate],
+    origins: &HashMap<&str, Origin<'_>>,
+    now: i64,
+    written: slotd_store::StoreResult<slotd_store::ApplyReport>,
+) -> Result<Committed, LifecycleError> {
+    let mut done = Committed::default();
+    let written = match written {
         Ok(w) => w,
         Err(e) => {
             if matches!(e, slotd_store::StoreError::IllegalTransition(_)) {

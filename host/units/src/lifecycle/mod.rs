@@ -23,6 +23,7 @@
 //! (docs/architecture.md). The state machine these writes follow, and the invariants they
 //! keep, are in docs/state-machine.md. Failures are a [`LifecycleError`].
 
+mod callback_writes;
 mod changes;
 mod create;
 mod create_routed;
@@ -33,7 +34,8 @@ mod submit;
 mod tasks;
 mod writer;
 
-pub use changes::{Origin, apply_changes};
+pub use callback_writes::CallbackWrites;
+pub use changes::{Origin, apply_callback_changes, apply_changes};
 pub use create::{CreateError, CreateRequest, CreatedTask, create_task};
 pub use create_routed::create_routed_task;
 pub use error::LifecycleError;

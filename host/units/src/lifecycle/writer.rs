@@ -44,6 +44,8 @@ pub struct UnitWriter {
     pub(super) store: DynUnitWriter,
     /// Task creation through group commit (what `POST /v1/tasks` uses).
     pub(super) tasks: TaskWriter,
+    /// Provider callbacks' writes, written together.
+    pub(super) callbacks: super::callback_writes::CallbackWrites,
 }
 
 impl UnitWriter {
@@ -53,6 +55,12 @@ impl UnitWriter {
         UnitWriter {
             tasks: TaskWriter::start(store.clone(), metrics),
             store,
+            callbacks: Default::default(),
         }
+    }
+
+    /// The provider callbacks' writes (how many statements they cost: a test signal).
+    pub fn callback_writes(&self) -> &super::callback_writes::CallbackWrites {
+        &self.callbacks
     }
 }
