@@ -72,7 +72,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/post
 
 /// Connections per instance: enough for the API's concurrent writes to group-commit and for
 /// the scheduler's ticks and finalizers beside them, few enough for many instances to share
-/// one server's `max_connections`.
+/// one server's `max_connections`. The array statements' pool adds half as many
+/// (docs/operations.md).
 pub const MAX_CONNECTIONS: u32 = 16;
 /// How long a call waits for a connection before reporting the database unavailable.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
