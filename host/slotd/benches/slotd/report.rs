@@ -72,7 +72,11 @@ impl Report {
     pub fn print(&self) {
         let mut rows: BTreeMap<usize, (&str, BTreeMap<&str, &Record>)> = BTreeMap::new();
         let mut order: Vec<&str> = Vec::new();
-        for r in self.records.iter().filter(|r| !is_scale(r)) {
+        for r in self
+            .records
+            .iter()
+            .filter(|r| !GROUPED.iter().any(|g| r.backend.starts_with(g.0)))
+        {
             let i = match order.iter().position(|n| *n == r.name) {
                 Some(i) => i,
                 None => {
@@ -134,7 +138,9 @@ impl Report {
                 any.map(|r| r.unit.as_str()).unwrap_or("")
             );
         }
-        self.print_scale();
+        for (prefix, title) in GROUPED {
+            self.print_grouped(prefix, title);
+        }
         let missed: Vec<String> = self
             .records
             .iter()
@@ -149,10 +155,15 @@ impl Report {
         }
     }
 
-    /// The scale group's figures: a column per deployment (`accounts=N,schedulers=M`), and for
-    /// per-unit costs the spread (largest over smallest) across them.
-    fn print_scale(&self) {
-        let scale: Vec<&Record> = self.records.iter().filter(|r| is_scale(r)).collect();
+    /// The figures whose backend starts with `prefix` (see [`GROUPED`]): a column per shape
+    /// (a deployment `accounts=N,schedulers=M`, a `layout=NAME`), and for per-unit costs the
+    /// spread (largest over smallest) across them.
+    fn print_grouped(&self, prefix: &str, title: &str) {
+        let scale: Vec<&Record> = self
+            .records
+            .iter()
+            .filter(|r| r.backend.starts_with(prefix))
+            .collect();
         if scale.is_empty() {
             return;
         }
@@ -166,9 +177,13 @@ impl Report {
                 names.push(&r.name);
             }
         }
-        let short = |b: &str| b.replace("accounts=", "N=").replace(",schedulers=", " M=");
+        let short = |b: &str| {
+            b.replace("accounts=", "N=")
+                .replace(",schedulers=", " M=")
+                .replace("layout=", "")
+        };
         println!();
-        print!("{:<38}", "scale figure");
+        print!("{title:<38}");
         for c in &columns {
             print!(" {:>13}", short(c));
         }
@@ -230,9 +245,9 @@ impl Report {
 }
 
 /// A figure of the scale group (its backend names a deployment).
-fn is_scale(r: &Record) -> bool {
-    r.backend.starts_with("accounts=")
-}
+/// Figures printed in tables of their own, a column per shape: the scale runs (backend
+/// `accounts=N,schedulers=M`) and the layouts they compare (`layout=NAME`).
+const GROUPED: [(&str, &str); 2] = [("accounts=", "scale figure"), ("layout=", "layout figure")];
 
 /// A figure's docs/testing.md target.
 #[derive(Clone, Copy, Debug)]

@@ -19,7 +19,8 @@
 //! `SLOTD_SCALE_TIME_SCALE` (0.1) compresses the jobs of the steady runs, `SLOTD_SCALE_BURST`
 //! (4,000) sizes the saturated ones, and `SLOTD_SCALE_ONLY` (a comma list of `steady-10x1`,
 //! `steady-30x1`, `steady-100x1`, `steady-100x4`, `burst-100x1`, `burst-100x2`,
-//! `burst-100x4`) runs only those shapes.
+//! `burst-100x4`) runs only those shapes. `layouts` (named only, never by default) measures
+//! what a unit's life writes under other table layouts (`scale/layouts.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,6 +34,7 @@ use crate::report::{Better, Report, Target};
 
 mod analysis;
 mod figures;
+mod layouts;
 mod own_pg;
 mod servers;
 
@@ -83,6 +85,10 @@ pub async fn run(report: &mut Report) {
         }
     }
     let throughput = saturated(report, own.as_ref(), &wanted).await;
+    // Asked for by name only: it measures layouts, not slotd.
+    if only.split(',').any(|o| o.trim() == "layouts") {
+        layouts::run(report, own.as_ref().map(|pg| pg.admin_url.as_str())).await;
+    }
     if let (Some(one), Some(four)) = (throughput.get(&1), throughput.get(&4)) {
         let ratio = four.units_per_s / one.units_per_s.max(f64::MIN_POSITIVE);
         report.add(
