@@ -25,6 +25,11 @@ use slotd_units::lifecycle::{Origin, apply_callback_changes};
 /// looked up together (`JobLookups`), and written together (`CallbackWrites`).
 const LOOKUP_PASS_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// [`LOOKUP_PASS_EVERY`], or `tick_interval` if shorter.
+fn pass_pause(services: &Services) -> std::time::Duration {
+    LOOKUP_PASS_EVERY.min(services.config.scheduler.tick_interval)
+}
+
 /// What a callback did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProviderCallbackReport {
@@ -75,10 +80,9 @@ async fn match_units(
         .iter()
         .filter_map(|c| c.idempotency_key.clone())
         .collect();
-    let pause = LOOKUP_PASS_EVERY.min(services.config.scheduler.tick_interval);
     let by_ref = services
         .job_lookups
-        .find(&services.store, &types, jobs, keys, pause)
+        .find(&services.store, &types, jobs, keys, pass_pause(services))
         .await?;
     let mut out = Matched::default();
     let mut seen = BTreeSet::new();
@@ -253,7 +257,7 @@ pub async fn apply_provider_callback(
         }
     }
     // Written with the other callbacks' that come meanwhile (`CallbackWrites`).
-    let pause = LOOKUP_PASS_EVERY.min(services.config.scheduler.tick_interval);
+    let pause = pass_pause(services);
     let committed =
         apply_callback_changes(services, &decided.updates, &origins, now, pause).await?;
     report.applied += committed.applied;

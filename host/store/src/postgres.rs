@@ -228,12 +228,12 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
         // The batch statements settle budget reservations and check the fence themselves
         // (`apply.rs`): one statement needs no transaction.
         if !apply::needs_transaction(&updates) {
-            let mut conn = self.arrays.acquire().await?;
+            let mut conn = self.array_writer().acquire().await?;
             let mut report = apply::unit_apply(&mut conn, &updates, now, fence).await?;
             report.refused = refused;
             return Ok(report);
         }
-        apply_in_transaction(&self.arrays, &updates, now, fence, refused).await
+        apply_in_transaction(self.array_writer(), &updates, now, fence, refused).await
     }
 
     async fn unit_claim_finalize(
@@ -255,7 +255,7 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
         done: &[(String, String)],
         now: i64,
     ) -> StoreResult<Vec<String>> {
-        finalize::unit_complete_many(&self.arrays, owner, done, now).await
+        finalize::unit_complete_many(self.array_writer(), owner, done, now).await
     }
 
     async fn unit_finalize_release(

@@ -195,7 +195,7 @@ pub(super) async fn unit_list_due(
 /// The submitted units of `task_types` whose provider job is one of `jobs`, or whose
 /// idempotency key is one of `keys`: one read for a batch of callbacks. A job id is a
 /// provider's, unique among the jobs it runs; should two submitted units name one all the
-/// same, the first of them is kept, as the single lookup does.
+/// same, the first of them is kept (`provider_refs_found`), as the single lookup does.
 pub(super) async fn unit_find_by_provider_refs(
     pool: &PgPool,
     task_types: &[String],
@@ -212,12 +212,11 @@ pub(super) async fn unit_find_by_provider_refs(
         return Ok(Vec::new());
     }
     let rows = sqlx::query(&format!(
-        "(SELECT DISTINCT ON (provider_job_id) {UNIT_COLS} FROM units \
-          WHERE provider_job_id = ANY($1) AND status = 'submitted' AND task_type = ANY($2) \
-          ORDER BY provider_job_id) \
+        "SELECT {UNIT_COLS} FROM units \
+         WHERE provider_job_id = ANY($1) AND status = 'submitted' AND task_type = ANY($2) \
          UNION ALL \
-         (SELECT {UNIT_COLS} FROM units \
-          WHERE id = ANY($3) AND status = 'submitted' AND task_type = ANY($2))"
+         SELECT {UNIT_COLS} FROM units \
+         WHERE id = ANY($3) AND status = 'submitted' AND task_type = ANY($2)"
     ))
     .bind(&jobs)
     .bind(task_types)

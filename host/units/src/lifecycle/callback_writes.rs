@@ -23,7 +23,7 @@ use crate::together::{Pass, Together};
 use slotd_store::{ApplyReport, DynUnitWriter, StoreError, StoreResult, UnitUpdate};
 
 /// One callback's updates, waiting for a pass.
-pub(crate) struct Ask {
+struct Ask {
     updates: Vec<UnitUpdate>,
     now: i64,
     reply: oneshot::Sender<StoreResult<ApplyReport>>,
@@ -101,14 +101,6 @@ impl Pass for Write {
                 taken.push(ask);
             }
         }
-        if let [only] = taken.as_slice() {
-            let written = self.apply(&only.updates, only.now).await;
-            if let Some(ask) = taken.pop() {
-                // The asker may be gone (its connection dropped): nothing to tell.
-                let _ = ask.reply.send(written);
-            }
-            return left;
-        }
         let all: Vec<UnitUpdate> = taken
             .iter()
             .flat_map(|a| a.updates.iter().cloned())
@@ -119,7 +111,13 @@ impl Pass for Write {
         match self.apply(&all, now).await {
             Ok(report) => {
                 for ask in taken {
+                    // The asker may be gone (its connection dropped): nothing to tell.
                     let _ = ask.reply.send(Ok(own_part(&report, &ask.updates)));
+                }
+            }
+            Err(e) if taken.len() == 1 => {
+                for ask in taken {
+                    let _ = ask.reply.send(Err(e.clone()));
                 }
             }
             Err(e) => {

@@ -1,7 +1,8 @@
-//! What a unit's life writes under other layouts (issue 44's WAL target): the same life
-//! (task and unit inserted, submit marker, the provider's answer, `succeeded`, `finalizing`,
-//! `completed`, in batches as a tick writes them) as SQL over slotd's own schema, over the
-//! narrow/wide split the issue proposed, and over the least a row per unit can cost. Each runs
+//! What a unit's life writes under other layouts, against a target of 3 KB of WAL per unit
+//! (docs/scale.md): the same life (task and unit inserted, submit marker, the provider's
+//! answer, `succeeded`, `finalizing`, `completed`, in batches as a tick writes them) as SQL
+//! over slotd's own schema, over a split of the columns a move changes from the rest, and over
+//! the least a row per unit can cost. Each runs
 //! in a database of its own on the run's server, after a checkpoint; WAL is the server's
 //! position before and after (`pg_current_wal_lsn`), time the statement's wall time on an
 //! otherwise idle server. The statements are written for the measurement, not slotd's own,

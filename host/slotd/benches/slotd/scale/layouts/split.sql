@@ -1,4 +1,4 @@
--- The columns a move changes apart from the rest (issue 44's first proposal): a narrow row
+-- The columns a move changes apart from the rest (docs/scale.md, the WAL floor): a narrow row
 -- (status, due time, job, counters, lease, and the fill order's columns) carrying the
 -- scheduling indexes and the state machine's trigger, and a wide row (spec, routing, release,
 -- result) with the primary key and `(task_id, idx)`, written at creation and completion. The
