@@ -130,7 +130,9 @@ impl Objects {
                     .wait_for_capacity(2)
                     .await
                     .map_err(|e| StoreObjectError::Sink(e.to_string()))?;
-                writer.write(&chunk);
+                // The chunk itself joins the part (`write` would copy it into the part's
+                // own buffer, a copy and a few allocations per chunk).
+                writer.put(chunk);
             }
             Ok(())
         }
