@@ -80,6 +80,24 @@ pub async fn start_with(
     api_listen: &str,
     schedulers: usize,
 ) -> anyhow::Result<Cluster> {
+    start_binary(
+        Path::new(env!("CARGO_BIN_EXE_slotd")),
+        dir,
+        file,
+        api_listen,
+        schedulers,
+    )
+    .await
+}
+
+/// [`start_with`] on another build of slotd (`binary`): the scale bench's baseline.
+pub async fn start_binary(
+    binary: &Path,
+    dir: &Path,
+    file: &Path,
+    api_listen: &str,
+    schedulers: usize,
+) -> anyhow::Result<Cluster> {
     let log = dir.join("cluster.log");
     let mut cluster = Cluster {
         base: format!("http://{api_listen}"),
@@ -91,7 +109,9 @@ pub async fn start_with(
         roles.push(("scheduler", format!("127.0.0.1:{}", free_port()?)));
     }
     for (role, listen) in roles {
-        cluster.children.push(spawn(file, &log, role, &listen)?);
+        cluster
+            .children
+            .push(spawn(binary, file, &log, role, &listen)?);
         bases.push(format!("http://{listen}"));
     }
     wait_ready(&cluster.base, &bases, &log).await?;
@@ -162,12 +182,18 @@ max_slots = {limit}
 }
 
 /// One `slotd serve --role ROLE` of the real binary, its stderr appended to `log`.
-fn spawn(file: &Path, log: &Path, role: &str, listen: &str) -> anyhow::Result<Child> {
+fn spawn(
+    binary: &Path,
+    file: &Path,
+    log: &Path,
+    role: &str,
+    listen: &str,
+) -> anyhow::Result<Child> {
     let err = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)?;
-    Ok(Command::new(env!("CARGO_BIN_EXE_slotd"))
+    Ok(Command::new(binary)
         .arg("serve")
         .args(["--role", role, "--listen", listen])
         .arg("--config")

@@ -21,6 +21,13 @@
 //! `steady-30x1`, `steady-100x1`, `steady-100x4`, `burst-100x1`, `burst-100x2`,
 //! `burst-100x4`) runs only those shapes. `layouts` (named only, never by default) measures
 //! what a unit's life writes under other table layouts (`scale/layouts.rs`).
+//!
+//! `SLOTD_SCALE_BASELINE=/path/to/slotd` names an earlier build of slotd: the one-scheduler
+//! shapes at 100 accounts then run it first, on its own migrations, and report this build's
+//! figures over its (`scale_units_per_s_over_baseline`, `…_baseline_…_after_over_before`), so
+//! a change's before and after come from one run on one machine. Every run stores its
+//! artifacts in memory (`SLOTD_SCALE_OBJECTS=disk` for the bench's disk): see
+//! [`objects_dir`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,6 +67,7 @@ pub async fn run(report: &mut Report) {
             continue;
         }
         let mut before = None;
+        let mut baseline_run = None;
         for schema in schemas(accounts, schedulers) {
             let shape = Shape {
                 accounts,
@@ -73,10 +81,17 @@ pub async fn run(report: &mut Report) {
             match measure(&shape, own.as_ref()).await {
                 Ok(Some(m)) => {
                     m.record_steady(report, &shape);
-                    match (schema, &before) {
-                        (Schema::Previous, _) => before = Some(m),
-                        (Schema::Current, Some(b)) => m.record_against(report, &shape, b, "scale"),
-                        (Schema::Current, None) => {}
+                    match schema {
+                        Schema::Previous => before = Some(m),
+                        Schema::Baseline => baseline_run = Some(m),
+                        Schema::Current => {
+                            if let Some(b) = &before {
+                                m.record_against(report, &shape, b, "scale");
+                            }
+                            if let Some(b) = &baseline_run {
+                                m.record_against(report, &shape, b, "scale_baseline");
+                            }
+                        }
                     }
                 }
                 Ok(None) => return,
@@ -127,6 +142,7 @@ async fn saturated(
             continue;
         }
         let mut before = None;
+        let mut baseline_run = None;
         for schema in schemas(100, schedulers) {
             let shape = Shape {
                 accounts: 100,
@@ -148,17 +164,34 @@ async fn saturated(
                     );
                     m.record_costs(report, &shape, "scale_burst");
                     m.record_refusals(report, &shape, "scale_burst_account_refusals");
-                    match (schema, before.take()) {
-                        (Schema::Previous, _) => before = Some(m),
-                        (Schema::Current, b) => {
-                            if let Some(b) = &b {
-                                m.record_against(report, &shape, b, "scale_burst");
-                                report.add(
+                    match schema {
+                        Schema::Previous => before = Some(m),
+                        Schema::Baseline => baseline_run = Some(m),
+                        Schema::Current => {
+                            // The throughput target is against the build a change started
+                            // from, on the same machine in the same run.
+                            for (against, prefix, ratio, target) in [
+                                (
+                                    &before,
+                                    "scale_burst",
                                     "scale_units_per_s_after_over_before",
+                                    Target::None(Better::Higher),
+                                ),
+                                (
+                                    &baseline_run,
+                                    "scale_burst_baseline",
+                                    "scale_units_per_s_over_baseline",
+                                    Target::AtLeast(3.0),
+                                ),
+                            ] {
+                                let Some(b) = against else { continue };
+                                m.record_against(report, &shape, b, prefix);
+                                report.add(
+                                    ratio,
                                     &shape.backend(),
                                     m.units_per_s / b.units_per_s.max(f64::MIN_POSITIVE),
                                     "x",
-                                    Target::AtLeast(3.0),
+                                    target,
                                 );
                             }
                             throughput.insert(schedulers, m);
@@ -178,10 +211,30 @@ async fn saturated(
 /// shows before and after on the same machine; `SLOTD_SCALE_BEFORE=0` skips those.
 fn schemas(accounts: usize, schedulers: usize) -> Vec<Schema> {
     let compare = std::env::var("SLOTD_SCALE_BEFORE").map_or(true, |v| v != "0");
-    if compare && accounts == 100 && schedulers == 1 {
-        vec![Schema::Previous, Schema::Current]
+    let mut schemas = Vec::new();
+    if accounts == 100 && schedulers == 1 {
+        if baseline().is_some() {
+            schemas.push(Schema::Baseline);
+        }
+        if compare {
+            schemas.push(Schema::Previous);
+        }
+    }
+    schemas.push(Schema::Current);
+    schemas
+}
+
+/// The earlier build `SLOTD_SCALE_BASELINE` names, if it is a file.
+fn baseline() -> Option<std::path::PathBuf> {
+    let path = std::path::PathBuf::from(std::env::var_os("SLOTD_SCALE_BASELINE")?);
+    if path.is_file() {
+        Some(path)
     } else {
-        vec![Schema::Current]
+        eprintln!(
+            "scale: SLOTD_SCALE_BASELINE={} is not a file; no baseline runs",
+            path.display()
+        );
+        None
     }
 }
 
@@ -207,6 +260,9 @@ enum Load {
 enum Schema {
     /// Every migration.
     Current,
+    /// An earlier build of slotd (the binary `SLOTD_SCALE_BASELINE` names) on its own
+    /// migrations: the code and schema a change started from, run beside this build.
+    Baseline,
     /// Every migration, then `previous_schema/postgres.sql`: the layout before the lean-write migrations.
     Previous,
 }
@@ -225,6 +281,7 @@ impl Shape {
         let schema = match self.schema {
             Schema::Current => "",
             Schema::Previous => ",schema=previous",
+            Schema::Baseline => ",binary=baseline",
         };
         format!(
             "accounts={},schedulers={}{schema}",
@@ -296,6 +353,7 @@ async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Opt
         shape.rate()
     );
     let dir = tempfile::TempDir::new()?;
+    let objects = objects_dir()?;
     let Some(db) = PrivateDb::create(own.map(|pg| pg.admin_url.as_str())).await? else {
         eprintln!("PostgreSQL not reachable: the scale figures are skipped");
         return Ok(None);
@@ -305,10 +363,15 @@ async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Opt
         db.drop_database().await;
         return Ok(None);
     };
+    let ours = Path::new(env!("CARGO_BIN_EXE_slotd")).to_path_buf();
     let result = match shape.schema {
-        Schema::Current => run_on(shape, dir.path(), &db, &redis).await,
+        Schema::Current => run_on(shape, &ours, dir.path(), objects.path(), &db, &redis).await,
+        Schema::Baseline => match baseline() {
+            Some(binary) => run_on(shape, &binary, dir.path(), objects.path(), &db, &redis).await,
+            None => Err(anyhow::anyhow!("the baseline binary went away")),
+        },
         Schema::Previous => match db.as_previous_schema().await {
-            Ok(()) => run_on(shape, dir.path(), &db, &redis).await,
+            Ok(()) => run_on(shape, &ours, dir.path(), objects.path(), &db, &redis).await,
             Err(e) => Err(e),
         },
     };
@@ -317,16 +380,35 @@ async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Opt
     result.map(Some)
 }
 
+/// Where a run's artifacts are stored: a directory in memory (`/dev/shm`) unless
+/// `SLOTD_SCALE_OBJECTS=disk` (or the machine has no `/dev/shm`). A cluster stores artifacts in
+/// a remote object store; on the bench's local disk, the filesystem's inode allocation for
+/// each artifact's directories and file (ext4 searching past recently deleted inodes) was a
+/// third of the scheduler's CPU in a saturated run, a cost of the disk, not of slotd.
+fn objects_dir() -> anyhow::Result<tempfile::TempDir> {
+    let disk = std::env::var("SLOTD_SCALE_OBJECTS").is_ok_and(|v| v == "disk");
+    let shm = Path::new("/dev/shm");
+    if !disk && shm.is_dir() {
+        match tempfile::TempDir::new_in(shm) {
+            Ok(d) => return Ok(d),
+            Err(e) => eprintln!("scale: artifacts on disk ({} refused: {e})", shm.display()),
+        }
+    }
+    Ok(tempfile::TempDir::new()?)
+}
+
 async fn run_on(
     shape: &Shape,
+    binary: &Path,
     dir: &Path,
+    objects: &Path,
     db: &PrivateDb,
     redis: &PrivateRedis,
 ) -> anyhow::Result<Measured> {
     let sims = start_sims(shape).await?;
     let api_listen = format!("127.0.0.1:{}", cluster::free_port()?);
-    let file = write_config(dir, shape, &db.url, &redis.url, &api_listen, &sims)?;
-    let cluster = cluster::start_with(dir, &file, &api_listen, shape.schedulers).await?;
+    let file = write_config(dir, objects, shape, &db.url, &redis.url, &api_listen, &sims)?;
+    let cluster = cluster::start_binary(binary, dir, &file, &api_listen, shape.schedulers).await?;
     let pids = process_ids(&cluster, redis);
     let client = reqwest::Client::new();
     let started = Instant::now();
@@ -457,6 +539,7 @@ fn process_ids(cluster: &cluster::Cluster, redis: &PrivateRedis) -> BTreeMap<Str
 
 fn write_config(
     dir: &Path,
+    objects: &Path,
     shape: &Shape,
     database: &str,
     redis: &str,
@@ -498,7 +581,7 @@ expected_duration_scale = "{scale}"
 {accounts}"#,
         plugins = plugins.display(),
         cache = dir.join("cache").display(),
-        objects = dir.join("objects").display(),
+        objects = objects.display(),
         scale = shape.time_scale,
     );
     let file = dir.join("scale.toml");

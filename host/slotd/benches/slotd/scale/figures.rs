@@ -77,6 +77,36 @@ impl Measured {
                 goal,
             );
         }
+        if !steady {
+            self.record_ceiling(report, shape, prefix);
+        }
+    }
+
+    /// The CPU a unit costs slotd's whole stack (API, schedulers, PostgreSQL, Redis: not the
+    /// bench process, whose simulators stand in for providers that run elsewhere), and the
+    /// throughput those cores could give if they did nothing else: the ceiling a saturated
+    /// run's units/s is read against.
+    fn record_ceiling(&self, report: &mut Report, shape: &Shape, prefix: &str) {
+        let b = shape.backend();
+        let stack: f64 = ["api", "scheduler", "postgres", "redis"]
+            .iter()
+            .map(|p| self.cpu_of(p))
+            .sum();
+        let ms = self.per_unit(stack) * 1e3;
+        report.add(
+            &format!("{prefix}_stack_cpu_ms_per_unit"),
+            &b,
+            ms,
+            "ms",
+            Target::None(Better::Lower),
+        );
+        report.add(
+            &format!("{prefix}_cpu_bound_units_per_s"),
+            &b,
+            self.cores as f64 * 1e3 / ms.max(1e-9),
+            "1/s",
+            Target::None(Better::Higher),
+        );
     }
 
     /// This run (current schema) against `before` (the same shape on the previous schema):
