@@ -30,9 +30,10 @@
 //! [`objects_dir`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use serde_json::{Value, json};
 use slotd_sim::kling::{SimHandle, SimOptions};
 
@@ -225,8 +226,8 @@ fn schemas(accounts: usize, schedulers: usize) -> Vec<Schema> {
 }
 
 /// The earlier build `SLOTD_SCALE_BASELINE` names, if it is a file.
-fn baseline() -> Option<std::path::PathBuf> {
-    let path = std::path::PathBuf::from(std::env::var_os("SLOTD_SCALE_BASELINE")?);
+fn baseline() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("SLOTD_SCALE_BASELINE")?);
     if path.is_file() {
         Some(path)
     } else {
@@ -352,6 +353,10 @@ async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Opt
         shape.time_scale,
         shape.rate()
     );
+    let binary = match shape.schema {
+        Schema::Baseline => baseline().context("the baseline binary went away")?,
+        Schema::Current | Schema::Previous => PathBuf::from(env!("CARGO_BIN_EXE_slotd")),
+    };
     let dir = tempfile::TempDir::new()?;
     let objects = objects_dir()?;
     let Some(db) = PrivateDb::create(own.map(|pg| pg.admin_url.as_str())).await? else {
@@ -363,17 +368,13 @@ async fn measure(shape: &Shape, own: Option<&OwnPostgres>) -> anyhow::Result<Opt
         db.drop_database().await;
         return Ok(None);
     };
-    let ours = Path::new(env!("CARGO_BIN_EXE_slotd")).to_path_buf();
-    let result = match shape.schema {
-        Schema::Current => run_on(shape, &ours, dir.path(), objects.path(), &db, &redis).await,
-        Schema::Baseline => match baseline() {
-            Some(binary) => run_on(shape, &binary, dir.path(), objects.path(), &db, &redis).await,
-            None => Err(anyhow::anyhow!("the baseline binary went away")),
-        },
-        Schema::Previous => match db.as_previous_schema().await {
-            Ok(()) => run_on(shape, &ours, dir.path(), objects.path(), &db, &redis).await,
-            Err(e) => Err(e),
-        },
+    let ready = match shape.schema {
+        Schema::Previous => db.as_previous_schema().await,
+        Schema::Current | Schema::Baseline => Ok(()),
+    };
+    let result = match ready {
+        Ok(()) => run_on(shape, &binary, dir.path(), objects.path(), &db, &redis).await,
+        Err(e) => Err(e),
     };
     drop(redis);
     db.drop_database().await;
