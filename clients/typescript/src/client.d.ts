@@ -30,7 +30,7 @@ export interface RetryInfo {
   attempt: number;
   /** 429 or 503. */
   status: number;
-  /** How long the client waits before the next attempt (from `Retry-After`). */
+  /** How long the client waits before the next attempt (`Retry-After`, else 250 ms doubling per retry, at most 5 s, jittered down to half). */
   delayMs: number;
   method: string;
   url: string;
@@ -44,7 +44,12 @@ export interface SlotdClientOptions {
   apiKey?: string;
   /** The fetch to use (default `globalThis.fetch`). */
   fetch?: (input: string, init?: RequestInit) => Promise<Response>;
-  /** Retries of a request answered 429 or 503, after its `Retry-After` (default 3; 0: none). Nothing else is retried. */
+  /**
+   * Retries of a request answered 429 or 503, after its `Retry-After` (default 3; 0: none). A 503
+   * `timeout` (or a 503 not from slotd) is retried only for a request safe to repeat: GET, HEAD,
+   * PUT, DELETE, a cancel, a submit with an `idempotencyKey` (docs/api.md, "Client retry
+   * policy"). Nothing else is retried.
+   */
   maxRetries?: number;
   /** The longest `Retry-After` the client waits out (default 60000); a longer one throws at once, carrying `retryAfter`. */
   maxRetryDelayMs?: number;
@@ -165,7 +170,13 @@ export declare class SlotdClient {
   request<T = unknown>(
     method: string,
     path: string,
-    options?: { query?: Record<string, string | number | boolean | undefined | null>; body?: unknown; signal?: AbortSignal },
+    options?: {
+      query?: Record<string, string | number | boolean | undefined | null>;
+      body?: unknown;
+      signal?: AbortSignal;
+      /** Safe to send again after a 503 `timeout` (default: true for GET, HEAD, OPTIONS, PUT, DELETE). */
+      idempotent?: boolean;
+    },
   ): Promise<T>;
 
   /** Create a task: `POST /v1/tasks/{type}` → `{task_id, status}`. */

@@ -1,15 +1,45 @@
 // SlotdClient: the slotd API over fetch. No dependencies beyond the platform (Node 20+,
 // browsers, edge runtimes): fetch, ReadableStream, TextDecoder, AbortController, URL.
 //
-// Retries: an answer 429 or 503 is retried after its `Retry-After` (slotd refuses those
-// requests before doing anything), at most `maxRetries` times; nothing else is retried. The
-// live streams (`watch`, `watchAll`) reconnect after a dropped connection with
-// `Last-Event-ID`, so no event is missed or repeated.
+// Retries (docs/api.md, "Client retry policy"; the Python client keeps the same one): a 429,
+// and a 503 `overloaded` or `unavailable`, are retried after their `Retry-After` whatever the
+// request (slotd refused it before doing anything). Any other 503 (`timeout`: the request ran
+// past slotd's deadline and may have been carried out; or a proxy's 503) is retried only for a
+// request that is safe to repeat: GET, HEAD, PUT, DELETE, a cancel, a submit with an
+// `idempotencyKey`. So a submit without a key is never sent twice. At most `maxRetries`
+// retries; nothing else is retried (no other status, no request that got no answer). The live
+// streams (`watch`, `watchAll`) reconnect after a dropped connection with `Last-Event-ID`, so
+// no event is missed or repeated.
 
 import { SlotdConnectionError, SlotdError, SlotdTimeoutError } from './errors.js';
 import { parseEventStream } from './sse.js';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
+/** The 503 problem types slotd answers before doing anything with a request (nothing stored). */
+const REFUSED_503 = new Set(['urn:slotd:problem:overloaded', 'urn:slotd:problem:unavailable']);
+
+/** Methods whose repeat does what one request does (RFC 9110 idempotent methods). */
+const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+
+/**
+ * Whether an error answer is sent again (retries and waits permitting): a 429, or a 503 that
+ * proves nothing was done, always; any other 503 only when repeating the request is harmless.
+ */
+function retryable(status, problemType, idempotent) {
+  if (status === 429) return true;
+  if (status === 503) return idempotent || REFUSED_503.has(problemType);
+  return false;
+}
+
+/**
+ * The wait before retry `n` (from 1) when the answer carried no `Retry-After`: 250 ms doubling
+ * per retry, at most 5 s, jittered down to as little as half.
+ */
+function backoffMs(n) {
+  const ceiling = Math.min(5_000, 250 * 2 ** (n - 1));
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}
 
 /** How often slotd sends a keep-alive comment on an idle stream. */
 const KEEP_ALIVE_MS = 15_000;
@@ -53,7 +83,7 @@ function parseRetryAfter(header) {
   if (/^[0-9]+$/.test(text)) return Number(text);
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
-  return Math.max(0, Math.ceil((at - Date.now()) / 1000));
+  return Math.max(0, (at - Date.now()) / 1000);
 }
 
 /** Resolve after `ms`, or reject with the signal's reason when it aborts first. */
@@ -184,12 +214,14 @@ export class SlotdClient {
   }
 
   /**
-   * One request with the retry policy: 429 and 503 are retried after `Retry-After` (at most
-   * `maxRetries` times, and only when the wait is within `maxRetryDelayMs`); any other error
-   * answer throws at once. Resolves to the Response of a 2xx and `release`, to call once its
-   * body is read: until then `signal` (and `timeoutMs`, unless `stream`) still cut it off.
+   * One request with the retry policy (the file's head): a retryable answer is sent again
+   * after `Retry-After` (else the backoff), at most `maxRetries` times, and only when the wait
+   * is within `maxRetryDelayMs`; any other error answer throws at once. `idempotent`: whether
+   * the request may be repeated after an answer that leaves open whether it was carried out
+   * (default: by its method). Resolves to the Response of a 2xx and `release`, to call once
+   * its body is read: until then `signal` (and `timeoutMs`, unless `stream`) still cut it off.
    */
-  async #send(method, url, { body, headers = {}, signal, stream = false } = {}) {
+  async #send(method, url, { body, headers = {}, signal, stream = false, idempotent = IDEMPOTENT_METHODS.has(method) } = {}) {
     const allHeaders = { accept: 'application/json', ...this.#headers, ...headers };
     if (this.#apiKey) allHeaders.authorization = `Bearer ${this.#apiKey}`;
     let payload;
@@ -248,9 +280,9 @@ export class SlotdClient {
         retryAfter,
         attempts: attempt,
       });
-      const retryable = response.status === 429 || response.status === 503;
-      const delayMs = retryAfter !== undefined ? retryAfter * 1000 : Math.min(1000 * 2 ** (attempt - 1), 30_000);
-      if (!retryable || attempt > this.#maxRetries || delayMs > this.#maxRetryDelayMs) throw error;
+      if (!retryable(response.status, error.type, idempotent) || attempt > this.#maxRetries) throw error;
+      const delayMs = retryAfter !== undefined ? retryAfter * 1000 : backoffMs(attempt);
+      if (delayMs > this.#maxRetryDelayMs) throw error;
       this.#onRetry?.({ attempt, status: response.status, delayMs, method, url, error });
       await sleep(delayMs, signal);
     }
@@ -258,20 +290,28 @@ export class SlotdClient {
 
   /**
    * Any API request, for routes this client has no method for: the JSON answer (undefined for
-   * an empty one). Errors and retries as for every other call.
+   * an empty one). Errors and retries as for every other call; `idempotent` says whether the
+   * request may be sent again after an answer that leaves open whether it was carried out (a
+   * 503 `timeout`): by default true for GET, HEAD, OPTIONS, PUT and DELETE, false for POST and
+   * PATCH.
    *
    * @param {string} method
    * @param {string} path  starting with `/`, e.g. `/v1/me`
-   * @param {{ query?: Record<string, unknown>, body?: unknown, signal?: AbortSignal }} [options]
+   * @param {{ query?: Record<string, unknown>, body?: unknown, signal?: AbortSignal, idempotent?: boolean }} [options]
    */
-  async request(method, path, { query, body, signal } = {}) {
+  async request(method, path, { query, body, signal, idempotent } = {}) {
     requireText('method', method);
     if (typeof path !== 'string' || !path.startsWith('/')) {
       throw new TypeError(`path must start with "/", got ${JSON.stringify(path)}`);
     }
-    const { response, release, state, controller } = await this.#send(method.toUpperCase(), this.#url(path, query), {
+    if (idempotent !== undefined && typeof idempotent !== 'boolean') {
+      throw new TypeError(`idempotent must be a boolean when given, got ${JSON.stringify(idempotent)}`);
+    }
+    const upper = method.toUpperCase();
+    const { response, release, state, controller } = await this.#send(upper, this.#url(path, query), {
       body,
       signal,
+      idempotent: idempotent ?? IDEMPOTENT_METHODS.has(upper),
     });
     let text;
     try {
@@ -294,6 +334,7 @@ export class SlotdClient {
   /**
    * Create a task: `POST /v1/tasks/{type}`. The same `idempotencyKey` (per tenant) answers the
    * task it already created, so a submit retried after a lost answer creates nothing twice.
+   * Without a key the submit is not sent again after a 503 `timeout` (it may have been stored).
    */
   async submit(type, payload, options = {}) {
     requireText('type', type);
@@ -308,7 +349,8 @@ export class SlotdClient {
     if (deadline !== undefined) body.deadline = rfc3339('deadline', deadline);
     if (startBy !== undefined) body.start_by = rfc3339('startBy', startBy);
     if (deadlinePolicy !== undefined) body.deadline_policy = deadlinePolicy;
-    return this.request('POST', `/v1/tasks/${seg(type)}`, { body, signal });
+    // With a key a repeat answers the same task; without one a repeat could make two.
+    return this.request('POST', `/v1/tasks/${seg(type)}`, { body, signal, idempotent: idempotencyKey !== undefined });
   }
 
   /** A task's view: `GET /v1/tasks/{id}` (`units: true` adds the unit records). */
@@ -344,13 +386,15 @@ export class SlotdClient {
   /** Cancel every unfinished unit: `POST /v1/tasks/{id}/cancel`; the task view after it. */
   async cancel(taskId, { signal } = {}) {
     requireText('taskId', taskId);
-    return this.request('POST', `/v1/tasks/${seg(taskId)}/cancel`, { signal });
+    // Cancelling twice cancels once: safe to send again.
+    return this.request('POST', `/v1/tasks/${seg(taskId)}/cancel`, { signal, idempotent: true });
   }
 
   /** Resubmit the failed units (and store again those whose storing gave up): `POST /v1/tasks/{id}/retry`. */
   async retry(taskId, { signal } = {}) {
     requireText('taskId', taskId);
-    return this.request('POST', `/v1/tasks/${seg(taskId)}/retry`, { signal });
+    // Twice would retry again units that failed again in between: not repeated after a timeout.
+    return this.request('POST', `/v1/tasks/${seg(taskId)}/retry`, { signal, idempotent: false });
   }
 
   /** A task's unit event log, oldest first: `GET /v1/tasks/{id}/events`. */

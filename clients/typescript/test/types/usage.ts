@@ -121,6 +121,8 @@ export async function everyCall(): Promise<void> {
   exact<UsageView>(await client.setBudget('team-a', { limit: 500, period: '1d' }));
   exact<UsageView>(await client.usage('team-a'));
   exact<Problem>(await client.request<Problem>('GET', '/v1/me', { query: { x: 1 } }));
+  // A POST the caller knows is safe to send again after a 503 timeout.
+  await client.request('POST', '/v1/handlers/kling-video/rollout', { body: { action: 'pause' }, idempotent: true });
 
   try {
     await client.get('nope');
