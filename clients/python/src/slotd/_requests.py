@@ -20,9 +20,9 @@ class Call:
     json: Any = None
     content: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
-    #: Safe to send again after a 503 whose request may have been worked on (a timeout). A
-    #: 429, and a 503 for overload or a dependency down, are retried whatever this says: slotd
-    #: refused those before doing anything.
+    #: Safe to send again after a 503 whose request may have been worked on (a ``timeout``, or
+    #: a 503 not from slotd). A 429, and a 503 ``overloaded`` or ``unavailable``, are retried
+    #: whatever this says: slotd refused those before doing anything.
     idempotent: bool = True
 
 

@@ -11,14 +11,16 @@ Both speak the same calls with the same arguments and return the same plain dict
         view = client.wait(task["task_id"], timeout=600)
         print(view["status"], view["completed"], "/", view["total"])
 
-Retries: a ``429`` or ``503`` is sent again after the ``Retry-After`` it carries (at most
-``max_retries`` times, each wait at most ``max_retry_wait`` seconds), because slotd stores
-nothing for a request it refuses so. The one exception is a ``503`` for a request that ran past
-the server's deadline, which may have been acted on: it is repeated only when that is safe (reads,
-cancels, and creates that carry an ``idempotency_key``). Nothing else is retried; connection
-failures raise :class:`slotd.TransportError`. Live streams (:meth:`Client.watch`) are the
-exception by design: they resume after a broken connection from the last event received
-(``Last-Event-ID``), so nothing is missed or repeated.
+Retries (docs/api.md, "Client retry policy"; the TypeScript client keeps the same one): a
+``429``, and a ``503`` ``overloaded`` or ``unavailable``, are sent again after the
+``Retry-After`` they carry (at most ``max_retries`` times, each wait at most ``max_retry_wait``
+seconds), because slotd stores nothing for a request it refuses so. Any other ``503`` (a
+``timeout``: the request ran past the server's deadline and may have been acted on; or a proxy's
+``503``) is repeated only when that is safe: reads, ``PUT``, cancels, handler publishes, and
+creates that carry an ``idempotency_key``; so a create without one is never sent twice. Nothing
+else is retried; connection failures raise :class:`slotd.TransportError`. Live streams
+(:meth:`Client.watch`) are the exception by design: they resume after a broken connection from
+the last event received (``Last-Event-ID``), so nothing is missed or repeated.
 """
 
 from __future__ import annotations
@@ -79,14 +81,17 @@ __all__ = ["Client", "AsyncClient", "EventStream", "AsyncEventStream", "TERMINAL
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-_UNTIL_TIMEOUT = "urn:slotd:problem:timeout"
+#: The 503 problem types slotd answers before doing anything with a request (nothing stored):
+#: retried whatever the request. Any other 503 is retried only for an idempotent call.
+_REFUSED_503 = frozenset({"urn:slotd:problem:overloaded", "urn:slotd:problem:unavailable"})
 #: A stream idle this long (no event, no keep-alive comment; slotd sends one every 15 s) is
 #: taken for a dead connection and resumed.
 STREAM_IDLE_TIMEOUT = 45.0
 
 
 def _backoff(attempt: int, base: float = 0.25, cap: float = 5.0) -> float:
-    """Exponential backoff with jitter for waits the server did not time (attempt from 1)."""
+    """The wait before retry ``attempt`` (from 1) of an answer without ``Retry-After``: 0.25 s
+    doubling per retry, at most 5 s, jittered down to as little as half."""
     ceiling = min(cap, base * (2 ** (attempt - 1)))
     return float(ceiling / 2 + random.uniform(0, ceiling / 2))
 
@@ -130,7 +135,7 @@ class _Config:
         if isinstance(error, RateLimitedError):
             pass
         elif isinstance(error, UnavailableError):
-            if error.type == _UNTIL_TIMEOUT and not call.idempotent:
+            if error.type not in _REFUSED_503 and not call.idempotent:
                 return None
         else:
             return None

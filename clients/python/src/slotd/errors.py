@@ -198,14 +198,13 @@ class WaitTimeout(SlotdError, TimeoutError):
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """``Retry-After`` as seconds: a number of seconds or an HTTP date (RFC 9110)."""
+    """``Retry-After`` as seconds: whole seconds or an HTTP date (RFC 9110); ``None`` when
+    absent or unreadable (a retry then waits the backoff)."""
     if value is None:
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if value.isascii() and value.isdigit():
+        return float(value)
     from email.utils import parsedate_to_datetime
     import datetime
 
