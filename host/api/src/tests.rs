@@ -441,7 +441,8 @@ async fn pools_and_handlers() {
     {
         panic!("marking submitted: {e}");
     }
-    if let Err(e) = h.slots.acquire(FIXTURE_POOL, &units[..1], 7).await {
+    let held = [slotd_coord::slots::holder(&units[0], 1_000_001)];
+    if let Err(e) = h.slots.acquire(FIXTURE_POOL, &held, 7).await {
         panic!("acquiring: {e}");
     }
 

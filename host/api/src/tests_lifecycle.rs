@@ -17,8 +17,10 @@ async fn cancel_keeps_the_slots_of_submitted_units() {
         Ok(moved) => assert_eq!(moved.len(), 1),
         Err(e) => panic!("marking submitted: {e}"),
     }
-    match h.slots.acquire(FIXTURE_POOL, &submitted, 3).await {
-        Ok(granted) => assert_eq!(granted, submitted),
+    // The slot is named by its submission, as a tick's grant names it.
+    let held = vec![slotd_coord::slots::holder(&units[0], 1_000_001)];
+    match h.slots.acquire(FIXTURE_POOL, &held, 3).await {
+        Ok(granted) => assert_eq!(granted, held),
         Err(e) => panic!("acquiring: {e}"),
     }
 
@@ -249,6 +251,7 @@ async fn applied_changes_wake_the_completion_webhooks_and_the_pool_of_a_unit_due
         task_id: &id,
         pool: FIXTURE_POOL,
         account: None,
+        submitted_at: Some(1_000_001),
     };
     let origins = units.iter().map(|u| (u.as_str(), origin)).collect();
     let now = 1_000_002;

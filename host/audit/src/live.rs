@@ -130,7 +130,12 @@ pub async fn redis(
             ))
             .or_default();
         if u.status == "submitted" {
-            set.insert(u.id.clone());
+            // Slot sets name submissions: a holder of an earlier submission of a unit
+            // submitted again is a slot nobody will release.
+            set.insert(slotd_coord::slots::holder(
+                &u.id,
+                u.submitted_at.unwrap_or(0),
+            ));
         }
     }
     let mut out = Vec::new();
@@ -149,7 +154,7 @@ pub async fn redis(
             .arg(&set_key)
             .query_async(&mut conn)
             .await?;
-        let db_again = super::read::submitted_ids(database_url, pool).await?;
+        let db_again = super::read::submitted_holders(database_url, pool).await?;
         let extra: Vec<&String> = in_redis
             .difference(in_db)
             .filter(|id| again.contains(*id) && !db_again.contains(*id))
@@ -170,7 +175,8 @@ pub async fn redis(
                 task_id: None,
                 unit_id: None,
                 message: format!(
-                    "pool {pool}: Redis holds slots for units that are not submitted: {extra:?}"
+                    "pool {pool}: Redis holds slots for submissions that are not submitted \
+                     (unit@submitted_at): {extra:?}"
                 ),
             });
         }
@@ -179,7 +185,10 @@ pub async fn redis(
                 kind: "slots",
                 task_id: None,
                 unit_id: None,
-                message: format!("pool {pool}: submitted units hold no slot in Redis: {missing:?}"),
+                message: format!(
+                    "pool {pool}: submitted units hold no slot in Redis \
+                     (unit@submitted_at): {missing:?}"
+                ),
             });
         }
     }

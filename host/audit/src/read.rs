@@ -14,10 +14,12 @@ use super::rows::{EventRow, ReleaseRow, Snapshot, UnitRow};
 const TASKS_SQL: &str = "SELECT id FROM tasks ORDER BY seq";
 const UNITS_SQL: &str = "SELECT id, task_id, CAST(idx AS BIGINT) AS idx, pool, stage, status, \
      provider_job_id, lease_owner, CAST(lease_until AS BIGINT) AS lease_until, result, account, \
-     CAST(submit_attempt AS BIGINT) AS submit_attempt FROM units ORDER BY task_id, idx";
+     CAST(submit_attempt AS BIGINT) AS submit_attempt, \
+     CAST(submitted_at AS BIGINT) AS submitted_at FROM units ORDER BY task_id, idx";
 const EVENTS_SQL: &str = "SELECT CAST(id AS BIGINT) AS id, unit_id, CAST(at AS BIGINT) AS at, \
      from_status, to_status, detail FROM unit_events ORDER BY unit_id, id";
-const SUBMITTED_SQL: &str = "SELECT id, pool, account FROM units WHERE status = 'submitted'";
+const SUBMITTED_SQL: &str = "SELECT id, pool, account, \
+     CAST(COALESCE(submitted_at, 0) AS BIGINT) AS submitted_at FROM units WHERE status = 'submitted'";
 const RESERVATIONS_SQL: &str = "SELECT unit_id, submission FROM budget_ledger \
      WHERE settled_at IS NULL ORDER BY unit_id, submission";
 const CREATES_SQL: &str =
@@ -65,21 +67,23 @@ pub async fn snapshot(url: &str) -> anyhow::Result<Snapshot> {
         .with_context(|| format!("reading {shown}"))
 }
 
-/// The ids of `pool`'s `submitted` units now (a second look after a difference).
-pub async fn submitted_ids(url: &str, slot_key: &str) -> anyhow::Result<BTreeSet<String>> {
+/// The slot names ([`slotd_coord::slots::holder`]) of the submissions of slot set `slot_key`'s
+/// `submitted` units now (a second look after a difference).
+pub async fn submitted_holders(url: &str, slot_key: &str) -> anyhow::Result<BTreeSet<String>> {
     let mut conn = connect(url)
         .await
         .with_context(|| format!("connecting to {}", slotd_core::redact::redact_url(url)))?;
-    let rows: Vec<(String, String, Option<String>)> =
+    let rows: Vec<(String, String, Option<String>, i64)> =
         rows!(&mut conn, SUBMITTED_SQL, |r| Ok::<_, sqlx::Error>((
             r.try_get::<String, _>("id")?,
             r.try_get::<String, _>("pool")?,
-            r.try_get::<Option<String>, _>("account")?
+            r.try_get::<Option<String>, _>("account")?,
+            r.try_get::<i64, _>("submitted_at")?
         )));
     Ok(rows
         .into_iter()
-        .filter(|(_, p, a)| slotd_pools::pool_state::slot_key(p, a.as_deref()) == slot_key)
-        .map(|(id, ..)| id)
+        .filter(|(_, p, a, _)| slotd_pools::pool_state::slot_key(p, a.as_deref()) == slot_key)
+        .map(|(id, _, _, at)| slotd_coord::slots::holder(&id, at))
         .collect())
 }
 
@@ -125,6 +129,7 @@ async fn read_all(conn: &mut Conn) -> anyhow::Result<Snapshot> {
         result: r.try_get("result")?,
         account: r.try_get("account")?,
         submit_attempt: r.try_get("submit_attempt")?,
+        submitted_at: r.try_get("submitted_at")?,
     }));
     let events: Vec<(String, EventRow)> = rows!(conn, EVENTS_SQL, |r| Ok::<_, sqlx::Error>((
         r.try_get::<String, _>("unit_id")?,

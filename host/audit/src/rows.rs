@@ -72,6 +72,9 @@ pub struct UnitRow {
     pub account: Option<String>,
     /// Its submit attempt in the current stage.
     pub submit_attempt: i64,
+    /// The instant of its latest submit marker (with the id, the name of its slot while
+    /// `submitted`: `slotd_coord::slots::holder`).
+    pub submitted_at: Option<i64>,
 }
 
 /// One row of the event log.

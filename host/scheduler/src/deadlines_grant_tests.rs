@@ -50,6 +50,11 @@ pub(crate) async fn post(services: &Services, body: Value) -> String {
 /// Services on a fresh SQLite file in `dir` with the fixture handler and a pool `fixture` of
 /// ten slots, on a manual clock at 1,000,000 ms.
 pub(crate) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
+    build_slots(dir, 10).await
+}
+
+/// [`build`] with a pool `fixture` of `slots` slots.
+pub(crate) async fn build_slots(dir: &Path, slots: u32) -> (Services, Arc<ManualClock>) {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     std::fs::copy(
@@ -62,7 +67,9 @@ pub(crate) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
         plugins_dir: plugins,
         ..Config::default()
     };
-    config.pools.insert("fixture".into(), PoolConfig::slots(10));
+    config
+        .pools
+        .insert("fixture".into(), PoolConfig::slots(slots));
     let clock = ManualClock::new(1_000_000);
     let dyn_clock: DynClock = clock.clone();
     let services = slotd_units::assemble::build_with_clock(config, dyn_clock)

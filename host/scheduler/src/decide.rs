@@ -522,6 +522,23 @@ fn update_for(
                 ));
             }
         }
+        Outcome::RetryAfter { after_ms, error } if unit.provider_job_id.is_some() => {
+            // A read of a job the provider holds (and bills): a transient error spends no
+            // retry budget, since failing the unit would free its slot while the job runs on,
+            // never fetched. The job's own terminal answer and the stage deadline bound the
+            // wait; the reads back off along the poll schedule, never faster than the handler's
+            // `Retry-After`.
+            let polls = unit.polls.saturating_add(1);
+            u.to = Some(UnitStatus::Submitted);
+            u.polls = Some(polls);
+            u.next_at =
+                Some(now + retry_delay_ms(cfg, 1, after_ms).max(poll_delay_ms(cfg, polls, None)));
+            u.detail = Some(format!(
+                "transient error reading provider job {}; read again later, no retry budget spent",
+                unit.provider_job_id.as_deref().unwrap_or_default()
+            ));
+            u.error = Field::Set(error.to_json());
+        }
         Outcome::RetryAfter { after_ms, error } => {
             let attempts = unit.attempts.saturating_add(1);
             u.attempts = Some(attempts);

@@ -171,10 +171,44 @@ fn each_outcome_plans_the_whole_update() {
             ..base_of("a")
         },
     );
+    // A read of a job the provider holds: no retry budget, however many came before; the
+    // reads back off along the poll schedule.
+    let read_again = UnitUpdate {
+        to: Some(UnitStatus::Submitted),
+        polls: Some(3),
+        next_at: Some(NOW + retry_delay_ms(&cfg, 1, None).max(poll_delay_ms(&cfg, 3, None))),
+        detail: Some(
+            "transient error reading provider job j1; read again later, no retry budget spent"
+                .into(),
+        ),
+        error: Field::Set(r#"{"code":"500","message":"m"}"#.into()),
+        ..base_of("a")
+    };
+    let polled_spent = {
+        let mut u = polled.clone();
+        u.attempts = cfg.retry_budget;
+        u
+    };
+    for u in [&polled, &polled_spent] {
+        same(
+            &plan_one(
+                &cfg,
+                u,
+                Outcome::RetryAfter {
+                    after_ms: None,
+                    error: err("500"),
+                },
+            ),
+            &read_again,
+        );
+    }
+    // A submit (no job recorded: in doubt) spends the budget, and fails once it is spent.
+    let mut submitting = fresh.clone();
+    submitting.attempts = 1;
     same(
         &plan_one(
             &cfg,
-            &polled,
+            &submitting,
             Outcome::RetryAfter {
                 after_ms: None,
                 error: err("500"),
@@ -190,7 +224,7 @@ fn each_outcome_plans_the_whole_update() {
         },
     );
     let spent = {
-        let mut u = polled.clone();
+        let mut u = fresh.clone();
         u.attempts = cfg.retry_budget;
         u
     };

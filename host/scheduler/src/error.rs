@@ -9,6 +9,11 @@ pub enum SchedulerError {
     Store(#[from] slotd_store::StoreError),
     #[error(transparent)]
     Slots(#[from] slotd_coord::slots::SlotError),
+    /// With pool leases (a cluster), a tick or a rebuild of a slot set found no fence for its
+    /// pool: the lease was dropped after the tick was allowed to start. Writing unfenced would
+    /// be writing as if this instance drove the pool alone, so nothing is written.
+    #[error("pool {0:?} holds no fence at this instance (its lease was dropped); nothing written")]
+    Unfenced(String),
 }
 
 impl SchedulerError {
@@ -20,6 +25,7 @@ impl SchedulerError {
             self,
             SchedulerError::Store(slotd_store::StoreError::Fenced { .. })
                 | SchedulerError::Slots(slotd_coord::slots::SlotError::Fenced { .. })
+                | SchedulerError::Unfenced(_)
         )
     }
 }

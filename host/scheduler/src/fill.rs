@@ -25,7 +25,7 @@ use slotd_store::{Bind, Fence, Grant};
 
 use super::Scheduler;
 use super::error::SchedulerError;
-use slotd_coord::slots::{CreateLog, log_entry};
+use slotd_coord::slots::{CreateLog, holder, log_entry};
 use slotd_pools::pool_state::quotas::{self, create_log, full_until};
 use slotd_pools::pool_state::{Availability, Gate, PoolAccount, PoolLimit, spend};
 
@@ -466,10 +466,11 @@ impl Scheduler {
         }
         let mut granted: HashSet<String> = HashSet::new();
         for (i, room) in rooms.iter_mut().enumerate() {
+            // Each grant names its submission: the marker stores `now` as its `submitted_at`.
             let ids: Vec<String> = placed
                 .iter()
                 .filter(|(r, _)| *r == i)
-                .map(|(_, u)| u.id.clone())
+                .map(|(_, u)| holder(&u.id, now))
                 .collect();
             if ids.is_empty() {
                 continue;
@@ -485,7 +486,7 @@ impl Scheduler {
         }
         Ok(placed
             .into_iter()
-            .filter(|(_, u)| granted.contains(&u.id))
+            .filter(|(_, u)| granted.contains(&holder(&u.id, now)))
             .map(|(r, u)| Grant {
                 bind: binds.remove(&u.id),
                 submission: format!("{}-{}", u.stage, u.submit_attempt),

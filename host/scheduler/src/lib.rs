@@ -41,6 +41,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
+use slotd_coord::slots::holder;
 use slotd_pools::pool_state::slot_key;
 use slotd_runtime::{BatchUnit, Handler};
 use slotd_store::Fence;
@@ -129,6 +130,18 @@ impl Scheduler {
     /// The fence for `pool`'s writes, if this instance holds one.
     pub(crate) fn fence(&self, pool: &str) -> Option<Fence> {
         self.fences.lock().get(pool).cloned()
+    }
+
+    /// The fence a write of `pool` driven by this instance must carry. Without leases (one
+    /// instance, the embedded default) there is none and writes go unfenced; with leases a
+    /// missing fence means the lease was dropped (lost, fenced out, given up) since the caller
+    /// was allowed to start, and is refused: "no fence" never stands for "embedded" there.
+    pub(crate) fn driving_fence(&self, pool: &str) -> Result<Option<Fence>, SchedulerError> {
+        match (self.fence(pool), &self.leases) {
+            (Some(f), _) => Ok(Some(f)),
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(SchedulerError::Unfenced(pool.to_string())),
+        }
     }
 
     /// Counts this instance's finalization lease renewals, so a test can wait for the next one.
@@ -292,7 +305,13 @@ impl Scheduler {
         only_if_lost: bool,
     ) -> Result<slotd_coord::slots::Reconciled, SchedulerError> {
         let s = &self.services;
-        let fence = self.fence(pool);
+        // A rebuild of a set this instance drives carries its fence; one of another process's
+        // pool (`only_if_lost`) rebuilds only a set still lost, and needs none.
+        let fence = if only_if_lost {
+            self.fence(pool)
+        } else {
+            self.driving_fence(pool)?
+        };
         let guard = slotd_coord::slots::Rebuild {
             fence: fence.as_ref().map(|f| (f.pool.as_str(), f.token)),
             only_if_lost,
@@ -311,11 +330,11 @@ impl Scheduler {
                 by_key.entry(m.key.clone()).or_default();
             }
         }
-        for (id, account) in s.store.unit_list_submitted_accounts(pool).await? {
+        for sub in s.store.unit_list_submitted_accounts(pool).await? {
             by_key
-                .entry(slot_key(pool, account.as_deref()))
+                .entry(slot_key(pool, sub.account.as_deref()))
                 .or_default()
-                .push(id);
+                .push(holder(&sub.unit_id, sub.submitted_at));
         }
         let mut lost = false;
         for key in by_key.keys() {
@@ -347,7 +366,7 @@ impl Scheduler {
                 .unit_list_submitted_accounts(pool)
                 .await?
                 .into_iter()
-                .map(|(id, _)| id)
+                .map(|sub| holder(&sub.unit_id, sub.submitted_at))
                 .collect();
             for (key, ids) in restored_in {
                 let gone: Vec<String> = ids.into_iter().filter(|id| !still.contains(id)).collect();
@@ -454,10 +473,16 @@ fn pool_sets<'a>(pool: &'a str, keys: &'a [String]) -> Vec<(&'a str, &'a str)> {
 }
 
 #[cfg(test)]
+#[path = "callback_write_lost_tests.rs"]
+mod callback_write_lost_tests;
+#[cfg(test)]
 #[path = "reconcile_race_tests.rs"]
 mod reconcile_race_tests;
 #[cfg(test)]
 #[path = "rounds_tick_tests.rs"]
 mod rounds_tick_tests;
+#[cfg(test)]
+#[path = "slot_holder_race_tests.rs"]
+mod slot_holder_race_tests;
 #[cfg(test)]
 mod test_units;

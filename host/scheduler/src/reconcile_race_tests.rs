@@ -23,12 +23,22 @@ use slotd_coord::slots::{DynSlots, SlotError};
 
 /// The in-process slot store, but the first rebuild of a set lets `unit` end in the database
 /// and releases its slot before rebuilding the set from the list it was given.
-fn ends_during_the_rebuild(inner: DynSlots, store: DynStore, unit: String, now: i64) -> DynSlots {
+fn ends_during_the_rebuild(
+    inner: DynSlots,
+    store: DynStore,
+    (unit, held): (String, String),
+    now: i64,
+) -> DynSlots {
     let fired = Arc::new(AtomicBool::new(false));
     let released = inner.clone();
     let hook: RebuildHook = Arc::new(move |pool: String, _read: Vec<String>| {
-        let (fired, store, unit, released) =
-            (fired.clone(), store.clone(), unit.clone(), released.clone());
+        let (fired, store, unit, held, released) = (
+            fired.clone(),
+            store.clone(),
+            unit.clone(),
+            held.clone(),
+            released.clone(),
+        );
         Box::pin(async move {
             if fired.swap(true, Ordering::SeqCst) {
                 return Ok(());
@@ -45,10 +55,10 @@ fn ends_during_the_rebuild(inner: DynSlots, store: DynStore, unit: String, now: 
                 .await
                 .map_err(|e| SlotError::Unavailable(format!("ending the unit: {e}")))?;
             assert_eq!(report.applied.len(), 1, "{report:?}");
-            released.release(&pool, std::slice::from_ref(&unit)).await
+            released.release(&pool, std::slice::from_ref(&held)).await
         })
     });
-    Arc::new(BeforeRebuild { inner, hook })
+    Arc::new(BeforeRebuild::new(inner, hook))
 }
 
 #[tokio::test]
@@ -68,6 +78,8 @@ async fn a_unit_released_during_the_rebuild_holds_no_slot_after_it() {
     let first = services.store.task_units(&tasks[0]).await.expect("units");
     assert_eq!(first[0].status, UnitStatus::Submitted, "{:?}", first[0]);
 
+    let first_holder =
+        slotd_coord::slots::holder(&first[0].id, first[0].submitted_at.expect("submitted"));
     // The slot set is lost (a fresh store: Redis restarted empty) and rebuilt; one of the
     // three ends between the rebuild's read and the set's rebuild.
     let mut lost = services.clone();
@@ -78,7 +90,7 @@ async fn a_unit_released_during_the_rebuild_holds_no_slot_after_it() {
         slotd_store::open(&services.config.database_url)
             .await
             .expect("the store, with its unit writes"),
-        first[0].id.clone(),
+        (first[0].id.clone(), first_holder.clone()),
         clock.now_ms() + 1,
     );
     let reconciled = Scheduler::new(lost.clone())
@@ -98,7 +110,7 @@ async fn a_unit_released_during_the_rebuild_holds_no_slot_after_it() {
         "the set holds exactly the submitted units after the rebuild ({reconciled:?})"
     );
     assert!(
-        !reconciled.restored.contains(&first[0].id),
+        !reconciled.restored.contains(&first_holder),
         "the ended unit is not reported restored: {reconciled:?}"
     );
 }

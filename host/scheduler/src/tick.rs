@@ -171,7 +171,8 @@ impl Scheduler {
         let Some(limit) = slotd_units::pools_now::pool_limits_now(s).remove(pool) else {
             return Ok(report);
         };
-        let fence = self.fence(pool);
+        // Read once: the whole tick writes under the fence it checked here.
+        let fence = self.driving_fence(pool)?;
         report.max_slots = self.effective_max(pool, &limit);
         self.maybe_reconcile(pool, now).await?;
 
@@ -209,19 +210,25 @@ impl Scheduler {
             return self.finish(report, &limit, BTreeMap::new(), started).await;
         }
         // Where each unit lives, for the commit (the batch itself goes to the handlers).
-        type Owned = (String, String, String, Option<String>);
+        type Owned = (String, String, String, Option<String>, Option<i64>);
         let owned: Vec<Owned> = due
             .batch
             .iter()
             .map(|b| {
                 let u = &b.unit;
                 let account = u.terms.account.clone();
-                (u.id.clone(), u.task_id.clone(), u.pool.clone(), account)
+                (
+                    u.id.clone(),
+                    u.task_id.clone(),
+                    u.pool.clone(),
+                    account,
+                    u.submitted_at,
+                )
             })
             .collect();
         let origins: HashMap<&str, Origin<'_>> = owned
             .iter()
-            .map(|(id, task_id, pool, account)| {
+            .map(|(id, task_id, pool, account, submitted_at)| {
                 let account = account.as_deref();
                 (
                     id.as_str(),
@@ -229,6 +236,7 @@ impl Scheduler {
                         task_id,
                         pool,
                         account,
+                        submitted_at: *submitted_at,
                     },
                 )
             })

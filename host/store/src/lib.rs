@@ -44,7 +44,7 @@ pub use rollouts::{ReleaseOutcome, Rollout, RolloutEvent, RolloutMove, RolloutSt
 use slotd_core::model::{Unit, UnitCounts, UnitStatus};
 pub use terms::{
     Bind, Budget, Create, Grant, Marked, PendingGroup, SpendLimit, SpendScope, SpendTerms,
-    TaskTerms, Usage,
+    Submission, TaskTerms, Usage,
 };
 pub(crate) use update::has_repeats;
 pub use update::{
@@ -453,11 +453,8 @@ pub trait StoreRead: Send + Sync + 'static {
     /// Slots each tenant's units hold in `pool` now (tenants holding none are left out).
     async fn unit_count_submitted_by_tenant(&self, pool: &str) -> StoreResult<Vec<(String, u64)>>;
 
-    /// Submitted units of `pool` and the accounts they were submitted on.
-    async fn unit_list_submitted_accounts(
-        &self,
-        pool: &str,
-    ) -> StoreResult<Vec<(String, Option<String>)>>;
+    /// Submitted units of `pool`, the accounts they were submitted on and their submissions.
+    async fn unit_list_submitted_accounts(&self, pool: &str) -> StoreResult<Vec<Submission>>;
 
     /// Pending units of `pool` with a deadline or start-by time to enforce (not best effort),
     /// earliest deadline first.

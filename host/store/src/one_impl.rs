@@ -121,7 +121,7 @@ macro_rules! impl_task_store {
             async fn unit_list_submitted_accounts(
                 &self,
                 pool: &str,
-            ) -> StoreResult<Vec<(String, Option<String>)>> {
+            ) -> StoreResult<Vec<crate::Submission>> {
                 crate::terms::accounts::$driver::submitted_by_account(self.reader(), pool).await
             }
 

@@ -1,6 +1,10 @@
 //! Provider slots (docs/state-machine.md): a slot is held by a unit exactly while it is `submitted`.
 //!
-//! [`SlotStore`] keeps, per pool, the set of unit ids holding a slot. Granting is atomic against
+//! [`SlotStore`] keeps, per pool, the set of submissions holding a slot, each named by
+//! [`holder`]: the unit id and the instant of its submit marker (`submitted_at`), so a release
+//! that comes late can only free the submission that took the slot, never a later submission of
+//! the same unit granted meanwhile (a two-stage unit's next stage, a create that made nothing).
+//! Granting is atomic against
 //! the pool's maximum across every user of the store, and the set is reconciled with the
 //! database's `submitted` units so that a crashed instance's slots come back without waiting
 //! for a blanket expiry.
@@ -94,6 +98,18 @@ pub fn log_entry(unit_id: &str, at: i64) -> String {
     format!("{unit_id}@{at}")
 }
 
+/// The name a slot set holds for one submission: unit `unit_id` marked submitted at
+/// `submitted_at` (Unix ms, the grant's instant, which the submit marker stores). Grants, the
+/// marker's give-back, releases and rebuilds all name the submission, so each acts on it alone.
+pub fn holder(unit_id: &str, submitted_at: i64) -> String {
+    format!("{unit_id}@{submitted_at}")
+}
+
+/// The unit id of a [`holder`] name (the whole name when it has no submission part).
+pub fn holder_unit(holder: &str) -> &str {
+    holder.rsplit_once('@').map_or(holder, |(unit, _)| unit)
+}
+
 /// What a create log holds at or after an instant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogCount {
@@ -176,8 +192,9 @@ impl SharedAccount {
 /// Per-pool slot accounting shared by every scheduler and API instance.
 #[async_trait]
 pub trait SlotStore: Send + Sync + 'static {
-    /// Grant slots to as many of `unit_ids` (in order) as fit under `max`; returns the ids
-    /// granted. Ids already holding a slot are granted again without counting twice.
+    /// Grant slots to as many of `unit_ids` (in order; [`holder`] names) as fit under `max`;
+    /// returns the names granted. A name already holding a slot (the same submission's grant
+    /// asked again) is granted again without counting twice.
     async fn acquire(
         &self,
         pool: &str,
@@ -221,7 +238,7 @@ pub trait SlotStore: Send + Sync + 'static {
     /// the database's record of creates after the slot store was lost. What it holds stays
     /// because another scheduler may have granted since, with markers not yet in the record.
     async fn log_restore(&self, key: &str, entries: &[(String, i64)]) -> Result<(), SlotError>;
-    /// Release the slots these units hold (unknown ids are ignored).
+    /// Release the slots these submissions hold ([`holder`] names; unknown names are ignored).
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError>;
     /// Slots in use ([`SlotError::NotReconciled`] if the set must be rebuilt first).
     async fn used(&self, pool: &str) -> Result<u32, SlotError>;
@@ -238,7 +255,8 @@ pub trait SlotStore: Send + Sync + 'static {
         }
         Ok(out)
     }
-    /// Make the holder set equal to `submitted` (the database's submitted units of the pool),
+    /// Make the holder set equal to `submitted` (the [`holder`] names of the database's
+    /// submitted units of the pool),
     /// if `guard` allows it ([`Rebuild`]); a set left alone reports nothing freed or restored.
     async fn reconcile(
         &self,

@@ -1,7 +1,9 @@
-//! A slot store for tests of what happens *during* a rebuild (this crate's `testing` feature):
-//! every call goes to the store it wraps, but each [`SlotStore::reconcile`] first runs a
-//! hook with the set and the ids the rebuilder read, so a test can let the world move (a unit
-//! end, another scheduler take over) between the read of the database and the set's write.
+//! A slot store for tests of what happens *during* a rebuild or a release (this crate's
+//! `testing` feature): every call goes to the store it wraps, but each [`SlotStore::reconcile`]
+//! first runs a hook with the set and the names the rebuilder read, and each
+//! [`SlotStore::release`] one with the set and the names released, so a test can let the world
+//! move (a unit end, another scheduler take over, a tick grant again) between the read of the
+//! database and the set's write, or between a unit's move and its slot's release.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,17 +14,41 @@ use async_trait::async_trait;
 
 use super::{CreateLog, DynSlots, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore};
 
-/// What runs before a rebuild: given the set's key and the ids read, it may fail the rebuild.
+/// What runs before a rebuild or a release: given the set's key and the holder names read (or
+/// released), it may fail the call.
 pub type RebuildHook = Arc<
     dyn Fn(String, Vec<String>) -> Pin<Box<dyn Future<Output = Result<(), SlotError>> + Send>>
         + Send
         + Sync,
 >;
 
-/// [`SlotStore`] over `inner`, running `hook` before every rebuild.
+/// [`SlotStore`] over `inner`, running `hook` before every rebuild and `before_release`
+/// (when set) before every release.
 pub struct BeforeRebuild {
     pub inner: DynSlots,
     pub hook: RebuildHook,
+    pub before_release: Option<RebuildHook>,
+}
+
+impl BeforeRebuild {
+    /// Hooks only the rebuilds.
+    pub fn new(inner: DynSlots, hook: RebuildHook) -> Self {
+        Self {
+            inner,
+            hook,
+            before_release: None,
+        }
+    }
+
+    /// Hooks only the releases.
+    pub fn releases(inner: DynSlots, before_release: RebuildHook) -> Self {
+        let none: RebuildHook = Arc::new(|_, _| Box::pin(async { Ok(()) }));
+        Self {
+            inner,
+            hook: none,
+            before_release: Some(before_release),
+        }
+    }
 }
 
 #[async_trait]
@@ -59,6 +85,9 @@ impl SlotStore for BeforeRebuild {
         self.inner.log_restore(key, entries).await
     }
     async fn release(&self, pool: &str, unit_ids: &[String]) -> Result<(), SlotError> {
+        if let Some(hook) = &self.before_release {
+            hook(pool.to_string(), unit_ids.to_vec()).await?;
+        }
         self.inner.release(pool, unit_ids).await
     }
     async fn used(&self, pool: &str) -> Result<u32, SlotError> {

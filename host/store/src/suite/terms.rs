@@ -249,6 +249,15 @@ pub(crate) async fn marker_records_accounts_and_reserves_budgets(store: DynStore
     assert_eq!(day_of_a(&store, T0 + 2).await, (0.0, 2.0, 2));
     let submitted = store.unit_list_submitted_accounts(POOL).await.unwrap();
     assert_eq!(submitted.len(), 3);
+    // Each submission is named by its marker's instant (the slot set's holder names).
+    for s in &submitted {
+        assert_eq!(s.submitted_at, T0 + 1, "{s:?}");
+    }
+    let on: Vec<(&str, Option<&str>)> = submitted
+        .iter()
+        .map(|s| (s.unit_id.as_str(), s.account.as_deref()))
+        .collect();
+    assert!(on.contains(&("t1-u1", Some("backup"))), "{on:?}");
     after_a_crash_the_resolution_settles(&store, &grants).await;
     budget_changes(&store).await;
 }

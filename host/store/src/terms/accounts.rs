@@ -19,6 +19,16 @@ pub struct Marked {
     pub over_spend: Vec<String>,
 }
 
+/// A submitted unit as slot reconciliation sees it: the unit, the account whose slot set holds
+/// it, and the instant of its submit marker, which names the submission in the slot set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submission {
+    pub unit_id: String,
+    pub account: Option<String>,
+    /// `submitted_at` (0 for a row without one, which no marker writes).
+    pub submitted_at: i64,
+}
+
 /// The grants at `fit`, grouped by account (in order of first appearance), as the marker
 /// writes them: one statement per account.
 pub(crate) fn by_account<'a>(
@@ -83,16 +93,26 @@ on_both_drivers! {
             .collect())
     }
 
-    /// Submitted units of `pool` with their accounts (slot reconciliation per account).
+    /// Submitted units of `pool` with their accounts and submissions (slot reconciliation
+    /// per account).
     pub(crate) async fn submitted_by_account(
         pool: &Pool,
         sched_pool: &str,
-    ) -> StoreResult<Vec<(String, Option<String>)>> {
-        Ok(sqlx::query_as(
-            "SELECT id, account FROM units WHERE pool = $1 AND status = 'submitted'",
+    ) -> StoreResult<Vec<super::Submission>> {
+        let rows: Vec<(String, Option<String>, i64)> = sqlx::query_as(
+            "SELECT id, account, COALESCE(submitted_at, 0) FROM units \
+             WHERE pool = $1 AND status = 'submitted'",
         )
         .bind(sched_pool)
         .fetch_all(pool)
-        .await?)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(unit_id, account, submitted_at)| super::Submission {
+                unit_id,
+                account,
+                submitted_at,
+            })
+            .collect())
     }
 }

@@ -11,7 +11,7 @@ pub mod grant;
 pub mod routes;
 pub mod spend;
 
-pub use accounts::Marked;
+pub use accounts::{Marked, Submission};
 pub(crate) use accounts::{by_account, marked};
 pub use budgets::{Budget, Settle, Usage, parse_cost};
 pub(crate) use budgets::{Checked, budgeted, settlement, settlements};

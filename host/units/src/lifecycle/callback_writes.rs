@@ -10,7 +10,10 @@
 //! A pass takes a callback's updates whole, and leaves a callback that names a unit an earlier
 //! one of the pass already names for the next pass: two callbacks about one job are written in
 //! the order they came, each under its own guard. Should the shared write fail, each callback's
-//! updates are written alone, so a bad batch fails only its own callback.
+//! updates are written alone, so a bad batch fails only its own callback; and since a write
+//! whose answer was lost may have committed (its redo then meets its own moves and skips them),
+//! such an answer says it was redone ([`Answer::redone`]), and the lifecycle reads back what
+//! the skipped updates find, so no slot release or wake of a committed move is lost.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,7 +29,17 @@ use slotd_store::{ApplyReport, DynUnitWriter, StoreError, StoreResult, UnitUpdat
 struct Ask {
     updates: Vec<UnitUpdate>,
     now: i64,
-    reply: oneshot::Sender<StoreResult<ApplyReport>>,
+    reply: oneshot::Sender<StoreResult<Answer>>,
+}
+
+/// A callback's part of a pass's write.
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub report: ApplyReport,
+    /// Written alone after a write that failed (the pass's shared one, or its own): that
+    /// write may have committed before its answer was lost, so an update skipped now may be
+    /// one that committed then.
+    pub redone: bool,
 }
 
 /// The writes of this process's provider callbacks (cheap to clone; one per
@@ -48,7 +61,7 @@ impl CallbackWrites {
         updates: &[UnitUpdate],
         now: i64,
         pause: Duration,
-    ) -> StoreResult<ApplyReport> {
+    ) -> StoreResult<Answer> {
         let (reply, answer) = oneshot::channel();
         let ask = Ask {
             updates: updates.to_vec(),
@@ -112,19 +125,23 @@ impl Pass for Write {
             Ok(report) => {
                 for ask in taken {
                     // The asker may be gone (its connection dropped): nothing to tell.
-                    let _ = ask.reply.send(Ok(own_part(&report, &ask.updates)));
-                }
-            }
-            Err(e) if taken.len() == 1 => {
-                for ask in taken {
-                    let _ = ask.reply.send(Err(e.clone()));
+                    let _ = ask.reply.send(Ok(Answer {
+                        report: own_part(&report, &ask.updates),
+                        redone: false,
+                    }));
                 }
             }
             Err(e) => {
+                // Failed, or committed with its answer lost: written again, alone, and the
+                // answer says so (a store that is down fails the redo too).
                 tracing::warn!(error = %e, callbacks = taken.len(),
-                    "callbacks' shared write failed; writing each alone");
+                    "callbacks' write failed; writing each alone");
                 for ask in taken {
-                    let _ = ask.reply.send(self.apply(&ask.updates, ask.now).await);
+                    let redone = self.apply(&ask.updates, ask.now).await;
+                    let _ = ask.reply.send(redone.map(|report| Answer {
+                        report,
+                        redone: true,
+                    }));
                 }
             }
         }
@@ -187,7 +204,8 @@ mod tests {
         let first = writes
             .apply(&store, &[ended(0, UnitStatus::Succeeded)], 10, pause)
             .await
-            .unwrap();
+            .unwrap()
+            .report;
         assert_eq!(first.applied, ["t-u0"]);
         assert_eq!(writes.writes(), 1);
 
@@ -201,7 +219,7 @@ mod tests {
         let answers =
             futures::future::join_all(asks.iter().map(|u| writes.apply(&store, u, 11, pause)))
                 .await;
-        let answers: Vec<ApplyReport> = answers.into_iter().map(Result::unwrap).collect();
+        let answers: Vec<ApplyReport> = answers.into_iter().map(|a| a.unwrap().report).collect();
         for (i, report) in answers.iter().enumerate().take(18) {
             assert_eq!(report.applied, [format!("t-u{}", i + 1)], "{report:?}");
             assert!(report.skipped.is_empty() && report.refused.is_empty());

@@ -18,6 +18,7 @@ use slotd_store::{Fence, UnitUpdate};
 use super::LifecycleError;
 use super::follow_up::FollowUps;
 use crate::services::Services;
+use slotd_coord::slots::holder;
 use slotd_pools::pool_state::slot_key;
 
 /// What [`apply_changes`] wrote and freed.
@@ -39,6 +40,10 @@ pub struct Origin<'a> {
     pub pool: &'a str,
     /// The account whose slot it holds (`None`: the pool's implicit account).
     pub account: Option<&'a str>,
+    /// The instant of its submit marker while `submitted`: with the unit id it names the
+    /// submission that holds the slot ([`slotd_coord::slots::holder`]), so the release frees
+    /// that submission's slot and never a later one's.
+    pub submitted_at: Option<i64>,
 }
 
 impl<'a> From<&'a Unit> for Origin<'a> {
@@ -47,6 +52,7 @@ impl<'a> From<&'a Unit> for Origin<'a> {
             task_id: &u.task_id,
             pool: &u.pool,
             account: u.terms.account.as_deref(),
+            submitted_at: u.submitted_at,
         }
     }
 }
@@ -82,11 +88,69 @@ pub async fn apply_callback_changes(
         return Ok(Committed::default());
     }
     let writer = &services.units;
-    let written = writer
+    let written = match writer
         .callbacks
         .apply(&writer.store, updates, now, pause)
-        .await;
+        .await
+    {
+        Ok(a) if a.redone && !a.report.skipped.is_empty() => {
+            Ok(read_back(services, updates, origins, a.report).await)
+        }
+        Ok(a) => Ok(a.report),
+        Err(e) => Err(e),
+    };
     after_write(services, updates, origins, now, written).await
+}
+
+/// After a write that failed and was redone, the updates the redo skipped: each whose unit
+/// now stands where the update moves it (its status, and its stage when the update names one)
+/// committed in the failed write, its answer lost, and counts as applied, so its follow-ups (a
+/// slot release, the finalizer's or a pool's wake) still run. The release names the submission
+/// the update was decided for, so it cannot free a later one. A read that fails leaves them
+/// skipped: the slot reconciliation frees what is left.
+async fn read_back(
+    services: &Services,
+    updates: &[UnitUpdate],
+    origins: &HashMap<&str, Origin<'_>>,
+    mut report: slotd_store::ApplyReport,
+) -> slotd_store::ApplyReport {
+    let skipped: HashSet<&str> = report.skipped.iter().map(String::as_str).collect();
+    let tasks: std::collections::BTreeSet<&str> = updates
+        .iter()
+        .filter(|u| skipped.contains(u.unit_id.as_str()))
+        .filter_map(|u| origins.get(u.unit_id.as_str()).map(|o| o.task_id))
+        .collect();
+    let mut now_at: HashMap<String, Unit> = HashMap::new();
+    for task in tasks {
+        match services.store.task_units(task).await {
+            Ok(units) => now_at.extend(units.into_iter().map(|u| (u.id.clone(), u))),
+            Err(e) => {
+                tracing::warn!(task, error = %e, "reading back a redone callback write failed");
+                return report;
+            }
+        }
+    }
+    let committed: Vec<String> = updates
+        .iter()
+        .filter(|u| skipped.contains(u.unit_id.as_str()))
+        .filter(|u| {
+            let Some(unit) = now_at.get(&u.unit_id) else {
+                return false;
+            };
+            u.to.is_some_and(|to| Some(to) != u.from && unit.status == to)
+                && u.stage.as_ref().is_none_or(|s| *s == unit.stage)
+        })
+        .map(|u| u.unit_id.clone())
+        .collect();
+    if !committed.is_empty() {
+        tracing::info!(
+            units = committed.len(),
+            "a lost write's moves had committed; their follow-ups run now"
+        );
+        report.skipped.retain(|id| !committed.contains(id));
+        report.applied.extend(committed);
+    }
+    report
 }
 
 /// What follows the write of `updates`: the count of refusals, then the follow-ups of what
@@ -148,7 +212,10 @@ async fn after_write(
             && to != UnitStatus::Submitted
             && let Some(o) = origin
         {
-            follow.release(slot_key(o.pool, o.account), o.pool, u.unit_id.clone());
+            // The submission the update was decided for (its `from_submitted_at` guard,
+            // when it has one, made the store check that it is still the unit's).
+            let at = u.from_submitted_at.or(o.submitted_at).unwrap_or(0);
+            follow.release(slot_key(o.pool, o.account), o.pool, holder(&u.unit_id, at));
         }
     }
     done.released = follow.run(services).await?;

@@ -10,6 +10,7 @@ use slotd_store::{Fence, Grant, Marked};
 use super::LifecycleError;
 use super::follow_up::FollowUps;
 use crate::services::Services;
+use slotd_coord::slots::holder;
 use slotd_pools::pool_state::slot_key;
 
 /// What [`mark_submitted`] wrote and gave back.
@@ -52,7 +53,7 @@ pub async fn mark_submitted(
         unused
             .entry(g.account.as_deref())
             .or_default()
-            .push(g.unit_id.clone());
+            .push(holder(&g.unit_id, now));
     }
     let mut counts = HashMap::new();
     for (account, ids) in unused {
