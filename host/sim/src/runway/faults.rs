@@ -1,7 +1,7 @@
 //! Fault injection in front of the `/v1/…` routes, behind the key and version checks: 5xx
-//! (and, on task reads, 429) before the effect; slow and lost answers after it (see
-//! [`RunwayOptions`](super::RunwayOptions) for why each sits where it does). Every task read
-//! that reaches this layer goes into the request log with the status it was answered.
+//! (and, on task reads and on creates, 429) before the effect; slow and lost answers after it
+//! (see [`RunwayOptions`](super::RunwayOptions) for why each sits where it does). Every task
+//! read that reaches this layer goes into the request log with the status it was answered.
 
 use std::time::Duration;
 
@@ -34,11 +34,17 @@ pub(crate) async fn inject(State(sim): State<Sim>, req: Request, next: Next) -> 
 async fn faulted(sim: &Sim, req: Request, next: Next, read: bool) -> Response {
     let draw = sim.draw_faults();
     let read_fault = if read { sim.draw_read_fault() } else { None };
-    if let Some(status) = draw.fail.or(read_fault) {
-        let create = is_create(&req);
+    let create = is_create(&req);
+    let create_fault = if create {
+        sim.draw_create_fault()
+    } else {
+        None
+    };
+    if let Some(status) = draw.fail.or(read_fault).or(create_fault) {
         sim.count(|s| {
             if status == StatusCode::TOO_MANY_REQUESTS {
                 s.faults.http_429 += 1;
+                s.faults.rate_limited_creates += u64::from(create);
             } else {
                 s.faults.http_5xx += 1;
             }
@@ -55,7 +61,6 @@ async fn faulted(sim: &Sim, req: Request, next: Next, read: bool) -> Response {
         };
         return ApiError::new(status, message).into_response();
     }
-    let create = is_create(&req);
     let resp = next.run(req).await;
     if draw.slow {
         sim.count(|s| s.faults.slow += 1);

@@ -74,6 +74,11 @@ impl FromStr for ModelLimit {
 ///   requests") or 502/503/504 before it takes effect; reads only, drawn from a stream of
 ///   their own (read n's faults depend on the seed and n only), so creates are never refused
 ///   by them and the other faults' draws are unchanged.
+/// - `create_429_rate`: a create is answered 429 ("Too many requests") before it takes
+///   effect: Runway's rate limit, not its daily limit (nothing is created and the day's count,
+///   which `GET /v1/organization` reports, is unchanged). Creates only, drawn from a stream of
+///   their own (create n's draw depends on the seed and n only), so the other faults stay
+///   those of the seed.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunwayOptions {
     /// Address to listen on (port 0 picks a free port).
@@ -126,6 +131,10 @@ pub struct RunwayOptions {
     /// Share of task reads answered 502/503/504 before taking effect (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub read_5xx_rate: f64,
+    /// Share of creates answered 429 "Too many requests" before taking effect: the rate
+    /// limit, with the daily limit not reached (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub create_429_rate: f64,
     /// Share of `/v1/…` answers delayed by `--slow-ms` after taking effect (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub slow_rate: f64,
@@ -171,6 +180,7 @@ impl Default for RunwayOptions {
             failure_after_accept_rate: 0.0,
             read_429_rate: 0.0,
             read_5xx_rate: 0.0,
+            create_429_rate: 0.0,
             slow_rate: 0.0,
             slow_ms: SLOW_MS_DEFAULT,
             slow_first: 0,
@@ -223,6 +233,7 @@ impl RunwayOptions {
                 ("--slow-rate", self.slow_rate),
                 ("--read-429-rate", self.read_429_rate),
                 ("--read-5xx-rate", self.read_5xx_rate),
+                ("--create-429-rate", self.create_429_rate),
             ],
         )?;
         if let Some(d) = self.day_seconds

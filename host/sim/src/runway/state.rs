@@ -75,6 +75,9 @@ pub(super) struct Inner {
     /// read n's faults depend on the seed and n only, and the other draws stay those of the
     /// seed whatever these rates.
     pub read_fault_rng: StdRng,
+    /// Rate-limit 429s of creates only (`create_429_rate`), a stream of its own: create n's
+    /// draw depends on the seed and n only, and the other draws stay those of the seed.
+    pub create_fault_rng: StdRng,
     /// Every `GET /v1/tasks/{id}` past the key and version checks, in arrival order, with
     /// the status it was answered (faults included): the request log of reads.
     pub reads: Vec<(String, Instant, u16)>,
@@ -142,6 +145,7 @@ impl Sim {
             plan_rng: StdRng::seed_from_u64(opts.seed),
             fault_rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed_fa17_5eed_fa17),
             read_fault_rng: StdRng::seed_from_u64(opts.seed ^ 0x4ead_fa17_4ead_fa17),
+            create_fault_rng: StdRng::seed_from_u64(opts.seed ^ 0xc4ea_7e42_9c4e_a7e4),
             reads: Vec::new(),
             tasks: HashMap::new(),
             order: Vec::new(),
@@ -205,6 +209,12 @@ impl Sim {
             _ => StatusCode::GATEWAY_TIMEOUT,
         };
         (fault < o.read_429_rate + o.read_5xx_rate).then_some(status)
+    }
+
+    /// Draws a create's rate-limit 429 (always one number, whatever the rate).
+    pub(crate) fn draw_create_fault(&self) -> Option<StatusCode> {
+        let draw: f64 = self.inner.lock().create_fault_rng.random();
+        (draw < self.opts.create_429_rate).then_some(StatusCode::TOO_MANY_REQUESTS)
     }
 
     /// Logs a task read that arrived at `at` and was answered `status`.

@@ -29,7 +29,8 @@ pub struct RunwayStats {
     pub auth_refusals: u64,
     /// Requests refused with 400 for a missing or unknown `X-Runway-Version`, any path.
     pub version_refusals: u64,
-    /// Creates refused with 429 (daily limit).
+    /// Creates refused with 429 for the daily limit (the rate limit's are
+    /// `faults.rate_limited_creates`).
     pub daily_limit_refusals: u64,
     /// `GET /v1/tasks/{id}` requests (found or not).
     pub gets: u64,
@@ -97,9 +98,14 @@ pub struct ModelStats {
 pub struct FaultStats {
     /// Requests answered 502/503/504 before taking effect (task reads' own 5xx included).
     pub http_5xx: u64,
-    /// Task reads answered 429 before taking effect (`read_429_rate`).
+    /// Requests answered 429 before taking effect: task reads (`read_429_rate`) and creates
+    /// (`create_429_rate`).
     #[serde(default)]
     pub http_429: u64,
+    /// Of those, creates (`create_429_rate`): Runway's rate limit, not its daily limit
+    /// (`daily_limit_refusals`).
+    #[serde(default)]
+    pub rate_limited_creates: u64,
     /// Requests that took effect and then lost their answer.
     pub lost_answers: u64,
     /// Of those, creates that made a task: tasks the client was never told about.

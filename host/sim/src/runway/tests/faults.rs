@@ -224,3 +224,63 @@ async fn read_faults_answer_reads_only_and_the_log_holds_every_read() -> anyhow:
     assert!(stats.creates_refused.is_empty(), "{stats:?}");
     Ok(())
 }
+
+/// `create_429_rate` answers creates only, 429 "Too many requests" before they take effect:
+/// the rate limit, not the daily limit. Nothing is created, the day's count that
+/// `GET /v1/organization` reports counts only the accepted creates, and reads are never
+/// refused by it; the same seed refuses the same creates.
+#[tokio::test]
+async fn create_429s_refuse_creates_only_and_leave_the_days_count_alone() -> anyhow::Result<()> {
+    let run = |seed| async move {
+        let handle = sim(RunwayOptions {
+            seed,
+            create_429_rate: 0.3,
+            ..frozen()
+        })
+        .await?;
+        let c = Client::new(&handle)?;
+        let mut answered = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..30 {
+            let (status, body) = c.post("/v1/image_to_video", &i2v("gen4_turbo")).await?;
+            match status.as_u16() {
+                200 => ids.push(body["id"].as_str().unwrap_or_default().to_owned()),
+                429 => assert!(
+                    body["error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains("Too many requests")),
+                    "{body}"
+                ),
+                other => bail!("unexpected {other}: {body}"),
+            }
+            answered.push(status.as_u16());
+        }
+        for id in &ids {
+            assert_eq!(c.task(id).await?.0, StatusCode::OK);
+        }
+        let (_, org) = c.get("/v1/organization").await?;
+        let stats = handle.stats();
+        handle.shutdown().await?;
+        anyhow::Ok((answered, stats, org))
+    };
+    let (answered, stats, org) = run(5).await?;
+    let (again, _, _) = run(5).await?;
+    assert_eq!(answered, again, "same seed, same refused creates");
+    let refused = answered.iter().filter(|s| **s == 429).count() as u64;
+    let ok = answered.iter().filter(|s| **s == 200).count() as u64;
+    assert!(refused > 0 && ok > 0, "{answered:?}");
+    assert_eq!(stats.creates, ok, "{stats:?}");
+    assert_eq!(stats.daily_limit_refusals, 0, "{stats:?}");
+    assert_eq!(
+        (stats.faults.http_429, stats.faults.rate_limited_creates),
+        (refused, refused)
+    );
+    assert_eq!(stats.creates_refused.get("429"), Some(&refused));
+    assert_eq!(
+        org["usage"]["models"]["gen4_turbo"]["dailyGenerations"],
+        json!(ok),
+        "{org}"
+    );
+    assert_eq!(stats.gets, ok, "reads are not refused by it");
+    Ok(())
+}
