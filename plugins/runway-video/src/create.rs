@@ -17,10 +17,19 @@ pub enum Created {
         id: String,
         estimated_credits: Option<f64>,
     },
-    /// Not made, for now: the daily limit (429, code [`QUOTA_EXHAUSTED`]: the host closes the
-    /// model's pool until `after_ms` or its own estimate, and spends no retry budget) or a
-    /// server error Runway answered (a 5xx other than 504, code [`NOT_CREATED`]: the host sends
-    /// the unit back to `pending`, spending one retry). Creating again later is safe.
+    /// Not made, and Runway answered 429: its rate limit or a model's daily generation limit,
+    /// which only the organization's figures tell apart ([`crate::rate_limit`] turns this into
+    /// [`Created::Refused`]). `error` is Runway's status and text, `after_ms` its
+    /// `Retry-After`.
+    TooMany {
+        after_ms: Option<u64>,
+        error: ProviderError,
+    },
+    /// Not made, for now: the daily limit (a 429 with the day spent, code
+    /// [`QUOTA_EXHAUSTED`]: the host closes the model's pool until `after_ms` or its own
+    /// estimate, and spends no retry budget), the rate limit (any other 429) or a server error
+    /// Runway answered (a 5xx other than 504), both code [`NOT_CREATED`]: the host sends the
+    /// unit back to `pending`, spending one retry. Creating again later is safe.
     Refused {
         after_ms: Option<u64>,
         error: ProviderError,
@@ -58,9 +67,9 @@ pub fn classify(answer: &Result<Response, HttpError>, now_ms: u64) -> Created {
             Err(why) => Created::Unknown(why),
         },
         401 => Created::AccountRefused(account_refused(r)),
-        429 => Created::Refused {
+        429 => Created::TooMany {
             after_ms: retry_after_ms(&r.headers, now_ms),
-            error: quota_exhausted(r),
+            error: answers::error(r),
         },
         // A gateway timeout: Runway may have made the task behind it.
         504 => Created::Unknown(answers::error(r).message),
@@ -96,23 +105,13 @@ pub fn account_refused(r: &Response) -> ProviderError {
     )
 }
 
-/// The error of a create's 429: code [`QUOTA_EXHAUSTED`], Runway's status and text in the
-/// message. Runway answers 429 to a create only for the model's daily generation limit (it has
-/// no request rate limit within it, RUNWAY_API.md).
-pub fn quota_exhausted(r: &Response) -> ProviderError {
-    let error = with_hint(answers::error(r), hint(r.status));
-    let code = error.code.unwrap_or_else(|| format!("http_{}", r.status));
-    ProviderError::new(
-        Some(QUOTA_EXHAUSTED),
-        format!("runway {code}: {}", error.message),
-    )
-}
-
-/// The contract's code (1.3 convention) for a create refused by a quota: Runway's daily limit.
+/// The contract's code (1.3 convention) for a create refused by a quota: Runway's daily limit,
+/// reported only when the organization's figures say the day is spent ([`crate::rate_limit`]).
 pub const QUOTA_EXHAUSTED: &str = "quota_exhausted";
 
-/// The contract's code (1.5 convention) for a create Runway answered with a server error and
-/// made no task for: the host sends the unit back to `pending` instead of keeping it in doubt.
+/// The contract's code (1.5 convention) for a create Runway answered with an error and made no
+/// task for (a server error, or its rate limit's 429): the host sends the unit back to
+/// `pending` instead of keeping it in doubt, and closes nothing.
 pub const NOT_CREATED: &str = "not_created";
 
 /// The contract's code (1.2) for an answer refusing the account's credentials: Runway's 401.
@@ -125,7 +124,6 @@ fn hint(status: u16) -> &'static str {
     match status {
         401 => "Runway refused the API key: check the api_key secret of handlers.runway-video",
         403 => "the model may not be available to this Runway account",
-        429 => "Runway's daily generation limit for this model is reached (no task was created)",
         502 | 503 => "Runway is shedding load; no task was created",
         500..=599 => "Runway failed the create; no task was created",
         _ => "",
@@ -150,9 +148,10 @@ mod tests {
 
     fn code(created: &Created) -> Option<&str> {
         match created {
-            Created::Failed(e) | Created::AccountRefused(e) | Created::Refused { error: e, .. } => {
-                e.code.as_deref()
-            }
+            Created::Failed(e)
+            | Created::AccountRefused(e)
+            | Created::Refused { error: e, .. }
+            | Created::TooMany { error: e, .. } => e.code.as_deref(),
             _ => None,
         }
     }
@@ -177,17 +176,23 @@ mod tests {
         ));
     }
 
+    /// A 429 created nothing, and does not say why: Runway's status, text and `Retry-After`
+    /// are kept for [`crate::rate_limit`], which asks the organization.
     #[test]
-    fn refusals_that_created_nothing_are_safe_to_retry() {
-        let daily = Ok(Response::new(429, r#"{"error":"Daily limit reached"}"#)
+    fn a_429_is_too_many_requests_of_either_kind() {
+        let limited = Ok(Response::new(429, r#"{"error":"Too many requests"}"#)
             .with_header("Retry-After", "120"));
-        let got = classify(&daily, 0);
-        assert!(
-            matches!(&got, Created::Refused { after_ms: Some(120_000), error }
-            if error.message.starts_with("runway http_429: ")
-                && error.message.contains("daily generation limit"))
+        assert_eq!(
+            classify(&limited, 0),
+            Created::TooMany {
+                after_ms: Some(120_000),
+                error: ProviderError::new(Some("http_429"), "HTTP 429: Too many requests"),
+            }
         );
-        assert_eq!(code(&got), Some(QUOTA_EXHAUSTED));
+        assert!(matches!(
+            classify(&Ok(Response::new(429, "")), 0),
+            Created::TooMany { after_ms: None, .. }
+        ));
     }
 
     /// Contract 1.5: a server error Runway answered made no task: `not_created`, Runway's

@@ -14,8 +14,10 @@
 //! - [`settings`]: `describe`, `stage-pools` (sized by the tier), configuration, the client.
 //! - [`models`]: the models in scope and what each accepts; [`assets`]: image and prompt
 //!   forms; [`payload`]: `plan` (one spec per shot); [`spec`]: the spec read back.
-//! - [`tick`]: a tick in one round; [`create`]: what a create answer means; [`poll`]: what a
-//!   task means; [`unknown`]: the outcome-unknown rule; [`state`]: the unit state.
+//! - [`tick`]: a tick in one round; [`create`]: what a create answer means, and
+//!   [`rate_limit`] what a create's 429 means (the rate limit or the daily limit, on the
+//!   organization's figures); [`poll`]: what a task means; [`unknown`]: the outcome-unknown
+//!   rule; [`state`]: the unit state.
 //! - [`cancel`], [`finalize`]; [`answers`]: reading Runway's bodies.
 //! - [`organization`]: contract 1.3 `provider`: expected durations, and the account's limits
 //!   from `GET /v1/organization`.
@@ -30,6 +32,7 @@ pub mod models;
 pub mod organization;
 pub mod payload;
 pub mod poll;
+pub mod rate_limit;
 pub mod route;
 pub mod settings;
 pub mod spec;

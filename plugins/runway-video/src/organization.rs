@@ -6,7 +6,9 @@
 //! - `limits`: `GET /v1/organization`, the account's authoritative numbers: per model
 //!   `tier.models[m].maxConcurrentGenerations` (the pool's slots), `.maxDailyGenerations`
 //!   (creates per rolling 24 h) and `usage.models[m].dailyGenerations` (today's creates by
-//!   every client of the key), so a pool starts a day knowing what it has left.
+//!   every client of the key), so a pool starts a day knowing what it has left. The same
+//!   figures tell a create's 429 for the daily limit from one for Runway's rate limit
+//!   ([`crate::rate_limit`]).
 
 use serde_json::Value;
 use slotd_sdk::client::{Call, transport_error};
@@ -43,6 +45,12 @@ pub fn limits(host: &dyn Host, _ctx: &LimitsContext) -> Result<Vec<PoolLimits>, 
         return Ok(Vec::new());
     }
     let cfg = Config::read(host)?;
+    Ok(of_organization(&cfg, &read(host, &cfg)?))
+}
+
+/// `GET /v1/organization`'s body, read with the account's key; an error says what failed
+/// (`reading /v1/organization: HTTP 503: busy`).
+pub fn read(host: &dyn Host, cfg: &Config) -> Result<Value, String> {
     let answer = cfg
         .client(host)
         .send(&[Call::Get(ORGANIZATION_PATH.into())])
@@ -61,33 +69,51 @@ pub fn limits(host: &dyn Host, _ctx: &LimitsContext) -> Result<Vec<PoolLimits>, 
             answers::error(&r).message
         ));
     }
-    let body: Value = serde_json::from_slice(&r.body)
-        .map_err(|e| format!("reading {ORGANIZATION_PATH}: the answer is not JSON: {e}"))?;
-    Ok(of_organization(&cfg, &body))
+    serde_json::from_slice(&r.body)
+        .map_err(|e| format!("reading {ORGANIZATION_PATH}: the answer is not JSON: {e}"))
+}
+
+/// A model's generations in Runway's rolling 24 hours and its daily limit, as the
+/// organization states them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Daily {
+    /// `usage.models[m].dailyGenerations` (0 when the model is not in `usage`: none today).
+    pub used: u32,
+    /// `tier.models[m].maxDailyGenerations`.
+    pub limit: u32,
+}
+
+/// `model`'s [`Daily`] figures in an organization object; `None` when Runway does not state
+/// its daily limit as a whole number.
+pub fn daily(body: &Value, model: Model) -> Option<Daily> {
+    let key = pointer_key(model.as_str());
+    let limit = count(body.pointer(&format!("/tier/models/{key}/maxDailyGenerations")))?;
+    let used = count(body.pointer(&format!("/usage/models/{key}/dailyGenerations")));
+    Some(Daily {
+        used: used.unwrap_or(0),
+        limit,
+    })
+}
+
+/// A whole number of the organization object (missing, negative or too large: `None`).
+fn count(v: Option<&Value>) -> Option<u32> {
+    v.and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// The pools' limits in an organization object; models Runway does not list are left out
 /// (their configuration stands), and so is any number that is missing or not a whole number.
 pub fn of_organization(cfg: &Config, body: &Value) -> Vec<PoolLimits> {
-    let count = |v: Option<&Value>| {
-        v.and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-    };
     Model::ALL
         .into_iter()
         .filter_map(|model| {
             let tier = body.pointer(&format!("/tier/models/{}", pointer_key(model.as_str())))?;
-            let used = count(body.pointer(&format!(
-                "/usage/models/{}/dailyGenerations",
-                pointer_key(model.as_str())
-            )));
-            let quotas = count(tier.get("maxDailyGenerations"))
-                .map(|limit| StatedQuota {
+            let quotas = daily(body, model)
+                .map(|d| StatedQuota {
                     dimension: "daily".into(),
-                    limit,
+                    limit: d.limit,
                     window_ms: cfg.day_ms(),
-                    // A model Runway lists without usage has none today.
-                    used: Some(used.unwrap_or(0)),
+                    used: Some(d.used),
                 })
                 .into_iter()
                 .collect();

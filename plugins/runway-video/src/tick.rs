@@ -12,6 +12,7 @@ use slotd_sdk::{Change, Host, HttpError, Outcome, Response, TickContext, Unit};
 
 use crate::create::{self, Created};
 use crate::poll::Poll;
+use crate::rate_limit::{self, Figures};
 use crate::settings::Config;
 use crate::spec::Spec;
 use crate::state::State;
@@ -62,6 +63,8 @@ pub fn run(host: &dyn Host, ctx: &TickContext, batch: &[Unit]) -> Result<Vec<Cha
             )),
         }
     }
+    // A create answered 429 asks the organization what the 429 was, once per tick.
+    let mut figures = Figures::new(host, &cfg);
     for (owner, answer) in round.send(|calls| client.send(calls)) {
         changes.push(match owner {
             Owner::Poll(unit, spec) => Poll {
@@ -72,7 +75,9 @@ pub fn run(host: &dyn Host, ctx: &TickContext, batch: &[Unit]) -> Result<Vec<Cha
                 now_ms: ctx.now_ms,
             }
             .change(&answer),
-            Owner::Create(unit, spec) => created(host, unit, &spec, &cfg, ctx.now_ms, &answer),
+            Owner::Create(unit, spec) => {
+                created(host, unit, &spec, &cfg, ctx.now_ms, &answer, &mut figures)
+            }
         });
     }
     Ok(changes)
@@ -101,7 +106,8 @@ fn step(unit: &Unit, now_ms: u64) -> Step {
     }
 }
 
-/// The change the answer to a create means.
+/// The change the answer to a create means; a 429 is judged on the organization's `figures`
+/// (see [`crate::rate_limit`]).
 fn created(
     host: &dyn Host,
     unit: &Unit,
@@ -109,8 +115,15 @@ fn created(
     cfg: &Config,
     now_ms: u64,
     answer: &Result<Response, HttpError>,
+    figures: &mut Figures<'_>,
 ) -> Change {
-    match create::classify(answer, now_ms) {
+    let created = match create::classify(answer, now_ms) {
+        Created::TooMany { after_ms, error } => {
+            rate_limit::judge(error, after_ms, spec.model, figures.get())
+        }
+        other => other,
+    };
+    match created {
         Created::Accepted {
             id,
             estimated_credits,
@@ -125,7 +138,7 @@ fn created(
             ),
             ..Change::of(unit, Outcome::Accepted(id))
         },
-        Created::Refused { after_ms, error } => Change {
+        Created::Refused { after_ms, error } | Created::TooMany { after_ms, error } => Change {
             state: Some(State::refused(unit, now_ms).to_json()),
             ..Change::of(unit, Outcome::RetryAfter { after_ms, error })
         },

@@ -7,6 +7,7 @@ mod cancel;
 mod estimate;
 mod finalize;
 mod poll;
+mod rate_limit;
 mod submit;
 pub(crate) mod support;
 mod unknown;

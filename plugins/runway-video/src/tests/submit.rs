@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use slotd_sdk::testing::json_answer;
-use slotd_sdk::{Handler, HttpError, Outcome, Response, TickContext, Unit};
+use slotd_sdk::{Handler, HttpError, Outcome, TickContext, Unit};
 
 use super::support::*;
 use crate::RunwayVideo;
@@ -130,25 +130,6 @@ fn a_refused_key_gives_the_unit_back_as_account_refused() {
         "{:?}",
         change.outcome
     );
-    assert_eq!(
-        state(&change),
-        json!({"submission": format!("u1-main-0@{NOW}"), "refused_at_ms": NOW})
-    );
-}
-
-#[test]
-fn the_daily_limit_is_a_quota_refusal_not_a_capacity_rejection() {
-    let host = keyed_host().on_any(|_| {
-        Ok(Response::new(429, r#"{"error":"daily limit"}"#).with_header("Retry-After", "30"))
-    });
-    let change = tick_one(&host, NOW, fresh("u1"));
-    assert!(matches!(
-        &change.outcome,
-        Outcome::RetryAfter { after_ms: Some(30_000), error }
-            if error.code.as_deref() == Some("quota_exhausted")
-                && error.message.starts_with("runway http_429: ")
-                && error.message.contains("daily limit")
-    ));
     assert_eq!(
         state(&change),
         json!({"submission": format!("u1-main-0@{NOW}"), "refused_at_ms": NOW})
