@@ -41,6 +41,7 @@ mod runway_cancel;
 mod runway_crash;
 mod runway_key;
 mod runway_quotas;
+mod runway_rate_limit;
 mod runway_recordings;
 mod scale_cluster;
 mod scale_pg_outage;
