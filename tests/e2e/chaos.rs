@@ -666,9 +666,7 @@ call_deadline = "2s"
 tick_interval = "{tick_ms}ms"
 min_rest = "2ms"
 finalize_lease = "500ms"
-reconcile_interval = "200ms"
 lease_ttl = "{LEASE_TTL_MS}ms"
-retry_budget = 12
 
 [pools."kling:video"]
 max_slots = {POOL_LIMIT}

@@ -137,7 +137,7 @@ fn stops_mid_rebuild(
             Ok(())
         })
     });
-    Arc::new(BeforeRebuild { inner, hook })
+    Arc::new(BeforeRebuild::new(inner, hook))
 }
 
 /// The holders of `pool`'s slot set in Redis, sorted.
@@ -205,7 +205,7 @@ async fn a_stale_rebuild_of_the_slot_set_is_fenced_out() {
         let mut ids: Vec<String> = units
             .into_iter()
             .filter(|u| u.status == slotd_core::model::UnitStatus::Submitted)
-            .map(|u| u.id)
+            .map(|u| slotd_coord::slots::holder(&u.id, u.submitted_at.unwrap_or(0)))
             .collect();
         ids.sort();
         ids
@@ -237,5 +237,61 @@ async fn a_stale_rebuild_of_the_slot_set_is_fenced_out() {
     let stats = m.stub.stats();
     assert_eq!(stats.creates, 4, "each unit's job created once");
     assert!(stats.max_in_flight <= 2, "{} at once", stats.max_in_flight);
+    m.check().await;
+}
+
+/// The lease loop drops a pool (lost, or given up) after the service loop was allowed to tick
+/// it and before the tick read its fence. "No fence" once also meant "embedded, one instance",
+/// so that tick ran unfenced: marker, handler calls and writes for a pool another instance
+/// may hold by then. With leases configured a missing fence is refused: the tick writes
+/// nothing, reaches no provider, and the pool is not driven until its lease is won again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_whose_lease_was_dropped_before_it_read_its_fence_writes_nothing() {
+    let db = crate::pg::PgSchema::create().await;
+    let prefix = format!("slotd-test-fencing-{}", uuid::Uuid::new_v4().simple());
+    let m = Manual::start_with(2, 100, |c| {
+        c.database_url = db.url();
+        c.redis_url = Some(crate::scale_cluster::redis_url());
+        c.redis_prefix = prefix;
+        c.scheduler.lease_ttl = Duration::from_millis(300);
+    })
+    .await;
+    let a = m.scheduler.clone();
+    a.take_lease(POOL)
+        .await
+        .expect("Redis answers")
+        .expect("A takes the free lease");
+    // A first tick under the lease rebuilds the pool's slot set (a lease just won), so the
+    // refused tick below has no rebuild of its own to be refused by.
+    a.run_once(POOL, m.clock.now_ms())
+        .await
+        .expect("a fenced tick");
+    let task = m.submit("fixture", json!({"count": 2, "polls": 1})).await;
+    let before = stored(&m, &task).await;
+
+    // What the lease loop's drop does first, between the service loop's `may_tick` and the tick.
+    a.clear_fence(POOL);
+    let outcome = a.run_once(POOL, m.clock.now_ms()).await;
+    assert!(
+        matches!(outcome, Err(SchedulerError::Unfenced(ref p)) if p == POOL),
+        "a tick without its fence must be refused: {outcome:?}"
+    );
+    assert_eq!(stored(&m, &task).await, before, "the unfenced tick wrote");
+    assert_eq!(
+        m.stub.stats().creates,
+        0,
+        "the unfenced tick reached the provider"
+    );
+    assert!(a.held_pools().is_empty(), "{:?}", a.held_pools());
+
+    // Won again (once the lease it no longer renews runs out), the pool is driven as before.
+    eventually(
+        Duration::from_secs(10),
+        "A takes the pool again",
+        async || a.take_lease(POOL).await.ok().flatten(),
+    )
+    .await;
+    finish(&m, &a, &task).await;
+    assert_eq!(m.stub.stats().creates, 2, "each unit's job created once");
     m.check().await;
 }

@@ -30,7 +30,6 @@ impl Live {
             .await
             .expect("stub");
         let mut config = test_config(dir.path(), &stub, 50);
-        config.scheduler.retry_budget = 10;
         tweak(&mut config);
         let plugins = config.plugins_dir.clone();
         let services = slotd_server::app::build_with_clock(config, system_clock())

@@ -358,8 +358,8 @@ async fn runway_reads_keep_runways_pace_with_a_backlog() {
 /// ones included), no task is read sooner than the pace after its create or its previous read
 /// of any outcome: a read retried after a 429 or a 5xx waits the pace too, counted from the
 /// answer. Faults were
-/// injected (at least 5 of each) and reads did follow them. Every unit still completes (the
-/// retry budget is raised: each faulted read spends one, and this test is about the pace).
+/// injected (at least 5 of each) and reads did follow them. Every unit still completes, at the
+/// default retry budget: a faulted read of a running job spends none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runway_reads_keep_runways_pace_after_429_and_5xx_answers() {
     const SHOTS: usize = 20;
@@ -371,7 +371,7 @@ async fn runway_reads_keep_runways_pace_after_429_and_5xx_answers() {
             read_5xx_rate: 0.1,
             ..sim_options(6)
         },
-        |c, _| c.scheduler.retry_budget = 1_000,
+        |_, _| {},
     )
     .await;
     let ids = vec![run.submit(payload("pace-faults", SHOTS)).await];
@@ -440,6 +440,72 @@ async fn runway_reads_keep_runways_pace_after_429_and_5xx_answers() {
     assert_eq!(run.sim.stats().downloads, SHOTS as u64);
     eprintln!(
         "{} reads: {too_many} answered 429, {failed} 5xx, {after_fault} after a faulted read",
+        reads.len()
+    );
+    run.stop(&[(POOL, 5)]).await;
+}
+
+/// A quarter of Runway's task reads faulted (a tenth 429, the rest 502/503/504, before taking
+/// effect), with a quarter of the jobs in Runway's long tail, at the default retry budget. A
+/// read's transient error once spent one of the stage's five retries and a good read gave none
+/// back, so a long job's sixth faulted read failed its unit and freed its slot while Runway ran
+/// and billed the job on, never fetched. Now: no unit fails while its job runs, every job
+/// Runway made is some completed unit's, stored, and none is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_a_quarter_of_reads_faulted_fails_no_unit_whose_job_runs() {
+    const SHOTS: usize = 12;
+    let run = Run::start(
+        RunwayOptions {
+            read_429_rate: 0.1,
+            read_5xx_rate: 0.15,
+            long_tail_rate: 0.25,
+            ..sim_options(11)
+        },
+        |_, _| {},
+    )
+    .await;
+    assert_eq!(
+        run.services.config.scheduler.retry_budget,
+        SchedulerConfig::default().retry_budget,
+        "the default budget"
+    );
+    let id = run.submit(payload("read-faults", SHOTS)).await;
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(120))
+        .await;
+    assert_eq!(
+        views[0]["status"],
+        "completed",
+        "units: {:?}",
+        statuses(&views[0])
+    );
+    let units = run.services.store.task_units(&id).await.expect("units");
+    let ours: std::collections::BTreeSet<String> = units
+        .iter()
+        .filter_map(|u| u.provider_job_id.clone())
+        .collect();
+    let jobs = run.sim.jobs();
+    let orphans: Vec<String> = jobs
+        .iter()
+        .filter(|j| !ours.contains(&j.task_id) || j.status != "SUCCEEDED")
+        .map(|j| format!("{} {}", j.task_id, j.status))
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "jobs at Runway no completed unit holds: {orphans:?}"
+    );
+    assert_eq!(jobs.len(), SHOTS, "one Runway task per unit");
+    assert_eq!(run.sim.stats().downloads, SHOTS as u64);
+    let reads = run.sim.reads();
+    let faulted = reads.iter().filter(|r| r.status != 200).count();
+    let long = jobs.iter().filter(|j| j.planned_seconds > 120.0).count();
+    assert!(
+        faulted >= 20 && long >= 1,
+        "the faults were not drawn: {faulted} of {} reads faulted, {long} long jobs",
+        reads.len()
+    );
+    eprintln!(
+        "{} reads, {faulted} faulted; {long} jobs in the long tail",
         reads.len()
     );
     run.stop(&[(POOL, 5)]).await;

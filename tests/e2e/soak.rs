@@ -53,8 +53,6 @@ call_deadline = "2s"
 tick_interval = "{tick_ms}ms"
 min_rest = "2ms"
 finalize_lease = "500ms"
-reconcile_interval = "200ms"
-retry_budget = 8
 
 [pools."kling:video"]
 max_slots = {POOL_LIMIT}
