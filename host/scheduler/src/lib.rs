@@ -479,6 +479,9 @@ mod callback_write_lost_tests;
 #[path = "reconcile_race_tests.rs"]
 mod reconcile_race_tests;
 #[cfg(test)]
+#[path = "rollback_sweep_tests.rs"]
+mod rollback_sweep_tests;
+#[cfg(test)]
 #[path = "rounds_tick_tests.rs"]
 mod rounds_tick_tests;
 #[cfg(test)]

@@ -384,7 +384,7 @@ impl Scheduler {
     }
 
     /// Close a slot set whose create the provider refused for a quota, until the provider's
-    /// time, else until the pool's longest window frees a create, else for the probe's rest;
+    /// time, else until the pool's full windows free a create, else for the probe's rest;
     /// open it again on an accepted create.
     async fn quota_gate(
         &self,
@@ -427,23 +427,31 @@ impl Scheduler {
         }
     }
 
-    /// When the longest of `quotas` frees its oldest create counted in the log `key`, if there
-    /// are quotas and that window counts any.
+    /// When the full windows of `quotas` (those whose count in the log `key` has reached
+    /// their limit) have all freed a create: the latest of their oldest counted creates'
+    /// leaving. `None` when no window is full: a window with room says nothing about when the
+    /// provider's quota frees (the provider counts creates slotd does not see), so it never
+    /// dates a closure; the probe's rest does (issue 59: a pool 4 of 1,000,000 into its
+    /// discovered day was closed until that day's oldest create left it, 12 h).
     async fn window_frees_at(
         &self,
         key: &str,
         quotas: &[slotd_pools::pool_state::PoolQuota],
         now: i64,
     ) -> Option<i64> {
-        let longest = quotas.iter().max_by_key(|q| q.quota.window.span_ms())?;
-        let window = longest.quota.window;
-        let n = self
-            .services
-            .slots
-            .log_count(key, window.since(now))
-            .await
-            .ok()?;
-        n.oldest.map(|oldest| window.frees_at(now, Some(oldest)))
+        let mut frees_at = None;
+        for q in quotas {
+            let window = q.quota.window;
+            let Ok(n) = self.services.slots.log_count(key, window.since(now)).await else {
+                continue;
+            };
+            if n.count >= q.quota.limit
+                && let Some(oldest) = n.oldest
+            {
+                frees_at = frees_at.max(Some(window.frees_at(now, Some(oldest))));
+            }
+        }
+        frees_at
     }
 
     /// The pool's effective limit: the sum of its accounts' adapted limits, capped by the

@@ -3,7 +3,12 @@
 //! candidate's units ended in it, on the outcomes of the units its candidate and its incumbent
 //! submitted since the rollout began; a stage that passes
 //! moves on (the last promotes the candidate to its handler's current release), one that fails
-//! rolls the candidate back and retries the tasks whose units it failed. Every move is a
+//! rolls the candidate back and retries the tasks whose units it failed. That retry is also a
+//! standing sweep of every judge pass ([`Scheduler::sweep_rollbacks`]): until each process's
+//! release follower has dropped the canary the candidate may still take units, and its jobs in
+//! flight stay on it, so whatever it fails after the move is retried too, and a scheduler
+//! killed between the move and the retry leaves the retry to the next pass of any scheduler.
+//! Every move is a
 //! compare-and-set on the rollout's stage and state, so two schedulers judging at once move
 //! it once, and a scheduler killed mid-rollout leaves the stage, its start and its counts
 //! (they are the units' own records) to the survivor. Each move is logged, counted
@@ -38,10 +43,11 @@ impl Scheduler {
         }
     }
 
-    /// Judge every running rollout once.
+    /// Judge every running rollout once, and sweep the rolled-back ones.
     pub async fn judge_rollouts(&self) -> slotd_store::StoreResult<()> {
         let s = &self.services;
         let rollouts = s.store.rollout_list(None, 200).await?;
+        self.sweep_rollbacks(&rollouts).await?;
         let mut seen = std::collections::BTreeSet::new();
         for r in rollouts {
             if !seen.insert(r.name.clone()) || r.state != RolloutState::Running {
@@ -116,6 +122,35 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Retry the tasks whose units the candidate of a rolled-back rollout failed, for as long
+    /// as it may still fail any: while it has jobs in flight, and for a stage deadline (plus
+    /// [`ROLLBACK_SWEEP_GRACE`]) after the rollback, past which none of its jobs can still be
+    /// running. Each pass retries only what failed since the last (a retried unit is
+    /// `pending` again), so a quiet sweep costs one read per rolled-back rollout.
+    pub async fn sweep_rollbacks(&self, rollouts: &[Rollout]) -> slotd_store::StoreResult<()> {
+        let s = &self.services;
+        let now = s.clock.now_ms();
+        let window =
+            i64::try_from((s.config.scheduler.stage_deadline + ROLLBACK_SWEEP_GRACE).as_millis())
+                .unwrap_or(i64::MAX);
+        let recent: Vec<&Rollout> = rollouts
+            .iter()
+            .filter(|r| r.state == RolloutState::RolledBack)
+            .collect();
+        if recent.is_empty() {
+            return Ok(());
+        }
+        let in_flight: std::collections::HashMap<String, i64> =
+            s.store.unit_job_releases().await?.into_iter().collect();
+        for r in recent {
+            let flying = in_flight.get(&r.candidate).is_some_and(|n| *n > 0);
+            if flying || now.saturating_sub(r.updated_at) <= window {
+                retry_candidate_failures(s, r, now).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Apply a move (if nobody moved the rollout first) and everything that follows from it.
     pub async fn move_rollout(
         &self,
@@ -147,20 +182,40 @@ pub async fn apply_move(
             s.store.release_promote(&r.candidate, m.now).await?;
         }
         RolloutState::RolledBack => {
-            let tasks = s
-                .store
-                .release_failed_tasks(&r.candidate, r.started_at)
-                .await?;
-            let mut retried = 0;
-            for (tenant, task) in &tasks {
-                if let Some(n) = slotd_units::lifecycle::retry_task(s, tenant, task, m.now).await? {
-                    retried += n;
-                }
-            }
-            tracing::info!(handler = %r.name, rollout = %r.id, tasks = tasks.len(), units = retried, "rollout rolled back: the tasks its candidate failed units of are retried");
+            // The followers drop the canary first (woken below); what the candidate fails
+            // until then, and while its jobs run on, the standing sweep retries.
+            s.wake.wake(WakeKey::Releases);
+            retry_candidate_failures(s, r, m.now).await?;
+            return Ok(true);
         }
         RolloutState::Running | RolloutState::Paused => {}
     }
     s.wake.wake(WakeKey::Releases);
     Ok(true)
+}
+
+/// How long past a stage deadline after a rollback its candidate's failures are still swept.
+pub const ROLLBACK_SWEEP_GRACE: Duration = Duration::from_secs(600);
+
+/// Retry the tasks of which the candidate of rolled-back `r` failed units since it started.
+async fn retry_candidate_failures(
+    s: &slotd_units::services::Services,
+    r: &Rollout,
+    now: i64,
+) -> slotd_store::StoreResult<()> {
+    let tasks = s
+        .store
+        .release_failed_tasks(&r.candidate, r.started_at)
+        .await?;
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let mut retried = 0;
+    for (tenant, task) in &tasks {
+        if let Some(n) = slotd_units::lifecycle::retry_task(s, tenant, task, now).await? {
+            retried += n;
+        }
+    }
+    tracing::info!(handler = %r.name, rollout = %r.id, tasks = tasks.len(), units = retried, "rollout rolled back: the tasks its candidate failed units of are retried");
+    Ok(())
 }

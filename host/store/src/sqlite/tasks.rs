@@ -307,7 +307,8 @@ pub(super) async fn task_retry_failed(
     .await?;
     let resubmitted = sqlx::query(
         "UPDATE units SET status = 'pending', submit_attempt = submit_attempt + 1, \
-             attempts = 0, polls = 0, provider_job_id = NULL, error = NULL, result = NULL, \
+             attempts = 0, polls = 0, provider_job_id = NULL, job_release = NULL, \
+             error = NULL, result = NULL, \
              submitted_at = NULL, lease_owner = NULL, lease_until = NULL, \
              finalize_attempts = 0, next_at = ?2, updated_at = ?2 \
          WHERE task_id = ?1 AND status = 'failed' \

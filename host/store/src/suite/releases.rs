@@ -293,6 +293,14 @@ pub(crate) async fn unit_releases(store: DynStore) {
     )
     .await;
     assert_eq!(store.unit_job_releases().await.unwrap(), vec![(v1, 1)]);
+    // Retried, the failed unit has no job and so no job release: a rolled-back candidate's
+    // sweep no longer counts it as that release's.
+    let u1 = unit(&store, "rel", 1).await;
+    assert_eq!(u1.releases.job_release.as_deref(), Some(v2.as_str()));
+    store.task_retry_failed("a", "rel", T0 + 5).await.unwrap();
+    let u1 = unit(&store, "rel", 1).await;
+    assert_eq!(u1.status, UnitStatus::Pending);
+    assert_eq!(u1.releases.job_release, None);
 }
 
 /// A rollout's live figures and moves (each with its step), and the signals its releases'
