@@ -5,12 +5,14 @@
 //! `GET /v1/organization` what the 429 was, finds the day's generations well below the limit
 //! and reports a pace signal, not a closure. The pool keeps working at the default retry
 //! budget: every shot completes, the pool never shows a closure, and Runway never had more of
-//! our tasks at once than the pool's slots.
+//! our tasks at once than the pool's slots. And the daily limit itself, when Runway gives no
+//! time: the closure lasts no longer than the evidence supports (a probe's rest while slotd's
+//! own window has room, not that window's 24 hours).
 
 use std::time::Duration;
 
 use serde_json::Value;
-use slotd_core::config::PoolConfig;
+use slotd_core::config::{PoolConfig, Quota, Window};
 use slotd_sim::runway::RunwayOptions;
 
 use crate::runway::{HANDLER, MODEL, POOL, Run, never_throttled, payload, results, sim_options};
@@ -115,6 +117,101 @@ async fn runway_rate_limit_429s_at_random_pace_the_pool_and_close_nothing() {
         "{SHOTS} shots: {refused} creates answered 429 (rate limit), {} organization reads, \
          at most {} at Runway at once",
         stats.organization_gets, m.max_held_seen
+    );
+    run.stop(&[]).await;
+}
+
+/// Another client of the key creates `n` tasks of the model (slotd never sees them).
+async fn another_client_creates(run: &Run, n: usize) {
+    let http = reqwest::Client::new();
+    for i in 0..n {
+        let r = http
+            .post(format!("{}/v1/image_to_video", run.sim.base_url()))
+            .bearer_auth(slotd_sim::runway::API_KEY_DEFAULT)
+            .header("X-Runway-Version", "2024-11-06")
+            .json(
+                &serde_json::json!({"model": MODEL, "ratio": "1280:720", "duration": 5,
+                "promptImage": format!("https://example.com/other/{i}.png")}),
+            )
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    }
+}
+
+/// The daily limit itself, with no time to go by: the account allows 3 generations a (10 s)
+/// day and another client of the key has used them, while slotd is configured for 1,000 a
+/// day and counts 1 of its own. Runway's 429 (no `Retry-After`) is the daily limit on
+/// Runway's figures, so the pool closes; but slotd's own window has room, so it says nothing
+/// about when Runway's day frees one: the closure is a probe's short rest, repeated (doubling)
+/// until Runway takes a create, never "until slotd's oldest create leaves its 24 hours".
+/// All 3 shots complete once Runway's day frees, with no retry budget spent on the refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_a_daily_limit_without_a_time_closes_the_pool_no_longer_than_the_evidence() {
+    const DAY: f64 = 10.0;
+    let opts = RunwayOptions {
+        daily_limit: 3,
+        day_seconds: Some(DAY),
+        ..sim_options(60)
+    };
+    let run = Run::start(opts, |c, _| {
+        c.pools.insert(
+            POOL.into(),
+            PoolConfig {
+                max_slots: Some(SLOTS),
+                daily: Some(Quota {
+                    limit: 1_000,
+                    window: Window::Rolling(Duration::from_secs(86_400)),
+                }),
+                ..PoolConfig::default()
+            },
+        );
+        // Spent at once if a refusal cost retry budget.
+        c.scheduler.retry_budget = 1;
+    })
+    .await;
+    another_client_creates(&run, 3).await;
+    let id = run.submit(payload("day-spent", 3)).await;
+    let pool = eventually(
+        Duration::from_secs(30),
+        "the pool closed by Runway's daily limit",
+        async || {
+            let p = pool_view(&run).await;
+            p["closure"].is_object().then_some(p)
+        },
+    )
+    .await;
+    let closure = &pool["closure"];
+    assert_eq!(closure["code"], "quota_exhausted", "{pool}");
+    assert!(
+        closure["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("3 of 3")),
+        "Runway's figures in the reason: {closure}"
+    );
+    let (since, until) = (
+        closure["since"].as_i64().unwrap_or(0),
+        closure["until"].as_i64().unwrap_or(i64::MAX),
+    );
+    assert!(
+        until - since < (DAY * 1000.0) as i64,
+        "closed for {} ms on a window with room (1 of 1,000): {pool}",
+        until - since
+    );
+    assert_ne!(closure["basis"], "window", "{pool}");
+
+    let views = run.wait_terminal(&[id], Duration::from_secs(60)).await;
+    assert_eq!(views[0]["status"], "completed", "{}", views[0]);
+    let stats = run.sim.stats();
+    assert!(stats.daily_limit_refusals >= 1, "{stats:?}");
+    assert_eq!(stats.creates, 6, "3 by the other client, 3 by slotd");
+    assert!(pool_view(&run).await["closure"].is_null(), "open again");
+    eprintln!(
+        "Runway's day spent: {} refused creates (probes), first closure {} ms ({})",
+        stats.daily_limit_refusals,
+        until - since,
+        closure["basis"]
     );
     run.stop(&[]).await;
 }
