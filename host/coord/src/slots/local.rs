@@ -6,7 +6,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::{CreateLog, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore, log_entry};
+use super::{
+    CreateLog, LogCount, OnShared, Rebuild, Reconciled, SlotError, SlotStore, holder_unit,
+    log_entry,
+};
 
 /// Holder sets per pool and create logs, under one lock so a grant and its count move
 /// together.
@@ -112,7 +115,7 @@ impl SlotStore for LocalSlots {
                     held_logs
                         .entry(l.key.clone())
                         .or_default()
-                        .insert((now, log_entry(id, now)));
+                        .insert((now, log_entry(holder_unit(id), now)));
                     n.iter_mut().for_each(|n| *n += 1);
                 }
             }
@@ -373,6 +376,11 @@ mod tests {
         assert_eq!(got, ids(10..13));
         assert_eq!(s.log_count("p", 0).await.map(|n| n.count).ok(), Some(5));
         assert_eq!(s.log_count("p@a", 0).await.map(|n| n.count).ok(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn submissions_are_released_alone() {
+        crate::slots::shared_tests::submissions_are_released_alone(&LocalSlots::new()).await;
     }
 
     #[tokio::test]

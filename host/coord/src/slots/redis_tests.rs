@@ -410,6 +410,17 @@ async fn a_grant_passes_the_pools_log_and_its_accounts_and_counts_in_both() {
 }
 
 #[tokio::test]
+async fn submissions_are_released_alone() {
+    let keys = testing::fresh();
+    let s = RedisSlots::new(keys.clone());
+    s.reconcile("p", &[], Rebuild::default())
+        .await
+        .expect("reconcile");
+    crate::slots::shared_tests::submissions_are_released_alone(&s).await;
+    testing::flush(&keys).await;
+}
+
+#[tokio::test]
 async fn a_shared_account_lends_idle_slots_and_keeps_a_waiting_members_minimum() {
     let keys = testing::fresh();
     let s = RedisSlots::new(keys.clone());

@@ -171,3 +171,63 @@ pub(crate) async fn never_above_the_limit_under_concurrent_grants(
     assert!(worst <= 5, "the account held {worst} > 5");
     assert!(worst > 0, "something was granted");
 }
+
+/// Submissions as holders, on `s` (whose set `p` is ready and empty): a unit submitted again
+/// is a new holder that takes a slot of its own, a release of its earlier submission frees only
+/// that one, and each grant is counted in a create log under the unit's name at its instant
+/// (`log_entry`), so a grant that was not used is forgotten by that name.
+pub(crate) async fn submissions_are_released_alone(s: &dyn SlotStore) {
+    use super::{CreateLog, WindowCheck, holder, log_entry};
+    let log = CreateLog {
+        key: "p-log".into(),
+        checks: vec![WindowCheck {
+            limit: 10,
+            since: 0,
+        }],
+        keep_since: 0,
+    };
+    let first = holder("u1", 1_000);
+    let got = s
+        .acquire_within(
+            "p",
+            std::slice::from_ref(&first),
+            2,
+            std::slice::from_ref(&log),
+            1_000,
+            None,
+        )
+        .await
+        .expect("acquire");
+    assert_eq!(got, [first.clone()]);
+    // The same grant asked again takes nothing more.
+    s.acquire_within("p", std::slice::from_ref(&first), 2, &[], 1_000, None)
+        .await
+        .expect("acquire again");
+    assert_eq!(s.used("p").await.expect("used"), 1);
+    // Its next submission is a holder of its own.
+    let second = holder("u1", 2_000);
+    let got = s
+        .acquire_within(
+            "p",
+            std::slice::from_ref(&second),
+            2,
+            std::slice::from_ref(&log),
+            2_000,
+            None,
+        )
+        .await
+        .expect("acquire");
+    assert_eq!(got, [second.clone()]);
+    assert_eq!(s.used("p").await.expect("used"), 2);
+    // The late release of the first frees the first alone.
+    s.release("p", std::slice::from_ref(&first))
+        .await
+        .expect("release");
+    assert_eq!(s.used("p").await.expect("used"), 1);
+    assert_eq!(s.log_count("p-log", 0).await.expect("count").count, 2);
+    s.log_forget("p-log", &[log_entry("u1", 2_000)])
+        .await
+        .expect("forget");
+    let left = s.log_count("p-log", 0).await.expect("count");
+    assert_eq!((left.count, left.oldest), (1, Some(1_000)));
+}

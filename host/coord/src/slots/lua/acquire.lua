@@ -4,15 +4,15 @@
 -- shared provider account, only when the account's rule allows it ("One account, many pools":
 -- the set within its max, the account within its limit, the other waiting members' unmet
 -- minimums left free; the same rule as `SharedAccount::room`).
--- KEYS[1] holder set, KEYS[2] "reconciled" marker, KEYS[3..] create logs (sorted sets of
--- "{unit id}@{ms}" scored by ms); then, on a shared account of M members, each member's holder
+-- KEYS[1] holder set (of submissions, "{unit id}@{submitted_at}"), KEYS[2] "reconciled"
+-- marker, KEYS[3..] create logs (sorted sets of "{unit id}@{ms}" scored by ms); then, on a shared account of M members, each member's holder
 -- set and marker (2M keys) and the account's waiting hash (member set key -> until ms); the
 -- last KEYS the counts hash (field KEYS[1]: the set's size, what a tick reads for every
 -- account in one HMGET).
 -- ARGV[1] max, ARGV[2] now (ms), ARGV[3] number of logs L, then per log: keep-since (ms),
 -- number of checks n, n pairs (limit, since); then M (0: no shared account) and, when M > 0,
 -- the account's limit, this set's member index (1-based) and per member (min, max); then the
--- unit ids in fill order.
+-- holder names in fill order.
 -- Returns {used_after, {granted ids}, 0}; {-1, {}, i} when a marker is missing: that set was lost
 -- (Redis flushed or restarted) and must be rebuilt from the database before any grant; the
 -- lost set's 1-based member index is i (0 for this set itself).
@@ -89,7 +89,8 @@ for i = a, #ARGV do
       total = total + 1
       granted[#granted + 1] = id
       for l = 1, nlogs do
-        redis.call('ZADD', KEYS[2 + l], now, id .. '@' .. now)
+        -- Counted under the unit's name (a holder names its submission: "{unit}@{ms}").
+        redis.call('ZADD', KEYS[2 + l], now, (string.match(id, '^(.*)@[^@]*$') or id) .. '@' .. now)
         for c = 1, #counts[l] do
           counts[l][c] = counts[l][c] + 1
         end
