@@ -178,3 +178,64 @@ async fn runway_a_cancelled_outcome_unknown_unit_keeps_its_slot_for_the_hold() {
     never_throttled(&jobs);
     run.stop(&[]).await;
 }
+
+/// Units past their `stage_deadline` whose Runway tasks still run are given up, not abandoned:
+/// slotd `DELETE`s each task (Runway's cancel takes effect 300 ms later) and keeps the slot
+/// until Runway no longer runs it, then fails the unit with `stage_deadline`. Every task slotd
+/// made is cancelled at Runway, none is left running, and Runway never held more than the
+/// pool's two at once. Before, the deadline failed the unit and freed its slot at once while
+/// the task ran on (billed, counted against the account, never fetched), and the next unit's
+/// create joined it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runway_units_past_the_stage_deadline_are_cancelled_at_runway_before_their_slots_free() {
+    const SHOTS: usize = 4;
+    let opts = RunwayOptions {
+        // Every task in the long tail: 6–12 s here, past the 3 s stage deadline.
+        time_scale: 0.02,
+        long_tail_rate: 1.0,
+        concurrency: 2,
+        cancel_lag_ms: 300,
+        ..sim_options(5)
+    };
+    let run = Run::start(opts, |c, _| {
+        c.pools.insert(POOL.into(), PoolConfig::slots(2));
+        c.scheduler.stage_deadline = Duration::from_secs(3);
+    })
+    .await;
+    let id = run.submit(payload("late", SHOTS)).await;
+    let views = run
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    let units = results(&views[0]);
+    for u in units {
+        assert_eq!(u["status"], "failed", "{u}");
+        assert_eq!(u["error"]["code"], "stage_deadline", "{u}");
+    }
+    let jobs = run.sim.jobs();
+    assert_eq!(jobs.len(), SHOTS, "one Runway task per unit");
+    let running: Vec<&RunwayJob> = jobs.iter().filter(|j| j_unfinished(j)).collect();
+    assert!(
+        running.is_empty(),
+        "tasks left running at Runway: {running:?}"
+    );
+    for j in &jobs {
+        assert!(
+            j.cancel_requested.is_some() && j.cancelled_at.is_some(),
+            "a task slotd gave up on was not cancelled: {j:?}"
+        );
+    }
+    // At no moment did Runway hold more than 2 of them: each from its create to its end.
+    let mut moments: Vec<(f64, i32)> = Vec::new();
+    for j in &jobs {
+        moments.push((j.created, 1));
+        moments.push((j.cancelled_at.or(j.ended).unwrap_or(f64::MAX), -1));
+    }
+    moments.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in moments {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(most <= 2, "Runway held {most} of our tasks at once");
+    run.stop(&[]).await;
+}

@@ -1,7 +1,9 @@
 //! The runtime side of the trust boundary, end to end: handler names belong to files (a copy of
 //! kling-video under another name is refused, across a restart too; `file =`/`sha256 =` pin
 //! the handler), a provider slow for several deadlines quarantines nothing and fails no unit,
-//! and a unit past its `stage_deadline` fails with that reason.
+//! and a unit past its `stage_deadline` whose job cannot be cancelled keeps its slot and is read
+//! to its end (one with no job fails with that reason, `decide`'s tests; one whose handler can
+//! cancel, `runway_cancel`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -337,32 +339,44 @@ async fn a_provider_slow_for_several_deadlines_quarantines_nothing_and_fails_no_
     slotd.shutdown().await;
 }
 
+/// The fixture's provider has no cancel: a job past the stage deadline is not abandoned (its
+/// slot freed while the provider runs and bills it), it is read to its end and its output
+/// stored. Before, the unit failed with `stage_deadline` at the deadline and its slot went.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_unit_past_its_stage_deadline_fails_with_that_reason() {
+async fn a_job_past_its_stage_deadline_that_cannot_be_cancelled_is_read_to_its_end() {
     let m = Manual::start_with(5, 100, |c| {
         c.scheduler.stage_deadline = Duration::from_secs(600);
     })
     .await;
-    // A provider job that keeps answering "running".
-    let id = m
-        .submit("fixture", json!({"count": 1, "polls": 1000}))
-        .await;
+    // A provider job that answers "running" for a while.
+    let id = m.submit("fixture", json!({"count": 1, "polls": 12})).await;
     m.round(&["fixture"], 10).await;
     m.round(&["fixture"], 10).await;
     let t = m.task(&id).await;
     assert_eq!(t["results"][0]["status"], "submitted", "{t}");
-    // Nine minutes on: still within the deadline, polled, running.
+    // Nine minutes on: within the deadline, polled, running.
     m.round(&["fixture"], 9 * 60 * 1000).await;
     assert_eq!(m.task(&id).await["results"][0]["status"], "submitted");
-    // Past ten minutes since the submit: failed, with the reason.
+    // Past ten minutes since the submit: the job still runs at the provider, so the unit
+    // keeps its slot and is read on.
     m.round(&["fixture"], 2 * 60 * 1000).await;
     let t = m.task(&id).await;
-    assert_eq!(t["results"][0]["status"], "failed", "{t}");
-    assert_eq!(t["results"][0]["error"]["code"], "stage_deadline", "{t}");
-    let message = t["results"][0]["error"]["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(message.contains("scheduler.stage_deadline of 10m"), "{t}");
+    assert_eq!(t["results"][0]["status"], "submitted", "{t}");
+    assert_eq!(m.services.slots.used("fixture").await.ok(), Some(1));
+    let mut rounds = 0;
+    while m.task(&id).await["status"] != "completed" {
+        rounds += 1;
+        assert!(
+            rounds < 200,
+            "the job was not read to its end: {}",
+            m.task(&id).await
+        );
+        m.round(&["fixture"], 60 * 1000).await;
+    }
+    let t = m.task(&id).await;
+    assert_eq!(t["results"][0]["status"], "completed", "{t}");
+    assert!(t["results"][0]["error"].is_null(), "{t}");
     assert_eq!(m.services.slots.used("fixture").await.ok(), Some(0));
+    assert_eq!(m.stub.stats().creates, 1, "one job, never made again");
     m.check().await;
 }

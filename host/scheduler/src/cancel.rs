@@ -15,21 +15,27 @@ use slotd_runtime::{BatchUnit, CancelChange, CancelOutcome, Handler, HandlerFaul
 use slotd_store::{Field, UnitUpdate};
 
 use super::Scheduler;
-use super::policy::{poll_delay_ms, retry_delay_ms};
+use super::decide::stage_deadline_error;
+use super::policy::{poll_delay_ms, retry_delay_ms, stage_expired};
 
-/// Split `units` into those the handler's `cancel` handles and the rest (for `tick`). A unit
-/// freshly marked submitted in this tick is not in doubt: it goes to `tick`, to be created.
+/// Split `units` into those the handler's `cancel` handles and the rest (for `tick`): units
+/// of cancelled tasks, and units past their `stage_deadline` whose job the provider holds
+/// (given up: cancelled at the provider, the slot held until it confirms). A unit freshly
+/// marked submitted in this tick is not in doubt: it goes to `tick`, to be created.
 pub(super) fn split_cancelling(
+    cfg: &SchedulerConfig,
     h: &Handler,
     units: Vec<BatchUnit>,
+    now: i64,
 ) -> (Vec<BatchUnit>, Vec<BatchUnit>) {
     if !h.features.cancel {
         return (Vec::new(), units);
     }
     units.into_iter().partition(|b| {
-        b.unit.cancel_requested_at.is_some()
+        let asked = b.unit.cancel_requested_at.is_some()
             && b.unit.status == UnitStatus::Submitted
-            && (b.unit.provider_job_id.is_some() || b.in_doubt)
+            && (b.unit.provider_job_id.is_some() || b.in_doubt);
+        asked || (b.unit.provider_job_id.is_some() && stage_expired(cfg, &b.unit, now))
     })
 }
 
@@ -108,6 +114,20 @@ pub(crate) fn cancel_updates(
             u.state = change.state;
             u.cost = change.cost;
             match change.outcome {
+                // Given up at the stage deadline (no client cancel): failed with that reason,
+                // the slot freed now that the job has ended.
+                CancelOutcome::Ended if unit.cancel_requested_at.is_none() => {
+                    let error = stage_deadline_error(cfg, unit);
+                    u.to = Some(UnitStatus::Failed);
+                    u.submitted_at = Field::Clear;
+                    u.detail = Some(format!(
+                        "{}; the provider job was cancelled; slot released",
+                        error.message
+                    ));
+                    u.error = Field::Set(error.to_json());
+                    // A client's cancel landing meanwhile ends it cancelled at the next ask.
+                    u.unless_cancel_requested = true;
+                }
                 CancelOutcome::Ended => {
                     u.to = Some(UnitStatus::Cancelled);
                     u.submitted_at = Field::Clear;
@@ -172,12 +192,11 @@ mod tests {
     #[test]
     fn only_ended_frees_the_slot() {
         let cfg = SchedulerConfig::default();
-        let units = [
-            unit("a", Some("j1"), "a"),
-            unit("b", Some("j2"), "a"),
-            unit("c", Some("j3"), "a"),
-            unit("d", Some("j4"), "a"),
-        ];
+        let units = ["a", "b", "c", "d"].map(|id| {
+            let mut u = unit(id, Some(&format!("j-{id}")), "a");
+            u.cancel_requested_at = Some(1);
+            u
+        });
         let refs: Vec<&Unit> = units.iter().collect();
         let error = ProviderError {
             code: Some("503".into()),
@@ -224,6 +243,38 @@ mod tests {
                 .as_deref()
                 .is_some_and(|d| d.contains("no answer"))
         );
+    }
+
+    /// A unit given up at its stage deadline (no client cancel) whose provider job the
+    /// cancel ended fails with the deadline as its reason, and only then frees its slot; while
+    /// the job runs it keeps the slot and is asked again.
+    #[test]
+    fn a_job_given_up_at_the_stage_deadline_fails_once_cancelled() {
+        let cfg = SchedulerConfig::default();
+        let units = [unit("a", Some("j1"), "a"), unit("b", Some("j2"), "a")];
+        let refs: Vec<&Unit> = units.iter().collect();
+        let updates = cancel_updates(
+            &cfg,
+            &refs,
+            vec![
+                change("a", CancelOutcome::Ended),
+                change("b", CancelOutcome::Running { after_ms: None }),
+            ],
+            5_000,
+        );
+        assert_eq!(updates[0].to, Some(UnitStatus::Failed));
+        assert!(updates[0].unless_cancel_requested);
+        let error = updates[0].error.value().cloned().unwrap_or_default();
+        assert!(error.contains("stage_deadline"), "{error}");
+        assert!(
+            updates[0]
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("cancelled; slot released")),
+            "{:?}",
+            updates[0].detail
+        );
+        assert_eq!(updates[1].to, Some(UnitStatus::Submitted));
     }
 
     #[test]

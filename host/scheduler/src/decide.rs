@@ -621,7 +621,11 @@ pub fn fault_updates(
 }
 
 /// Split off the units of a batch that have been submitted in their stage longer than
-/// `stage_deadline`, with the updates that fail them; the rest go to the handler.
+/// `stage_deadline` and hold no provider job, with the updates that fail them; the rest go to
+/// the handler. A unit past the deadline whose job the provider holds is not failed here: its
+/// slot is released only when the job has ended at the provider, so a handler with provider
+/// cancel is asked to cancel it ([`stage_deadline_error`], `cancel.rs`), and any other reads
+/// it to its end (its output stored if it succeeds).
 pub fn expire_stage_deadline<T>(
     cfg: &SchedulerConfig,
     batch: Vec<T>,
@@ -632,19 +636,12 @@ pub fn expire_stage_deadline<T>(
     let mut failed = Vec::new();
     for item in batch {
         let unit = unit_of(&item);
-        if !stage_expired(cfg, unit, now) {
+        if !stage_expired(cfg, unit, now) || unit.provider_job_id.is_some() {
             kept.push(item);
             continue;
         }
-        let message = format!(
-            "stage {} had no result within scheduler.stage_deadline of {}",
-            unit.stage,
-            humantime::format_duration(cfg.stage_deadline)
-        );
-        let error = ProviderError {
-            code: Some("stage_deadline".into()),
-            message: message.clone(),
-        };
+        let error = stage_deadline_error(cfg, unit);
+        let message = error.message.clone();
         let mut update = UnitUpdate {
             unit_id: unit.id.clone(),
             from: Some(unit.status),
@@ -659,6 +656,18 @@ pub fn expire_stage_deadline<T>(
         failed.push(update);
     }
     (kept, failed)
+}
+
+/// The error of a unit given up at its stage deadline.
+pub fn stage_deadline_error(cfg: &SchedulerConfig, unit: &Unit) -> ProviderError {
+    ProviderError {
+        code: Some("stage_deadline".into()),
+        message: format!(
+            "stage {} had no result within scheduler.stage_deadline of {}",
+            unit.stage,
+            humantime::format_duration(cfg.stage_deadline)
+        ),
+    }
 }
 
 #[cfg(test)]

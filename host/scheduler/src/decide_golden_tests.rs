@@ -381,13 +381,17 @@ fn fault_updates_are_whole() {
 fn a_stage_deadline_fails_the_unit_whole() {
     let cfg = SchedulerConfig::default();
     let deadline = i64::try_from(cfg.stage_deadline.as_millis()).expect("ms");
-    let mut late = unit("u1", Some("j"), "a");
+    // In doubt (no job recorded) and late: failed. On time, or late with a job the provider
+    // holds (cancelled at the provider or read to its end, never failed while it runs): kept.
+    let mut late = unit("u1", None, "a");
     late.submitted_at = Some(NOW - deadline);
     let mut on_time = unit("u2", Some("j"), "a");
     on_time.submitted_at = Some(NOW - deadline + 1);
-    let (kept, failed) = expire_stage_deadline(&cfg, vec![late, on_time], |u| u, NOW);
-    assert_eq!(kept.len(), 1);
-    assert_eq!(kept[0].id, "u2");
+    let mut late_job = unit("u3", Some("j3"), "a");
+    late_job.submitted_at = Some(NOW - deadline);
+    let (kept, failed) = expire_stage_deadline(&cfg, vec![late, on_time, late_job], |u| u, NOW);
+    let kept: Vec<&str> = kept.iter().map(|u| u.id.as_str()).collect();
+    assert_eq!(kept, ["u2", "u3"]);
     assert_eq!(failed.len(), 1);
     let message = "stage a had no result within scheduler.stage_deadline of 2h";
     same(

@@ -279,7 +279,7 @@ fn only_single_unit_calls_are_charged_and_slowness_never() {
 fn units_past_the_stage_deadline_fail_with_that_reason() {
     let cfg = SchedulerConfig::default();
     let deadline = i64::try_from(cfg.stage_deadline.as_millis()).expect("fits");
-    let mut old = unit("old", Some("j"), "a");
+    let mut old = unit("old", None, "a");
     old.submitted_at = Some(1_000);
     let mut fresh = unit("fresh", Some("j"), "a");
     fresh.submitted_at = Some(1_000 + deadline);

@@ -531,7 +531,8 @@ impl Scheduler {
         Ok(due)
     }
 
-    /// Step 3: units past their stage deadline fail here; cancelled units in doubt whose
+    /// Step 3: units past their stage deadline with no provider job fail here (one with a job
+    /// goes to its handler's `cancel`, or is read to its end); cancelled units in doubt whose
     /// handler has no provider cancel end here; the rest go to their handlers, one call per
     /// handler, concurrently.
     async fn call_handlers(
@@ -612,7 +613,7 @@ impl Scheduler {
         now: i64,
         backlog: bool,
     ) -> CallResult {
-        let (cancelling, units) = split_cancelling(&h, units);
+        let (cancelling, units) = split_cancelling(&self.services.config.scheduler, &h, units, now);
         let cancelled = if cancelling.is_empty() {
             None
         } else {
