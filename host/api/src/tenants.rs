@@ -112,10 +112,11 @@ async fn put_budget(
         .await
         .map_err(log_store_error("setting a budget"))?;
     tracing::info!(tenant = %name, limit = budget.limit, period_ms = budget.period_ms, "tenant budget set");
-    // Its held-back units may fit now: every pool fills again.
-    for pool in slotd_units::pools_now::pool_limits_now(&services).keys() {
-        services.wake.pool(pool);
-    }
+    // Its held-back units may fit now: due again, their tasks' snapshots gone, their pools
+    // woken (a lifecycle write with its follow-ups).
+    slotd_units::lifecycle::release_holds(&services, &name, budget.updated_at)
+        .await
+        .map_err(log_store_error("releasing the units the budget held"))?;
     view(&services, &name).await.map(Json)
 }
 

@@ -106,6 +106,13 @@ impl UnitWrite for LosesFirstAnswer {
     ) -> StoreResult<bool> {
         self.inner.unit_finalize_renew(id, owner, lease_until).await
     }
+    async fn unit_release_holds(
+        &self,
+        tenant: &str,
+        now: i64,
+    ) -> StoreResult<Vec<(String, String)>> {
+        self.inner.unit_release_holds(tenant, now).await
+    }
     async fn unit_finalize_release(
         &self,
         release: FinalizeRelease<'_>,

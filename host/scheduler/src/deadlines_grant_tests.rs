@@ -55,6 +55,15 @@ pub(crate) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {
 
 /// [`build`] with a pool `fixture` of `slots` slots.
 pub(crate) async fn build_slots(dir: &Path, slots: u32) -> (Services, Arc<ManualClock>) {
+    build_with(dir, slots, |_| {}).await
+}
+
+/// [`build_slots`], the configuration changed by `tweak` last.
+pub(crate) async fn build_with(
+    dir: &Path,
+    slots: u32,
+    tweak: impl FnOnce(&mut Config),
+) -> (Services, Arc<ManualClock>) {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     std::fs::copy(
@@ -70,6 +79,7 @@ pub(crate) async fn build_slots(dir: &Path, slots: u32) -> (Services, Arc<Manual
     config
         .pools
         .insert("fixture".into(), PoolConfig::slots(slots));
+    tweak(&mut config);
     let clock = ManualClock::new(1_000_000);
     let dyn_clock: DynClock = clock.clone();
     let services = slotd_units::assemble::build_with_clock(config, dyn_clock)

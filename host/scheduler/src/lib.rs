@@ -473,6 +473,9 @@ fn pool_sets<'a>(pool: &'a str, keys: &'a [String]) -> Vec<(&'a str, &'a str)> {
 }
 
 #[cfg(test)]
+#[path = "budget_hold_tests.rs"]
+mod budget_hold_tests;
+#[cfg(test)]
 #[path = "callback_write_lost_tests.rs"]
 mod callback_write_lost_tests;
 #[cfg(test)]

@@ -674,8 +674,9 @@ pub trait RecordWrite: Send + Sync + 'static {
     /// Forget `pool`'s recorded creates older than `before`; returns how many.
     async fn quota_creates_prune(&self, pool: &str, before: i64) -> StoreResult<u64>;
 
-    /// Set a tenant's budget (`source` `config` does not replace one set through the API) and
-    /// make its units held back for budget due again.
+    /// Set a tenant's budget (`source` `config` does not replace one set through the API).
+    /// Its units held back are made due again by the lifecycle
+    /// ([`UnitWrite::unit_release_holds`]), with their follow-ups.
     async fn budget_set(&self, budget: &Budget) -> StoreResult<()>;
 
     /// Remove budgets the configuration set for tenants it no longer names (`keep`: the ones
@@ -917,6 +918,14 @@ pub trait UnitWrite: Send + Sync + 'static {
         owner: &str,
         lease_until: i64,
     ) -> StoreResult<bool>;
+
+    /// Make `tenant`'s held-back units (`pending` with a wait reason) due at `now`, for the
+    /// fill to decide anew (its budget changed); returns the (task, pool) of each.
+    async fn unit_release_holds(
+        &self,
+        tenant: &str,
+        now: i64,
+    ) -> StoreResult<Vec<(String, String)>>;
 
     /// Give a finalization back, if `release.owner` still holds the lease: `finalizing ->
     /// succeeded` with the error recorded, due again at `next_at`; or, when `give_up` is set

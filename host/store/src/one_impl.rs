@@ -489,6 +489,15 @@ macro_rules! impl_task_store {
         impl crate::UnitWrite for $store {
             $($units)*
 
+            async fn unit_release_holds(
+                &self,
+                tenant: &str,
+                now: i64,
+            ) -> StoreResult<Vec<(String, String)>> {
+                crate::terms::budgets::$driver::unit_release_holds(self.writer(), tenant, now)
+                    .await
+            }
+
             async fn task_cancel(
                 &self,
                 tenant: &str,

@@ -137,7 +137,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         .await
         .context("reading the callback key from the database")?;
     seed_budgets(&config, &store, clock.now_ms()).await?;
-    Ok(Services {
+    let services = Services {
         config: Arc::new(config),
         units,
         store,
@@ -166,7 +166,16 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         events: Default::default(),
         job_lookups: Default::default(),
         follower,
-    })
+    };
+    // Units held back by a budget the file may have just raised are due again.
+    for (tenant, t) in &services.config.tenants {
+        if t.budget.is_some() {
+            crate::lifecycle::release_holds(&services, tenant, services.clock.now_ms())
+                .await
+                .with_context(|| format!("releasing the units tenants.{tenant}.budget held"))?;
+        }
+    }
+    Ok(services)
 }
 
 /// How a role is named in a process's words on releases.

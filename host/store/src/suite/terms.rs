@@ -379,11 +379,17 @@ async fn after_a_crash_the_resolution_settles(store: &DynStore, grants: &[Grant]
 
 /// Raised limits, the file against the API, pruning, a new period, the all-time totals.
 async fn budget_changes(store: &DynStore) {
-    // A raised limit makes the held units due at once.
+    // A raised limit changes no unit by itself; the lifecycle then makes the held units due
+    // at once (each with its task and pool, for the follow-ups).
     store
         .budget_set(&budget("a", 10.0, DAY, "api", T0 + 7))
         .await
         .unwrap();
+    let held = store.task_units("t1").await.unwrap();
+    assert_eq!(held[2].terms.wait_reason.as_deref(), Some("budget"));
+    let released = store.unit_release_holds("a", T0 + 7).await.unwrap();
+    assert!(released.contains(&("t1".to_string(), POOL.to_string())), "{released:?}");
+    assert!(store.unit_release_holds("b", T0 + 7).await.unwrap().is_empty());
     let held = store.task_units("t1").await.unwrap();
     assert_eq!(
         (held[2].terms.wait_reason.clone(), held[2].next_at),

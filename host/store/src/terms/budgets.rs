@@ -428,16 +428,25 @@ on_both_drivers! {
         .bind(b.updated_at)
         .execute(pool)
         .await?;
-        // Units held back for budget are due again: the fill decides anew.
-        sqlx::query(
-            "UPDATE units SET wait_reason = NULL, next_at = $2 \
-             WHERE tenant = $1 AND status = 'pending' AND wait_reason IS NOT NULL",
-        )
-        .bind(&b.tenant)
-        .bind(b.updated_at)
-        .execute(pool)
-        .await?;
         Ok(())
+    }
+
+    /// Make `tenant`'s units held back (`pending` with a wait reason: its budget, a spend
+    /// limit) due at `now`, for the fill to decide anew; the (task, pool) of each.
+    pub(crate) async fn unit_release_holds(
+        pool: &Pool,
+        tenant: &str,
+        now: i64,
+    ) -> StoreResult<Vec<(String, String)>> {
+        Ok(sqlx::query_as(
+            "UPDATE units SET wait_reason = NULL, next_at = $2 \
+             WHERE tenant = $1 AND status = 'pending' AND wait_reason IS NOT NULL \
+             RETURNING task_id, pool",
+        )
+        .bind(tenant)
+        .bind(now)
+        .fetch_all(pool)
+        .await?)
     }
 
     /// Remove the budgets the configuration file set (`source = config`) for tenants it no

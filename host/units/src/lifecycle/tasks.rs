@@ -71,7 +71,7 @@ pub async fn retry_task(
 
 /// Run follow-ups that free no slot: nothing in them can fail but a wake, which the tick
 /// interval covers.
-async fn run(services: &Services, follow: FollowUps) {
+pub(super) async fn run(services: &Services, follow: FollowUps) {
     if let Err(e) = follow.run(services).await {
         tracing::debug!(error = %e, "follow-ups of a task write failed");
     }
