@@ -8,6 +8,8 @@
 //!   own, replayed over the whole unit log (`history.rs`);
 //! - no idempotency key was accepted as two provider jobs, no job sits on two units, and no
 //!   unit was submitted again without a recorded failure and retry (`history.rs`);
+//! - no unit gave up a provider job that still ran: failed on a spent retry budget, or at its
+//!   stage deadline without the job cancelled, after the job was accepted (`rules.rs`);
 //! - no unit is `finalizing` without a live lease beyond a grace period;
 //! - tasks and units agree (units exist, indexes 0..n, no orphan);
 //! - every open budget reservation belongs to a `submitted` unit's current submission, one
@@ -18,7 +20,8 @@
 //! - every published handler release's stored bytes still hash to its key;
 //! - with `--objects`: every `completed` unit's artifacts exist with the recorded size and
 //!   sha256;
-//! - with Redis: each pool's slot holders are its `submitted` units, and the database's
+//! - with Redis: each pool's slot holders are its `submitted` units' submissions (a holder of
+//!   an earlier submission is a slot nobody will release), and the database's
 //!   fencing token never exceeds the token Redis last issued (tokens only grow).
 //!
 //! # Layout
@@ -179,6 +182,7 @@ pub async fn run(opts: &CheckOptions) -> anyhow::Result<Report> {
     f.extend(history::shared_peaks(&snap, &opts.shared_accounts));
     f.extend(history::resubmits(&snap));
     f.extend(rules::idempotency(&snap));
+    f.extend(rules::abandoned_jobs(&snap));
     f.extend(route_rules::two_providers(&snap));
     f.extend(rules::finalize_leases(&snap, opts.now_ms, grace));
     f.extend(rules::tasks(&snap));

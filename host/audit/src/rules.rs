@@ -218,6 +218,49 @@ pub fn tasks(snap: &Snapshot) -> Vec<Finding> {
     out
 }
 
+/// No unit gave up a provider job that was still running (docs/state-machine.md, the slot
+/// rule): from the unit's log, a submission whose job was accepted that then failed because its
+/// retry budget was spent on transient errors, or at its stage deadline without the job
+/// cancelled at the provider. Either freed the slot while the provider ran (and billed) the
+/// job, which nobody then fetched.
+pub fn abandoned_jobs(snap: &Snapshot) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for unit in &snap.units {
+        let events = snap.events.get(&unit.id).map(Vec::as_slice).unwrap_or(&[]);
+        let mut job: Option<&str> = None;
+        for e in events {
+            let detail = e.detail.as_deref().unwrap_or_default();
+            let from = e.from_status.as_deref();
+            if let Some(rest) = detail.strip_prefix(ACCEPTED_PREFIX) {
+                job = rest.split_whitespace().next();
+                continue;
+            }
+            if from != Some("submitted") || e.to_status == "submitted" {
+                if e.to_status == "submitted" && from != Some("submitted") {
+                    job = None;
+                }
+                continue;
+            }
+            let Some(running) = job.take() else { continue };
+            let budget = detail.starts_with("retry budget of ");
+            let deadline =
+                detail.contains("scheduler.stage_deadline") && !detail.contains("cancelled");
+            if budget || deadline {
+                out.push(unit_finding(
+                    unit,
+                    "abandoned job",
+                    format!(
+                        "event #{} left `submitted` for `{}` ({detail}) while provider job \
+                         {running} ran: its slot was freed before the job ended",
+                        e.id, e.to_status
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn unit_finding(unit: &UnitRow, kind: &'static str, message: String) -> Finding {
     Finding {
         kind,

@@ -454,3 +454,83 @@ async fn the_check_hashes_the_releases_the_store_keeps() {
         report.findings[0]
     );
 }
+
+/// A submission whose job was accepted and then failed on a spent retry budget, or at the stage
+/// deadline without the job cancelled, gave up a job the provider still ran; a job that ended
+/// (failed, cancelled for the deadline) or a unit failed before any job was accepted is clean.
+#[test]
+fn a_unit_failed_while_its_job_ran_is_reported() {
+    let marked = |id| {
+        ev(
+            id,
+            Some("pending"),
+            "submitted",
+            Some("submit marked: key u1-video-0"),
+        )
+    };
+    let accepted = |id| {
+        ev(
+            id,
+            Some("submitted"),
+            "submitted",
+            Some("accepted as provider job 42"),
+        )
+    };
+    let abandoned = vec![
+        ev(1, None, "pending", Some("created")),
+        marked(2),
+        accepted(3),
+        ev(
+            4,
+            Some("submitted"),
+            "failed",
+            Some("retry budget of 5 spent"),
+        ),
+    ];
+    let late = vec![
+        ev(1, None, "pending", Some("created")),
+        marked(2),
+        accepted(3),
+        ev(
+            4,
+            Some("submitted"),
+            "failed",
+            Some("stage video had no result within scheduler.stage_deadline of 2h"),
+        ),
+    ];
+    let cancelled = vec![
+        ev(1, None, "pending", Some("created")),
+        marked(2),
+        accepted(3),
+        ev(
+            4,
+            Some("submitted"),
+            "failed",
+            Some(
+                "stage video had no result within scheduler.stage_deadline of 2h; the provider \
+                 job was cancelled; slot released",
+            ),
+        ),
+    ];
+    let never_created = vec![
+        ev(1, None, "pending", Some("created")),
+        marked(2),
+        ev(
+            3,
+            Some("submitted"),
+            "failed",
+            Some("retry budget of 5 spent"),
+        ),
+    ];
+    let found = |events: Vec<EventRow>| {
+        abandoned_jobs(&snap(vec![unit("u1", "failed")], vec![("u1", events)]))
+    };
+    let f = found(abandoned);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].kind, "abandoned job");
+    assert!(f[0].message.contains("provider job 42"), "{f:?}");
+    assert_eq!(found(late).len(), 1);
+    assert!(found(cancelled).is_empty());
+    assert!(found(never_created).is_empty());
+    assert!(found(clean_history()).is_empty());
+}
