@@ -501,6 +501,22 @@ fn update_for(
             u.error = Field::Set(error.to_json());
         }
         Outcome::RetryAfter { after_ms, error }
+            if error.code.as_deref() == Some(super::route_back::RATE_LIMITED_CODE)
+                && unit.provider_job_id.is_none() =>
+        {
+            // A pace signal on a create: nothing was made, nothing is spent; back to pending
+            // for the provider's delay (at least the retry backoff's first step).
+            u.to = Some(UnitStatus::Pending);
+            u.submitted_at = Field::Clear;
+            u.error = Field::Set(error.to_json());
+            u.next_at = Some(now + retry_delay_ms(cfg, 1, after_ms));
+            u.detail = Some(
+                "provider rate-limited the create; back to pending after its delay, \
+                 no retry budget spent"
+                    .into(),
+            );
+        }
+        Outcome::RetryAfter { after_ms, error }
             if error.code.as_deref() == Some(super::route_back::NOT_CREATED_CODE)
                 && unit.provider_job_id.is_none() =>
         {

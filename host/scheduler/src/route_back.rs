@@ -16,6 +16,12 @@ use super::policy::{capacity_delay_ms, retry_delay_ms};
 /// (contract 1.5 convention on `retry-after`).
 pub const NOT_CREATED_CODE: &str = "not_created";
 
+/// The error code of a create the provider refused for its pace (a rate limit, such as
+/// Runway's per-period 429, told apart by the handler from a daily or monthly limit): nothing
+/// was created, and trying again later is the whole remedy, so no retry budget is spent. A
+/// routed unit goes back to its route, as for [`NOT_CREATED_CODE`].
+pub const RATE_LIMITED_CODE: &str = "rate_limited";
+
 /// Why a target refused a unit before accepting it, and until when it is left out (`None`:
 /// for good), if `change` says so of a fresh submit.
 fn refusal(
@@ -38,7 +44,8 @@ fn refusal(
             let code = error.code.as_deref()?;
             let counted = slotd_pools::pool_state::accounts::is_account_code(Some(code))
                 || slotd_pools::pool_state::quotas::is_quota_code(Some(code))
-                || code == NOT_CREATED_CODE;
+                || code == NOT_CREATED_CODE
+                || code == RATE_LIMITED_CODE;
             counted.then(|| {
                 let attempt = unit.attempts.saturating_add(1);
                 (

@@ -184,3 +184,32 @@ fn not_created_without_a_route_goes_back_to_pending_after_the_backoff() {
     assert!(up.next_at.unwrap_or(0) >= 1_100);
     assert!(up.pool.is_none(), "stays in its pool");
 }
+
+/// A create the provider refused for its pace (`rate_limited`) goes back to pending for the
+/// provider's delay and spends no retry, however many came before: a rate limit that lasts
+/// fails nothing. A `not_created` beside it still spends one.
+#[test]
+fn a_rate_limited_create_spends_no_retry() {
+    let cfg = SchedulerConfig::default();
+    let mut u = unit("u1", None, "a");
+    u.attempts = cfg.retry_budget;
+    let limited = Outcome::RetryAfter {
+        after_ms: Some(7_000),
+        error: err("rate_limited"),
+    };
+    let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", limited)], 100);
+    let up = &d.updates[0];
+    assert_eq!(up.to, Some(UnitStatus::Pending));
+    assert_eq!(up.attempts, None, "no retry spent");
+    assert_eq!(up.next_at, Some(7_100), "the provider's delay");
+    let nc = Outcome::RetryAfter {
+        after_ms: Some(7_000),
+        error: err("not_created"),
+    };
+    let d = decide_updates(&cfg, &info(), &[&u], vec![ch("u1", nc)], 100);
+    assert_eq!(
+        d.updates[0].to,
+        Some(UnitStatus::Failed),
+        "the budget was spent"
+    );
+}

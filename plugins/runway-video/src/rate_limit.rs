@@ -8,7 +8,7 @@
 //!   [`QUOTA_EXHAUSTED`]: the host closes the model's pool until Runway's `Retry-After` or its
 //!   own estimate, and spends no retry budget.
 //! - Anything else (generations left, figures that state no daily limit, an organization that
-//!   cannot be read): the rate limit, a pace signal. Code [`NOT_CREATED`] with Runway's
+//!   cannot be read): the rate limit, a pace signal. Code [`RATE_LIMITED`] with Runway's
 //!   `Retry-After` when sent: the host puts the unit back to `pending` and creates it again
 //!   after the delay or its backoff; the pool stays open. A quota is reported only on Runway's
 //!   word, since a closure wrongly reported stops the whole pool for as long as it lasts.
@@ -21,7 +21,12 @@
 use serde_json::Value;
 use slotd_sdk::{Host, ProviderError};
 
-use crate::create::{Created, NOT_CREATED, QUOTA_EXHAUSTED};
+use crate::create::{Created, QUOTA_EXHAUSTED};
+
+/// The code of a create Runway refused for its pace (contract convention beside
+/// `not_created`): nothing was made; the host sends the unit back to pending for the delay
+/// and spends no retry on it.
+pub const RATE_LIMITED: &str = "rate_limited";
 use crate::models::Model;
 use crate::organization::{self, Daily};
 use crate::settings::Config;
@@ -72,21 +77,21 @@ pub fn judge(
             ),
         ),
         Ok(Some(Daily { used, limit })) => (
-            NOT_CREATED,
+            RATE_LIMITED,
             format!(
                 "Runway's rate limit, not its daily limit: {used} of {limit} generations of \
                  {model} in its rolling 24 hours; no task was created"
             ),
         ),
         Ok(None) => (
-            NOT_CREATED,
+            RATE_LIMITED,
             format!(
                 "taken as Runway's rate limit: the organization states no daily limit for \
                  {model}; no task was created"
             ),
         ),
         Err(why) => (
-            NOT_CREATED,
+            RATE_LIMITED,
             format!(
                 "taken as Runway's rate limit: the daily figures could not be read ({why}); no \
                  task was created"
@@ -155,7 +160,7 @@ mod tests {
             Err("reading /v1/organization: HTTP 503: busy".into()),
         ] {
             let (code, message) = judged(figures.clone());
-            assert_eq!(code.as_deref(), Some(NOT_CREATED), "{figures:?}");
+            assert_eq!(code.as_deref(), Some(RATE_LIMITED), "{figures:?}");
             assert!(
                 message.contains("rate limit") && message.contains("no task was created"),
                 "{message}"

@@ -40,7 +40,7 @@ fn sent(host: &slotd_sdk::testing::ScriptedHost) -> Vec<(String, String)> {
 }
 
 /// The case: 4 of a million generations used, and a 429. Runway's rate limit, not its
-/// daily limit: `not_created` (the host puts the unit back to `pending` and creates it again
+/// daily limit: `rate_limited` (the host puts the unit back to `pending` and creates it again
 /// after its backoff, or Runway's `Retry-After`), never `quota_exhausted` (which closes the
 /// pool).
 #[test]
@@ -53,7 +53,7 @@ fn a_429_with_the_days_generations_left_is_a_pace_signal_not_a_closure() {
     let change = tick_one(&host, NOW, fresh("u1"));
     assert!(
         matches!(&change.outcome, Outcome::RetryAfter { after_ms: Some(3_000), error }
-            if error.code.as_deref() == Some("not_created")
+            if error.code.as_deref() == Some("rate_limited")
                 && error.message.starts_with("runway http_429: HTTP 429: Too many requests")
                 && error.message.contains("rate limit")
                 && error.message.contains("4 of 1000000")),
@@ -81,7 +81,7 @@ fn a_429_with_the_days_generations_left_is_a_pace_signal_not_a_closure() {
     let change = tick_one(&host, NOW, fresh("u1"));
     assert!(
         matches!(&change.outcome, Outcome::RetryAfter { after_ms: None, error }
-            if error.code.as_deref() == Some("not_created")),
+            if error.code.as_deref() == Some("rate_limited")),
         "{:?}",
         change.outcome
     );
@@ -151,7 +151,7 @@ fn a_429_whose_daily_figures_cannot_be_read_is_a_pace_signal() {
         let change = tick_one(&host, NOW, fresh("u1"));
         assert!(
             matches!(&change.outcome, Outcome::RetryAfter { error, .. }
-                if error.code.as_deref() == Some("not_created")
+                if error.code.as_deref() == Some("rate_limited")
                     && error.message.contains("rate limit")),
             "{what}: {:?}",
             change.outcome
@@ -171,7 +171,7 @@ fn one_organization_read_serves_every_429_of_a_tick() {
     let changes = tick(&host, NOW, vec![fresh("a"), fresh("b"), fresh("c")]);
     assert_eq!(changes.len(), 3);
     for c in &changes {
-        assert_eq!(code(&c.outcome), Some("not_created"), "{:?}", c.outcome);
+        assert_eq!(code(&c.outcome), Some("rate_limited"), "{:?}", c.outcome);
     }
     let orgs = sent(&host)
         .iter()
