@@ -252,6 +252,7 @@ impl Shared {
                 .is_some()
                 .then(|| Arc::new(Redactor::new(config))),
             queued: Default::default(),
+            user_agent: None,
         };
         let mut store = Store::new(engine, state);
         if self.fuel {
@@ -345,6 +346,10 @@ pub(crate) struct CallState {
     /// Units the guest said the provider holds in its queue during this call (contract 1.4
     /// `observe.queued`), by unit id: the position, when known. Bounded by the batch.
     pub queued: std::collections::HashMap<String, Option<u32>>,
+    /// The `User-Agent` of the guest's HTTP requests when it sets none itself
+    /// (`slotd/<version> <handler>/<version> (release <sha256 prefix>)`): a provider, and a
+    /// test's simulator, see which handler release made each request.
+    pub user_agent: Option<Arc<str>>,
 }
 
 impl WasiView for CallState {

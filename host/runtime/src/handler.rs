@@ -115,6 +115,19 @@ pub struct Handler {
     pool_full: parking_lot::Mutex<(u64, Option<Instant>)>,
 }
 
+impl Handler {
+    /// The `User-Agent` its HTTP requests carry unless the guest sets one.
+    fn user_agent(&self) -> Arc<str> {
+        let release = self.sha256.get(..12).unwrap_or(&self.sha256);
+        Arc::from(format!(
+            "slotd/{} {}/{} (release {release})",
+            env!("CARGO_PKG_VERSION"),
+            self.info.name,
+            self.info.version
+        ))
+    }
+}
+
 impl std::fmt::Debug for Handler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handler")
@@ -152,6 +165,7 @@ macro_rules! guest_call {
             $self
                 .shared
                 .new_store_on(pre.engine(), &$self.name, $config, started + deadline);
+        store.data_mut().user_agent = Some($self.user_agent());
         let answer = tokio::time::timeout(deadline, async {
             let $bindings = pre
                 .instantiate_async(&mut store)
@@ -191,6 +205,7 @@ macro_rules! ext_call {
             $self
                 .shared
                 .new_store_on(pre.engine(), &$self.name, $config, started + deadline);
+        store.data_mut().user_agent = Some($self.user_agent());
         let answer = tokio::time::timeout(deadline, async {
             let instance = pre
                 .instance_pre()

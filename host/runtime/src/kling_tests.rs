@@ -387,6 +387,16 @@ async fn video_units_run_to_success_polled_by_list() {
         "several due units are polled by list: {stats:?}"
     );
     assert_eq!(stats.auth_refusals, 0);
+    // Every request names slotd, the handler release that made it (it sets no agent itself).
+    let agents: Vec<&String> = stats.requests_by_agent.keys().collect();
+    let release = video.sha256.get(..12).unwrap_or_default();
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    assert!(
+        agents[0].starts_with("slotd/")
+            && agents[0].contains(&format!(" kling-video/{} ", video.info.version))
+            && agents[0].ends_with(&format!("(release {release})")),
+        "{agents:?}"
+    );
 }
 
 #[tokio::test]

@@ -28,6 +28,8 @@ struct Outbound {
     metrics: slotd_core::telemetry::Metrics,
     /// The call's recording, if `[handlers.X] record` is set.
     tape: Option<(Arc<Tape>, Arc<Redactor>)>,
+    /// `User-Agent` for requests that set none (see `CallState::user_agent`).
+    user_agent: Option<Arc<str>>,
 }
 
 impl Host for CallState {
@@ -184,6 +186,7 @@ impl CallState {
             max_bytes: self.shared.limits.http_max_response_bytes,
             metrics: self.shared.metrics.clone(),
             tape: self.tape.clone().zip(self.redactor.clone()),
+            user_agent: self.user_agent.clone(),
         }
     }
 
@@ -292,6 +295,14 @@ impl Outbound {
         }
         for (name, value) in inserted {
             headers.insert(name, value);
+        }
+        if !headers.contains_key(reqwest::header::USER_AGENT)
+            && let Some(agent) = self
+                .user_agent
+                .as_deref()
+                .and_then(|a| HeaderValue::from_str(a).ok())
+        {
+            headers.insert(reqwest::header::USER_AGENT, agent);
         }
         let timeout = match req.timeout_ms {
             Some(ms) => Duration::from_millis(ms.into()).min(self.timeout),

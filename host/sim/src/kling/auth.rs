@@ -132,7 +132,16 @@ pub(crate) fn check_token(
 
 /// Middleware in front of every `/v1/…` route.
 pub(crate) async fn require_jwt(State(sim): State<Sim>, req: Request, next: Next) -> Response {
-    sim.count(|s| s.requests += 1);
+    let agent = req
+        .headers()
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    sim.count(|s| {
+        s.requests += 1;
+        *s.requests_by_agent.entry(agent).or_default() += 1;
+    });
     if sim.refuse_revoked() {
         return super::account::revoked().into_response();
     }

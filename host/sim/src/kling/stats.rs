@@ -23,6 +23,10 @@ pub struct SimStats {
     pub time_scale: f64,
     /// Every `/v1/…` request received, refused or not.
     pub requests: u64,
+    /// Those requests by `User-Agent` ("" without one): slotd names the handler release that
+    /// makes each request, so a test sees which release spoke to the provider.
+    #[serde(default)]
+    pub requests_by_agent: BTreeMap<String, u64>,
     /// Creates accepted (a task was made), all kinds.
     pub creates: u64,
     /// Creates accepted per kind (`text2video`, `image2video`, `custom-voices`,
