@@ -3,14 +3,12 @@
 //! with no follow-up: a task's snapshot in the hot cache (Redis) kept saying its units waited
 //! for the budget, and only the pools with a configured limit were woken, never a route's.
 
-use serde_json::json;
-
 use slotd_core::clock::Clock;
 use slotd_core::model::UnitStatus;
 use slotd_store::{Field, UnitUpdate};
 use slotd_units::lifecycle::release_holds;
 
-use super::deadlines::grant_tests::build_with;
+use super::deadlines::grant_tests::{build_with, idle_task};
 
 #[tokio::test]
 async fn releasing_a_budgets_holds_drops_the_task_snapshots_and_wakes_the_pools() {
@@ -22,25 +20,7 @@ async fn releasing_a_budgets_holds_drops_the_task_snapshots_and_wakes_the_pools(
     })
     .await;
     assert!(services.hot.enabled(), "the hot cache is on with Redis");
-    let handler = services.registry.for_type("fixture").expect("fixture");
-    let request = slotd_units::lifecycle::CreateRequest {
-        payload: json!({"count": 1, "behavior": "idle"}).to_string(),
-        idempotency_key: None,
-        priority: 0,
-        completion_webhook_url: None,
-        terms: slotd_store::TaskTerms::default(),
-    };
-    let task = slotd_units::lifecycle::create_task(
-        &services,
-        &handler,
-        "local",
-        "fixture",
-        request,
-        clock.now_ms(),
-    )
-    .await
-    .expect("created")
-    .task_id;
+    let task = idle_task(&services, "fixture", 1).await;
     let unit = services
         .store
         .task_units(&task)

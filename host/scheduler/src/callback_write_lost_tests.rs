@@ -10,8 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use serde_json::json;
-
 use slotd_core::clock::Clock;
 use slotd_core::model::{Unit, UnitStatus};
 use slotd_store::prelude::*;
@@ -22,7 +20,7 @@ use slotd_store::{
 use slotd_units::lifecycle::{Origin, UnitWriter, apply_callback_changes};
 
 use super::Scheduler;
-use super::deadlines::grant_tests::build_slots;
+use super::deadlines::grant_tests::{build_slots, idle_task};
 use slotd_coord::slots::holder;
 
 /// The unit writes of `inner`, but the first `unit_apply` commits and then answers an error,
@@ -126,25 +124,7 @@ impl UnitWrite for LosesFirstAnswer {
 async fn a_callback_write_that_committed_and_lost_its_answer_keeps_its_follow_ups() {
     let dir = tempfile::TempDir::new().expect("tmp");
     let (mut services, clock) = build_slots(dir.path(), 2).await;
-    let handler = services.registry.for_type("fixture").expect("fixture");
-    let request = slotd_units::lifecycle::CreateRequest {
-        payload: json!({"count": 1, "behavior": "idle"}).to_string(),
-        idempotency_key: None,
-        priority: 0,
-        completion_webhook_url: None,
-        terms: slotd_store::TaskTerms::default(),
-    };
-    let task = slotd_units::lifecycle::create_task(
-        &services,
-        &handler,
-        "local",
-        "fixture",
-        request,
-        clock.now_ms(),
-    )
-    .await
-    .expect("created")
-    .task_id;
+    let task = idle_task(&services, "fixture", 1).await;
     Scheduler::new(services.clone())
         .run_once("fixture", clock.now_ms())
         .await

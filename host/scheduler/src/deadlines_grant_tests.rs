@@ -47,6 +47,27 @@ pub(crate) async fn post(services: &Services, body: Value) -> String {
     created.task_id
 }
 
+/// A task of `task_type` for the API's tenant whose `count` units are accepted and then run
+/// forever (the fixture's `idle`: no HTTP); the task id.
+pub(crate) async fn idle_task(services: &Services, task_type: &str, count: u32) -> String {
+    let handler = services
+        .registry
+        .for_type(task_type)
+        .expect("the fixture handler");
+    let request = slotd_units::lifecycle::CreateRequest {
+        payload: json!({"count": count, "behavior": "idle"}).to_string(),
+        idempotency_key: None,
+        priority: 0,
+        completion_webhook_url: None,
+        terms: slotd_store::TaskTerms::default(),
+    };
+    let now = services.clock.now_ms();
+    slotd_units::lifecycle::create_task(services, &handler, "local", task_type, request, now)
+        .await
+        .expect("created")
+        .task_id
+}
+
 /// Services on a fresh SQLite file in `dir` with the fixture handler and a pool `fixture` of
 /// ten slots, on a manual clock at 1,000,000 ms.
 pub(crate) async fn build(dir: &Path) -> (Services, Arc<ManualClock>) {

@@ -5,8 +5,6 @@
 //! `failed` after a rollback), and a scheduler killed between the move and the retry lost
 //! every retry. The rollout loop now sweeps rolled-back rollouts on each pass.
 
-use serde_json::json;
-
 use slotd_core::clock::Clock;
 use slotd_core::model::{Unit, UnitStatus};
 use slotd_store::{Rollout, RolloutState, UnitUpdate};
@@ -14,27 +12,11 @@ use slotd_units::lifecycle::{Origin, apply_changes};
 use slotd_units::services::Services;
 
 use super::Scheduler;
-use super::deadlines::grant_tests::build_slots;
+use super::deadlines::grant_tests::{build_slots, idle_task};
 use super::rollout::apply_move;
 
 const CANDIDATE: &str = "c4nd1d4te";
 const INCUMBENT: &str = "1ncumbent";
-
-async fn idle_task(services: &Services, count: u32) -> String {
-    let handler = services.registry.for_type("fixture").expect("fixture");
-    let request = slotd_units::lifecycle::CreateRequest {
-        payload: json!({"count": count, "behavior": "idle"}).to_string(),
-        idempotency_key: None,
-        priority: 0,
-        completion_webhook_url: None,
-        terms: slotd_store::TaskTerms::default(),
-    };
-    let now = services.clock.now_ms();
-    slotd_units::lifecycle::create_task(services, &handler, "local", "fixture", request, now)
-        .await
-        .expect("created")
-        .task_id
-}
 
 /// Write `update` for `unit` through the lifecycle, as a tick of the candidate would.
 async fn write(services: &Services, unit: &Unit, update: UnitUpdate) {
@@ -69,7 +51,10 @@ async fn rolling_out(
     Vec<String>,
 ) {
     let (services, clock) = build_slots(dir, 4).await;
-    let tasks = vec![idle_task(&services, 1).await, idle_task(&services, 1).await];
+    let tasks = vec![
+        idle_task(&services, "fixture", 1).await,
+        idle_task(&services, "fixture", 1).await,
+    ];
     Scheduler::new(services.clone())
         .run_once("fixture", clock.now_ms())
         .await

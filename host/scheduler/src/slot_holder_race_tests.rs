@@ -11,8 +11,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::json;
-
 use slotd_core::clock::Clock;
 use slotd_core::model::{Unit, UnitStatus};
 use slotd_store::{Field, UnitUpdate};
@@ -20,31 +18,11 @@ use slotd_units::lifecycle::Origin;
 use slotd_units::services::Services;
 
 use super::Scheduler;
-use super::deadlines::grant_tests::build_slots;
+use super::deadlines::grant_tests::{build_slots, idle_task};
 use slotd_coord::slots::testing::{BeforeRebuild, RebuildHook};
 use slotd_coord::slots::{SlotError, holder};
 
 const POOL: &str = "fixture";
-
-/// A task of `task_type` whose units are accepted and then run forever (no HTTP).
-async fn idle_task(services: &Services, task_type: &str, count: u32) -> String {
-    let handler = services
-        .registry
-        .for_type(task_type)
-        .expect("the fixture handler");
-    let request = slotd_units::lifecycle::CreateRequest {
-        payload: json!({"count": count, "behavior": "idle"}).to_string(),
-        idempotency_key: None,
-        priority: 0,
-        completion_webhook_url: None,
-        terms: slotd_store::TaskTerms::default(),
-    };
-    let now = services.clock.now_ms();
-    slotd_units::lifecycle::create_task(services, &handler, "local", task_type, request, now)
-        .await
-        .expect("created")
-        .task_id
-}
 
 /// The units of `pool` that are `submitted`, across `tasks`.
 async fn submitted(services: &Services, tasks: &[&str]) -> Vec<Unit> {
