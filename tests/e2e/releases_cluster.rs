@@ -132,6 +132,18 @@ fn publish(base: &str, file: &std::path::Path) -> String {
     hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
 }
 
+/// Requests the Kling simulator received whose `User-Agent` names `release` (e.g.
+/// `kling-video/1.0.0`: slotd sends the handler and version that made each request).
+fn requests_by(c: &Cluster, release: &str) -> u64 {
+    c.sim
+        .stats()
+        .requests_by_agent
+        .iter()
+        .filter(|(agent, _)| agent.contains(release))
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// Calls of `function` made by handler version `version`, summed over `procs` (the count of
 /// `slotd_handler_call_seconds`, labelled by version).
 async fn calls_by_version(c: &Cluster, version: &str, function: &str) -> f64 {
@@ -189,8 +201,11 @@ async fn in_flight_jobs_finish_on_the_release_that_created_them() {
     let first = c.submit_videos(1, 20).await.remove(0);
     c.wait_creates(20).await;
 
-    let ticks_before = calls_by_version(&c, "1.0.0", "tick").await;
     let v11 = publish(&c.more_apis[0].base, &built_plugin("kling-video-next"));
+    // Counted once the publish has returned (every process runs 1.1): whatever 1.0 does
+    // from here on, it does for the jobs it created before.
+    let ticks_before = calls_by_version(&c, "1.0.0", "tick").await;
+    let spoke_before = requests_by(&c, "kling-video/1.0.0");
     let view = get_json(&c.client, &format!("{}/v1/tasks/{first}", c.api.base))
         .await
         .expect("the task");
@@ -198,13 +213,24 @@ async fn in_flight_jobs_finish_on_the_release_that_created_them() {
     let second = c.submit_videos(1, 20).await.remove(0);
     c.wait_completed(&[first.clone(), second.clone()]).await;
 
-    // 1.0 kept polling its own jobs after 1.1 was published.
+    // 1.0 kept polling its own jobs after 1.1 was published: slotd's call counts, and at
+    // Kling, the requests each release made (slotd names the release in its User-Agent).
     let ticks_after = calls_by_version(&c, "1.0.0", "tick").await;
     assert!(
         ticks_after > ticks_before,
         "1.0 made no tick call after 1.1 was published ({ticks_before} → {ticks_after})"
     );
+    let spoke_after = requests_by(&c, "kling-video/1.0.0");
+    assert!(
+        spoke_after > spoke_before,
+        "Kling heard nothing from 1.0 after 1.1 was published ({spoke_before} → {spoke_after}): \
+         its jobs were read by another release"
+    );
     assert!(calls_by_version(&c, "1.1.0", "tick").await > 0.0);
+    assert!(
+        requests_by(&c, "kling-video/1.1.0") >= 20,
+        "1.1 created the second task's jobs"
+    );
     for u in units_of(&c, &first).await {
         assert_eq!(u["planned_release"], v10.as_str(), "{u}");
         assert_eq!(u["job_release"], v10.as_str(), "{u}");
