@@ -588,6 +588,9 @@ fn update_for(
 /// Only the units of a single-unit call are charged for the guest's own fault (one retry
 /// spent, backed off, failed once the budget is spent): the tick splits a faulting batch until
 /// the fault is pinned on the unit that causes it, so a larger faulting call charges nobody.
+/// Nor is a unit whose provider job runs: failing it would free its slot while the provider
+/// runs (and bills) the job; it is read again after a wait that grows with its time in the
+/// stage, until the job's end or its `stage_deadline` gives it up.
 /// A call cut off while awaiting a slow provider charges nothing either: the units are tried
 /// again after [`slow_provider_delay_ms`], until their `stage_deadline`.
 pub fn fault_updates(
@@ -597,10 +600,11 @@ pub fn fault_updates(
     now: i64,
 ) -> Vec<UnitUpdate> {
     let message = format!("handler fault: {fault}");
-    let charged = units.len() == 1 && !fault.is_provider_slowness();
+    let single = units.len() == 1 && !fault.is_provider_slowness();
     units
         .iter()
         .map(|unit| {
+            let charged = single && unit.provider_job_id.is_none();
             let error = ProviderError {
                 code: Some(format!("handler_{}", fault.kind())),
                 message: message.clone(),

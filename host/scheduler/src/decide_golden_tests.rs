@@ -331,7 +331,8 @@ fn fault_updates_are_whole() {
         detail: Some("handler fault: trap: boom".into()),
         ..UnitUpdate::default()
     };
-    let mut u = unit("u1", Some("j"), "a");
+    // A submit (no job recorded) is charged; a unit whose job runs is not (below).
+    let mut u = unit("u1", None, "a");
     u.submitted_at = Some(NOW - 400_000);
     u.attempts = cfg.retry_budget - 1;
     same(
@@ -368,6 +369,16 @@ fn fault_updates_are_whole() {
     );
     assert_eq!(both[1].unit_id, "u2");
     assert_eq!(both[1].attempts, None);
+    // Nor a single unit whose provider job runs, whatever it spent before.
+    let mut running = u.clone();
+    running.provider_job_id = Some("j".into());
+    same(
+        &fault_updates(&cfg, &[&running], &trap, NOW)[0],
+        &UnitUpdate {
+            next_at: Some(NOW + 40_000),
+            ..base("a")
+        },
+    );
     // A slow provider charges even a single unit nothing.
     let slow = HandlerFault::ProviderDeadline(Duration::from_secs(30));
     let decided = &fault_updates(&cfg, &[&u], &slow, NOW)[0];

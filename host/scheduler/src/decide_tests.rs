@@ -204,10 +204,19 @@ fn cancel_requested_units_end_cancelled() {
         0,
     );
     assert_eq!(p.updates[0].to, Some(UnitStatus::Submitted));
+    // A handler that faults reading a job the client cancelled spends nothing and keeps the
+    // slot: the job still runs at the provider. One that faults before any job was recorded
+    // ends cancelled once its budget is spent.
     let f = HandlerFault::Trap("x".into());
     u.attempts = cfg.retry_budget;
     assert_eq!(
         fault_updates(&cfg, &[&u], &f, 0)[0].to,
+        Some(UnitStatus::Submitted)
+    );
+    let mut unsent = requested(None, "b");
+    unsent.attempts = cfg.retry_budget;
+    assert_eq!(
+        fault_updates(&cfg, &[&unsent], &f, 0)[0].to,
         Some(UnitStatus::Cancelled)
     );
 
@@ -240,7 +249,7 @@ fn faults_keep_status_until_budget() {
         retry_budget: 2,
         ..SchedulerConfig::default()
     };
-    let mut u = unit("u1", Some("j"), "a");
+    let mut u = unit("u1", None, "a");
     let f = HandlerFault::Trap("x".into());
     assert_eq!(
         fault_updates(&cfg, &[&u], &f, 0)[0].to,
@@ -259,7 +268,7 @@ fn only_single_unit_calls_are_charged_and_slowness_never() {
         retry_budget: 0,
         ..SchedulerConfig::default()
     };
-    let a = unit("a", Some("j"), "a");
+    let a = unit("a", None, "a");
     let b = unit("b", Some("j"), "a");
     let trap = HandlerFault::Trap("x".into());
     for up in fault_updates(&cfg, &[&a, &b], &trap, 0) {
@@ -273,6 +282,9 @@ fn only_single_unit_calls_are_charged_and_slowness_never() {
         fault_updates(&cfg, &[&a], &trap, 0)[0].to,
         Some(UnitStatus::Failed)
     );
+    // A unit whose provider job runs is never charged: its job would be abandoned.
+    let up = &fault_updates(&cfg, &[&b], &trap, 0)[0];
+    assert_eq!((up.to, up.attempts), (Some(UnitStatus::Submitted), None));
 }
 
 #[test]
