@@ -388,8 +388,17 @@ async fn budget_changes(store: &DynStore) {
     let held = store.task_units("t1").await.unwrap();
     assert_eq!(held[2].terms.wait_reason.as_deref(), Some("budget"));
     let released = store.unit_release_holds("a", T0 + 7).await.unwrap();
-    assert!(released.contains(&("t1".to_string(), POOL.to_string())), "{released:?}");
-    assert!(store.unit_release_holds("b", T0 + 7).await.unwrap().is_empty());
+    assert!(
+        released.contains(&("t1".to_string(), POOL.to_string())),
+        "{released:?}"
+    );
+    assert!(
+        store
+            .unit_release_holds("b", T0 + 7)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let held = store.task_units("t1").await.unwrap();
     assert_eq!(
         (held[2].terms.wait_reason.clone(), held[2].next_at),
