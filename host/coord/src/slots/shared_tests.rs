@@ -198,7 +198,7 @@ pub(crate) async fn submissions_are_released_alone(s: &dyn SlotStore) {
         )
         .await
         .expect("acquire");
-    assert_eq!(got, [first.clone()]);
+    assert_eq!(got, std::slice::from_ref(&first));
     // The same grant asked again takes nothing more.
     s.acquire_within("p", std::slice::from_ref(&first), 2, &[], 1_000, None)
         .await
@@ -217,7 +217,7 @@ pub(crate) async fn submissions_are_released_alone(s: &dyn SlotStore) {
         )
         .await
         .expect("acquire");
-    assert_eq!(got, [second.clone()]);
+    assert_eq!(got, std::slice::from_ref(&second));
     assert_eq!(s.used("p").await.expect("used"), 2);
     // The late release of the first frees the first alone.
     s.release("p", std::slice::from_ref(&first))
