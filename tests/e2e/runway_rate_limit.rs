@@ -1,4 +1,4 @@
-//! Runway's rate limit end to end (issue 59): Runway answers 429 both for a per-period rate
+//! Runway's rate limit end to end (docs/accounts-deadlines-budgets.md, "Quotas"): Runway answers 429 both for a per-period rate
 //! limit and for its daily generation limit, and only the second is a quota. The real Runway
 //! simulator answers a fifth of creates 429 "Too many requests" at random, with the day far
 //! from spent (`--create-429-rate`); the built `runway-video` component asks

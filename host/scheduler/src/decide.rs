@@ -491,7 +491,32 @@ fn update_for(
             u.next_at = Some(now + capacity_delay_ms(cfg, after_ms));
             u.detail = Some("provider over capacity; back to pending".into());
         }
-        Outcome::RetryAfter { after_ms, error } if error.code.as_deref() == Some(TIMEOUT_CODE) => {
+        Outcome::RetryAfter { after_ms, error } => {
+            retry_after_update(cfg, unit, after_ms, &error, now, &mut u);
+        }
+        Outcome::Fail { error } => {
+            u.to = Some(UnitStatus::Failed);
+            u.detail = Some("provider job failed".into());
+            u.error = Field::Set(error.to_json());
+        }
+    }
+    u
+}
+
+/// The update for a `retry-after` answer about a `submitted` unit (see the table in
+/// docs/state-machine.md): a slow provider, a create refused for its pace or made nothing, a
+/// transient error reading a job the provider holds, or one on a submit (maybe in doubt).
+fn retry_after_update(
+    cfg: &SchedulerConfig,
+    unit: &Unit,
+    after_ms: Option<u64>,
+    error: &ProviderError,
+    now: i64,
+    u: &mut UnitUpdate,
+) {
+    let has_job = unit.provider_job_id.is_some();
+    match (error.code.as_deref(), has_job) {
+        (Some(TIMEOUT_CODE), _) => {
             // Slowness, not failure (docs/trust-model.md): no retry budget spent; the stage deadline
             // bounds how long a provider may keep a unit waiting.
             u.to = Some(UnitStatus::Submitted);
@@ -500,10 +525,7 @@ fn update_for(
                 Some("provider did not answer in time; retried, no retry budget spent".into());
             u.error = Field::Set(error.to_json());
         }
-        Outcome::RetryAfter { after_ms, error }
-            if error.code.as_deref() == Some(super::route_back::RATE_LIMITED_CODE)
-                && unit.provider_job_id.is_none() =>
-        {
+        (Some(super::route_back::RATE_LIMITED_CODE), false) => {
             // A pace signal on a create: nothing was made, nothing is spent; back to pending
             // for the provider's delay (at least the retry backoff's first step).
             u.to = Some(UnitStatus::Pending);
@@ -512,14 +534,11 @@ fn update_for(
             u.next_at = Some(now + retry_delay_ms(cfg, 1, after_ms));
             u.detail = Some(
                 "provider rate-limited the create; back to pending after its delay, \
-                 no retry budget spent"
+                     no retry budget spent"
                     .into(),
             );
         }
-        Outcome::RetryAfter { after_ms, error }
-            if error.code.as_deref() == Some(super::route_back::NOT_CREATED_CODE)
-                && unit.provider_job_id.is_none() =>
-        {
+        (Some(super::route_back::NOT_CREATED_CODE), false) => {
             // The provider answered the create with an error and holds no job: back to
             // pending after the backoff (a routed unit to its route), no lookup needed.
             let attempts = unit.attempts.saturating_add(1);
@@ -538,7 +557,7 @@ fn update_for(
                 ));
             }
         }
-        Outcome::RetryAfter { after_ms, error } if unit.provider_job_id.is_some() => {
+        (_, true) => {
             // A read of a job the provider holds (and bills): a transient error spends no
             // retry budget, since failing the unit would free its slot while the job runs on,
             // never fetched. The job's own terminal answer and the stage deadline bound the
@@ -555,7 +574,7 @@ fn update_for(
             ));
             u.error = Field::Set(error.to_json());
         }
-        Outcome::RetryAfter { after_ms, error } => {
+        _ => {
             let attempts = unit.attempts.saturating_add(1);
             u.attempts = Some(attempts);
             if attempts > cfg.retry_budget {
@@ -574,13 +593,7 @@ fn update_for(
                 u.error = Field::Set(error.to_json());
             }
         }
-        Outcome::Fail { error } => {
-            u.to = Some(UnitStatus::Failed);
-            u.detail = Some("provider job failed".into());
-            u.error = Field::Set(error.to_json());
-        }
     }
-    u
 }
 
 /// Updates for the units of a handler call that faulted; their status is unchanged.

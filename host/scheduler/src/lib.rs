@@ -84,6 +84,9 @@ pub struct Scheduler {
     fences: Mutex<HashMap<String, Fence>>,
     /// The waiting flag last written per shared slot set (until, Unix ms; 0: cleared).
     waiting_noted: Mutex<HashMap<String, i64>>,
+    /// When the rollout loop last looked for old rolled-back candidates' jobs in flight (Unix
+    /// ms), see `rollout::Scheduler::sweep_rollbacks`.
+    pub(crate) rollback_late_check: std::sync::atomic::AtomicI64,
 }
 
 impl Scheduler {
@@ -113,6 +116,7 @@ impl Scheduler {
             downloads: download::client(),
             finalize_renewals: tokio::sync::watch::Sender::new(0),
             fences: Mutex::new(HashMap::new()),
+            rollback_late_check: std::sync::atomic::AtomicI64::new(i64::MIN),
         })
     }
 

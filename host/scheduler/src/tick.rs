@@ -431,8 +431,9 @@ impl Scheduler {
     /// their limit) have all freed a create: the latest of their oldest counted creates'
     /// leaving. `None` when no window is full: a window with room says nothing about when the
     /// provider's quota frees (the provider counts creates slotd does not see), so it never
-    /// dates a closure; the probe's rest does (issue 59: a pool 4 of 1,000,000 into its
-    /// discovered day was closed until that day's oldest create left it, 12 h).
+    /// dates a closure; the probe's rest does (else a pool 4 of 1,000,000 into its discovered
+    /// day would be closed until that day's oldest create left it, 12 h; see
+    /// docs/accounts-deadlines-budgets.md, "Quotas").
     async fn window_frees_at(
         &self,
         key: &str,

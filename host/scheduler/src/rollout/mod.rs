@@ -18,6 +18,7 @@
 pub mod judge;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -123,28 +124,33 @@ impl Scheduler {
     }
 
     /// Retry the tasks whose units the candidate of a rolled-back rollout failed, for as long
-    /// as it may still fail any: while it has jobs in flight, and for a stage deadline (plus
-    /// [`ROLLBACK_SWEEP_GRACE`]) after the rollback, past which none of its jobs can still be
-    /// running. Each pass retries only what failed since the last (a retried unit is
+    /// as it may still fail any: every pass for a stage deadline (plus [`ROLLBACK_SWEEP_GRACE`])
+    /// after the rollback, and past that while it has jobs in flight (read to their end),
+    /// looked for every [`ROLLBACK_LATE_CHECK`]. Each pass retries only what failed since the last (a retried unit is
     /// `pending` again), so a quiet sweep costs one read per rolled-back rollout.
     pub async fn sweep_rollbacks(&self, rollouts: &[Rollout]) -> slotd_store::StoreResult<()> {
         let s = &self.services;
         let now = s.clock.now_ms();
-        let window =
-            i64::try_from((s.config.scheduler.stage_deadline + ROLLBACK_SWEEP_GRACE).as_millis())
-                .unwrap_or(i64::MAX);
-        let recent: Vec<&Rollout> = rollouts
+        let window = ms(s.config.scheduler.stage_deadline + ROLLBACK_SWEEP_GRACE);
+        let (recent, older): (Vec<&Rollout>, Vec<&Rollout>) = rollouts
             .iter()
             .filter(|r| r.state == RolloutState::RolledBack)
-            .collect();
-        if recent.is_empty() {
+            .partition(|r| now.saturating_sub(r.updated_at) <= window);
+        for r in recent {
+            retry_candidate_failures(s, r, now).await?;
+        }
+        // Past the window only a job still in flight (read to its end) can fail on the
+        // candidate: the jobs in flight are read at most once a minute for that, not every pass.
+        let due = ms(ROLLBACK_LATE_CHECK);
+        let last = self.rollback_late_check.load(Ordering::Relaxed);
+        if older.is_empty() || now.saturating_sub(last) < due {
             return Ok(());
         }
+        self.rollback_late_check.store(now, Ordering::Relaxed);
         let in_flight: std::collections::HashMap<String, i64> =
             s.store.unit_job_releases().await?.into_iter().collect();
-        for r in recent {
-            let flying = in_flight.get(&r.candidate).is_some_and(|n| *n > 0);
-            if flying || now.saturating_sub(r.updated_at) <= window {
+        for r in older {
+            if in_flight.get(&r.candidate).is_some_and(|n| *n > 0) {
                 retry_candidate_failures(s, r, now).await?;
             }
         }
@@ -196,6 +202,12 @@ pub async fn apply_move(
 
 /// How long past a stage deadline after a rollback its candidate's failures are still swept.
 pub const ROLLBACK_SWEEP_GRACE: Duration = Duration::from_secs(600);
+/// How often, past that, the rolled-back candidates' jobs still in flight are looked for.
+pub const ROLLBACK_LATE_CHECK: Duration = Duration::from_secs(60);
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
 
 /// Retry the tasks of which the candidate of rolled-back `r` failed units since it started.
 async fn retry_candidate_failures(
