@@ -26,7 +26,6 @@ call_deadline = "2s"
 tick_interval = "20ms"
 min_rest = "1ms"
 finalize_lease = "300ms"
-reconcile_interval = "200ms"
 "#,
     )
 }
@@ -138,7 +137,6 @@ call_deadline = "2s"
 tick_interval = "{tick_ms}ms"
 min_rest = "2ms"
 finalize_lease = "300ms"
-reconcile_interval = "200ms"
 
 [pools."kling:video"]
 max_slots = 18

@@ -44,7 +44,6 @@ call_deadline = "5s"
 tick_interval = "100ms"
 min_rest = "1ms"
 finalize_lease = "500ms"
-reconcile_interval = "200ms"
 
 [pools."{POOL}"]
 max_slots = 1

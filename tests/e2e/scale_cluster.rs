@@ -421,7 +421,6 @@ call_deadline = "2s"
 tick_interval = "{tick_ms}ms"
 min_rest = "2ms"
 finalize_lease = "500ms"
-reconcile_interval = "200ms"
 lease_ttl = "{lease_ms}ms"
 {polls}
 [pools."kling:video"]
