@@ -7,8 +7,14 @@
 //! - `balance: N`: each accepted create deducts its price (see [`price_units`]); a create that
 //!   finds the balance below its price is answered 429/1102 and creates nothing.
 //!   `balance: null`: unlimited (the default, or `--balance N` at start).
+//! - `over_capacity_rate: r`: that share of creates is refused 429/1303 with room left.
+//! - `other_client: {"slots": N, "burst_secs"?, "gap_secs"?, "first_secs"?}`: another client
+//!   of the account takes N slots in bursts (see [`other_client`](super::other_client)); the
+//!   burst in progress ends at once and the new schedule counts from this change (from the
+//!   first create if there was none). `null` or `{"slots": 0}`: no other client.
 //!
-//! The answer (and `GET /_sim/account`) is the state in force: `{"revoked", "balance"}`.
+//! The answer (and `GET /_sim/account`) is the state in force:
+//! `{"revoked", "balance", "over_capacity_rate", "other_client"}`.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -18,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::error::SimError;
+use super::other_client::{OtherClientPlan, parse_plan};
 use super::state::Sim;
 use super::task::Spec;
 
@@ -30,6 +37,8 @@ pub(crate) struct Account {
     pub balance: Option<f64>,
     /// Share of creates refused 429/1303 with room left (other clients hold the capacity).
     pub over_capacity_rate: f64,
+    /// Another client's burst schedule, if any.
+    pub other_client: Option<OtherClientPlan>,
 }
 
 impl Account {
@@ -38,6 +47,7 @@ impl Account {
             "revoked": self.revoked,
             "balance": self.balance,
             "over_capacity_rate": self.over_capacity_rate,
+            "other_client": self.other_client.map(OtherClientPlan::to_json),
         })
     }
 }
@@ -49,6 +59,8 @@ pub(crate) struct AccountChange {
     /// `Some(None)`: unlimited.
     pub balance: Option<Option<f64>>,
     pub over_capacity_rate: Option<f64>,
+    /// `Some(None)`: no other client.
+    pub other_client: Option<Option<OtherClientPlan>>,
 }
 
 /// What a job costs in resource-pack units, the same rule `final_unit_deduction` reports (and
@@ -93,22 +105,23 @@ pub(crate) async fn show(State(sim): State<Sim>) -> Response {
 }
 
 /// `POST /_sim/account` with `{"revoked": bool?, "balance": number|null?,
-/// "over_capacity_rate": number?}`: fields left out keep their value. A body that is not such
-/// an object is answered 400 and changes nothing.
+/// "over_capacity_rate": number?, "other_client": object|null?}`: fields left out keep their
+/// value. A body that is not such an object is answered 400 and changes nothing.
 pub(crate) async fn update(State(sim): State<Sim>, body: Bytes) -> Response {
-    match parse(&body) {
+    match parse(&body, sim.opts.concurrency) {
         Ok(change) => Json(sim.update_account(change).to_json()).into_response(),
         Err(why) => (StatusCode::BAD_REQUEST, Json(json!({ "error": why }))).into_response(),
     }
 }
 
-/// The requested changes.
-pub(crate) fn parse(body: &[u8]) -> Result<AccountChange, String> {
+/// The requested changes (`concurrency`: the account's, which the other client stays below).
+pub(crate) fn parse(body: &[u8], concurrency: u32) -> Result<AccountChange, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let Value::Object(map) = value else {
         return Err(
-            "the body must be a JSON object {\"revoked\"?, \"balance\"?, \"over_capacity_rate\"?}"
+            "the body must be a JSON object {\"revoked\"?, \"balance\"?, \"over_capacity_rate\"?, \
+             \"other_client\"?}"
                 .into(),
         );
     };
@@ -134,9 +147,12 @@ pub(crate) fn parse(body: &[u8]) -> Result<AccountChange, String> {
                     "over_capacity_rate must be within 0..1, got {other}"
                 ));
             }
+            ("other_client", value) => {
+                change.other_client = Some(parse_plan(value, concurrency)?);
+            }
             (other, _) => {
                 return Err(format!(
-                    "unknown field {other:?} (revoked, balance, over_capacity_rate)"
+                    "unknown field {other:?} (revoked, balance, over_capacity_rate, other_client)"
                 ));
             }
         }
@@ -150,11 +166,13 @@ mod tests {
 
     #[test]
     fn bodies_say_what_changes() {
+        let parse = |body: &[u8]| parse(body, 5);
         let change = |revoked, balance, over_capacity_rate| {
             Ok(AccountChange {
                 revoked,
                 balance,
                 over_capacity_rate,
+                other_client: None,
             })
         };
         assert_eq!(parse(b"{}"), change(None, None, None));
@@ -174,6 +192,20 @@ mod tests {
             parse(br#"{"over_capacity_rate": 0.25}"#),
             change(None, None, Some(0.25))
         );
+        let other = parse(br#"{"other_client": {"slots": 2, "burst_secs": 30, "gap_secs": 60}}"#);
+        assert_eq!(
+            other.map(|c| c.other_client),
+            Ok(Some(Some(OtherClientPlan {
+                slots: 2,
+                burst_secs: 30.0,
+                gap_secs: 60.0,
+                first_secs: 60.0,
+            })))
+        );
+        assert_eq!(
+            parse(br#"{"other_client": null}"#).map(|c| c.other_client),
+            Ok(Some(None))
+        );
         for bad in [
             &b"[]"[..],
             b"nope",
@@ -183,6 +215,8 @@ mod tests {
             br#"{"credits": 3}"#,
             br#"{"over_capacity_rate": 1.5}"#,
             br#"{"over_capacity_rate": true}"#,
+            br#"{"other_client": {"slots": 5}}"#,
+            br#"{"other_client": 2}"#,
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }

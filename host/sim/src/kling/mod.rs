@@ -15,6 +15,9 @@
 //! - result files: deterministic content shared with the Runway simulator ([`crate::files`]).
 //! - `stats`: [`SimStats`], served at `GET /_sim/stats`.
 //! - `account`: revoked credentials and the balance, controlled at `POST /_sim/account`.
+//! - `other_client`: another client of the account holding a share of its concurrency in
+//!   bursts; [`refill_delays`] (`refill`): how soon a client's jobs filled what each burst
+//!   freed.
 
 mod account;
 mod auth;
@@ -22,6 +25,8 @@ mod callback;
 mod error;
 mod faults;
 mod options;
+mod other_client;
+mod refill;
 mod routes;
 mod state;
 mod stats;
@@ -37,10 +42,11 @@ use std::future::Future;
 pub use crate::files::{FILE_MAX_BYTES, FILE_MIN_BYTES, file_content, file_len, file_sha256};
 pub use auth::{Claims, issue_token, issue_token_with};
 pub use options::{
-    ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, SECRET_KEY_DEFAULT, SimOptions,
-    TIME_SCALE_DEFAULT,
+    ACCESS_KEY_DEFAULT, CONCURRENCY_DEFAULT, LISTEN_DEFAULT, OTHER_CLIENT_BURST_SECS_DEFAULT,
+    OTHER_CLIENT_GAP_SECS_DEFAULT, SECRET_KEY_DEFAULT, SimOptions, TIME_SCALE_DEFAULT,
 };
-pub use stats::{FaultStats, SINGLE_READ_PACE_S, SimJob, SimStats};
+pub use refill::refill_delays;
+pub use stats::{FaultStats, OtherClientBurst, SINGLE_READ_PACE_S, SimJob, SimStats};
 
 use state::Sim;
 

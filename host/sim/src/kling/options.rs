@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
 
+use super::other_client::{self, OtherClientPlan};
+pub use super::other_client::{OTHER_CLIENT_BURST_SECS_DEFAULT, OTHER_CLIENT_GAP_SECS_DEFAULT};
 pub use crate::options::{SEED_DEFAULT, SLOW_MS_DEFAULT, TIME_SCALE_DEFAULT};
 
 /// Default listen address of `slotd sim kling`.
@@ -34,6 +36,20 @@ pub const LONG_TAIL_RATE_DEFAULT: f64 = 0.01;
 ///   `task_status_msg` (content moderation and the like).
 /// - `over_capacity_rate`: a create is refused 429/1303 though slotd's own jobs leave room
 ///   (other clients of the account hold it); nothing is created.
+///
+/// Not drawn but scheduled, another client of the same account (another of its API keys):
+/// - `other_client_slots` N > 0 (below `concurrency`): in bursts of `other_client_burst_secs`
+///   every `other_client_burst_secs + other_client_gap_secs`, the first beginning
+///   `other_client_first_secs` (default: one gap) after the first accepted create, all in
+///   simulated seconds (scaled by `time_scale`), the other client wants N slots and has
+///   priority: whenever the account has a free slot and it holds fewer than N, it takes it. At
+///   a burst's start it takes what slotd's jobs leave free, then its hold ramps up to N as they
+///   end; slotd's creates meanwhile are refused 429/1303 (`running + held ≥ concurrency`).
+///   At the burst's end it releases everything at once. Its jobs are no tasks (no query, list
+///   or `/_sim/jobs` shows them); they only count against the quota. Counted in
+///   [`SimStats`](super::SimStats) (`rate_limited_1303_other_client`, `other_client_held`,
+///   `other_client_bursts`; see [`refill_delays`](super::refill_delays)); set or switched
+///   off at run time by `POST /_sim/account {"other_client": …}`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct SimOptions {
     /// Address to listen on (port 0 picks a free port).
@@ -87,6 +103,20 @@ pub struct SimOptions {
     /// run time by `POST /_sim/account`.
     #[arg(long)]
     pub balance: Option<f64>,
+    /// Slots another client of the account holds during each of its bursts (0: none; below
+    /// `--concurrency`): it takes free slots first, and slotd's creates meet 429/1303.
+    #[arg(long, default_value_t = 0)]
+    pub other_client_slots: u32,
+    /// How long each of the other client's bursts holds, in simulated seconds.
+    #[arg(long, default_value_t = OTHER_CLIENT_BURST_SECS_DEFAULT)]
+    pub other_client_burst_secs: f64,
+    /// Quiet time between the other client's bursts, in simulated seconds.
+    #[arg(long, default_value_t = OTHER_CLIENT_GAP_SECS_DEFAULT)]
+    pub other_client_gap_secs: f64,
+    /// When the other client's first burst begins, in simulated seconds after the first
+    /// accepted create (unset: `--other-client-gap-secs`).
+    #[arg(long)]
+    pub other_client_first_secs: Option<f64>,
 }
 
 impl Default for SimOptions {
@@ -108,6 +138,10 @@ impl Default for SimOptions {
             over_capacity_rate: 0.0,
             webhook_secret: None,
             balance: None,
+            other_client_slots: 0,
+            other_client_burst_secs: OTHER_CLIENT_BURST_SECS_DEFAULT,
+            other_client_gap_secs: OTHER_CLIENT_GAP_SECS_DEFAULT,
+            other_client_first_secs: None,
         }
     }
 }
@@ -142,6 +176,64 @@ impl SimOptions {
         if let Some(secret) = &self.webhook_secret {
             slotd_core::standard_webhooks::webhook_key(secret).context("--webhook-secret")?;
         }
+        let plan = self.other_client_schedule();
+        if let Err(why) = plan.check(self.concurrency, &other_client::FLAGS) {
+            bail!(why);
+        }
+        Ok(())
+    }
+
+    /// The other client's schedule, when `other_client_slots` is above 0.
+    pub(crate) fn other_client(&self) -> Option<OtherClientPlan> {
+        Some(self.other_client_schedule()).filter(|p| p.slots > 0)
+    }
+
+    /// The schedule the flags give, on or off.
+    fn other_client_schedule(&self) -> OtherClientPlan {
+        OtherClientPlan {
+            slots: self.other_client_slots,
+            burst_secs: self.other_client_burst_secs,
+            gap_secs: self.other_client_gap_secs,
+            first_secs: self
+                .other_client_first_secs
+                .unwrap_or(self.other_client_gap_secs),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimOptions,
+    }
+
+    #[test]
+    fn the_other_client_flags_parse_and_default_to_off() -> anyhow::Result<()> {
+        let off = Cli::try_parse_from(["sim"])?.sim;
+        assert_eq!(off.other_client(), None);
+        let on = Cli::try_parse_from([
+            "sim",
+            "--concurrency",
+            "10",
+            "--other-client-slots",
+            "6",
+            "--other-client-burst-secs",
+            "120",
+            "--other-client-gap-secs",
+            "240",
+        ])?
+        .sim;
+        on.validate()?;
+        let plan = on.other_client();
+        assert_eq!(plan.map(|p| (p.slots, p.first_secs)), Some((6, 240.0)));
+        let early = Cli::try_parse_from(["sim", "--other-client-first-secs", "0"])?.sim;
+        assert_eq!(early.other_client_first_secs, Some(0.0));
         Ok(())
     }
 }

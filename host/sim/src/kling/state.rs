@@ -2,7 +2,9 @@
 //! behind one mutex (never held across an await). Each accepted task gets a small timer task
 //! that moves it `submitted → processing → succeed | failed` at its drawn instants; the slot is
 //! released in the same critical section that ends the task, so a client that sees `succeed`
-//! can create again at once without a spurious 1303.
+//! can create again at once without a spurious 1303. The other client of the account
+//! ([`OtherClient`]) is brought up to date in the same critical sections, before and after
+//! slotd's running count changes.
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -18,6 +20,7 @@ use tokio::time::Instant;
 use super::account::{self, Account};
 use super::error::SimError;
 use super::options::SimOptions;
+use super::other_client::OtherClient;
 use super::stats::{SimJob, SimStats};
 use super::task::{Fate, Kind, SimTask, Spec, Status, draw_fate};
 use super::validate::CreateRequest;
@@ -85,6 +88,8 @@ struct Inner {
     stats: SimStats,
     /// Revoked credentials, the balance and other clients' hold (`POST /_sim/account`).
     account: Account,
+    /// The other client's hold and bursts (the plan is `account.other_client`).
+    other: OtherClient,
 }
 
 /// The faults drawn for one request.
@@ -126,7 +131,9 @@ impl Sim {
                 revoked: false,
                 balance: opts.balance,
                 over_capacity_rate: opts.over_capacity_rate,
+                other_client: opts.other_client(),
             },
+            other: OtherClient::default(),
         };
         Ok(Sim(Arc::new(Shared {
             base: Base::new(base_url, opts.time_scale),
@@ -178,44 +185,8 @@ impl Sim {
         let (task, fate) = {
             let mut guard = self.inner.lock();
             let inner = &mut *guard;
-            if let Spec::Element { voice_id, .. } = &req.spec
-                && !inner.voices.contains_key(voice_id)
-            {
-                inner.stats.validation_refusals += 1;
-                return Err(SimError::param(
-                    "element_voice_id",
-                    format!("no cloned voice with id {voice_id:?}"),
-                ));
-            }
-            if let Some(ext) = &req.external_task_id
-                && inner.by_external.contains_key(ext)
-            {
-                {
-                    *inner
-                        .stats
-                        .creates_by_external_id
-                        .entry(ext.clone())
-                        .or_default() += 1;
-                    inner.stats.duplicate_refusals += 1;
-                    return Err(SimError::param(
-                        "external_task_id",
-                        format!("{ext:?} is already used by another task of this account"),
-                    ));
-                }
-            }
-            let price = account::price_units(&req.spec);
-            if let Some(balance) = inner.account.balance
-                && balance < price
-            {
-                inner.stats.balance_refusals += 1;
-                return Err(account::exhausted(balance, price));
-            }
-            let rate = inner.account.over_capacity_rate;
-            let others_hold_it = rate > 0.0 && inner.rng.random::<f64>() < rate;
-            if inner.running >= self.opts.concurrency || others_hold_it {
-                inner.stats.rate_limited_1303 += 1;
-                return Err(SimError::over_concurrency());
-            }
+            let now = Instant::now();
+            let price = self.admit(inner, &req, now)?;
             if let Some(balance) = &mut inner.account.balance {
                 *balance -= price;
             }
@@ -240,7 +211,7 @@ impl Sim {
                 status_msg: String::new(),
                 created_at_ms: now_ms,
                 updated_at_ms: now_ms,
-                started: Instant::now(),
+                started: now,
                 ended: None,
                 planned_seconds: self.base.clock.simulated(fate.queued + fate.run),
                 result_id,
@@ -275,12 +246,71 @@ impl Sim {
                 .started
                 .saturating_duration_since(self.base.clock.epoch());
             inner.first_create.get_or_insert(task.started);
+            inner.other.anchor_at(now);
+            self.sync_other_client(inner, now);
             inner.order.entry(kind).or_default().push(id.clone());
             inner.tasks.insert(id, task.clone());
             (task, fate)
         };
         self.spawn_timer(task.id.clone(), task.started, fate);
         Ok(task.create_json())
+    }
+
+    /// The refusals a create may meet before it takes effect, in this order: an unknown voice,
+    /// a taken `external_task_id`, a balance short of its price, a full account (slotd's jobs,
+    /// the other client's hold, or `over_capacity_rate`'s draw). Returns the price to deduct.
+    fn admit(&self, inner: &mut Inner, req: &CreateRequest, now: Instant) -> Result<f64, SimError> {
+        if let Spec::Element { voice_id, .. } = &req.spec
+            && !inner.voices.contains_key(voice_id)
+        {
+            inner.stats.validation_refusals += 1;
+            return Err(SimError::param(
+                "element_voice_id",
+                format!("no cloned voice with id {voice_id:?}"),
+            ));
+        }
+        if let Some(ext) = &req.external_task_id
+            && inner.by_external.contains_key(ext)
+        {
+            *inner
+                .stats
+                .creates_by_external_id
+                .entry(ext.clone())
+                .or_default() += 1;
+            inner.stats.duplicate_refusals += 1;
+            return Err(SimError::param(
+                "external_task_id",
+                format!("{ext:?} is already used by another task of this account"),
+            ));
+        }
+        let price = account::price_units(&req.spec);
+        if let Some(balance) = inner.account.balance
+            && balance < price
+        {
+            inner.stats.balance_refusals += 1;
+            return Err(account::exhausted(balance, price));
+        }
+        let rate = inner.account.over_capacity_rate;
+        let others_hold_it = rate > 0.0 && inner.rng.random::<f64>() < rate;
+        self.sync_other_client(inner, now);
+        let concurrency = self.opts.concurrency;
+        let full = inner.running >= concurrency;
+        let other_holds_it = inner.running.saturating_add(inner.other.held()) >= concurrency;
+        if full || other_holds_it || others_hold_it {
+            inner.stats.rate_limited_1303 += 1;
+            if other_holds_it && !full {
+                inner.stats.rate_limited_1303_other_client += 1;
+            }
+            return Err(SimError::over_concurrency());
+        }
+        Ok(price)
+    }
+
+    /// Brings the other client's hold up to `now` with the room slotd's jobs leave.
+    fn sync_other_client(&self, inner: &mut Inner, now: Instant) {
+        let room = self.opts.concurrency.saturating_sub(inner.running);
+        let plan = inner.account.other_client.as_ref();
+        inner.other.sync(plan, &self.base.clock, now, room);
     }
 
     /// The account's state in force.
@@ -290,7 +320,8 @@ impl Sim {
 
     /// Change what is given (`balance: Some(None)` = unlimited); returns the state in force.
     pub(crate) fn update_account(&self, change: account::AccountChange) -> Account {
-        let mut inner = self.inner.lock();
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
         if let Some(revoked) = change.revoked {
             inner.account.revoked = revoked;
         }
@@ -299,6 +330,13 @@ impl Sim {
         }
         if let Some(rate) = change.over_capacity_rate {
             inner.account.over_capacity_rate = rate;
+        }
+        if let Some(plan) = change.other_client {
+            let now = Instant::now();
+            self.sync_other_client(inner, now);
+            inner.other.restart(now, inner.first_create.is_some());
+            inner.account.other_client = plan;
+            self.sync_other_client(inner, now);
         }
         inner.account
     }
@@ -423,13 +461,19 @@ impl Sim {
 
     /// A snapshot of the counters with the time-derived fields computed now.
     pub(crate) fn stats(&self) -> SimStats {
-        let inner = self.inner.lock();
+        let mut guard = self.inner.lock();
         let now = Instant::now();
+        self.sync_other_client(&mut guard, now);
+        let inner = &*guard;
         let clock = &self.base.clock;
         let running_busy = (now.saturating_duration_since(clock.epoch()) * inner.running)
             .saturating_sub(inner.running_start_sum);
         let mut stats = inner.stats.clone();
         stats.running = inner.running;
+        stats.other_client_held = inner.other.held();
+        if let Some(origin) = inner.first_create {
+            stats.other_client_bursts = inner.other.bursts(clock, origin);
+        }
         stats.busy_slot_seconds = clock.simulated(inner.busy_ended + running_busy);
         let window_end = if inner.running > 0 {
             Some(now)
@@ -450,12 +494,15 @@ impl Sim {
     fn advance(&self, task_id: &str, to: Status, msg: &str) -> Option<(String, Value)> {
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
+        let now = Instant::now();
+        if to.is_terminal() {
+            self.sync_other_client(inner, now);
+        }
         let task = inner.tasks.get_mut(task_id)?;
         task.status = to;
         task.status_msg = msg.to_owned();
         task.updated_at_ms = unix_ms_now();
         if to.is_terminal() {
-            let now = Instant::now();
             task.ended = Some(now);
             inner.running = inner.running.saturating_sub(1);
             if let Some(n) = inner.running_by_kind.get_mut(&task.kind) {
@@ -479,7 +526,12 @@ impl Sim {
             }
         }
         let json = task.to_json(&self.base.base_url);
-        task.callback_url.clone().map(|url| (url, json))
+        let callback = task.callback_url.clone().map(|url| (url, json));
+        if to.is_terminal() {
+            // The freed slot goes to the other client first, if it is in a burst.
+            self.sync_other_client(inner, now);
+        }
+        callback
     }
 
     fn spawn_timer(&self, task_id: String, started: Instant, fate: Fate) {

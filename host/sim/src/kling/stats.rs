@@ -40,6 +40,10 @@ pub struct SimStats {
     pub duplicate_refusals: u64,
     /// Creates refused with 429/1303 (account full).
     pub rate_limited_1303: u64,
+    /// Of those, the refusals the other client's hold caused (`--other-client-slots`): slotd's
+    /// own jobs left room, the other client's took it.
+    #[serde(default)]
+    pub rate_limited_1303_other_client: u64,
     /// Requests refused with 400/1200 or 1201 for bad bodies or parameters (duplicates aside).
     pub validation_refusals: u64,
     /// Requests refused with 401.
@@ -92,6 +96,12 @@ pub struct SimStats {
     pub utilization: f64,
     /// Faults injected, per kind.
     pub faults: FaultStats,
+    /// Slots the other client of the account holds now (`--other-client-slots`).
+    #[serde(default)]
+    pub other_client_held: u32,
+    /// The other client's bursts begun so far, oldest first.
+    #[serde(default)]
+    pub other_client_bursts: Vec<OtherClientBurst>,
     /// Element task id → the `element_voice_id` its create carried.
     pub element_voice_ids: BTreeMap<String, String>,
 }
@@ -107,6 +117,21 @@ pub struct FaultStats {
     pub slow: u64,
     /// Accepted tasks drawn to end `failed`.
     pub failed_after_accept: u64,
+}
+
+/// One burst of the other client of the account (`--other-client-slots`). Times are simulated
+/// seconds since the first create, the time base of [`SimJob`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OtherClientBurst {
+    /// When it began.
+    pub start: f64,
+    /// When it released its slots; `None` while it holds them.
+    pub end: Option<f64>,
+    /// The slots it wanted.
+    pub slots: u32,
+    /// The most slots it held at once (it takes only free ones, so slotd's jobs running at
+    /// the start keep it below `slots` until they end).
+    pub peak_held: u32,
 }
 
 /// One task the simulator ran, for `GET /_sim/jobs`. Times are simulated seconds since the

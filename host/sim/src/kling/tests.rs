@@ -3,6 +3,7 @@
 
 mod account;
 mod lifecycle;
+mod other_client;
 mod requests;
 
 use std::time::Duration;

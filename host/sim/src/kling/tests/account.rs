@@ -37,7 +37,8 @@ async fn revoked_credentials_are_refused_until_restored() -> anyhow::Result<()> 
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         v,
-        json!({"revoked": true, "balance": null, "over_capacity_rate": 0.0})
+        json!({"revoked": true, "balance": null, "over_capacity_rate": 0.0,
+               "other_client": null})
     );
     for (status, v) in [
         c.get(&format!("{TEXT2VIDEO}/{id}")).await?,
@@ -76,7 +77,8 @@ async fn a_balance_is_spent_at_the_unit_price_then_refused_with_1102() -> anyhow
     let (_, v) = account(&c, json!({"balance": 4.5})).await?;
     assert_eq!(
         v,
-        json!({"revoked": false, "balance": 4.5, "over_capacity_rate": 0.0})
+        json!({"revoked": false, "balance": 4.5, "over_capacity_rate": 0.0,
+               "other_client": null})
     );
 
     c.create(TEXT2VIDEO, clip("b1", "std", "5")).await?;
