@@ -4,6 +4,7 @@
 mod pg;
 mod support;
 
+mod account_sharing;
 mod accounts;
 mod adaptive_capacity;
 mod api_http;

@@ -33,6 +33,11 @@ pub struct PoolView {
     /// The limit the scheduler fills to now: `max_slots`, or lower while the provider has shown
     /// less room than configured (adaptive capacity after over-capacity answers).
     pub effective_max_slots: Option<u32>,
+    /// What the provider's capacity refusals taught about the pool's own slot set (the
+    /// implicit account; named accounts show theirs): the learned ceiling, a refusal's
+    /// back-off in force, the next probe, the last decision and the refusals read as noise or
+    /// as a ceiling. `None` while nothing was refused.
+    pub capacity: Option<slotd_pools::pool_state::capacity::EstimateView>,
     /// Slots held now; `None` when the slot store could not be asked (it is reported, not
     /// fatal: the database still answers everything else).
     pub used: Option<u32>,
@@ -101,6 +106,7 @@ impl PoolView {
             max_slots: None,
             max_slots_source: None,
             effective_max_slots: None,
+            capacity: None,
             used: None,
             units: slotd_core::model::UnitStatus::ALL
                 .iter()
@@ -129,6 +135,8 @@ pub struct AccountView {
     pub max_slots_source: &'static str,
     /// The limit filled to now (adaptive capacity, per account).
     pub effective_max_slots: u32,
+    /// What its capacity refusals taught (see the pool's `capacity`).
+    pub capacity: Option<slotd_pools::pool_state::capacity::EstimateView>,
     /// Slots its units hold now; `None` when the slot store could not be asked.
     pub used: Option<u32>,
     /// `active`, or `drained`: no new submits (its in-flight units finish).
@@ -241,13 +249,14 @@ async fn list(
         }
         if let Some(keys) = &services.keyspace {
             // The scheduler driving the pool may be another process: its figure counts.
-            if let (Some(max), [account], Ok(Some(lowered))) = (
+            if let (Some(max), [account], Ok(Some(shared))) = (
                 view.max_slots,
                 accounts.as_slice(),
                 slotd_pools::pool_state::shared_capacity(keys, &view.name).await,
             ) && account.name.is_none()
             {
-                view.effective_max_slots = Some(lowered.min(max));
+                view.effective_max_slots = Some(shared.effective.min(max));
+                view.capacity.get_or_insert(shared.estimate);
             }
             match slotd_coord::lease::lease_view(keys, &view.name).await {
                 Ok(lease) => view.lease = Some(lease),
@@ -289,6 +298,11 @@ async fn account_views(
             view.closure = closure.clone();
         }
         let closed = closure.as_ref().map(|c| c.until);
+        if a.name.is_none() {
+            view.capacity = services
+                .capacity
+                .view(&key, a.max_slots, services.clock.now_ms());
+        }
         // The implicit account is listed only while drained: then it says why nothing is
         // submitted.
         if a.name.is_some() || drained.is_some() {
@@ -297,6 +311,9 @@ async fn account_views(
                 max_slots: a.max_slots,
                 max_slots_source: a.max_slots_source,
                 effective_max_slots: services.capacity.effective(&key, a.max_slots),
+                capacity: services
+                    .capacity
+                    .view(&key, a.max_slots, services.clock.now_ms()),
                 used,
                 state: if drained.is_some() {
                     "drained"

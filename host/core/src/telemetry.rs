@@ -94,6 +94,11 @@ pub const SERIES: &[Series] = &[
         Unit::Count,
         "Submits the provider refused as over capacity (the unit goes back to pending, no retry spent), by pool.",
     ),
+    counter(
+        "slotd_capacity_decisions_total",
+        Unit::Count,
+        "What the capacity estimate made of a tick's answers, by slot set (pool) and verdict: noise, ceiling, probe_refused, probe_accepted, queued, restored.",
+    ),
     gauge(
         "slotd_units",
         Some(Unit::Count),

@@ -32,6 +32,8 @@ pub struct Decided {
     pub refused: Vec<Refused>,
     /// How many legal changes were capacity rejections (drives adaptive capacity).
     pub capacity_rejected: usize,
+    /// The longest back-off the provider asked for with those rejections (ms).
+    pub capacity_hint_ms: Option<u64>,
     /// Units sent back to their route's next option, as (route, target, reason): the caller
     /// counts them (`slotd_route_refusals_total`); deciding records nothing.
     pub route_refusals: Vec<(String, String, String)>,
@@ -127,7 +129,10 @@ pub fn decide_updates_in(
             continue;
         }
         match &change.outcome {
-            Outcome::CapacityRejected { .. } => out.capacity_rejected += 1,
+            Outcome::CapacityRejected { after_ms } => {
+                out.capacity_rejected += 1;
+                out.capacity_hint_ms = out.capacity_hint_ms.max(*after_ms);
+            }
             Outcome::Accepted { .. } => out.accepted += 1,
             _ => {}
         }
@@ -488,7 +493,7 @@ fn update_for(
         Outcome::CapacityRejected { after_ms } => {
             u.to = Some(UnitStatus::Pending);
             u.submitted_at = Field::Clear;
-            u.next_at = Some(now + capacity_delay_ms(cfg, after_ms));
+            u.next_at = Some(now + capacity_delay_ms(cfg, after_ms, &unit.id, now));
             u.detail = Some("provider over capacity; back to pending".into());
         }
         Outcome::RetryAfter { after_ms, error } => {

@@ -360,7 +360,7 @@ impl Scheduler {
         let keys: Vec<String> = limit.accounts.iter().map(|a| a.slot_key(pool)).collect();
         let used_now = self.slots_used_many(&super::pool_sets(pool, &keys)).await?;
         for ((account, key), used) in limit.accounts.iter().zip(keys).zip(used_now) {
-            let max = s.capacity.effective(&key, account.max_slots);
+            let max = s.capacity.limit_at(&key, account.max_slots, now);
             let mut free = max.saturating_sub(used);
             let mut probe = false;
             let mut closed_until = None;

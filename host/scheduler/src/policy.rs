@@ -61,16 +61,38 @@ pub fn stage_expired(cfg: &SchedulerConfig, unit: &slotd_core::model::Unit, now:
             .is_some_and(|t| now.saturating_sub(t) >= ms(cfg.stage_deadline))
 }
 
-/// Delay before a capacity-rejected unit is offered again. Short: capacity frees as soon as
-/// any job ends, and the pool's own accounting already limits how many are offered.
-pub fn capacity_delay_ms(cfg: &SchedulerConfig, hint_ms: Option<u64>) -> i64 {
+/// Delay before a capacity-rejected unit is offered again: the provider's back-off (its hint,
+/// at least `min(poll_initial, tick_interval)`), never less, plus up to a quarter more drawn
+/// from the unit's id and the moment, so units refused together do not come back together.
+/// The slot set's own wait after a refusal is the capacity estimate's hold.
+pub fn capacity_delay_ms(
+    cfg: &SchedulerConfig,
+    hint_ms: Option<u64>,
+    unit_id: &str,
+    now: i64,
+) -> i64 {
     let base = ms(cfg.poll_initial.min(cfg.tick_interval)).max(1);
-    match hint_ms {
+    let delay = match hint_ms {
         Some(h) => i64::try_from(h)
             .unwrap_or(i64::MAX)
             .clamp(base, ms(cfg.retry_max).max(base)),
         None => base,
+    };
+    delay.saturating_add(jitter_ms(delay / 4, unit_id, now))
+}
+
+/// A spread in `0..=span` drawn from `key` and `now` (FNV-1a): the same inputs, the same
+/// spread, so decisions stay pure.
+fn jitter_ms(span: i64, key: &str, now: i64) -> i64 {
+    if span <= 0 {
+        return 0;
     }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes().chain(now.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    i64::try_from(h % (span as u64 + 1)).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -109,6 +131,29 @@ mod tests {
         assert_eq!(slow_provider_delay_ms(&cfg, 0), 2_000);
         assert_eq!(slow_provider_delay_ms(&cfg, 600_000), 60_000);
         assert_eq!(slow_provider_delay_ms(&cfg, i64::MAX), 120_000);
+    }
+
+    #[test]
+    fn capacity_retries_wait_the_providers_pace_with_jitter() {
+        let cfg = SchedulerConfig::default();
+        let delays: Vec<i64> = (0..50)
+            .map(|i| capacity_delay_ms(&cfg, Some(8_000), &format!("u{i}"), 1_000))
+            .collect();
+        assert!(
+            delays.iter().all(|d| (8_000..=10_000).contains(d)),
+            "{delays:?}"
+        );
+        let spread = delays.iter().max().unwrap_or(&0) - delays.iter().min().unwrap_or(&0);
+        assert!(
+            spread > 1_000,
+            "units refused together come back apart: {delays:?}"
+        );
+        assert_eq!(
+            capacity_delay_ms(&cfg, Some(8_000), "u1", 1_000),
+            capacity_delay_ms(&cfg, Some(8_000), "u1", 1_000)
+        );
+        // Never sooner than the floor, whatever the hint.
+        assert!(capacity_delay_ms(&cfg, Some(1), "u", 0) >= 5_000);
     }
 
     #[test]

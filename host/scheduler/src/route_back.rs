@@ -38,7 +38,7 @@ fn refusal(
         Outcome::CapacityRejected { after_ms } => Some((
             "capacity".into(),
             "the provider was over capacity".into(),
-            Some(now + capacity_delay_ms(cfg, *after_ms)),
+            Some(now + capacity_delay_ms(cfg, *after_ms, &unit.id, now)),
         )),
         Outcome::RetryAfter { after_ms, error } => {
             let code = error.code.as_deref()?;

@@ -57,6 +57,8 @@ struct CallResult {
 struct AccountSeen {
     handler: String,
     capacity_rejected: u32,
+    /// The provider's back-off for those refusals (ms), the longest given.
+    capacity_hint_ms: Option<u64>,
     accepted: u32,
     answered: usize,
     error: Option<(String, String)>,
@@ -72,6 +74,7 @@ impl AccountSeen {
             self.handler = o.handler;
         }
         self.capacity_rejected += o.capacity_rejected;
+        self.capacity_hint_ms = self.capacity_hint_ms.max(o.capacity_hint_ms);
         self.accepted += o.accepted;
         self.answered += o.answered;
         self.provider_queued += o.provider_queued;
@@ -296,8 +299,7 @@ impl Scheduler {
             } else {
                 0
             };
-            let before = s.capacity.effective(&key, account.max_slots);
-            let effective = s.capacity.observe(
+            let news = s.capacity.observe(
                 &key,
                 account.max_slots,
                 slotd_pools::pool_state::Observed {
@@ -305,22 +307,31 @@ impl Scheduler {
                     accepted: seen.accepted,
                     in_flight: used,
                     queued,
+                    retry_after_ms: seen.capacity_hint_ms,
                 },
+                now,
             );
-            if effective != before {
-                slotd_pools::pool_state::capacity::share(
-                    s.keyspace.as_ref(),
-                    &key,
-                    effective,
-                    account.max_slots,
-                );
+            if let Some(news) = news {
+                slotd_pools::pool_state::capacity::share(s.keyspace.as_ref(), &key, news);
             }
         }
         report.used_after = used_total;
         let effective = self.effective_max(&pool, limit);
+        let fill_to = self.fill_limit(&pool, limit, now);
         let quota_wait = report.quota_wait_until.filter(|t| *t > now);
         // Pending units matter only with room to fill and no quota to wait for.
-        let room = quota_wait.is_none() && report.used_after < effective && !report.account_full;
+        let room = quota_wait.is_none() && report.used_after < fill_to && !report.account_full;
+        // A refusal's back-off ending or a capacity probe opening may make room.
+        let capacity_change = if room {
+            None
+        } else {
+            let keys: Vec<(String, u32)> = limit
+                .accounts
+                .iter()
+                .map(|a| (a.slot_key(&pool), a.max_slots))
+                .collect();
+            s.capacity.next_change(&keys, now)
+        };
         let (polls, pending) = if room {
             s.store
                 .unit_next_due_of_both(&pool, UnitStatus::Submitted, UnitStatus::Pending)
@@ -337,7 +348,7 @@ impl Scheduler {
         let fills = quota_wait.or(pending);
         // Room this pool left on a shared account goes to the waiting pools on it at once.
         self.wake_waiting_members(limit, now).await;
-        report.next_due = polls.into_iter().chain(fills).min();
+        report.next_due = polls.into_iter().chain(fills).chain(capacity_change).min();
         self.services.metrics.record(|| {
             metrics::gauge!("slotd_pool_effective_max", "pool" => pool.clone())
                 .set(f64::from(effective))
@@ -469,6 +480,26 @@ impl Scheduler {
                 self.services
                     .capacity
                     .effective(&a.slot_key(pool), a.max_slots)
+            })
+            .sum();
+        sum.min(limit.max_slots)
+    }
+
+    /// What the fill grants to at `now`: the accounts' limits with their capacity holds and
+    /// probes, capped by the pool's maximum.
+    pub(crate) fn fill_limit(
+        &self,
+        pool: &str,
+        limit: &slotd_pools::pool_state::PoolLimit,
+        now: i64,
+    ) -> u32 {
+        let sum: u32 = limit
+            .accounts
+            .iter()
+            .map(|a| {
+                self.services
+                    .capacity
+                    .limit_at(&a.slot_key(pool), a.max_slots, now)
             })
             .sum();
         sum.min(limit.max_slots)
@@ -710,6 +741,7 @@ impl Scheduler {
                         handler: h.info.name.clone(),
                         capacity_rejected: u32::try_from(decided.capacity_rejected)
                             .unwrap_or(u32::MAX),
+                        capacity_hint_ms: decided.capacity_hint_ms,
                         accepted: u32::try_from(decided.accepted).unwrap_or(u32::MAX),
                         answered: decided.answered,
                         error: decided.account_error,

@@ -137,6 +137,9 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         .await
         .context("reading the callback key from the database")?;
     seed_budgets(&config, &store, clock.now_ms()).await?;
+    let capacity = Arc::new(slotd_pools::pool_state::Capacity::new(
+        slotd_pools::pool_state::capacity::Policy::from_config(&config.scheduler),
+    ));
     let services = Services {
         config: Arc::new(config),
         units,
@@ -150,7 +153,7 @@ pub async fn build_with_clock(mut config: Config, clock: DynClock) -> anyhow::Re
         hot,
         keyspace,
         provider_callback_key,
-        capacity: Default::default(),
+        capacity,
         accounts: Arc::new(slotd_pools::pool_state::AccountHealth::recording(
             metrics.clone(),
         )),

@@ -40,6 +40,10 @@ const SCALED_FINALIZE_LEASE_MIN: Duration = Duration::from_millis(500);
 
 /// A drained account's first rest before a probe.
 pub const ACCOUNT_PROBE_DEFAULT: Duration = Duration::from_secs(30);
+/// Wait before the first create above a capacity ceiling learned from the provider's refusals.
+pub const CAPACITY_PROBE_DEFAULT: Duration = Duration::from_secs(10);
+/// Longest wait between such probes; also how long an accepted level counts as recent.
+pub const CAPACITY_PROBE_MAX_DEFAULT: Duration = Duration::from_secs(120);
 /// How often the limits a provider publishes are read again (contract 1.3 `provider.limits`).
 pub const LIMITS_REFRESH_DEFAULT: Duration = Duration::from_secs(600);
 
@@ -92,6 +96,16 @@ pub struct SchedulerConfig {
     /// twenty times this.
     #[serde(deserialize_with = "values::duration")]
     pub account_probe: Duration,
+    /// The lowest limit the provider's capacity refusals can bring a slot set to.
+    pub capacity_floor: u32,
+    /// After refusals set a capacity ceiling below the configured limit: the wait before one
+    /// create above it is tried; doubled after each refused probe, up to `capacity_probe_max`.
+    #[serde(deserialize_with = "values::duration")]
+    pub capacity_probe: Duration,
+    /// The longest wait between capacity probes, and how long a level the provider accepted
+    /// counts as recent (a refusal at such a level is noise: it costs one request).
+    #[serde(deserialize_with = "values::duration")]
+    pub capacity_probe_max: Duration,
     /// How often the limits and usage a provider publishes are read again (handlers with the
     /// contract 1.3 `provider` export; also after a capacity or quota refusal, at most every
     /// `min_rest`).
@@ -132,6 +146,9 @@ impl Default for SchedulerConfig {
             finalize_lease: FINALIZE_LEASE_DEFAULT,
             finalize_attempts: FINALIZE_ATTEMPTS_DEFAULT,
             account_probe: ACCOUNT_PROBE_DEFAULT,
+            capacity_floor: 1,
+            capacity_probe: CAPACITY_PROBE_DEFAULT,
+            capacity_probe_max: CAPACITY_PROBE_MAX_DEFAULT,
             limits_refresh: LIMITS_REFRESH_DEFAULT,
             lease_ttl: LEASE_TTL_DEFAULT,
             artifact_max_bytes: ARTIFACT_MAX_BYTES_DEFAULT,
@@ -147,8 +164,10 @@ type Field = fn(&mut SchedulerConfig) -> &mut Duration;
 /// The timings that follow the tick interval, by their file key (`[scheduler]`). Scaled from
 /// their defaults by the tick's ratio to [`TICK_INTERVAL_DEFAULT`], so a 50 ms tick keeps the
 /// seed's rhythm: 10 ms rests, 25 ms → 150 ms polls.
-pub(super) const TICK_SCALED: [(&str, Field); 9] = [
+pub(super) const TICK_SCALED: [(&str, Field); 11] = [
     ("account_probe", |s| &mut s.account_probe),
+    ("capacity_probe", |s| &mut s.capacity_probe),
+    ("capacity_probe_max", |s| &mut s.capacity_probe_max),
     ("limits_refresh", |s| &mut s.limits_refresh),
     ("min_rest", |s| &mut s.min_rest),
     ("poll_initial", |s| &mut s.poll_initial),
@@ -202,6 +221,15 @@ impl SchedulerConfig {
             bail!(
                 "scheduler.poll_factor must be between 1.0 and 10.0, got {}",
                 self.poll_factor
+            );
+        }
+        if self.capacity_floor == 0 {
+            bail!("scheduler.capacity_floor must be at least 1");
+        }
+        if self.capacity_probe.is_zero() || self.capacity_probe_max < self.capacity_probe {
+            bail!(
+                "scheduler.capacity_probe must be > 0 and scheduler.capacity_probe_max >= \
+                 capacity_probe"
             );
         }
         if self.max_batch == 0 {
