@@ -9,8 +9,10 @@
 //! Groups, all by default, or named: `cargo bench -p slotd -- tick submit`:
 //! `runtime` (handler call, cached reload, cold compile), `tick` (`run_once` at 10,000 units),
 //! `submit` (durable `POST /v1/tasks`), `memory` (resident memory of a real `slotd serve`),
-//! `kling` (slot fullness against the Kling simulator, polling and callbacks, embedded and in
-//! cluster mode), `prior` (a wrong duration prior), `shares` (a fixed split of one Kling account
+//! `kling` (slot fullness against the Kling simulator on a mix of shots, polling and callbacks,
+//! embedded and in cluster mode), `sharing` (the same mix on an account other clients also
+//! use: random refusals, another client's bursts, `kling_shared.rs`),
+//! `prior` (a wrong duration prior), `shares` (a fixed split of one Kling account
 //! against shares with borrowing, `shares.rs`), `eta` (the error of `estimated_completion_at` against the Kling simulator),
 //! `routes` (routed shots over the Kling and fal simulators against the ideal FIFO makespan,
 //! and the fill tick at 10,000 units pending on a route), `scale` (one API and 1–4 scheduler
@@ -22,6 +24,7 @@ mod cluster;
 mod common;
 mod eta;
 mod kling;
+mod kling_shared;
 mod memory;
 mod report;
 mod routes;
@@ -35,8 +38,8 @@ mod tick;
 use std::path::PathBuf;
 
 const GROUPS: &[&str] = &[
-    "runtime", "tick", "submit", "memory", "kling", "prior", "shares", "eta", "routes", "scale",
-    "sse",
+    "runtime", "tick", "submit", "memory", "kling", "sharing", "prior", "shares", "eta", "routes",
+    "scale", "sse",
 ];
 
 /// `target/` of this build: the bench runs from `target/release/deps/`.
@@ -84,6 +87,9 @@ fn main() {
         }
         if wanted("kling") {
             kling::run(&mut report).await;
+        }
+        if wanted("sharing") {
+            kling_shared::run(&mut report, kling::shots(), kling::time_scale()).await;
         }
         if wanted("prior") {
             kling::run_prior(&mut report).await;
