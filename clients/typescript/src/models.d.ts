@@ -12,6 +12,8 @@ export interface Accepted {
 
 /** One provider account's share of a pool. */
 export interface AccountView {
+  /** What its capacity refusals taught (see the pool's `capacity`). */
+  capacity?: null | EstimateView;
   /** The provider's quota refusal that closed its slot set, and until when. */
   closure?: null | Closure;
   /** Why it is drained and when it is probed next. */
@@ -172,6 +174,22 @@ export interface Drain {
   since: number;
 }
 
+/** The estimate as `GET /v1/pools` shows it. */
+export interface EstimateView {
+  /** The learned ceiling; `None`: the configured limit holds. */
+  ceiling?: number | null;
+  /** While waiting out a refusal: no create above `level` before `until` (Unix ms). */
+  hold?: null | Hold;
+  /** The last decision and when it was made (Unix ms). */
+  last?: null | Verdict;
+  last_at?: number | null;
+  /** When one create above the ceiling is let through next (Unix ms). */
+  next_probe_at?: number | null;
+  refusals_ceiling: number;
+  /** Refusals read as noise (each cost one request) and refusals that set or kept a ceiling. */
+  refusals_noise: number;
+}
+
 /** `GET /v1/events` without a stream: one page of the log. */
 export interface EventsPage {
   /** In log order. */
@@ -275,6 +293,11 @@ export interface HandlerView {
   version: string;
 }
 
+export interface Hold {
+  level: number;
+  until: number;
+}
+
 /** One unit's hold of a slot; another tenant's (for a non-admin) without unit, task or tenant. */
 export interface IntervalView {
   /** It began before the window. */
@@ -344,6 +367,13 @@ export interface PoolView {
    * `default`. The pool's figures are their sums.
    */
   accounts: AccountView[];
+  /**
+   * What the provider's capacity refusals taught about the pool's own slot set (the
+   * implicit account; named accounts show theirs): the learned ceiling, a refusal's
+   * back-off in force, the next probe, the last decision and the refusals read as noise or
+   * as a ceiling. `None` while nothing was refused.
+   */
+  capacity?: null | EstimateView;
   /**
    * While quotas hold every new submit back (a full window, or the provider's refusal
    * closed every slot set of the pool): until when (Unix ms); pending units wait until then.
@@ -939,6 +969,9 @@ export interface UsageView {
   total_cost: number;
   total_estimated: number;
 }
+
+/** What the estimate made of a tick's answers. */
+export type Verdict = "noise" | "ceiling" | "probe_refused" | "probe_accepted" | "queued" | "restored";
 
 /** One version of one handler file, as the API shows it. */
 export interface VersionRecord {

@@ -22,12 +22,14 @@ __all__ = [
     'DeliverySummary',
     'DeliveryView',
     'Drain',
+    'EstimateView',
     'EventsPage',
     'Features',
     'HandlerList',
     'HandlerLoad',
     'HandlerVersionRow',
     'HandlerView',
+    'Hold',
     'IntervalView',
     'Latency',
     'LeaseView',
@@ -72,6 +74,7 @@ __all__ = [
     'UnitTerms',
     'Usage',
     'UsageView',
+    'Verdict',
     'VersionRecord',
     'VersionState',
     'WebhookList',
@@ -99,6 +102,9 @@ TaskStatus = Literal['pending', 'running', 'completed', 'failed', 'cancelled']
 #: Where a unit is in its life. A slot is held exactly while a unit is `Submitted`.
 UnitStatus = Literal['pending', 'submitted', 'succeeded', 'finalizing', 'completed', 'failed', 'cancelled']
 
+#: What the estimate made of a tick's answers.
+Verdict = Literal['noise', 'ceiling', 'probe_refused', 'probe_accepted', 'queued', 'restored']
+
 #: Where a version of a handler file stands.
 VersionState = Literal['active', 'refused', 'quarantined', 'unloaded']
 
@@ -112,6 +118,8 @@ class Accepted(TypedDict):
 
 class AccountView(TypedDict):
     """One provider account's share of a pool."""
+    #: What its capacity refusals taught (see the pool's `capacity`).
+    capacity: NotRequired["EstimateView | None"]
     #: The provider's quota refusal that closed its slot set, and until when.
     closure: NotRequired["Closure | None"]
     #: Why it is drained and when it is probed next.
@@ -257,6 +265,22 @@ class Drain(TypedDict):
     since: int
 
 
+class EstimateView(TypedDict):
+    """The estimate as `GET /v1/pools` shows it."""
+    #: The learned ceiling; `None`: the configured limit holds.
+    ceiling: NotRequired[int | None]
+    #: While waiting out a refusal: no create above `level` before `until` (Unix ms).
+    hold: NotRequired["Hold | None"]
+    #: The last decision and when it was made (Unix ms).
+    last: NotRequired["Verdict | None"]
+    last_at: NotRequired[int | None]
+    #: When one create above the ceiling is let through next (Unix ms).
+    next_probe_at: NotRequired[int | None]
+    refusals_ceiling: int
+    #: Refusals read as noise (each cost one request) and refusals that set or kept a ceiling.
+    refusals_noise: int
+
+
 class EventsPage(TypedDict):
     """`GET /v1/events` without a stream: one page of the log."""
     #: In log order.
@@ -352,6 +376,11 @@ class HandlerView(TypedDict):
     version: str
 
 
+class Hold(TypedDict):
+    level: int
+    until: int
+
+
 class IntervalView(TypedDict):
     """
     One unit's hold of a slot; another tenant's (for a non-admin) without unit, task or
@@ -417,6 +446,11 @@ class PoolView(TypedDict):
     #: with one implicit account, empty, or while that account is drained, one entry named
     #: `default`. The pool's figures are their sums.
     accounts: "list[AccountView]"
+    #: What the provider's capacity refusals taught about the pool's own slot set (the
+    #: implicit account; named accounts show theirs): the learned ceiling, a refusal's
+    #: back-off in force, the next probe, the last decision and the refusals read as noise or
+    #: as a ceiling. `None` while nothing was refused.
+    capacity: NotRequired["EstimateView | None"]
     #: While quotas hold every new submit back (a full window, or the provider's refusal
     #: closed every slot set of the pool): until when (Unix ms); pending units wait until then.
     closed_until: NotRequired[int | None]
