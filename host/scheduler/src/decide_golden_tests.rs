@@ -149,7 +149,10 @@ fn each_outcome_plans_the_whole_update() {
             to: Some(UnitStatus::Pending),
             unless_cancel_requested: true,
             submitted_at: Field::Clear,
-            next_at: Some(NOW + 7_000),
+            // The provider's 7 s and up to a quarter more, drawn from the unit.
+            next_at: Some(
+                NOW + crate::policy::capacity_delay_ms(&cfg, Some(7_000), &fresh.id, NOW),
+            ),
             detail: Some("provider over capacity; back to pending".into()),
             ..base_of("a")
         },

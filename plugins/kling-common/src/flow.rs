@@ -261,8 +261,8 @@ fn advance(
                 after_submit: Some(p.error),
             }
         }
-        (Step::Submit, Err(p)) => Step::Done(problem_change(unit, p, true, settings)),
-        (_, Err(p)) => Step::Done(problem_change(unit, p, false, settings)),
+        (Step::Submit, Err(p)) => Step::Done(problem_change(unit, p, true)),
+        (_, Err(p)) => Step::Done(problem_change(unit, p, false)),
         (Step::Listed | Step::Done(_), Ok(_)) => Step::Done(retry(
             unit,
             ProviderError::new(None, "unexpected answer for a unit with no request"),
@@ -296,15 +296,13 @@ fn task_change(
 /// looking the submission up; a timeout or transport error stays an ordinary retry, which
 /// the host follows with an in-doubt lookup). A poll or lookup that cannot find its task is
 /// retried (the budget decides), not failed at once.
-fn problem_change(unit: &Unit, p: Problem, submit: bool, settings: &Settings<'_>) -> Change {
+fn problem_change(unit: &Unit, p: Problem, submit: bool) -> Change {
     if submit && let Some(error) = p.not_created() {
         return Change::of(unit, Outcome::retry(error));
     }
     let outcome = match p.class {
         Class::Capacity if submit && unit.provider_job_id.is_none() => {
-            // Kling's back-off, at the handler's pace (a simulator's compressed time).
-            let pace = settings.hint_scale.pace;
-            Outcome::CapacityRejected(Some(((CAPACITY_RETRY_MS as f64 * pace) as u64).max(1)))
+            Outcome::CapacityRejected(Some(CAPACITY_RETRY_MS))
         }
         // The account, not the job (contract 1.2): the host gives the unit back without
         // spending its retry budget and drains the account.
