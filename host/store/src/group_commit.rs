@@ -2,7 +2,7 @@
 //! cores). Concurrent creates queue for one writer; while it commits a batch the next one
 //! gathers, and the writer takes everything gathered (up to a bound) into one transaction: one
 //! commit (one log flush where the database flushes on commit), three statements on SQLite and
-//! two on PostgreSQL whatever the batch size. A lone create is written at once (no waiting for
+//! one on PostgreSQL whatever the batch size. A lone create is written at once (no waiting for
 //! company), so latency under light load stays one commit. Each caller is answered only when
 //! its own task is durable, with its own result; idempotency keys resolve in batch order, as
 //! they would one by one.

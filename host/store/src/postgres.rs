@@ -53,8 +53,9 @@ mod tests;
 mod units;
 
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
@@ -92,7 +93,19 @@ pub struct PostgresStore {
     /// writes (docs/scale.md). Their generic plans are the ones the custom plans found: the
     /// input joined to `units` by primary key.
     arrays: PgPool,
+    /// The task writer's connection between its batches ([`crate::group_commit`]), kept while
+    /// creates keep coming: taking a connection from the pool and giving it back each cost a
+    /// round trip (sqlx pings a connection on both), two beside the batch's one statement.
+    /// One idle for [`TASK_CONNECTION_KEPT`] goes back to the pool, so a connection the server
+    /// may have dropped meanwhile is tested before use as every other is.
+    tasks: std::sync::Arc<tokio::sync::Mutex<Option<KeptConnection>>>,
 }
+
+/// A connection kept out of the pool, and when it was last used.
+type KeptConnection = (PoolConnection<Postgres>, Instant);
+
+/// How long the task writer keeps its connection after a batch (see `PostgresStore::tasks`).
+const TASK_CONNECTION_KEPT: Duration = Duration::from_secs(1);
 
 /// How long a session may sit idle inside a transaction before the server ends it.
 const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
@@ -149,11 +162,14 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool: pool.connect_with(options).await?,
             arrays,
+            tasks: Default::default(),
         })
     }
 
     /// Close the pools, waiting for connections in use to be returned (shutdown).
     pub async fn close(&self) {
+        // The pool waits for every connection out of it, the task writer's too.
+        drop(self.tasks.lock().await.take());
         self.pool.close().await;
         self.arrays.close().await;
     }
@@ -208,8 +224,32 @@ crate::one_impl::impl_task_store!(PostgresStore, postgres, "PostgreSQL", records
         if tasks.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.pool.acquire().await?;
-        tasks::task_create_batch(&mut conn, tasks).await
+        // The writer's kept connection, unless another create holds it or it sat idle.
+        let mut kept = self.tasks.try_lock().ok();
+        let reused = kept
+            .as_mut()
+            .and_then(|k| k.take())
+            .filter(|(_, at)| at.elapsed() < TASK_CONNECTION_KEPT);
+        let was_kept = reused.is_some();
+        let mut conn = match reused {
+            Some((conn, _)) => conn,
+            None => self.pool.acquire().await?,
+        };
+        let mut created = tasks::task_create_batch(&mut conn, tasks).await;
+        if was_kept && matches!(created, Err(StoreError::Unavailable(_))) {
+            // The kept connection was not tested before use: one the server dropped since
+            // is given up (sqlx tests it on its way back) and the batch written on a tested
+            // one, as it would have been from the start.
+            drop(conn);
+            conn = self.pool.acquire().await?;
+            created = tasks::task_create_batch(&mut conn, tasks).await;
+        }
+        if created.is_ok()
+            && let Some(k) = kept.as_mut()
+        {
+            **k = Some((conn, Instant::now()));
+        }
+        created
     }
 
     async fn unit_apply(

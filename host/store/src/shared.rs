@@ -342,18 +342,26 @@ on_both_drivers! {
     /// The task holding `task`'s idempotency key for its tenant: a batch create did not store
     /// `task` because the key was taken. Not finding one is an error (the insert said taken).
     pub(crate) async fn task_holding_key(conn: &mut Conn, task: &NewTask) -> StoreResult<String> {
-        let existing: Option<String> =
-            sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
-                .bind(&task.tenant)
-                .bind(&task.idempotency_key)
-                .fetch_optional(&mut *conn)
-                .await?;
-        existing.ok_or_else(|| {
+        task_with_key(conn, task).await?.ok_or_else(|| {
             StoreError::Other(format!(
                 "task {} was not stored and no task holds its idempotency key",
                 task.id
             ))
         })
+    }
+
+    /// The task that holds `task`'s tenant and idempotency key, if one does.
+    pub(crate) async fn task_with_key(
+        conn: &mut Conn,
+        task: &NewTask,
+    ) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2")
+                .bind(&task.tenant)
+                .bind(&task.idempotency_key)
+                .fetch_optional(&mut *conn)
+                .await?,
+        )
     }
 
     /// A task's units in index order.

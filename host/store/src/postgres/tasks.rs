@@ -5,7 +5,7 @@
 //! writing, as the scheduler's batch update does, so two writers of overlapping units always
 //! queue instead of deadlocking.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use sqlx::postgres::PgPool;
 use sqlx::{Postgres, Row, Transaction};
@@ -14,47 +14,60 @@ use super::rows::{TERMINAL_SQL, add_count, parse_status};
 use crate::{CANCEL_WAIT_DETAIL, Cancelled, Created, NewTask, StoreError, StoreResult, TaskRecord};
 use slotd_core::model::{FINALIZE_PARKED_AT, UnitStatus};
 
-/// The task rows of a batch (parallel arrays, in order, so their `seq` ascends in batch order).
-/// A task whose tenant's idempotency key is taken, by a stored task or an earlier one of the
-/// batch, is not inserted.
-const TASKS_INSERT_SQL: &str = "INSERT INTO tasks (id, tenant, type, payload, idempotency_key, \
-         priority, callback_url, created_at, updated_at, deadline_at, start_by, deadline_policy) \
-     SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now, \
-         deadline_at, start_by, deadline_policy \
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], \
-         $7::text[], $8::int8[], $9::int8[], $10::int8[], $11::text[]) WITH ORDINALITY \
-         AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, \
-             deadline_at, start_by, deadline_policy, ord) \
-     ORDER BY ord \
-     ON CONFLICT (tenant, idempotency_key) DO NOTHING \
-     RETURNING id, seq";
-
-/// The units of the tasks inserted (parallel arrays carrying their task's tenant, type,
-/// priority, seq and time), and one "created" event per unit. No join: a cached generic plan
-/// guesses ten rows for any array, which would make a join of tasks and units quadratic.
-const UNITS_INSERT_SQL: &str = "WITH unit AS ( \
+/// A batch of tasks, their units and the units' "created" events, as one statement (so no
+/// transaction around it: one round trip and one commit). The task rows come as parallel
+/// arrays in order (`$1`…`$11`), so their `seq` ascends in batch order; a task whose tenant's
+/// idempotency key is taken, by a stored task or an earlier one of the batch, is not
+/// inserted. The units come as parallel arrays carrying their task's tenant, type, priority
+/// and time, and `t`, the position of their task in the batch: `seqs` is the batch's `seq`
+/// by position (0 for a task not inserted, whose units are left out), so a unit finds its
+/// task's `seq` by subscript. No join of units and tasks: a cached generic plan guesses ten
+/// rows for any array, which could make such a join quadratic in the units; only the tasks
+/// are joined to the tasks inserted (at most [`crate::group_commit::MAX_BATCH_TASKS`] each).
+/// Returns the tasks inserted, `(id, seq)`.
+const TASKS_INSERT_SQL: &str = "WITH task AS ( \
+         INSERT INTO tasks (id, tenant, type, payload, idempotency_key, priority, callback_url, \
+             created_at, updated_at, deadline_at, start_by, deadline_policy) \
+         SELECT id, tenant, type, payload, idempotency_key, priority, callback_url, now, now, \
+             deadline_at, start_by, deadline_policy \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], \
+             $7::text[], $8::int8[], $9::int8[], $10::int8[], $11::text[]) WITH ORDINALITY \
+             AS t (id, tenant, type, payload, idempotency_key, priority, callback_url, now, \
+                 deadline_at, start_by, deadline_policy, ord) \
+         ORDER BY ord \
+         ON CONFLICT (tenant, idempotency_key) DO NOTHING \
+         RETURNING id, seq \
+     ), seqs AS ( \
+         SELECT array_agg(COALESCE(task.seq, 0) ORDER BY a.ord) AS seq \
+         FROM unnest($1::text[]) WITH ORDINALITY AS a (id, ord) \
+         LEFT JOIN task ON task.id = a.id \
+     ), unit AS ( \
          INSERT INTO units (id, task_id, idx, tenant, task_type, task_seq, priority, pool, \
              stage, status, spec, state, routes, routing, planned_release, next_at, created_at, \
              updated_at, deadline_at, start_by, best_effort, cost_estimate) \
-         SELECT id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, \
-             'pending', spec, state, routes, routing, planned_release, now, now, now, \
-             deadline_at, start_by, best_effort, cost_estimate \
-         FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::int8[], \
-             $7::int4[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], \
-             $13::int8[], $14::text[], $15::text[], $16::int8[], $17::int8[], $18::int4[], \
-             $19::float8[]) WITH ORDINALITY \
-             AS u (id, task_id, idx, tenant, task_type, task_seq, priority, pool, stage, spec, \
+         SELECT u.id, u.task_id, u.idx, u.tenant, u.task_type, seqs.seq[u.t], u.priority, \
+             u.pool, u.stage, 'pending', u.spec, u.state, u.routes, u.routing, \
+             u.planned_release, u.now, u.now, u.now, u.deadline_at, u.start_by, \
+             u.best_effort, u.cost_estimate \
+         FROM seqs CROSS JOIN unnest($12::text[], $13::text[], $14::int4[], $15::text[], \
+             $16::text[], $17::int4[], $18::int4[], $19::text[], $20::text[], $21::text[], \
+             $22::text[], $23::text[], $24::int8[], $25::text[], $26::text[], $27::int8[], \
+             $28::int8[], $29::int4[], $30::float8[]) WITH ORDINALITY \
+             AS u (id, task_id, idx, tenant, task_type, t, priority, pool, stage, spec, \
                  state, routes, now, routing, planned_release, deadline_at, start_by, \
                  best_effort, cost_estimate, ord) \
-         ORDER BY ord \
+         WHERE seqs.seq[u.t] <> 0 \
+         ORDER BY u.ord \
          RETURNING id, task_id, task_seq, idx, stage, created_at \
+     ), event AS ( \
+         INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
+         SELECT id, task_id, created_at, NULL, 'pending', stage, 'created' FROM unit \
+         ORDER BY task_seq, idx \
      ) \
-     INSERT INTO unit_events (unit_id, task_id, at, from_status, to_status, stage, detail) \
-     SELECT id, task_id, created_at, NULL, 'pending', stage, 'created' FROM unit \
-     ORDER BY task_seq, idx";
+     SELECT id, seq FROM task";
 
-/// The units of `tasks` that were inserted (`seq` by task id), as the parallel arrays of
-/// [`UNITS_INSERT_SQL`].
+/// The units of a batch's tasks, as the parallel arrays of [`TASKS_INSERT_SQL`] (`positions`:
+/// each unit's task, by its 1-based position in the batch).
 #[derive(Default)]
 struct UnitArrays<'a> {
     ids: Vec<&'a str>,
@@ -62,7 +75,7 @@ struct UnitArrays<'a> {
     idx: Vec<i32>,
     tenants: Vec<&'a str>,
     types: Vec<&'a str>,
-    seqs: Vec<i64>,
+    positions: Vec<i32>,
     priorities: Vec<i32>,
     pools: Vec<&'a str>,
     stages: Vec<&'a str>,
@@ -79,12 +92,12 @@ struct UnitArrays<'a> {
 }
 
 impl<'a> UnitArrays<'a> {
-    fn of(tasks: &'a [NewTask], seqs: &HashMap<String, i64>) -> StoreResult<UnitArrays<'a>> {
+    fn of(tasks: &[&'a NewTask]) -> StoreResult<UnitArrays<'a>> {
         let mut a = UnitArrays::default();
-        for t in tasks {
-            let Some(&seq) = seqs.get(&t.id) else {
-                continue;
-            };
+        for (position, t) in tasks.iter().enumerate() {
+            let position = i32::try_from(position + 1).map_err(|_| {
+                StoreError::Other(format!("task {}: batch position out of range", t.id))
+            })?;
             let (deadline, start_by, best_effort) = crate::terms::deadlines::unit_terms(t);
             for (i, u) in t.units.iter().enumerate() {
                 a.ids.push(&u.id);
@@ -94,7 +107,7 @@ impl<'a> UnitArrays<'a> {
                 })?);
                 a.tenants.push(&t.tenant);
                 a.types.push(&t.task_type);
-                a.seqs.push(seq);
+                a.positions.push(position);
                 a.priorities.push(t.priority);
                 a.pools.push(&u.pool);
                 a.stages.push(&u.stage);
@@ -115,22 +128,63 @@ impl<'a> UnitArrays<'a> {
 }
 
 /// Store a batch of tasks (group commit): each unless its tenant's idempotency key is taken
-/// (then the holder is reported), with its units and their "created" events. Two statements
-/// whatever the batch size, one transaction, then a lookup per task whose key was taken.
-/// `ON CONFLICT DO NOTHING` waits for a concurrent insert of the same key to commit, so the
-/// lookup finds the holder.
+/// (then the holder is reported), with its units and their "created" events. One statement
+/// whatever the batch size (it commits on its own), then a lookup per task whose key was
+/// taken. `ON CONFLICT DO NOTHING` waits for a concurrent insert of the same key to commit,
+/// so the lookup finds the holder; should the holder have gone by then (deleted), the task
+/// is written again, as a lone create would have been.
 pub(super) async fn task_create_batch(
     conn: &mut sqlx::PgConnection,
     tasks: &[NewTask],
 ) -> StoreResult<Vec<Created>> {
-    use sqlx::Connection;
-    let text =
-        |f: fn(&NewTask) -> Option<&str>| -> Vec<Option<&str>> { tasks.iter().map(f).collect() };
+    let mut out: Vec<Option<Created>> = vec![None; tasks.len()];
+    let mut left: Vec<usize> = (0..tasks.len()).collect();
+    for _ in 0..KEY_ATTEMPTS {
+        let batch: Vec<&NewTask> = left.iter().filter_map(|&i| tasks.get(i)).collect();
+        let inserted = tasks_insert(conn, &batch).await?;
+        let mut again = Vec::new();
+        for i in left {
+            let Some(task) = tasks.get(i) else { continue };
+            let answer = if inserted.contains(task.id.as_str()) {
+                Some(Created::New(task.id.clone()))
+            } else {
+                crate::shared::postgres::task_with_key(&mut *conn, task)
+                    .await?
+                    .map(Created::Existing)
+            };
+            match answer {
+                Some(c) => out[i] = Some(c),
+                None => again.push(i),
+            }
+        }
+        if again.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
+        }
+        left = again;
+    }
+    Err(StoreError::Other(format!(
+        "{} tasks were not stored and no task holds their idempotency keys",
+        left.len()
+    )))
+}
+
+/// How many times a batch's tasks whose idempotency key was taken, and whose holder was gone
+/// when looked up, are written again.
+const KEY_ATTEMPTS: usize = 3;
+
+/// [`TASKS_INSERT_SQL`] over `tasks`: the ids of those inserted.
+async fn tasks_insert(
+    conn: &mut sqlx::PgConnection,
+    tasks: &[&NewTask],
+) -> StoreResult<HashSet<String>> {
+    let text = |f: fn(&NewTask) -> Option<&str>| -> Vec<Option<&str>> {
+        tasks.iter().map(|t| f(t)).collect()
+    };
     let terms: Vec<_> = tasks
         .iter()
-        .map(crate::terms::deadlines::task_terms)
+        .map(|t| crate::terms::deadlines::task_terms(t))
         .collect();
-    let mut tx = conn.begin().await?;
+    let u = UnitArrays::of(tasks)?;
     let rows: Vec<(String, i64)> = sqlx::query_as(TASKS_INSERT_SQL)
         .bind(text(|t| Some(t.id.as_str())))
         .bind(text(|t| Some(t.tenant.as_str())))
@@ -143,46 +197,28 @@ pub(super) async fn task_create_batch(
         .bind(terms.iter().map(|t| t.0).collect::<Vec<_>>())
         .bind(terms.iter().map(|t| t.1).collect::<Vec<_>>())
         .bind(terms.iter().map(|t| t.2).collect::<Vec<_>>())
-        .fetch_all(&mut *tx)
+        .bind(u.ids)
+        .bind(u.tasks)
+        .bind(u.idx)
+        .bind(u.tenants)
+        .bind(u.types)
+        .bind(u.positions)
+        .bind(u.priorities)
+        .bind(u.pools)
+        .bind(u.stages)
+        .bind(u.specs)
+        .bind(u.states)
+        .bind(u.routes)
+        .bind(u.nows)
+        .bind(u.routing)
+        .bind(u.planned_release)
+        .bind(u.deadlines)
+        .bind(u.start_by)
+        .bind(u.best_effort)
+        .bind(u.cost_estimates)
+        .fetch_all(&mut *conn)
         .await?;
-    let seqs: HashMap<String, i64> = rows.into_iter().collect();
-    let u = UnitArrays::of(tasks, &seqs)?;
-    if !u.ids.is_empty() {
-        sqlx::query(UNITS_INSERT_SQL)
-            .bind(u.ids)
-            .bind(u.tasks)
-            .bind(u.idx)
-            .bind(u.tenants)
-            .bind(u.types)
-            .bind(u.seqs)
-            .bind(u.priorities)
-            .bind(u.pools)
-            .bind(u.stages)
-            .bind(u.specs)
-            .bind(u.states)
-            .bind(u.routes)
-            .bind(u.nows)
-            .bind(u.routing)
-            .bind(u.planned_release)
-            .bind(u.deadlines)
-            .bind(u.start_by)
-            .bind(u.best_effort)
-            .bind(u.cost_estimates)
-            .execute(&mut *tx)
-            .await?;
-    }
-    let mut out = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        if seqs.contains_key(&task.id) {
-            out.push(Created::New(task.id.clone()));
-            continue;
-        }
-        out.push(Created::Existing(
-            crate::shared::postgres::task_holding_key(&mut tx, task).await?,
-        ));
-    }
-    tx.commit().await?;
-    Ok(out)
+    Ok(rows.into_iter().map(|(id, _)| id).collect())
 }
 
 /// Unit counts by status for each task, in one grouped query.

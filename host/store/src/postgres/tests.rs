@@ -214,6 +214,48 @@ async fn server_gone_and_back_is_survived() {
     store.close().await;
 }
 
+/// The task writer keeps its connection between batches, untested: when the server has ended
+/// that session meanwhile, the next create is written on a tested connection instead of
+/// failing, and the store still closes.
+#[tokio::test]
+async fn a_kept_task_connection_the_server_ended_is_replaced() {
+    let schema = Schema::create().await;
+    let store = PostgresStore::connect_with(schema.options(), PostgresStore::pool_options())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let task = |id: &str| crate::NewTask {
+        id: id.into(),
+        tenant: "acme".into(),
+        task_type: "video".into(),
+        payload: "{}".into(),
+        idempotency_key: None,
+        priority: 0,
+        completion_webhook_url: None,
+        units: Vec::new(),
+        now: 1,
+        terms: Default::default(),
+    };
+    store.task_create(task("t1")).await.unwrap();
+    let admin = sqlx::PgPool::connect(&schema.base).await.unwrap();
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&schema.name)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    admin.close().await;
+    assert!(!ended.is_empty(), "the store's sessions were found");
+    assert_eq!(
+        store.task_create(task("t2")).await.unwrap(),
+        crate::Created::New("t2".into())
+    );
+    assert!(store.task_get("acme", "t2").await.unwrap().is_some());
+    store.close().await;
+}
+
 /// Any writer, even a hand-written UPDATE, is held to the state machine by the database: the
 /// trigger's table equals the model, an illegal change is refused (and named as such by the
 /// store's error mapping), a legal one passes.
