@@ -7,6 +7,8 @@ use std::time::Duration;
 use slotd_core::config::{Config, PoolConfig};
 use tower::ServiceExt;
 
+use crate::report::{Better, Report, Target};
+
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
@@ -171,8 +173,9 @@ pub async fn submit_many(services: &slotd_server::services::Services, units: u32
 }
 
 /// Put the database at `url` (migrated) back to the layout before the lean-write migrations
-/// (`previous_schema/{postgres,sqlite}.sql`), so a benchmark measures before and after in one
-/// run with the same binary.
+/// (`previous_schema/{postgres,sqlite}.sql`: the schema as migrations/postgres/0023 and
+/// migrations/sqlite/0022 left it), so a benchmark measures before and after in one run with
+/// the same binary.
 pub async fn as_previous_schema(url: &str) {
     if url.starts_with("postgres") {
         let pool = sqlx::PgPool::connect(url).await.expect("pg");
@@ -188,5 +191,181 @@ pub async fn as_previous_schema(url: &str) {
             .await
             .expect("previous SQLite schema");
         pool.close().await;
+    }
+}
+
+/// How many times the tick and submit groups measure each side of their comparisons
+/// (`SLOTD_BENCH_ROUNDS`, else `default`), alternating the sides so that a slow moment of the
+/// machine falls on both; their figures are the medians.
+pub fn rounds(default: usize) -> usize {
+    std::env::var("SLOTD_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &usize| *n > 0)
+        .unwrap_or(default)
+}
+
+/// The median of `v` (the mean of the middle two of an even count; 0 when empty).
+pub fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    match (v.len() % 2, v.get(mid.wrapping_sub(1)), v.get(mid)) {
+        (0, Some(a), Some(b)) => (a + b) / 2.0,
+        (_, _, Some(m)) => *m,
+        _ => 0.0,
+    }
+}
+
+/// The earlier build of this benchmark `SLOTD_BENCH_BASELINE` names (the executable `cargo
+/// bench -p slotd --no-run` built from an older commit), if it is a file: the tick and submit
+/// groups run its group beside their own, as the scale group runs `SLOTD_SCALE_BASELINE`.
+pub fn baseline_bench() -> Option<std::path::PathBuf> {
+    let path = std::path::PathBuf::from(std::env::var_os("SLOTD_BENCH_BASELINE")?);
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!(
+            "SLOTD_BENCH_BASELINE={} is not a file; no baseline runs",
+            path.display()
+        );
+        None
+    }
+}
+
+/// One figure of a baseline run: (name, backend, value).
+pub type BaselineFigure = (String, String, f64);
+
+/// Run `group` of the earlier build at `exe` (on the same servers: it makes and drops a
+/// PostgreSQL schema of its own) and read its figures from the JSON it writes into a
+/// directory of its own. `None`, said on stderr, when it fails.
+pub async fn run_baseline(exe: &Path, group: &str) -> Option<Vec<BaselineFigure>> {
+    let (exe, group) = (exe.to_path_buf(), group.to_string());
+    tokio::task::spawn_blocking(move || run_baseline_blocking(&exe, &group))
+        .await
+        .ok()
+        .flatten()
+}
+
+fn run_baseline_blocking(exe: &Path, group: &str) -> Option<Vec<BaselineFigure>> {
+    let dir = tempfile::TempDir::new().ok()?;
+    let status = std::process::Command::new(exe)
+        .arg(group)
+        .env("CARGO_TARGET_DIR", dir.path())
+        .env("SLOTD_BENCH_ROUNDS", "1")
+        .env_remove("SLOTD_BENCH_BASELINE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        other => {
+            eprintln!("the baseline's {group} group failed: {other:?}");
+            return None;
+        }
+    }
+    let text = std::fs::read_to_string(dir.path().join("slotd-bench.json")).ok()?;
+    let records: Vec<serde_json::Value> = serde_json::from_str(&text).ok()?;
+    Some(
+        records
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.get("name")?.as_str()?.to_string(),
+                    r.get("backend")?.as_str()?.to_string(),
+                    r.get("value")?.as_f64()?,
+                ))
+            })
+            .collect(),
+    )
+}
+
+/// The value of `name` on `backend` among a baseline's figures.
+pub fn baseline_value(figures: &[BaselineFigure], name: &str, backend: &str) -> Option<f64> {
+    figures
+        .iter()
+        .find(|(n, b, _)| n == name && b == backend)
+        .map(|f| f.2)
+}
+
+/// A fresh database of `backend`'s kind (each measurement starts empty).
+pub async fn fresh(dir: &Path, backend: &str) -> (&'static str, String) {
+    backends(dir)
+        .await
+        .into_iter()
+        .find(|(b, _)| *b == backend)
+        .expect("the backend answered a moment ago")
+}
+
+/// One figure of one backend measured in rounds: on the current schema, on the previous one
+/// (`previous_schema/`) and by the baseline build (`SLOTD_BENCH_BASELINE`).
+#[derive(Default)]
+pub struct Compared {
+    pub current: Vec<f64>,
+    pub previous: Vec<f64>,
+    pub baseline: Vec<f64>,
+}
+
+impl Compared {
+    /// Add this side's value of a round.
+    pub fn push(&mut self, previous: bool, value: f64) {
+        if previous {
+            self.previous.push(value);
+        } else {
+            self.current.push(value);
+        }
+    }
+
+    /// Report the medians: `name` (with `target`), `{name}_previous_schema`,
+    /// `{name}_after_over_before` (current over previous), and with a baseline
+    /// `{name}_baseline` and `{name}_over_baseline` (current over the baseline build's).
+    pub fn report(
+        &self,
+        report: &mut Report,
+        name: &str,
+        backend: &str,
+        unit: &str,
+        target: Target,
+    ) {
+        let better = match target {
+            Target::AtMost(_) => Better::Lower,
+            Target::AtLeast(_) => Better::Higher,
+            Target::None(b) => b,
+        };
+        let now = median_f64(self.current.clone());
+        report.add(name, backend, now, unit, target);
+        if !self.previous.is_empty() {
+            let before = median_f64(self.previous.clone());
+            report.add(
+                &format!("{name}_previous_schema"),
+                backend,
+                before,
+                unit,
+                Target::None(better),
+            );
+            report.add(
+                &format!("{name}_after_over_before"),
+                backend,
+                now / before.max(1e-9),
+                "x",
+                Target::None(better),
+            );
+        }
+        if !self.baseline.is_empty() {
+            let base = median_f64(self.baseline.clone());
+            report.add(
+                &format!("{name}_baseline"),
+                backend,
+                base,
+                unit,
+                Target::None(better),
+            );
+            report.add(
+                &format!("{name}_over_baseline"),
+                backend,
+                now / base.max(1e-9),
+                "x",
+                Target::None(better),
+            );
+        }
     }
 }

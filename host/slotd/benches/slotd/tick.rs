@@ -8,7 +8,7 @@ use std::time::Instant;
 use slotd_core::clock::{Clock, DynClock, ManualClock};
 use slotd_server::scheduler::{Scheduler, TickSteps};
 
-use crate::common::{fixture_config, median, ms, post_fixture, submit_many};
+use crate::common::{Compared, fixture_config, median, median_f64, ms, post_fixture, submit_many};
 use crate::report::{Better, Report, Target};
 
 pub(crate) const IN_FLIGHT: u32 = 10_000;
@@ -36,9 +36,9 @@ pub(crate) async fn scheduler(
     (services, sched, clock)
 }
 
-/// 10,000 in flight, 1,000 due per tick; the median poll tick (ms). On the schema before issue
-/// 44 with `previous` (then the figure is named `…_previous_schema`).
-async fn poll(report: &mut Report, backend: &str, url: &str, previous: bool) -> f64 {
+/// 10,000 in flight, 1,000 due per tick: the median poll tick and the median tick with nothing
+/// due (ms). On the schema before the lean-write migrations with `previous`.
+async fn poll(backend: &str, url: &str, previous: bool) -> (f64, f64) {
     let dir = tempfile::TempDir::new().expect("tmp");
     let (services, sched, clock) = scheduler(dir.path(), IN_FLIGHT, url, |_| {}).await;
     if previous {
@@ -56,14 +56,7 @@ async fn poll(report: &mut Report, backend: &str, url: &str, previous: bool) -> 
         in_flight += r.claimed;
         clock.advance(1);
     }
-    if std::env::var_os("SLOTD_BENCH_ANALYZE").is_some() && url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url).await.expect("pg");
-        sqlx::query("ANALYZE units")
-            .execute(&pool)
-            .await
-            .expect("analyze");
-        eprintln!("  (analyzed)");
-    }
+    analyze_if_asked(url).await;
     // Every unit due; each tick polls the 1,000 due longest (max_batch) and reschedules them.
     clock.advance(60_000);
     let mut polls = Vec::new();
@@ -100,52 +93,24 @@ async fn poll(report: &mut Report, backend: &str, url: &str, previous: bool) -> 
         },
         steps,
     );
-    let tick = ms(median(polls));
-    if previous {
-        report.add(
-            "run_once_poll_10k_previous_schema",
-            backend,
-            tick,
-            "ms",
-            Target::None(Better::Lower),
-        );
-        return tick;
+    (ms(median(polls)), ms(median(idle)))
+}
+
+/// With `SLOTD_BENCH_ANALYZE`, gather PostgreSQL's statistics of `units` before the measured
+/// ticks, as autovacuum does for a database in service (the run's database is minutes old,
+/// and without statistics the fill's pending query reads the narrow live-units index and
+/// sorts every pending unit instead of reading `units_fill` in order: docs/scale.md).
+async fn analyze_if_asked(url: &str) {
+    if std::env::var_os("SLOTD_BENCH_ANALYZE").is_none() || !url.starts_with("postgres") {
+        return;
     }
-    report.add(
-        "run_once_poll_10k",
-        backend,
-        tick,
-        "ms",
-        Target::AtMost(20.0),
-    );
-    report.add(
-        "run_once_idle_10k",
-        backend,
-        ms(median(idle)),
-        "ms",
-        Target::None(Better::Lower),
-    );
-    tick
-}
-
-/// A fresh database of `backend`'s kind (each run starts empty).
-async fn fresh(dir: &std::path::Path, backend: &str) -> (&'static str, String) {
-    crate::common::backends(dir)
+    let pool = sqlx::PgPool::connect(url).await.expect("pg");
+    sqlx::query("ANALYZE units")
+        .execute(&pool)
         .await
-        .into_iter()
-        .find(|(b, _)| *b == backend)
-        .expect("the backend answered a moment ago")
-}
-
-/// `{name}_after_over_before`: the tick on the current schema over the previous one's.
-fn after_over_before(report: &mut Report, name: &str, backend: &str, after: f64, before: f64) {
-    report.add(
-        &format!("{name}_after_over_before"),
-        backend,
-        after / before.max(1e-9),
-        "x",
-        Target::None(Better::Lower),
-    );
+        .expect("analyze");
+    pool.close().await;
+    eprintln!("  (analyzed)");
 }
 
 /// Units of the deadline variant's task: a lower priority than the backlog, due in a day.
@@ -170,7 +135,7 @@ enum Variant {
 /// [`DEADLINED`] units below the backlog's priority carries a deadline it can meet, so every
 /// tick's deadline sweep projects them behind the whole backlog (its per-group counts made
 /// afresh each tick: the clock moves a minute between ticks).
-async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -> f64 {
+async fn fill(backend: &str, url: &str, variant: Variant) -> (f64, f64) {
     let deadlines = variant == Variant::Deadlines;
     let dir = tempfile::TempDir::new().expect("tmp");
     let (services, sched, clock) = scheduler(dir.path(), DUE, url, |c| {
@@ -198,6 +163,7 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
         )
         .await;
     }
+    analyze_if_asked(url).await;
     let mut fills = Vec::new();
     let mut steps = Vec::new();
     let mut frees = Vec::new();
@@ -220,7 +186,12 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
         assert_eq!(r.succeeded as u32, DUE, "the poll should end every unit");
         clock.advance(1);
     }
-    let fill_ms = ms(median(fills));
+    let what = match variant {
+        Variant::Plain => "fill",
+        Variant::Previous => "fill (previous schema)",
+        Variant::Deadlines => "fill+deadlines",
+        Variant::Quotas => "fill+quotas",
+    };
     if deadlines {
         let pending = services
             .store
@@ -235,15 +206,6 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
             u64::from(DEADLINED),
             "the deadline units wait, none refused"
         );
-        print_steps(backend, "fill+deadlines", steps);
-        report.add(
-            "run_once_fill_10k_deadlines",
-            backend,
-            fill_ms,
-            "ms",
-            Target::None(Better::Lower),
-        );
-        return fill_ms;
     }
     if variant == Variant::Quotas {
         let used = services
@@ -253,43 +215,9 @@ async fn fill(report: &mut Report, backend: &str, url: &str, variant: Variant) -
             .expect("create log")
             .count;
         assert_eq!(used, rounds * DUE, "every grant counted in the create log");
-        print_steps(backend, "fill+quotas", steps);
-        report.add(
-            "run_once_fill_10k_quotas",
-            backend,
-            fill_ms,
-            "ms",
-            Target::None(Better::Lower),
-        );
-        return fill_ms;
     }
-    if variant == Variant::Previous {
-        print_steps(backend, "fill (previous schema)", steps);
-        report.add(
-            "run_once_fill_10k_previous_schema",
-            backend,
-            fill_ms,
-            "ms",
-            Target::None(Better::Lower),
-        );
-        return fill_ms;
-    }
-    print_steps(backend, "fill", steps);
-    report.add(
-        "run_once_fill_10k",
-        backend,
-        fill_ms,
-        "ms",
-        Target::AtMost(20.0),
-    );
-    report.add(
-        "run_once_succeed_1k",
-        backend,
-        ms(median(frees)),
-        "ms",
-        Target::None(Better::Lower),
-    );
-    fill_ms
+    print_steps(backend, what, steps);
+    (ms(median(fills)), ms(median(frees)))
 }
 
 /// Where the median tick's time went (the profile behind the figure).
@@ -313,32 +241,139 @@ pub(crate) fn print_steps(
     );
 }
 
+/// The poll and fill ticks of one backend over the rounds, and the ticks measured beside
+/// them for context (nothing due, the tick that ends 1,000 units).
+#[derive(Default)]
+struct Ticks {
+    poll: Compared,
+    fill: Compared,
+    idle: Vec<f64>,
+    succeed: Vec<f64>,
+}
+
+/// The poll and fill ticks on the previous schema and the current one, alternating which goes
+/// first, `rounds` times; with `baseline`, the earlier build's tick group before each round.
+async fn compared(
+    dir: &std::path::Path,
+    rounds: usize,
+    baseline: Option<&std::path::Path>,
+) -> Vec<(&'static str, Ticks)> {
+    let mut out: Vec<(&'static str, Ticks)> = Vec::new();
+    for round in 0..rounds {
+        let earlier = match baseline {
+            Some(exe) => crate::common::run_baseline(exe, "tick").await,
+            None => None,
+        };
+        for (backend, _) in crate::common::backends(dir).await {
+            let i = match out.iter().position(|(b, _)| *b == backend) {
+                Some(i) => i,
+                None => {
+                    out.push((backend, Ticks::default()));
+                    out.len() - 1
+                }
+            };
+            let sides = if round % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            let label = |previous: bool| if previous { ", previous schema" } else { "" };
+            for previous in sides {
+                eprintln!(
+                    "tick: {backend}, poll ticks at {IN_FLIGHT} in flight{}, round {}…",
+                    label(previous),
+                    round + 1
+                );
+                let (_, url) = crate::common::fresh(dir, backend).await;
+                let (tick, idle) = poll(backend, &url, previous).await;
+                out[i].1.poll.push(previous, tick);
+                if !previous {
+                    out[i].1.idle.push(idle);
+                }
+            }
+            for previous in sides {
+                eprintln!(
+                    "tick: {backend}, fill ticks at {IN_FLIGHT}+ pending{}, round {}…",
+                    label(previous),
+                    round + 1
+                );
+                let (_, url) = crate::common::fresh(dir, backend).await;
+                let variant = if previous {
+                    Variant::Previous
+                } else {
+                    Variant::Plain
+                };
+                let (tick, succeed) = fill(backend, &url, variant).await;
+                out[i].1.fill.push(previous, tick);
+                if !previous {
+                    out[i].1.succeed.push(succeed);
+                }
+            }
+            if let Some(f) = earlier.as_deref() {
+                let ticks = &mut out[i].1;
+                for (name, c) in [
+                    ("run_once_poll_10k", &mut ticks.poll),
+                    ("run_once_fill_10k", &mut ticks.fill),
+                ] {
+                    if let Some(v) = crate::common::baseline_value(f, name, backend) {
+                        eprintln!("  baseline build: {name} {v:.1} ms");
+                        c.baseline.push(v);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 pub async fn run(report: &mut Report) {
     let dir = tempfile::TempDir::new().expect("tmp");
-    // Before and after the lean-write migrations, in one run: the previous schema first.
-    for (backend, url) in crate::common::backends(dir.path()).await {
-        eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight, previous schema…");
-        let before = poll(report, backend, &url, true).await;
-        eprintln!("tick: {backend}, poll ticks at {IN_FLIGHT} in flight…");
-        let (_, url) = fresh(dir.path(), backend).await;
-        let after = poll(report, backend, &url, false).await;
-        after_over_before(report, "run_once_poll_10k", backend, after, before);
-    }
+    let baseline = crate::common::baseline_bench();
+    let ticks = compared(dir.path(), crate::common::rounds(1), baseline.as_deref()).await;
     let mut plain = Vec::new();
-    for (backend, url) in crate::common::backends(dir.path()).await {
-        eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending, previous schema…");
-        let before = fill(report, backend, &url, Variant::Previous).await;
-        eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending…");
-        let (_, url) = fresh(dir.path(), backend).await;
-        let after = fill(report, backend, &url, Variant::Plain).await;
-        after_over_before(report, "run_once_fill_10k", backend, after, before);
-        plain.push(after);
+    for (backend, t) in &ticks {
+        t.poll.report(
+            report,
+            "run_once_poll_10k",
+            backend,
+            "ms",
+            Target::AtMost(20.0),
+        );
+        report.add(
+            "run_once_idle_10k",
+            backend,
+            median_f64(t.idle.clone()),
+            "ms",
+            Target::None(Better::Lower),
+        );
+        t.fill.report(
+            report,
+            "run_once_fill_10k",
+            backend,
+            "ms",
+            Target::AtMost(20.0),
+        );
+        report.add(
+            "run_once_succeed_1k",
+            backend,
+            median_f64(t.succeed.clone()),
+            "ms",
+            Target::None(Better::Lower),
+        );
+        plain.push(median_f64(t.fill.current.clone()));
     }
     for (backend, url) in crate::common::backends(dir.path()).await {
         eprintln!(
             "tick: {backend}, fill ticks at {IN_FLIGHT}+ pending and {DEADLINED} deadline units below them…"
         );
-        fill(report, backend, &url, Variant::Deadlines).await;
+        let (tick, _) = fill(backend, &url, Variant::Deadlines).await;
+        report.add(
+            "run_once_fill_10k_deadlines",
+            backend,
+            tick,
+            "ms",
+            Target::None(Better::Lower),
+        );
     }
     for ((backend, url), plain) in crate::common::backends(dir.path())
         .await
@@ -346,7 +381,14 @@ pub async fn run(report: &mut Report) {
         .zip(plain)
     {
         eprintln!("tick: {backend}, fill ticks at {IN_FLIGHT}+ pending, slots + rate + daily…");
-        let quotas = fill(report, backend, &url, Variant::Quotas).await;
+        let (quotas, _) = fill(backend, &url, Variant::Quotas).await;
+        report.add(
+            "run_once_fill_10k_quotas",
+            backend,
+            quotas,
+            "ms",
+            Target::None(Better::Lower),
+        );
         report.add(
             "fill_quotas_over_slots_only",
             backend,
