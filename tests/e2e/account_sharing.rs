@@ -193,10 +193,12 @@ async fn another_clients_bursts_set_a_ceiling_and_their_end_is_taken_back() {
         ceilings.iter().any(|c| (13..=15).contains(c)),
         "a ceiling at what the other client leaves was learned: {ceilings:?}"
     );
-    // No 1303 storm: each refusal waits the provider's back-off and then one create asks
-    // again. (The benchmark's `sharing` group measures the share at time x0.1.)
+    // No 1303 storm (one refusal per freed slot and tick would be most creates): each
+    // refusal waits the provider's back-off and then one create asks again. At this
+    // compression 20–25 % of creates are refused (the ramp and the probes of two bursts in a
+    // short run); the benchmark's `sharing` group measures the share at time x0.1.
     assert!(
-        stats.rate_limited_1303 * 4 <= create_requests,
+        stats.rate_limited_1303 * 3 <= create_requests,
         "{} refusals of {create_requests} creates",
         stats.rate_limited_1303
     );

@@ -299,12 +299,12 @@ impl Estimator {
     fn refused(&mut self, configured: u32, seen: Observed, now: i64, policy: &Policy) -> Verdict {
         let held = seen.in_flight;
         let probe = self.ceiling.is_some_and(|c| held >= c);
-        // The provider's back-off, doubled for every refused tick in a row.
+        // The provider's back-off, doubled for every refused tick in a row. It follows the
+        // tick like every timing: at most a tenth of `probe` (Kling's 1 s at the defaults).
         let base = seen
             .retry_after_ms
-            .map_or(policy.probe_ms / 10, |ms| {
-                i64::try_from(ms).unwrap_or(i64::MAX)
-            })
+            .map_or(i64::MAX, |ms| i64::try_from(ms).unwrap_or(i64::MAX))
+            .min(policy.probe_ms / 10)
             .max(1);
         let doubling = 1i64 << self.streak.saturating_sub(1).min(20);
         self.hold_level = held;
