@@ -271,9 +271,10 @@ impl RunSpec {
     }
 }
 
-pub(crate) async fn run_one(spec: &RunSpec) -> anyhow::Result<Option<Figures>> {
+/// The Kling simulator as `spec` asks for it: the account at [`LIMIT`], its random refusals
+/// and its other client.
+async fn start_sim(spec: &RunSpec) -> anyhow::Result<slotd_sim::kling::SimHandle> {
     let time_scale = spec.time_scale;
-    let dir = tempfile::TempDir::new()?;
     let (other_slots, burst, gap) = spec.other_client.unwrap_or((0, 0.0, 0.0));
     let sim = slotd_sim::kling::start(SimOptions {
         listen: "127.0.0.1:0".parse()?,
@@ -297,6 +298,13 @@ pub(crate) async fn run_one(spec: &RunSpec) -> anyhow::Result<Option<Figures>> {
         ..SimOptions::default()
     })
     .await?;
+    Ok(sim)
+}
+
+pub(crate) async fn run_one(spec: &RunSpec) -> anyhow::Result<Option<Figures>> {
+    let time_scale = spec.time_scale;
+    let dir = tempfile::TempDir::new()?;
+    let sim = start_sim(spec).await?;
     let Some((base, running)) = start_with_prior(
         spec.deployment,
         dir.path(),
